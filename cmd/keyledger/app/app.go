@@ -1,0 +1,147 @@
+// Package app is keyledger's command line: it parses arguments, wires the
+// store, the Kubernetes client and the workflows together, prints one JSON
+// line per run on stdout and structured, content-free logs on stderr, and
+// maps every error to an exit code in one place (ExitCode).
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Version is stamped at build time with -ldflags "-X ...app.Version=...".
+var Version = "dev"
+
+// IOStreams are the standard streams a command uses, so every command can be
+// tested without a shell.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// StdStreams returns the process's streams.
+func StdStreams() IOStreams { return IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr} }
+
+// UsageError is a wrong invocation: exit 64.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
+
+const usage = `keyledger: exactly-once operations on Kubernetes Secrets, journaled in PostgreSQL
+
+Usage:
+  keyledger run COMMAND_FILE            run one command file (absolute path)
+  keyledger migrate up|down|version     manage the journal schema
+  keyledger journal list                list journaled operations
+  keyledger journal show MUTATION_ID    show one operation and its records
+  keyledger keyring inspect NS/NAME     print a keyring's catalog (never material)
+  keyledger version                     print the version
+
+Flags common to commands that need them:
+  --database-url URL   journal database (default $KEYLEDGER_DATABASE_URL)
+  --kubeconfig PATH    cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)
+  -o table|json        output format of journal and keyring commands
+
+Exit codes: 0 done, 2 refused, 64 usage or invalid command file,
+69 dependency unreachable, 75 outcome uncertain (rerun settles it),
+77 permission matrix mismatch.
+`
+
+// Run runs keyledger with args (without the program name).
+func Run(ctx context.Context, args []string, streams IOStreams) error {
+	if len(args) == 0 {
+		fmt.Fprint(streams.ErrOut, usage)
+		return usagef("no command given")
+	}
+	log := newLogger(streams.ErrOut)
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return runCommand(ctx, rest, streams, log)
+	case "migrate":
+		return migrateCommand(ctx, rest, streams, log)
+	case "journal":
+		return journalCommand(ctx, rest, streams)
+	case "keyring":
+		return keyringCommand(ctx, rest, streams)
+	case "version":
+		return versionCommand(rest, streams)
+	case "help", "-h", "--help":
+		fmt.Fprint(streams.Out, usage)
+		return nil
+	default:
+		fmt.Fprint(streams.ErrOut, usage)
+		return usagef("unknown command %q", cmd)
+	}
+}
+
+func newLogger(w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if strings.EqualFold(os.Getenv("KEYLEDGER_LOG_LEVEL"), "debug") {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// commonFlags are the connection flags shared by several commands.
+type commonFlags struct {
+	databaseURL string
+	kubeconfig  string
+	output      string
+}
+
+func newFlagSet(name string, streams IOStreams) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(streams.ErrOut)
+	return fs
+}
+
+func (c *commonFlags) addDatabase(fs *flag.FlagSet) {
+	fs.StringVar(&c.databaseURL, "database-url", "", "journal database URL (default $KEYLEDGER_DATABASE_URL)")
+}
+
+func (c *commonFlags) addKube(fs *flag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+}
+
+func (c *commonFlags) addOutput(fs *flag.FlagSet) {
+	fs.StringVar(&c.output, "o", "table", "output format: table or json")
+}
+
+// database returns the database URL from the flag or the environment.
+func (c *commonFlags) database() (string, error) {
+	if c.databaseURL != "" {
+		return c.databaseURL, nil
+	}
+	if v := os.Getenv("KEYLEDGER_DATABASE_URL"); v != "" {
+		return v, nil
+	}
+	return "", usagef("no database: set --database-url or KEYLEDGER_DATABASE_URL")
+}
+
+func (c *commonFlags) checkOutput() error {
+	if c.output != "table" && c.output != "json" {
+		return usagef("-o must be table or json, not %q", c.output)
+	}
+	return nil
+}
+
+// parse parses flags and maps flag errors to usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usagef("help requested")
+		}
+		return usagef("%v", err)
+	}
+	return nil
+}

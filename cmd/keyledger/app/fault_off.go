@@ -1,0 +1,8 @@
+//go:build !failpoints
+
+package app
+
+import "net/http"
+
+// faultWrap is the identity in release builds: KEYLEDGER_FAULT is ignored.
+func faultWrap(rt http.RoundTripper) http.RoundTripper { return rt }

@@ -1,0 +1,24 @@
+//go:build failpoints
+
+package app
+
+import (
+	"net/http"
+	"os"
+
+	"github.com/keyledger/keyledger/kube/fault"
+)
+
+// faultWrap arms the fault-injecting transport from KEYLEDGER_FAULT. Only
+// test builds (-tags failpoints) contain it.
+func faultWrap(rt http.RoundTripper) http.RoundTripper {
+	spec := os.Getenv(fault.Env)
+	if spec == "" {
+		return rt
+	}
+	rule, err := fault.Parse(spec)
+	if err != nil {
+		panic(err)
+	}
+	return fault.New(rule, rt)
+}

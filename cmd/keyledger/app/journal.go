@@ -1,0 +1,177 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+func journalCommand(ctx context.Context, args []string, streams IOStreams) error {
+	if len(args) == 0 {
+		return usagef("journal takes list or show MUTATION_ID")
+	}
+	var flags commonFlags
+	fs := newFlagSet("journal "+args[0], streams)
+	flags.addDatabase(fs)
+	flags.addOutput(fs)
+	var limit int
+	if args[0] == "list" {
+		fs.IntVar(&limit, "limit", 50, "how many operations, newest first")
+	}
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if err := flags.checkOutput(); err != nil {
+		return err
+	}
+	url, err := flags.database()
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "list":
+		if fs.NArg() != 0 {
+			return usagef("journal list takes no arguments")
+		}
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+		}
+		defer st.Close()
+		ops, err := st.List(ctx, store.ListParams{Limit: limit})
+		if err != nil {
+			return err
+		}
+		return printOperations(streams, flags.output, ops)
+	case "show":
+		if fs.NArg() != 1 {
+			return usagef("journal show takes one MUTATION_ID")
+		}
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+		}
+		defer st.Close()
+		op, err := st.Load(ctx, fs.Arg(0))
+		if errors.Is(err, store.ErrNotFound) {
+			return usagef("no operation with mutation ID %q", fs.Arg(0))
+		}
+		if err != nil {
+			return err
+		}
+		records, err := st.Records(ctx, op.ID)
+		if err != nil {
+			return err
+		}
+		return printOperation(streams, flags.output, op, records)
+	default:
+		return usagef("journal takes list or show MUTATION_ID, not %q", args[0])
+	}
+}
+
+type operationJSON struct {
+	Kind          string       `json:"kind"`
+	MutationID    string       `json:"mutationId"`
+	RequestID     string       `json:"requestId"`
+	CommandDigest string       `json:"commandDigest"`
+	Namespace     string       `json:"namespace"`
+	Name          string       `json:"name"`
+	ExpectedUID   string       `json:"expectedUID,omitempty"`
+	State         string       `json:"state"`
+	Outcome       string       `json:"outcome,omitempty"`
+	Reason        string       `json:"reason,omitempty"`
+	CreatedAt     time.Time    `json:"createdAt"`
+	FinalizedAt   *time.Time   `json:"finalizedAt,omitempty"`
+	Records       []recordJSON `json:"records,omitempty"`
+}
+
+type recordJSON struct {
+	Kind            string         `json:"kind"`
+	Step            string         `json:"step"`
+	Attempt         int            `json:"attempt,omitempty"`
+	UID             string         `json:"uid,omitempty"`
+	ResourceVersion string         `json:"resourceVersion,omitempty"`
+	Digest          string         `json:"digest,omitempty"`
+	Status          string         `json:"status,omitempty"`
+	Reason          string         `json:"reason,omitempty"`
+	Detail          map[string]any `json:"detail,omitempty"`
+	CreatedAt       time.Time      `json:"createdAt"`
+}
+
+func toJSON(op *store.Operation, records []store.Record) operationJSON {
+	out := operationJSON{
+		Kind: op.Kind, MutationID: op.MutationID, RequestID: op.RequestID, CommandDigest: op.CommandDigest,
+		Namespace: op.Namespace, Name: op.Name, ExpectedUID: op.ExpectedUID, State: string(op.State),
+		Outcome: op.Outcome, Reason: op.Reason, CreatedAt: op.CreatedAt, FinalizedAt: op.FinalizedAt,
+	}
+	for _, r := range records {
+		out.Records = append(out.Records, recordJSON{
+			Kind: string(r.Kind), Step: r.Step, Attempt: r.Attempt, UID: r.UID, ResourceVersion: r.ResourceVersion,
+			Digest: r.Digest, Status: r.Status, Reason: r.Reason, Detail: r.Detail, CreatedAt: r.CreatedAt,
+		})
+	}
+	return out
+}
+
+func printOperations(streams IOStreams, output string, ops []*store.Operation) error {
+	if output == "json" {
+		list := make([]operationJSON, 0, len(ops))
+		for _, op := range ops {
+			list = append(list, toJSON(op, nil))
+		}
+		return json.NewEncoder(streams.Out).Encode(list)
+	}
+	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MUTATION\tKIND\tTARGET\tSTATE\tOUTCOME\tREASON\tCREATED")
+	for _, op := range ops {
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", op.MutationID, op.Kind, op.Namespace, op.Name, op.State,
+			dash(op.Outcome), dash(op.Reason), op.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func printOperation(streams IOStreams, output string, op *store.Operation, records []store.Record) error {
+	if output == "json" {
+		return json.NewEncoder(streams.Out).Encode(toJSON(op, records))
+	}
+	fmt.Fprintf(streams.Out, "mutation %s (%s) request %s\ntarget   %s/%s uid %s\nstate    %s outcome %s reason %s\ncommand  %s\n\n",
+		op.MutationID, op.Kind, op.RequestID, op.Namespace, op.Name, dash(op.ExpectedUID), op.State,
+		dash(op.Outcome), dash(op.Reason), op.CommandDigest)
+	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tRECORD\tSTEP\tATTEMPT\tUID\tRV\tSTATUS\tREASON\tDETAIL")
+	for i, r := range records {
+		attempt := "-"
+		if r.Attempt > 0 {
+			attempt = fmt.Sprint(r.Attempt)
+		}
+		detail := "-"
+		if len(r.Detail) > 0 {
+			b, _ := json.Marshal(r.Detail)
+			detail = string(b)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, attempt, dash(shortUID(r.UID)),
+			dash(r.ResourceVersion), dash(r.Status), dash(r.Reason), detail)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func shortUID(uid string) string {
+	if i := strings.IndexByte(uid, '-'); i > 0 {
+		return uid[:i]
+	}
+	return uid
+}

@@ -1,0 +1,19 @@
+// Command keyledger runs exactly-once operations on Kubernetes Secrets,
+// journaled in PostgreSQL. See the README for the commands and exit codes.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/keyledger/keyledger/cmd/keyledger/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := app.Run(ctx, os.Args[1:], app.StdStreams())
+	stop()
+	os.Exit(app.ExitCode(err))
+}

@@ -1,0 +1,52 @@
+package fault
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	r, err := Parse("drop-response:put:/secrets/keyring#2")
+	require.NoError(t, err)
+	require.Equal(t, Rule{Mode: DropResponse, Method: "PUT", PathContains: "/secrets/keyring", Nth: 2}, r)
+	for _, bad := range []string{"", "drop-response", "explode:PUT", "reset:GET#x", "reset:GET#-1"} {
+		_, err := Parse(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+// The server really receives the dropped request; the reset one never arrives.
+func TestTransport(t *testing.T) {
+	t.Parallel()
+	var received atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		received.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	drop := &http.Client{Transport: New(Rule{Mode: DropResponse, Method: "PUT", Nth: 1}, http.DefaultTransport)}
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/x", strings.NewReader("body"))
+	_, err := drop.Do(req)
+	require.True(t, IsDropped(err), "got %v", err)
+	require.EqualValues(t, 1, received.Load(), "a dropped response must follow a delivered request")
+	req, _ = http.NewRequest(http.MethodPut, srv.URL+"/x", strings.NewReader("body"))
+	resp, err := drop.Do(req)
+	require.NoError(t, err, "only the first match is faulted")
+	resp.Body.Close()
+	require.EqualValues(t, 2, received.Load())
+
+	reset := &http.Client{Transport: New(Rule{Mode: Reset, Method: "GET"}, http.DefaultTransport)}
+	_, err = reset.Get(srv.URL + "/y")
+	require.True(t, errors.Is(err, syscall.ECONNRESET), "got %v", err)
+	require.EqualValues(t, 2, received.Load(), "a reset request must never reach the server")
+}

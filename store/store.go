@@ -1,0 +1,321 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var (
+	// ErrNotFound is returned when no operation has the requested mutation ID.
+	ErrNotFound = errors.New("operation not found")
+	// ErrStateMoved is returned by Transition when the operation is no longer
+	// in the expected state: another process moved it first.
+	ErrStateMoved = errors.New("operation state moved concurrently")
+	// ErrDigestMismatch is returned by Prepare when the mutation ID is already
+	// journaled for a different command.
+	ErrDigestMismatch = errors.New("mutation ID already used by a different command")
+)
+
+// Store is an open journal.
+type Store struct {
+	pool *pgxpool.Pool
+	txs  atomic.Int64
+}
+
+// Open connects to the journal database. The URL never appears in errors.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, errors.New("database URL is not valid")
+	}
+	cfg.MaxConns = 4
+	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening database pool: %w", redact(err))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, &UnreachableError{Err: redact(err)}
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close releases all connections.
+func (s *Store) Close() { s.pool.Close() }
+
+// Transactions is the number of transactions this Store has committed.
+func (s *Store) Transactions() int64 { return s.txs.Load() }
+
+// UnreachableError means PostgreSQL could not be reached at all.
+type UnreachableError struct{ Err error }
+
+func (e *UnreachableError) Error() string { return "database unreachable: " + e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// redact keeps what kind of failure happened but drops connection strings,
+// host names and user names that pgconn puts in its messages.
+func redact(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return fmt.Errorf("server error %s (%s)", pgErr.Code, pgErr.Severity)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return errors.New("connection failed")
+	}
+	return errors.New("connection failed")
+}
+
+// Operation is one journaled operation.
+type Operation struct {
+	ID            int64
+	Kind          string
+	MutationID    string
+	RequestID     string
+	CommandDigest string
+	Namespace     string
+	Name          string
+	ExpectedUID   string
+	State         State
+	Outcome       string
+	Reason        string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinalizedAt   *time.Time
+}
+
+// Record is one append-only journal entry. Detail holds content-free facts
+// (names, counts, digests); it must never hold secret material.
+type Record struct {
+	ID              int64
+	Kind            RecordKind
+	Step            string
+	Attempt         int
+	UID             string
+	ResourceVersion string
+	Digest          string
+	Status          string
+	Reason          string
+	Detail          map[string]any
+	CreatedAt       time.Time
+}
+
+// PrepareParams describe a new operation.
+type PrepareParams struct {
+	Kind          string
+	MutationID    string
+	RequestID     string
+	CommandDigest string
+	Namespace     string
+	Name          string
+	ExpectedUID   string
+	// Detail goes into the preparation record (for example planned names).
+	Detail map[string]any
+}
+
+const operationColumns = `id, kind, mutation_id, request_id, command_digest, target_namespace, target_name,
+	expected_uid, state, coalesce(outcome, ''), coalesce(reason, ''), created_at, updated_at, finalized_at`
+
+func scanOperation(row pgx.Row) (*Operation, error) {
+	var op Operation
+	var state string
+	err := row.Scan(&op.ID, &op.Kind, &op.MutationID, &op.RequestID, &op.CommandDigest, &op.Namespace, &op.Name,
+		&op.ExpectedUID, &state, &op.Outcome, &op.Reason, &op.CreatedAt, &op.UpdatedAt, &op.FinalizedAt)
+	if err != nil {
+		return nil, err
+	}
+	op.State = State(state)
+	return &op, nil
+}
+
+// Prepare journals a new operation with its preparation record, in one
+// transaction. When the mutation ID is already journaled with the same
+// command digest and kind it returns that operation and created=false, so the
+// caller resumes from its recorded state; a different digest is
+// ErrDigestMismatch.
+func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		op, err = scanOperation(tx.QueryRow(ctx, `
+			INSERT INTO keyledger.operations
+			  (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (mutation_id) DO NOTHING
+			RETURNING `+operationColumns,
+			p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID))
+		switch {
+		case err == nil:
+			created = true
+			return insertRecords(ctx, tx, op.ID, []Record{{
+				Kind: RecordPreparation, Step: string(RecordPreparation), Digest: p.CommandDigest, UID: p.ExpectedUID, Detail: p.Detail,
+			}})
+		case errors.Is(err, pgx.ErrNoRows):
+			op, err = scanOperation(tx.QueryRow(ctx,
+				`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, p.MutationID))
+			if err != nil {
+				return fmt.Errorf("reading journaled operation: %w", err)
+			}
+			if op.CommandDigest != p.CommandDigest || op.Kind != p.Kind {
+				return ErrDigestMismatch
+			}
+			return nil
+		default:
+			return fmt.Errorf("inserting operation: %w", err)
+		}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return op, created, nil
+}
+
+// TransitionParams move an operation from one state to another (or keep it,
+// when From == To) and append the records that justify the move.
+type TransitionParams struct {
+	OperationID int64
+	From, To    State
+	Records     []Record
+	// Outcome and Reason are required when To is terminal.
+	Outcome string
+	Reason  string
+}
+
+// Transition commits a state move and its records in one transaction. The move
+// is a compare-and-set: ErrStateMoved when the operation is not in From.
+func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation, error) {
+	if p.To.Terminal() && p.Outcome == "" {
+		return nil, fmt.Errorf("transition to %s needs an outcome", p.To)
+	}
+	var op *Operation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		op, err = scanOperation(tx.QueryRow(ctx, `
+			UPDATE keyledger.operations
+			SET state = $3,
+			    outcome = nullif($4, ''),
+			    reason = nullif($5, ''),
+			    finalized_at = CASE WHEN $3::keyledger.operation_state IN ('completed', 'refused') THEN now() END
+			WHERE id = $1 AND state = $2
+			RETURNING `+operationColumns,
+			p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrStateMoved
+		}
+		if err != nil {
+			return fmt.Errorf("moving operation %s -> %s: %w", p.From, p.To, err)
+		}
+		return insertRecords(ctx, tx, p.OperationID, p.Records)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record) error {
+	for _, r := range records {
+		detail := r.Detail
+		if detail == nil {
+			detail = map[string]any{}
+		}
+		raw, err := json.Marshal(detail)
+		if err != nil {
+			return fmt.Errorf("encoding %s record detail: %w", r.Kind, err)
+		}
+		var attempt *int
+		if r.Attempt > 0 {
+			attempt = &r.Attempt
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO keyledger.records
+			  (operation_id, kind, step, attempt, uid, resource_version, digest, status, reason, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			opID, string(r.Kind), r.Step, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, raw); err != nil {
+			return fmt.Errorf("appending %s record: %w", r.Kind, err)
+		}
+	}
+	return nil
+}
+
+// Load returns the operation with the given mutation ID, or ErrNotFound.
+func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error) {
+	op, err := scanOperation(s.pool.QueryRow(ctx,
+		`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, mutationID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading operation: %w", err)
+	}
+	return op, nil
+}
+
+// Records returns an operation's records in the order they were appended.
+func (s *Store) Records(ctx context.Context, operationID int64) ([]Record, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, kind, step, coalesce(attempt, 0), uid, resource_version, digest, status, reason, detail, created_at
+		FROM keyledger.records WHERE operation_id = $1 ORDER BY id`, operationID)
+	if err != nil {
+		return nil, fmt.Errorf("reading records: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
+		var r Record
+		var kind string
+		var raw []byte
+		if err := row.Scan(&r.ID, &kind, &r.Step, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
+			&r.Reason, &raw, &r.CreatedAt); err != nil {
+			return r, err
+		}
+		r.Kind = RecordKind(kind)
+		if err := json.Unmarshal(raw, &r.Detail); err != nil {
+			return r, fmt.Errorf("decoding record detail: %w", err)
+		}
+		return r, nil
+	})
+}
+
+// ListParams filter List.
+type ListParams struct {
+	// Limit caps the number of operations returned (newest first); 0 means 100.
+	Limit int
+}
+
+// List returns the newest operations first.
+func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT `+operationColumns+` FROM keyledger.operations ORDER BY created_at DESC, id DESC LIMIT $1`, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing operations: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Operation, error) { return scanOperation(row) })
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning transaction: %w", redact(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing transaction: %w", err)
+	}
+	s.txs.Add(1)
+	return nil
+}

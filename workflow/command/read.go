@@ -1,0 +1,166 @@
+package command
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// MaxSize is the largest command file Read accepts, in bytes.
+const MaxSize = 64 << 10
+
+// ReadOptions tunes Read.
+type ReadOptions struct {
+	// RequirePrivate refuses a file whose mode grants any group or world
+	// permission (mode&0o077 != 0). Set it when the file holds secret values.
+	RequirePrivate bool
+}
+
+// File is a command file read from disk with a valid envelope.
+type File struct {
+	// Path is the absolute path the file was read from.
+	Path string
+	// Bytes is the raw content.
+	Bytes []byte
+	// Digest is "sha256:<hex>" of Bytes. It identifies these exact bytes (for
+	// logs); idempotency uses the canonical Digest of the decoded document.
+	Digest string
+	// Envelope is the validated envelope; Spec is still raw.
+	Envelope Envelope
+}
+
+// Read reads and validates the command file at path.
+//
+// The path must be absolute and clean with no ".." component. The final
+// component is opened with O_NOFOLLOW (a symbolic link is refused) and
+// O_NONBLOCK (a FIFO cannot block the open); type, size and mode are checked
+// on the opened descriptor, so a swap between check and read is not possible.
+// Symbolic links in parent directories are followed. At most MaxSize bytes
+// are accepted, counted while reading rather than trusted from fstat.
+//
+// Refusals before the content is looked at are *FileError; content problems
+// are *InvalidError.
+func Read(path string, opts ReadOptions) (*File, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	data, err := readFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	env, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return &File{Path: path, Bytes: data, Digest: digestBytes(data), Envelope: *env}, nil
+}
+
+func checkPath(path string) error {
+	refuse := func(reason, detail string) error {
+		return &FileError{Path: path, Reason: reason, Detail: detail}
+	}
+	if !filepath.IsAbs(path) {
+		return refuse(ReasonRelativePath, "want an absolute path")
+	}
+	if slices.Contains(strings.Split(path, "/"), "..") {
+		return refuse(ReasonParentReference, `path has a ".." component`)
+	}
+	if filepath.Clean(path) != path {
+		return refuse(ReasonUncleanPath, "want the path in clean form, without //, /./ or a trailing /")
+	}
+	return nil
+}
+
+func readFile(path string, opts ReadOptions) ([]byte, error) {
+	refuse := func(reason, detail string, err error) error {
+		return &FileError{Path: path, Reason: reason, Detail: detail, Err: err}
+	}
+	const flags = syscall.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK |
+		syscall.O_CLOEXEC | syscall.O_NOCTTY
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(path, flags, 0)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, refuse(ReasonSymlink, "refusing to follow a symbolic link", nil)
+	case err != nil:
+		return nil, refuse(ReasonUnreadable, "", &fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+
+	info, err := f.Stat() // fstat on the opened descriptor
+	if err != nil {
+		return nil, refuse(ReasonUnreadable, "", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, refuse(ReasonNotRegular, "want a regular file, got "+fileType(info.Mode()), nil)
+	}
+	if perm := info.Mode().Perm(); opts.RequirePrivate && perm&0o077 != 0 {
+		return nil, refuse(ReasonNotPrivate,
+			fmt.Sprintf("mode %#o grants group or world permissions; want no bits in 0o077, e.g. 0600", perm), nil)
+	}
+	if info.Size() > MaxSize {
+		return nil, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
+	}
+	data, err := readLimited(f, MaxSize)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
+	case err != nil:
+		return nil, refuse(ReasonUnreadable, "", err)
+	}
+	return data, nil
+}
+
+var errTooLarge = errors.New("too large")
+
+// readLimited reads r to the end, reading at most limit+1 bytes, and returns
+// errTooLarge when there are more than limit.
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	default:
+		return "irregular file"
+	}
+}
+
+func digestBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

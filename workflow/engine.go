@@ -1,0 +1,478 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/looplab/fsm"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/failpoint"
+)
+
+// Journal is what the engine needs from the store.
+type Journal interface {
+	Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error)
+	Load(ctx context.Context, mutationID string) (*store.Operation, error)
+	Records(ctx context.Context, operationID int64) ([]store.Record, error)
+}
+
+// Family is one kind of operation plugged into the engine.
+type Family interface {
+	// Decide reads the durable facts and says what to do next. It is asked in
+	// the prepared and answered states.
+	Decide(ctx context.Context, run *Run) (Decision, error)
+	// Resolve re-reads the durable facts after the call recorded in call
+	// (an authority_call record) ended without a known outcome.
+	Resolve(ctx context.Context, run *Run, call store.Record) (Verdict, error)
+}
+
+// Run is one operation as the engine drives it: the journaled operation and
+// its records, kept in step with every committed transition.
+type Run struct {
+	Op      *store.Operation
+	Records []store.Record
+}
+
+// LastCall returns the newest authority_call record.
+func (r *Run) LastCall() (store.Record, bool) {
+	for i := len(r.Records) - 1; i >= 0; i-- {
+		if r.Records[i].Kind == store.RecordAuthorityCall {
+			return r.Records[i], true
+		}
+	}
+	return store.Record{}, false
+}
+
+// Attempts counts the authority calls recorded for step.
+func (r *Run) Attempts(step string) int {
+	n := 0
+	for _, rec := range r.Records {
+		if rec.Kind == store.RecordAuthorityCall && rec.Step == step {
+			n++
+		}
+	}
+	return n
+}
+
+// Decision is what Decide returns: exactly one of Complete, Refuse or Call.
+type Decision struct {
+	// Complete ends the operation as done (for example an exact replay).
+	Complete *Completion
+	// Refuse ends the operation fail-closed.
+	Refuse *Refusal
+	// Call sends one authority call.
+	Call *Call
+}
+
+// Completion ends an operation with its effect confirmed.
+type Completion struct {
+	Outcome Outcome
+	// Records are appended before the completion record (observations).
+	Records []store.Record
+	// Summary is the content-free description of the result stored in the
+	// completion record and printed in the outcome line.
+	Summary map[string]any
+}
+
+// Refusal ends an operation fail-closed.
+type Refusal struct {
+	// Reason is a stable kebab-case word.
+	Reason string
+	// Summary is what was observed, content-free, stored in the refusal
+	// record and printed in the outcome line.
+	Summary map[string]any
+	Records []store.Record
+}
+
+// Call is one authority call. Its record is committed before Send runs.
+type Call struct {
+	// Step names the call in the journal (kebab-case, e.g. "replace-keyring").
+	Step string
+	// UID and ResourceVersion are the call's preconditions; Digest the
+	// digest of the intended result.
+	UID, ResourceVersion, Digest string
+	// Detail holds content-free facts about the call.
+	Detail map[string]any
+	// Observation, when set, is committed with the call (what the read that
+	// led to it showed).
+	Observation *store.Record
+	// Final marks the last call: when it is applied the operation completes
+	// with outcome completed and Summary.
+	Final bool
+	// Summary describes the intended result (content-free); it becomes the
+	// completion's summary when a Final call is applied, and the refusal's
+	// when the authority rejects the call.
+	Summary map[string]any
+	// Send performs the call. It must classify every answer and never retry.
+	Send func(ctx context.Context) Answer
+}
+
+// AnswerStatus classifies what came back for a call.
+type AnswerStatus string
+
+const (
+	// Applied: the authority answered and the result is what was intended.
+	Applied AnswerStatus = "applied"
+	// Unknown: no usable answer (lost response, reset, timeout, 5xx) or a
+	// conflict; the durable facts must be re-read.
+	Unknown AnswerStatus = "unknown"
+	// Rejected: the authority definitely refused and nothing was applied.
+	Rejected AnswerStatus = "rejected"
+)
+
+// Answer is what a call's Send saw.
+type Answer struct {
+	Status AnswerStatus
+	// Code is the HTTP status, 0 when none arrived.
+	Code int
+	// UID, ResourceVersion and Digest describe the returned object.
+	UID, ResourceVersion, Digest string
+	// Reason is a kebab-case word (conflict, lost, timeout, server-error, ...).
+	Reason string
+	Detail map[string]any
+}
+
+// VerdictKind is what resolution concluded.
+type VerdictKind string
+
+const (
+	// Ours: the durable facts show this operation's intended result.
+	Ours VerdictKind = "ours"
+	// NotApplied: the call did not take effect; Retry may be sent again.
+	NotApplied VerdictKind = "not-applied"
+	// Theirs: something else changed the object; fail closed.
+	Theirs VerdictKind = "theirs"
+	// Undetermined: the facts could not be read; the outcome stays unknown.
+	Undetermined VerdictKind = "undetermined"
+)
+
+// Verdict is what Resolve returns.
+type Verdict struct {
+	Kind   VerdictKind
+	Reason string
+	// UID, ResourceVersion and Digest describe what the re-read showed.
+	UID, ResourceVersion, Digest string
+	Detail                       map[string]any
+	// Retry is the call to send when Kind is NotApplied (same step).
+	Retry *Call
+	// Summary describes what was found (content-free): the completion's
+	// summary when Kind is Ours and the call was final, the refusal's when
+	// Kind is Theirs.
+	Summary map[string]any
+	// Err explains an Undetermined verdict.
+	Err error
+}
+
+// Engine drives operations of one family through the state machine.
+type Engine struct {
+	Journal Journal
+	Family  Family
+	Log     *slog.Logger
+	// MaxAttempts bounds how many times one step's call is sent (default 3).
+	MaxAttempts int
+}
+
+// The engine's events. Their names are also the failpoint names
+// ("after-"+event) and the words the journal's records use.
+const (
+	eventCall     = "call"
+	eventAnswer   = "answer"
+	eventResolve  = "resolve"
+	eventComplete = "complete"
+	eventRefuse   = "refuse"
+)
+
+// Events is the state machine: each event with the states it leaves from and
+// the state it enters. It is exactly store.Edges, grouped by destination.
+func Events() fsm.Events {
+	s := func(states ...store.State) []string {
+		out := make([]string, len(states))
+		for i, st := range states {
+			out[i] = string(st)
+		}
+		return out
+	}
+	return fsm.Events{
+		{Name: eventCall, Src: s(store.StatePrepared, store.StateAnswered, store.StateResolving), Dst: string(store.StateCalling)},
+		{Name: eventAnswer, Src: s(store.StateCalling, store.StateResolving), Dst: string(store.StateAnswered)},
+		{Name: eventResolve, Src: s(store.StateCalling, store.StateAnswered), Dst: string(store.StateResolving)},
+		{Name: eventComplete, Src: s(store.StatePrepared, store.StateCalling, store.StateAnswered, store.StateResolving), Dst: string(store.StateCompleted)},
+		{Name: eventRefuse, Src: s(store.StatePrepared, store.StateCalling, store.StateAnswered, store.StateResolving), Dst: string(store.StateRefused)},
+	}
+}
+
+// move is the payload of one transition.
+type move struct {
+	records []store.Record
+	outcome Outcome
+	reason  string
+}
+
+// machine binds one operation's fsm to the journal: the before_event
+// callback commits the transition, and cancels the event when the commit
+// fails, so the in-memory state never runs ahead of the journal.
+type machine struct {
+	e   *Engine
+	run *Run
+	fsm *fsm.FSM
+}
+
+func (e *Engine) newMachine(run *Run) *machine {
+	m := &machine{e: e, run: run}
+	m.fsm = fsm.NewFSM(string(run.Op.State), Events(), fsm.Callbacks{
+		"before_event": func(ctx context.Context, ev *fsm.Event) {
+			mv := ev.Args[0].(move)
+			op, err := e.Journal.Transition(ctx, store.TransitionParams{
+				OperationID: run.Op.ID,
+				From:        store.State(ev.Src),
+				To:          store.State(ev.Dst),
+				Records:     mv.records,
+				Outcome:     string(mv.outcome),
+				Reason:      mv.reason,
+			})
+			if err != nil {
+				ev.Cancel(err)
+				return
+			}
+			run.Op = op
+			run.Records = append(run.Records, mv.records...)
+		},
+	})
+	return m
+}
+
+// fire commits one transition, then runs the failpoint named after it.
+func (m *machine) fire(ctx context.Context, event string, mv move) error {
+	if err := m.fsm.Event(ctx, event, mv); err != nil {
+		var canceled fsm.CanceledError
+		if errors.As(err, &canceled) && canceled.Err != nil {
+			return canceled.Err
+		}
+		return fmt.Errorf("state machine event %s from %s: %w", event, m.fsm.Current(), err)
+	}
+	m.e.Log.Debug("transition", "event", event, "state", m.fsm.Current(), "mutation_id", m.run.Op.MutationID)
+	failpoint.Hit("after-" + event)
+	return nil
+}
+
+// Drive runs the operation until it is terminal or its outcome is uncertain.
+// It returns the final operation; a refused operation returns *Refused and an
+// unsettled one *Uncertain.
+func (e *Engine) Drive(ctx context.Context, run *Run) (*Run, error) {
+	if e.MaxAttempts <= 0 {
+		e.MaxAttempts = 3
+	}
+	if e.Log == nil {
+		e.Log = slog.New(slog.DiscardHandler)
+	}
+	m := e.newMachine(run)
+	for {
+		err := m.step(ctx)
+		if errors.Is(err, store.ErrStateMoved) {
+			// Another process moved this operation: reload the journal and
+			// continue from what it recorded.
+			if err := e.reload(ctx, run); err != nil {
+				return run, err
+			}
+			m.fsm.SetState(string(run.Op.State))
+			continue
+		}
+		if err != nil {
+			return run, err
+		}
+		if run.Op.State.Terminal() {
+			if run.Op.State == store.StateRefused {
+				return run, &Refused{Reason: run.Op.Reason}
+			}
+			return run, nil
+		}
+	}
+}
+
+func (e *Engine) reload(ctx context.Context, run *Run) error {
+	op, err := e.Journal.Load(ctx, run.Op.MutationID)
+	if err != nil {
+		return fmt.Errorf("reloading operation: %w", err)
+	}
+	records, err := e.Journal.Records(ctx, op.ID)
+	if err != nil {
+		return fmt.Errorf("reloading records: %w", err)
+	}
+	run.Op, run.Records = op, records
+	return nil
+}
+
+// step makes one move from the current state.
+func (m *machine) step(ctx context.Context) error {
+	run := m.run
+	switch run.Op.State {
+	case store.StatePrepared, store.StateAnswered:
+		d, err := m.e.Family.Decide(ctx, run)
+		if err != nil {
+			return err
+		}
+		return m.decide(ctx, d)
+	case store.StateCalling:
+		// Found on resume, or left by a concurrent run: the call may have
+		// been sent. Never re-send blindly: resolve from durable facts.
+		return m.fire(ctx, eventResolve, move{records: []store.Record{{
+			Kind: store.RecordAuthorityResult, Step: m.lastStep(), Status: "lost", Reason: "no-result-recorded",
+		}}})
+	case store.StateResolving:
+		return m.resolve(ctx)
+	case store.StateCompleted, store.StateRefused:
+		return nil
+	default:
+		return fmt.Errorf("operation in unknown state %q", run.Op.State)
+	}
+}
+
+func (m *machine) lastStep() string {
+	if c, ok := m.run.LastCall(); ok {
+		return c.Step
+	}
+	return "unknown"
+}
+
+func (m *machine) decide(ctx context.Context, d Decision) error {
+	switch {
+	case d.Complete != nil:
+		return m.complete(ctx, *d.Complete, nil)
+	case d.Refuse != nil:
+		return m.refuse(ctx, d.Refuse.Reason, d.Refuse.Summary, d.Refuse.Records)
+	case d.Call != nil:
+		return m.call(ctx, d.Call)
+	default:
+		return errors.New("family decided nothing")
+	}
+}
+
+func (m *machine) complete(ctx context.Context, c Completion, before []store.Record) error {
+	records := append(append(before, c.Records...), store.Record{
+		Kind: store.RecordCompletion, Step: "complete", Status: string(c.Outcome), Detail: c.Summary,
+	})
+	return m.fire(ctx, eventComplete, move{records: records, outcome: c.Outcome})
+}
+
+func (m *machine) refuse(ctx context.Context, reason string, summary map[string]any, before []store.Record) error {
+	records := append(before, store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason, Detail: summary})
+	return m.fire(ctx, eventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
+}
+
+// call commits the call record, sends it, and commits what came back.
+func (m *machine) call(ctx context.Context, c *Call) error {
+	attempt := m.run.Attempts(c.Step) + 1
+	if attempt > m.e.MaxAttempts {
+		return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s was sent %d times", c.Step, attempt-1)}
+	}
+	var records []store.Record
+	if c.Observation != nil {
+		records = append(records, *c.Observation)
+	}
+	detail := map[string]any{}
+	for k, v := range c.Detail {
+		detail[k] = v
+	}
+	detail["final"] = c.Final
+	records = append(records, store.Record{
+		Kind: store.RecordAuthorityCall, Step: c.Step, Attempt: attempt,
+		UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Detail: detail,
+	})
+	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
+		return err
+	}
+	answer := c.Send(ctx)
+	failpoint.Hit("after-send")
+	result := store.Record{
+		Kind: store.RecordAuthorityResult, Step: c.Step, UID: answer.UID, ResourceVersion: answer.ResourceVersion,
+		Digest: answer.Digest, Status: string(answer.Status), Reason: answer.Reason, Detail: withCode(answer.Detail, answer.Code),
+	}
+	switch answer.Status {
+	case Applied:
+		if c.Final {
+			return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: c.Summary}, []store.Record{result})
+		}
+		return m.fire(ctx, eventAnswer, move{records: []store.Record{result}})
+	case Rejected:
+		return m.refuse(ctx, answer.Reason, c.Summary, []store.Record{result})
+	default:
+		return m.fire(ctx, eventResolve, move{records: []store.Record{result}})
+	}
+}
+
+func withCode(detail map[string]any, code int) map[string]any {
+	if code == 0 {
+		return detail
+	}
+	out := map[string]any{"code": code}
+	for k, v := range detail {
+		out[k] = v
+	}
+	return out
+}
+
+// resolve asks the family what the durable facts show after the last call.
+func (m *machine) resolve(ctx context.Context) error {
+	last, ok := m.run.LastCall()
+	if !ok {
+		return errors.New("resolving without a recorded call")
+	}
+	v, err := m.e.Family.Resolve(ctx, m.run, last)
+	if err != nil {
+		return err
+	}
+	note := store.Record{
+		Kind: store.RecordResolution, Step: last.Step, UID: v.UID, ResourceVersion: v.ResourceVersion,
+		Digest: v.Digest, Status: string(v.Kind), Reason: v.Reason, Detail: v.Detail,
+	}
+	final, _ := last.Detail["final"].(bool)
+	switch v.Kind {
+	case Ours:
+		if final {
+			return m.complete(ctx, Completion{Outcome: OutcomeConverged, Summary: v.Summary}, []store.Record{note})
+		}
+		return m.fire(ctx, eventAnswer, move{records: []store.Record{note}})
+	case Theirs:
+		return m.refuse(ctx, v.Reason, v.Summary, []store.Record{note})
+	case NotApplied:
+		if v.Retry == nil {
+			return errors.New("resolution found the call not applied but offered no retry")
+		}
+		if m.run.Attempts(v.Retry.Step) >= m.e.MaxAttempts {
+			if err := m.note(ctx, note); err != nil {
+				return err
+			}
+			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s not applied after %d attempts", last.Step, m.e.MaxAttempts)}
+		}
+		v.Retry.Observation = &note
+		return m.call(ctx, v.Retry)
+	default:
+		if err := m.note(ctx, note); err != nil {
+			return err
+		}
+		return &Uncertain{Reason: orDefault(v.Reason, "undetermined"), Err: v.Err}
+	}
+}
+
+// note appends a record without moving the state.
+func (m *machine) note(ctx context.Context, r store.Record) error {
+	op, err := m.e.Journal.Transition(ctx, store.TransitionParams{
+		OperationID: m.run.Op.ID, From: m.run.Op.State, To: m.run.Op.State, Records: []store.Record{r},
+	})
+	if err != nil {
+		return err
+	}
+	m.run.Op = op
+	m.run.Records = append(m.run.Records, r)
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,157 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/failpoint"
+)
+
+// Plan is everything a family hands the engine for one run.
+type Plan struct {
+	// Prepare describes the operation to journal.
+	Prepare store.PrepareParams
+	// Access is the permission matrix that must hold exactly before the
+	// journal is opened and any material is read.
+	Access []kube.AccessCheck
+	// Family decides and resolves.
+	Family Family
+	// MaxAttempts bounds the sends of one step (default 3).
+	MaxAttempts int
+}
+
+// Deps are the run's connections. OpenStore is called only after the
+// permission matrix held, so a refused run never contacts PostgreSQL.
+type Deps struct {
+	Kube      kubernetes.Interface
+	OpenStore func(ctx context.Context) (*store.Store, error)
+	Log       *slog.Logger
+}
+
+// Result is what a run ends with.
+type Result struct {
+	Run *Run
+	// Outcome is the word printed on stdout.
+	Outcome Outcome
+	// Replayed is true when the operation was already terminal in the journal.
+	Replayed bool
+	// Transactions is the number of journal transactions this run committed.
+	Transactions int64
+}
+
+// Execute runs one operation: permission matrix, preparation, then the state
+// machine until the operation is terminal or its outcome is uncertain.
+func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(plan.Access) > 0 {
+		mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
+		if err != nil {
+			return nil, &Unavailable{Dependency: "kubernetes", Err: err}
+		}
+		if len(mismatches) > 0 {
+			return nil, &PermissionMismatch{Mismatches: mismatches}
+		}
+		log.Info("permission matrix holds", "checks", len(plan.Access))
+	}
+
+	st, err := deps.OpenStore(ctx)
+	if err != nil {
+		return nil, &Unavailable{Dependency: "postgresql", Err: err}
+	}
+	defer st.Close()
+	res := &Result{}
+	defer func() { res.Transactions = st.Transactions() }()
+
+	op, created, err := st.Prepare(ctx, plan.Prepare)
+	if errors.Is(err, store.ErrDigestMismatch) {
+		return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
+	}
+	var unreachable *store.UnreachableError
+	if errors.As(err, &unreachable) {
+		return res, &Unavailable{Dependency: "postgresql", Err: err}
+	}
+	if err != nil {
+		return res, fmt.Errorf("preparing operation: %w", err)
+	}
+	run := &Run{Op: op}
+	if created {
+		run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
+		log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
+		failpoint.Hit("after-prepare")
+	} else {
+		if run.Records, err = st.Records(ctx, op.ID); err != nil {
+			return res, fmt.Errorf("reading journal: %w", err)
+		}
+		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
+	}
+	res.Run = run
+	if op.State.Terminal() {
+		res.Replayed = true
+		return res, finish(res)
+	}
+
+	engine := &Engine{Journal: st, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts}
+	_, err = engine.Drive(ctx, run)
+	var (
+		refused     *Refused
+		uncertain   *Uncertain
+		unavailable *Unavailable
+	)
+	switch {
+	case err == nil, errors.As(err, &refused):
+		return res, finish(res)
+	case errors.As(err, &uncertain):
+	case errors.As(err, &unavailable) && !run.Op.State.Terminal() && !hasCall(run):
+		// Nothing was sent to the authority yet: a plain dependency failure.
+		return res, err
+	default:
+		// The journal says where the operation stopped; a rerun resumes it
+		// from there and settles it from the durable facts.
+		err = &Uncertain{Reason: "interrupted", Err: err}
+	}
+	res.Outcome = OutcomeUncertain
+	return res, err
+}
+
+// finish sets the outcome of a terminal operation. A replay of a completed
+// operation reports "existing": nothing was done this time.
+func finish(res *Result) error {
+	op := res.Run.Op
+	switch op.State {
+	case store.StateCompleted:
+		res.Outcome = Outcome(op.Outcome)
+		if res.Replayed {
+			res.Outcome = OutcomeExisting
+		}
+		return nil
+	case store.StateRefused:
+		res.Outcome = OutcomeRefused
+		return &Refused{Reason: op.Reason}
+	default:
+		return fmt.Errorf("operation ended in non-terminal state %s", op.State)
+	}
+}
+
+// Ending returns the detail of the completion or refusal record, if any.
+func (r *Run) Ending() map[string]any {
+	for i := len(r.Records) - 1; i >= 0; i-- {
+		if k := r.Records[i].Kind; k == store.RecordCompletion || k == store.RecordRefusal {
+			return r.Records[i].Detail
+		}
+	}
+	return nil
+}
+
+func hasCall(run *Run) bool {
+	_, ok := run.LastCall()
+	return ok
+}

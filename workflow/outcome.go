@@ -1,0 +1,76 @@
+package workflow
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Outcome is the one word a run reports on stdout and in the completion or
+// refusal record.
+type Outcome string
+
+const (
+	// OutcomeCompleted: this run made the change and confirmed it.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeExisting: the change was already in place (an exact replay); nothing was written.
+	OutcomeExisting Outcome = "existing"
+	// OutcomeConverged: the change is in place, written by this operation in an earlier or concurrent run whose answer this run did not see.
+	OutcomeConverged Outcome = "converged"
+	// OutcomeRefused: the run failed closed; the reason says why.
+	OutcomeRefused Outcome = "refused"
+	// OutcomeUncertain: the outcome could not be settled within the bounded resolution; rerun the same command.
+	OutcomeUncertain Outcome = "uncertain"
+)
+
+// Refused is a fail-closed decision: exit 2. Reason is a stable kebab-case
+// word (uid-changed, key-active, source-conflict, ...); Detail is a
+// content-free sentence for operators.
+type Refused struct {
+	Reason string
+	Detail string
+}
+
+func (e *Refused) Error() string {
+	if e.Detail == "" {
+		return "refused: " + e.Reason
+	}
+	return fmt.Sprintf("refused: %s: %s", e.Reason, e.Detail)
+}
+
+// Uncertain means the outcome of an authority call could not be settled from
+// the durable facts within the bounded resolution: exit 75. Rerunning the
+// same command resumes the operation and settles it.
+type Uncertain struct {
+	Reason string
+	Err    error
+}
+
+func (e *Uncertain) Error() string {
+	if e.Err == nil {
+		return "outcome uncertain: " + e.Reason
+	}
+	return fmt.Sprintf("outcome uncertain: %s: %v", e.Reason, e.Err)
+}
+
+func (e *Uncertain) Unwrap() error { return e.Err }
+
+// PermissionMismatch means the permission matrix did not hold exactly what
+// the operation needs: exit 77, before the journal is opened.
+type PermissionMismatch struct {
+	// Mismatches name each check that failed, e.g. "secrets/keyring list: allowed, want denied".
+	Mismatches []string
+}
+
+func (e *PermissionMismatch) Error() string {
+	return "permission matrix mismatch: " + strings.Join(e.Mismatches, "; ")
+}
+
+// Unavailable means a dependency (PostgreSQL, the API server) could not be
+// reached before any authority call was sent: exit 69.
+type Unavailable struct {
+	Dependency string
+	Err        error
+}
+
+func (e *Unavailable) Error() string { return fmt.Sprintf("%s unavailable: %v", e.Dependency, e.Err) }
+func (e *Unavailable) Unwrap() error { return e.Err }

@@ -1,0 +1,108 @@
+package keyring
+
+import (
+	"math"
+	"time"
+)
+
+// RetireParams says which key to retire and how to record it.
+type RetireParams struct {
+	// KeyID is the key to remove.
+	KeyID string
+	// ExpectedMaterialDigest is the materialDigest the caller saw for KeyID
+	// (from the catalog); the key is retired only if it still matches.
+	ExpectedMaterialDigest string
+	// RetirementID, RequestID and MutationID are written into the receipt.
+	RetirementID string
+	RequestID    string
+	MutationID   string
+	// RetiredAt is written into the receipt in UTC, truncated to the second.
+	RetiredAt time.Time
+}
+
+// Retire returns a new manifest in which the key p.KeyID is gone, a receipt
+// for it is appended and the generation is one higher; the receipt carries
+// the new generation. m itself is not changed and the result shares no
+// memory with it; the retired key's material is not copied into the result.
+//
+// Checks, in order: m is valid ([Manifest.Validate]'s reasons); the params
+// are well formed (invalid-field, Detail "params.<field>"); the key exists
+// (key-absent); it is not the active key (key-active); its material digest
+// equals p.ExpectedMaterialDigest (material-digest-mismatch); the
+// retirementId is unused (duplicate-retirement-id); there is room for one
+// more receipt (too-many-retirements); the generation can grow
+// (generation-overflow).
+func (m *Manifest) Retire(p RetireParams) (*Manifest, error) {
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct{ name, value string }{
+		{"params.keyId", p.KeyID},
+		{"params.retirementId", p.RetirementID},
+		{"params.requestId", p.RequestID},
+		{"params.mutationId", p.MutationID},
+	} {
+		if err := checkIdentifier(f.name, f.value); err != nil {
+			return nil, err
+		}
+	}
+	if !validDigest(p.ExpectedMaterialDigest) {
+		return nil, refuse(ReasonInvalidField, "params.expectedMaterialDigest: must be %q and 64 lowercase hex digits", DigestPrefix)
+	}
+	retiredAt := p.RetiredAt.UTC().Truncate(time.Second)
+	if p.RetiredAt.IsZero() || retiredAt.Year() < 1 || retiredAt.Year() > 9999 {
+		return nil, refuse(ReasonInvalidField, "params.retiredAt: must be a time between years 1 and 9999")
+	}
+
+	key, ok := m.Key(p.KeyID)
+	if !ok {
+		return nil, refuse(ReasonKeyAbsent, "%s", p.KeyID)
+	}
+	if p.KeyID == m.ActiveKeyID {
+		return nil, refuse(ReasonKeyActive, "%s", p.KeyID)
+	}
+	if got := MaterialDigest(key.Material); got != p.ExpectedMaterialDigest {
+		return nil, refuse(ReasonMaterialDigestMismatch, "%s: have %s, expected %s", p.KeyID, got, p.ExpectedMaterialDigest)
+	}
+	for _, r := range m.Retirements {
+		if r.RetirementID == p.RetirementID {
+			return nil, refuse(ReasonDuplicateRetirementID, "%s already retired %s", p.RetirementID, r.KeyID)
+		}
+	}
+	if len(m.Retirements) >= MaxRetirements {
+		return nil, refuse(ReasonTooManyRetirements, "already %d retirements, at most %d", len(m.Retirements), MaxRetirements)
+	}
+	if m.Generation == math.MaxInt64 {
+		return nil, refuse(ReasonGenerationOverflow, "generation %d", m.Generation)
+	}
+
+	next := &Manifest{
+		Schema:      m.Schema,
+		Generation:  m.Generation + 1,
+		ActiveKeyID: m.ActiveKeyID,
+		Keys:        make([]Key, 0, len(m.Keys)-1),
+		Retirements: make([]Retirement, 0, len(m.Retirements)+1),
+	}
+	for _, k := range m.Keys {
+		if k.ID == p.KeyID {
+			continue // the retired key's material is never copied
+		}
+		k.Material = k.Material.clone()
+		next.Keys = append(next.Keys, k)
+	}
+	next.Retirements = append(next.Retirements, m.Retirements...)
+	next.Retirements = append(next.Retirements, Retirement{
+		KeyID:          p.KeyID,
+		RetirementID:   p.RetirementID,
+		RequestID:      p.RequestID,
+		MutationID:     p.MutationID,
+		MaterialDigest: p.ExpectedMaterialDigest,
+		Generation:     next.Generation,
+		RetiredAt:      retiredAt.Format(TimeLayout),
+	})
+	if err := next.validate(); err != nil {
+		next.wipe()
+		return nil, err
+	}
+	return next, nil
+}

@@ -1,0 +1,254 @@
+package retire
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/retire/keyring"
+)
+
+// stepReplace is the one authority call of a retirement.
+const stepReplace = "replace-keyring"
+
+// Plan builds the engine's plan for one retirement.
+func Plan(cmd *Command, client kubernetes.Interface) workflow.Plan {
+	return workflow.Plan{
+		Prepare: store.PrepareParams{
+			Kind:          command.KindKeyRetirement,
+			MutationID:    cmd.Metadata.MutationID,
+			RequestID:     cmd.Metadata.RequestID,
+			CommandDigest: cmd.Digest,
+			Namespace:     cmd.Spec.Namespace,
+			Name:          cmd.Spec.SecretName,
+			ExpectedUID:   cmd.Spec.ExpectedUID,
+			Detail:        map[string]any{"keyId": cmd.Spec.KeyID, "retirementId": cmd.Spec.RetirementID},
+		},
+		Access: AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
+		Family: &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)},
+	}
+}
+
+// AccessMatrix is what the identity running a retirement must and must not
+// be allowed: get and update on exactly this Secret, nothing more.
+func AccessMatrix(namespace, name string) []kube.AccessCheck {
+	other := "keyledger-matrix-probe"
+	if other == name {
+		other += "-2"
+	}
+	secret := func(verb, n string, allowed bool) kube.AccessCheck {
+		return kube.AccessCheck{Verb: verb, Resource: "secrets", Namespace: namespace, Name: n, Allowed: allowed}
+	}
+	return []kube.AccessCheck{
+		secret("get", name, true),
+		secret("update", name, true),
+		secret("list", name, false),
+		secret("watch", name, false),
+		secret("create", name, false),
+		secret("delete", name, false),
+		secret("patch", name, false),
+		secret("get", other, false),
+		{Verb: "get", Resource: "configmaps", Namespace: namespace, Allowed: false},
+		{Verb: "get", Resource: "pods", Namespace: namespace, Allowed: false},
+	}
+}
+
+// family implements workflow.Family for one retirement.
+type family struct {
+	cmd    *Command
+	secret *kube.SecretReplacer
+}
+
+// Decide reads the Secret and decides: already done, refuse, or replace.
+func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
+	s, err := f.secret.Get(ctx)
+	if err != nil {
+		if kube.Classify(err).Reason == "not-found" {
+			return refuse(ReasonSecretAbsent, nil), nil
+		}
+		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	m, err := readKeyring(s, f.cmd.Spec)
+	if err != nil {
+		return refuse(reasonOf(err), s), nil
+	}
+	obs := observation(s, m)
+	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
+		if f.ours(r, m) {
+			return workflow.Decision{Complete: &workflow.Completion{
+				Outcome: workflow.OutcomeExisting, Records: []store.Record{obs}, Summary: summary(s, m),
+			}}, nil
+		}
+		return refuse(ReasonReceiptConflict, s, obs), nil
+	}
+	call, err := f.replace(run, s, m)
+	if err != nil {
+		return refuse(reasonOf(err), s, obs), nil
+	}
+	call.Observation = &obs
+	return workflow.Decision{Call: call}, nil
+}
+
+// replace prepares the compare-and-set that retires the key from m, read
+// from s.
+func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifest) (*workflow.Call, error) {
+	spec, md := f.cmd.Spec, f.cmd.Metadata
+	next, err := m.Retire(keyring.RetireParams{
+		KeyID:                  spec.KeyID,
+		ExpectedMaterialDigest: spec.ExpectedMaterialDigest,
+		RetirementID:           spec.RetirementID,
+		RequestID:              md.RequestID,
+		MutationID:             md.MutationID,
+		RetiredAt:              run.Op.CreatedAt,
+	})
+	if err != nil {
+		return nil, err
+	}
+	desired := withManifest(s, spec.DataKey, next)
+	intended := next.CatalogDigest()
+	return &workflow.Call{
+		Step: stepReplace, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
+		Detail:  map[string]any{"generation": next.Generation},
+		Final:   true,
+		Summary: summary(desired, next),
+		Send: func(ctx context.Context) workflow.Answer {
+			got, err := f.secret.Replace(ctx, desired)
+			if err != nil {
+				fail := kube.Classify(err)
+				status := workflow.Unknown
+				if fail.Definite {
+					status = workflow.Rejected
+				}
+				return workflow.Answer{Status: status, Code: fail.Code, Reason: fail.Reason}
+			}
+			// Verify the returned object is what was intended; anything
+			// else is settled by re-reading, never assumed.
+			gm, err := readKeyring(got, spec)
+			if err != nil || gm.CatalogDigest() != intended || got.ResourceVersion == s.ResourceVersion {
+				return workflow.Answer{Status: workflow.Unknown, Code: 200, Reason: ReasonResultMismatch,
+					UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			}
+			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(got.UID),
+				ResourceVersion: got.ResourceVersion, Digest: intended}
+		},
+	}, nil
+}
+
+// Resolve re-reads the Secret after a replace whose outcome is unknown.
+func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	s, err := f.secret.Get(ctx)
+	if err != nil {
+		if kube.Classify(err).Reason == "not-found" {
+			return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonSecretAbsent}, nil
+		}
+		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
+	}
+	m, err := readKeyring(s, f.cmd.Spec)
+	if err != nil {
+		return workflow.Verdict{Kind: workflow.Theirs, Reason: reasonOf(err), UID: string(s.UID),
+			ResourceVersion: s.ResourceVersion, Summary: summary(s, nil)}, nil
+	}
+	found := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: m.CatalogDigest(),
+		Summary: summary(s, m)}
+	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
+		if f.ours(r, m) {
+			found.Kind = workflow.Ours
+			return found, nil
+		}
+		found.Kind, found.Reason = workflow.Theirs, ReasonReceiptConflict
+		return found, nil
+	}
+	if s.ResourceVersion != call.ResourceVersion {
+		found.Kind, found.Reason = workflow.Theirs, ReasonChangedConcurrent
+		return found, nil
+	}
+	// Unchanged resourceVersion: the write did not happen. The same
+	// compare-and-set, with the same precondition, may be sent again.
+	retry, err := f.replace(run, s, m)
+	if err != nil {
+		found.Kind, found.Reason = workflow.Theirs, reasonOf(err)
+		return found, nil
+	}
+	found.Kind, found.Reason, found.Retry = workflow.NotApplied, "resource-version-unchanged", retry
+	return found, nil
+}
+
+// ours reports whether r is this operation's exact receipt and the key is gone.
+func (f *family) ours(r keyring.Retirement, m *keyring.Manifest) bool {
+	spec, md := f.cmd.Spec, f.cmd.Metadata
+	_, keyPresent := m.Key(spec.KeyID)
+	return !keyPresent && r.RetirementID == spec.RetirementID && r.MutationID == md.MutationID &&
+		r.RequestID == md.RequestID && r.MaterialDigest == spec.ExpectedMaterialDigest
+}
+
+func reasonOf(err error) string {
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	var kerr *keyring.Error
+	if errors.As(err, &kerr) {
+		return kerr.Reason
+	}
+	return "invalid-keyring"
+}
+
+func refuse(reason string, s *corev1.Secret, records ...store.Record) workflow.Decision {
+	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, nil), Records: records}}
+}
+
+// observation records what the read showed: identity, version and catalog,
+// never material.
+func observation(s *corev1.Secret, m *keyring.Manifest) store.Record {
+	return store.Record{
+		Kind: store.RecordObservation, Step: "read-keyring", UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Digest: m.CatalogDigest(), Detail: map[string]any{"generation": m.Generation, "keys": len(m.Keys)},
+	}
+}
+
+// summary is the content-free description printed on stdout and stored in
+// the completion or refusal record.
+func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
+	out := map[string]any{}
+	if s == nil {
+		return out
+	}
+	out["secret"] = map[string]any{"namespace": s.Namespace, "name": s.Name, "uid": string(s.UID)}
+	if m != nil {
+		out["generation"] = m.Generation
+		out["catalogDigest"] = m.CatalogDigest()
+	} else if g, err := strconv.ParseInt(s.Annotations[AnnotationGeneration], 10, 64); err == nil {
+		out["generation"] = g
+	}
+	return out
+}
+
+// Inspect reads a keyring Secret and returns its canonical catalog: the
+// manifest with every key's material replaced by its digest. dataKey may be
+// empty when the Secret has exactly one data entry.
+func Inspect(ctx context.Context, client kubernetes.Interface, namespace, name, dataKey string) ([]byte, error) {
+	s, err := kube.NewSecretReplacer(client, namespace, name).Get(ctx)
+	if err != nil {
+		if kube.Classify(err).Reason == "not-found" {
+			return nil, &workflow.Refused{Reason: ReasonSecretAbsent}
+		}
+		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	if dataKey == "" && len(s.Data) == 1 {
+		for k := range s.Data {
+			dataKey = k
+		}
+	}
+	m, err := readKeyring(s, Spec{ExpectedUID: string(s.UID), DataKey: dataKey})
+	if err != nil {
+		return nil, &workflow.Refused{Reason: reasonOf(err)}
+	}
+	return m.Catalog(), nil
+}

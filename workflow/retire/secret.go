@@ -1,0 +1,98 @@
+package retire
+
+import (
+	"errors"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/workflow/retire/keyring"
+)
+
+// The metadata a keyring Secret carries.
+const (
+	// LabelKeyring marks a Secret as a keyring keyledger manages.
+	LabelKeyring = "keyledger.dev/keyring"
+	// LabelKeyringManaged is LabelKeyring's only accepted value.
+	LabelKeyringManaged = "managed"
+	// AnnotationGeneration repeats the manifest's generation.
+	AnnotationGeneration = "keyledger.dev/generation"
+	// AnnotationCatalogDigest repeats the manifest's catalog digest.
+	AnnotationCatalogDigest = "keyledger.dev/catalog-digest"
+	// annotationLastApplied would hold a copy of the material.
+	annotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+)
+
+// Reasons a keyring Secret is refused (beyond keyring.Reasons).
+const (
+	ReasonSecretAbsent      = "secret-absent"
+	ReasonUIDChanged        = "uid-changed"
+	ReasonWrongType         = "wrong-type"
+	ReasonImmutable         = "immutable"
+	ReasonDataEntries       = "data-entries"
+	ReasonNotManaged        = "not-managed"
+	ReasonCatalogDrifted    = "catalog-drifted"
+	ReasonTerminating       = "terminating"
+	ReasonLastApplied       = "last-applied-present"
+	ReasonReceiptConflict   = "receipt-conflict"
+	ReasonChangedConcurrent = "changed-concurrently"
+	ReasonResultMismatch    = "result-mismatch"
+)
+
+// refusal is a fail-closed finding about the Secret.
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+// readKeyring checks that s is a valid keyring Secret for spec and decodes
+// its manifest. Every refusal is a *refusal with a stable reason.
+func readKeyring(s *corev1.Secret, spec Spec) (*keyring.Manifest, error) {
+	switch {
+	case string(s.UID) != spec.ExpectedUID:
+		return nil, &refusal{ReasonUIDChanged}
+	case s.DeletionTimestamp != nil:
+		return nil, &refusal{ReasonTerminating}
+	case s.Type != corev1.SecretTypeOpaque:
+		return nil, &refusal{ReasonWrongType}
+	case s.Immutable != nil && *s.Immutable:
+		return nil, &refusal{ReasonImmutable}
+	case len(s.Data) != 1 || len(s.StringData) != 0:
+		return nil, &refusal{ReasonDataEntries}
+	case s.Labels[LabelKeyring] != LabelKeyringManaged:
+		return nil, &refusal{ReasonNotManaged}
+	}
+	if _, ok := s.Annotations[annotationLastApplied]; ok {
+		return nil, &refusal{ReasonLastApplied}
+	}
+	data, ok := s.Data[spec.DataKey]
+	if !ok {
+		return nil, &refusal{ReasonDataEntries}
+	}
+	m, err := keyring.Parse(data)
+	if err != nil {
+		var kerr *keyring.Error
+		if errors.As(err, &kerr) {
+			return nil, &refusal{kerr.Reason}
+		}
+		return nil, &refusal{keyring.ReasonMalformed}
+	}
+	if s.Annotations[AnnotationGeneration] != strconv.FormatInt(m.Generation, 10) ||
+		s.Annotations[AnnotationCatalogDigest] != m.CatalogDigest() {
+		return nil, &refusal{ReasonCatalogDrifted}
+	}
+	return m, nil
+}
+
+// withManifest returns a copy of s carrying m, its annotations updated in the
+// same object, and s's resourceVersion as the compare-and-set precondition.
+func withManifest(s *corev1.Secret, dataKey string, m *keyring.Manifest) *corev1.Secret {
+	out := s.DeepCopy()
+	out.Data = map[string][]byte{dataKey: m.Encode()}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[AnnotationGeneration] = strconv.FormatInt(m.Generation, 10)
+	out.Annotations[AnnotationCatalogDigest] = m.CatalogDigest()
+	out.ManagedFields = nil
+	return out
+}
