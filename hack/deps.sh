@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what keyledger's tests need on a Debian machine (as root) and
+# starts a Docker engine. Elsewhere it says what is missing.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+need=()
+command -v go >/dev/null || { echo "deps: Go 1.26 is required (https://go.dev/doc/install)" >&2; exit 1; }
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v nats-server >/dev/null || need+=(nats-server)
+command -v dockerd >/dev/null || need+=(docker.io)
+if [[ ${#need[@]} -gt 0 ]]; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "deps: installing ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "deps: missing ${need[*]}; install them (Debian: apt-get install ${need[*]})," >&2
+    echo "      or set KEYLEDGER_TEST_DATABASE_URL to a PostgreSQL you provide." >&2
+    [[ -n ${KEYLEDGER_TEST_DATABASE_URL:-} ]] || exit 1
+  fi
+fi
+if [[ -z ${KEYLEDGER_TEST_DATABASE_URL:-} ]]; then
+  bash "$root/hack/docker.sh"
+fi

@@ -1,0 +1,156 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// `keyledger migrate` takes a fresh database up and down and up again, and
+// reports the version.
+func TestIntegrationJournalMigrateUpDown(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	owner := withDatabase(e.journal.OwnerURL)
+	steps := []struct {
+		args   []string
+		want   string
+		tables int
+	}{
+		{[]string{"migrate", "version"}, `"version":1,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":true`, 0},
+		{[]string{"migrate", "version"}, `"version":0,"dirty":false,"changed":false`, 0},
+		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":false`, 0},
+		{[]string{"migrate", "up"}, `"version":1,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "up"}, `"version":1,"dirty":false,"changed":false`, 2},
+	}
+	conn := connect(t, e.journal.OwnerURL)
+	for _, s := range steps {
+		r := e.keyledger(s.args, owner)
+		require.Equal(t, 0, r.Code, "%v: %s", s.args, r.Stderr)
+		require.Contains(t, r.Stdout, s.want, "%v", s.args)
+		var tables int
+		require.NoError(t, conn.QueryRow(t.Context(),
+			`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'keyledger' AND table_name IN ('operations', 'records')`).Scan(&tables))
+		require.Equal(t, s.tables, tables, "%v: journal tables present", s.args)
+	}
+	r := e.keyledger([]string{"migrate", "sideways"}, owner)
+	require.Equal(t, 64, r.Code)
+}
+
+// The journal refuses what the engine must never do, whoever asks.
+func TestIntegrationJournalIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st, err := store.Open(ctx, e.journal.OperatorURL)
+	require.NoError(t, err)
+	defer st.Close()
+
+	prep := store.PrepareParams{
+		Kind: "ToyClaim", MutationID: "mut-journal", RequestID: "req-journal",
+		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 1), Namespace: "ns", Name: "name",
+	}
+	op, created, err := st.Prepare(ctx, prep)
+	require.NoError(t, err)
+	require.True(t, created)
+	again, created, err := st.Prepare(ctx, prep)
+	require.NoError(t, err, "same digest resumes")
+	require.False(t, created)
+	require.Equal(t, op.ID, again.ID)
+	other := prep
+	other.CommandDigest = "sha256:" + fmt.Sprintf("%064d", 2)
+	_, _, err = st.Prepare(ctx, other)
+	require.ErrorIs(t, err, store.ErrDigestMismatch)
+
+	for _, who := range []struct{ name, url string }{{"operator", e.journal.OperatorURL}, {"owner", e.journal.OwnerURL}} {
+		conn := connect(t, who.url)
+		_, err := conn.Exec(ctx, `UPDATE keyledger.records SET reason = 'tampered' WHERE operation_id = $1`, op.ID)
+		require.Error(t, err, "%s: UPDATE of a record", who.name)
+		_, err = conn.Exec(ctx, `DELETE FROM keyledger.records WHERE operation_id = $1`, op.ID)
+		require.Error(t, err, "%s: DELETE of a record", who.name)
+		_, err = conn.Exec(ctx, `DELETE FROM keyledger.operations WHERE id = $1`, op.ID)
+		require.Error(t, err, "%s: DELETE of an operation", who.name)
+		_, err = conn.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'preparation', 'preparation')`, op.ID)
+		require.Equal(t, "23505", sqlState(err), "%s: a second preparation violates the unique index: %v", who.name, err)
+		_, err = conn.Exec(ctx, `UPDATE keyledger.operations SET command_digest = $2 WHERE id = $1`, op.ID, other.CommandDigest)
+		require.Error(t, err, "%s: prepared fields are immutable", who.name)
+		_, err = conn.Exec(ctx, `UPDATE keyledger.operations SET state = 'answered' WHERE id = $1`, op.ID)
+		require.Error(t, err, "%s: prepared -> answered is not an edge", who.name)
+	}
+	operator := connect(t, e.journal.OperatorURL)
+	_, err = operator.Exec(ctx, `TRUNCATE keyledger.records`)
+	require.Error(t, err, "the operator cannot truncate")
+	_, err = operator.Exec(ctx, `CREATE TABLE keyledger.extra (id int)`)
+	require.Error(t, err, "the operator runs no DDL")
+	_, err = operator.Exec(ctx, `UPDATE keyledger.operations SET finalized_at = now() WHERE id = $1`, op.ID)
+	require.Error(t, err, "a finalized time without a terminal state violates the CHECK")
+
+	// A terminal operation never moves again, and carries one ending.
+	op, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateRefused,
+		Outcome: "refused", Reason: "test-refusal", Records: []store.Record{{Kind: store.RecordRefusal, Step: "refuse", Reason: "test-refusal"}}})
+	require.NoError(t, err)
+	require.NotNil(t, op.FinalizedAt)
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateRefused, To: store.StateRefused,
+		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
+	require.Error(t, err, "a final operation takes no more records through a state move")
+	_, err = operator.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'completion', 'complete')`, op.ID)
+	require.Equal(t, "23505", sqlState(err), "one ending per operation: %v", err)
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling})
+	require.ErrorIs(t, err, store.ErrStateMoved)
+}
+
+// The state edges in Go and in SQL are the same set.
+func TestIntegrationJournalEdgesMatchGo(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rows, err := connect(t, e.journal.OperatorURL).Query(t.Context(), `SELECT from_state::text, to_state::text FROM keyledger.state_edges`)
+	require.NoError(t, err)
+	sqlEdges, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Edge, error) {
+		var from, to string
+		err := r.Scan(&from, &to)
+		return store.Edge{From: store.State(from), To: store.State(to)}, err
+	})
+	require.NoError(t, err)
+	require.ElementsMatch(t, store.Edges(), sqlEdges)
+
+	var enumStates []string
+	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(t.Context(),
+		`SELECT array_agg(v::text ORDER BY v) FROM unnest(enum_range(NULL::keyledger.operation_state)) v`).Scan(&enumStates))
+	var goStates []string
+	for _, s := range store.States() {
+		goStates = append(goStates, string(s))
+	}
+	require.Equal(t, goStates, enumStates)
+	var enumKinds []string
+	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(t.Context(),
+		`SELECT array_agg(v::text ORDER BY v) FROM unnest(enum_range(NULL::keyledger.record_kind)) v`).Scan(&enumKinds))
+	var goKinds []string
+	for _, k := range store.RecordKinds() {
+		goKinds = append(goKinds, string(k))
+	}
+	require.Equal(t, goKinds, enumKinds)
+}

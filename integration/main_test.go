@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/workflow/failpoint"
+)
+
+// The platform is started once per package run, on first use, and stopped
+// by TestMain: one control plane, one PostgreSQL server, one keyledger binary.
+var shared struct {
+	once   sync.Once
+	err    error
+	kube   *platform.Kube
+	pg     *platform.Postgres
+	binary string
+	dir    string
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	code := m.Run()
+	if shared.kube != nil {
+		if err := shared.kube.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
+		}
+	}
+	if shared.pg != nil {
+		if err := shared.pg.Terminate(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping PostgreSQL:", err)
+		}
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+func startPlatform() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "keyledger-integration-")
+	if err != nil {
+		shared.err = err
+		return
+	}
+	shared.dir = dir
+	// Build the binary under test with failpoints compiled in, so tests can
+	// crash it at every transition and inject faults into its transport.
+	shared.binary = filepath.Join(dir, "keyledger")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "failpoints", "-o", shared.binary, "./cmd/keyledger")
+	build.Dir = platform.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		shared.err = fmt.Errorf("building keyledger: %v\n%s", err, out)
+		return
+	}
+	var wg sync.WaitGroup
+	var kubeErr, pgErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); shared.kube, kubeErr = platform.StartKube(ctx) }()
+	go func() { defer wg.Done(); shared.pg, pgErr = platform.StartPostgres(ctx) }()
+	wg.Wait()
+	if kubeErr != nil {
+		shared.err = kubeErr
+	} else if pgErr != nil {
+		shared.err = pgErr
+	}
+}
+
+// env is one test's view of the platform: its own namespace and its own
+// migrated journal database.
+type env struct {
+	t       *testing.T
+	kube    *platform.Kube
+	ns      string
+	journal *platform.Journal
+	binary  string
+	dir     string
+}
+
+// setup gives a test the shared platform, a fresh namespace and a fresh
+// journal. It skips under -short.
+func setup(t *testing.T) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the real platform (run without -short)")
+	}
+	shared.once.Do(startPlatform)
+	if shared.err != nil {
+		t.Fatalf("platform: %v", shared.err)
+	}
+	j, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t))
+	if err != nil {
+		t.Fatalf("journal: %v", err)
+	}
+	return &env{t: t, kube: shared.kube, ns: shared.kube.Namespace(t), journal: j, binary: shared.binary, dir: t.TempDir()}
+}
+
+func randomSuffix(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// result is one keyledger process run.
+type result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// runOption adjusts one CLI run.
+type runOption func(*exec.Cmd)
+
+// withEnv adds environment variables (KEY=VALUE).
+func withEnv(kv ...string) runOption {
+	return func(c *exec.Cmd) { c.Env = append(c.Env, kv...) }
+}
+
+// withFailpoint arms a failpoint (requires the failpoints build, which
+// setup provides).
+func withFailpoint(name string) runOption { return withEnv(failpoint.Env + "=" + name) }
+
+// asKubeconfig runs as the identity in a kubeconfig file.
+func asKubeconfig(path string) runOption {
+	return func(c *exec.Cmd) { c.Env = append(c.Env, "KUBECONFIG="+path) }
+}
+
+// withDatabase replaces the journal URL.
+func withDatabase(url string) runOption { return withEnv("KEYLEDGER_DATABASE_URL=" + url) }
+
+// keyledger runs the binary with args. By default it runs as the control
+// plane's admin against this test's journal as the operator role.
+func (e *env) keyledger(args []string, opts ...runOption) result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.binary, args...)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + e.dir,
+		"KUBECONFIG=" + e.kube.KubeconfigFile(),
+		"KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL,
+	}
+	for _, o := range opts {
+		o(cmd)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		exitErr, ok := err.(*exec.ExitError)
+		if !ok {
+			e.t.Fatalf("running keyledger: %v", err)
+		}
+		code = exitErr.ExitCode()
+		if code == -1 { // killed by a signal (a failpoint)
+			code = 128 + 9
+		}
+	}
+	return result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
