@@ -92,6 +92,8 @@ type env struct {
 	journal *platform.Journal
 	binary  string
 	dir     string
+	// retirers caches one ServiceAccount kubeconfig per keyring Secret.
+	retirers map[string]string
 }
 
 // setup gives a test the shared platform, a fresh namespace and a fresh

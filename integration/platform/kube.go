@@ -93,7 +93,8 @@ type KubeOption func(*kubeOptions)
 
 // WithWorkDir keeps the control plane's files (component logs, kubeconfigs,
 // ServiceAccount keys) in dir and leaves them there after Stop, for
-// debugging. By default a temporary directory is used and removed by Stop.
+// debugging. By default a temporary directory is used and removed by Stop
+// (it is kept when StartKube fails).
 func WithWorkDir(dir string) KubeOption {
 	return func(o *kubeOptions) { o.workDir = dir }
 }
@@ -136,9 +137,11 @@ func StartKube(ctx context.Context, opts ...KubeOption) (_ *Kube, retErr error) 
 	}
 	defer func() {
 		if retErr != nil {
+			k.removeDir = false // keep the component logs for the post-mortem
 			if err := k.Stop(); err != nil {
 				retErr = errors.Join(retErr, err)
 			}
+			retErr = fmt.Errorf("%w (component logs in %s)", retErr, k.workDir)
 		}
 	}()
 
@@ -429,7 +432,7 @@ func (k *Kube) waitKCM(ctx context.Context, o kubeOptions) error {
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-k.kcmDone:
-			return false, fmt.Errorf("kube-controller-manager exited: %v (log: %s)", k.kcmErr, k.kcmLog.Name())
+			return false, fmt.Errorf("kube-controller-manager exited: %w", k.kcmErr)
 		default:
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.kcmHealthz, nil)
@@ -447,7 +450,10 @@ func (k *Kube) waitKCM(ctx context.Context, o kubeOptions) error {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w (last answer: %s; log: %s)", err, last, k.kcmLog.Name())
+		if last != "" {
+			return fmt.Errorf("%w (last /healthz answer: %s)", err, last)
+		}
+		return err
 	}
 	return nil
 }
@@ -486,7 +492,7 @@ func (k *Kube) probeGC(ctx context.Context, o kubeOptions) error {
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("garbage collector did not delete a dependent: %w (log: %s)", err, k.kcmLog.Name())
+		return fmt.Errorf("garbage collector did not delete a dependent: %w", err)
 	}
 	return nil
 }

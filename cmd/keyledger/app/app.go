@@ -135,13 +135,29 @@ func (c *commonFlags) checkOutput() error {
 	return nil
 }
 
-// parse parses flags and maps flag errors to usage errors.
+// parse parses flags, which may stand before, between or after the
+// positional arguments (`journal show ID -o json`); "--" ends the flags. The
+// positional arguments are then fs.Args().
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return usagef("help requested")
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return usagef("help requested")
+			}
+			return usagef("%v", err)
 		}
-		return usagef("%v", err)
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
-	return nil
+	// Parse the collected positional arguments as the FlagSet's arguments.
+	return fs.Parse(append([]string{"--"}, positional...))
 }
