@@ -62,6 +62,8 @@ CREATE TABLE keyledger.records (
   operation_id      bigint NOT NULL REFERENCES keyledger.operations (id),
   kind              keyledger.record_kind NOT NULL,
   step              text NOT NULL CHECK (step ~ '^[a-z][a-z0-9-]{0,63}$'),
+  -- the object a call acts on (kind/name), when a step acts on several
+  target            text NOT NULL DEFAULT '' CHECK (char_length(target) <= 320),
   attempt           integer CHECK (attempt BETWEEN 1 AND 1000),
   uid               text NOT NULL DEFAULT '' CHECK (char_length(uid) <= 128),
   resource_version  text NOT NULL DEFAULT '' CHECK (char_length(resource_version) <= 128),
@@ -78,7 +80,7 @@ CREATE INDEX records_operation ON keyledger.records (operation_id, id);
 CREATE UNIQUE INDEX records_one_preparation ON keyledger.records (operation_id) WHERE kind = 'preparation';
 CREATE UNIQUE INDEX records_one_ending ON keyledger.records (operation_id) WHERE kind IN ('completion', 'refusal');
 -- Two calls can never claim the same attempt of the same step.
-CREATE UNIQUE INDEX records_one_call_per_attempt ON keyledger.records (operation_id, step, attempt) WHERE kind = 'authority_call';
+CREATE UNIQUE INDEX records_one_call_per_attempt ON keyledger.records (operation_id, step, target, attempt) WHERE kind = 'authority_call';
 
 -- Records are append-only, whoever asks (the schema owner included).
 CREATE FUNCTION keyledger.refuse_record_change() RETURNS trigger LANGUAGE plpgsql AS $$

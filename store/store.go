@@ -99,9 +99,12 @@ type Operation struct {
 // Record is one append-only journal entry. Detail holds content-free facts
 // (names, counts, digests); it must never hold secret material.
 type Record struct {
-	ID              int64
-	Kind            RecordKind
-	Step            string
+	ID   int64
+	Kind RecordKind
+	Step string
+	// Target names the object a call acts on (for example
+	// "secret/shop-orders-cache-app") when one step acts on several.
+	Target          string
 	Attempt         int
 	UID             string
 	ResourceVersion string
@@ -239,9 +242,9 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO keyledger.records
-			  (operation_id, kind, step, attempt, uid, resource_version, digest, status, reason, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			opID, string(r.Kind), r.Step, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, raw); err != nil {
+			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, raw); err != nil {
 			return fmt.Errorf("appending %s record: %w", r.Kind, err)
 		}
 	}
@@ -264,7 +267,7 @@ func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error)
 // Records returns an operation's records in the order they were appended.
 func (s *Store) Records(ctx context.Context, operationID int64) ([]Record, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, kind, step, coalesce(attempt, 0), uid, resource_version, digest, status, reason, detail, created_at
+		SELECT id, kind, step, target, coalesce(attempt, 0), uid, resource_version, digest, status, reason, detail, created_at
 		FROM keyledger.records WHERE operation_id = $1 ORDER BY id`, operationID)
 	if err != nil {
 		return nil, fmt.Errorf("reading records: %w", err)
@@ -273,7 +276,7 @@ func (s *Store) Records(ctx context.Context, operationID int64) ([]Record, error
 		var r Record
 		var kind string
 		var raw []byte
-		if err := row.Scan(&r.ID, &kind, &r.Step, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
+		if err := row.Scan(&r.ID, &kind, &r.Step, &r.Target, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
 			&r.Reason, &raw, &r.CreatedAt); err != nil {
 			return r, err
 		}

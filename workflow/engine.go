@@ -46,19 +46,24 @@ func (r *Run) LastCall() (store.Record, bool) {
 	return store.Record{}, false
 }
 
-// Attempts counts the authority calls recorded for step.
-func (r *Run) Attempts(step string) int {
+// Attempts counts the authority calls recorded for step on target.
+func (r *Run) Attempts(step, target string) int {
 	n := 0
 	for _, rec := range r.Records {
-		if rec.Kind == store.RecordAuthorityCall && rec.Step == step {
+		if rec.Kind == store.RecordAuthorityCall && rec.Step == step && rec.Target == target {
 			n++
 		}
 	}
 	return n
 }
 
-// Decision is what Decide returns: exactly one of Complete, Refuse or Call.
+// Decision is what Decide returns: exactly one of Complete, Refuse or Call,
+// or only Notes.
 type Decision struct {
+	// Notes are records appended before the decision takes effect (for
+	// example probe outcomes). Notes alone append without moving the state,
+	// and the engine asks Decide again.
+	Notes []store.Record
 	// Complete ends the operation as done (for example an exact replay).
 	Complete *Completion
 	// Refuse ends the operation fail-closed.
@@ -91,6 +96,9 @@ type Refusal struct {
 type Call struct {
 	// Step names the call in the journal (kebab-case, e.g. "replace-keyring").
 	Step string
+	// Target names the object the call acts on when one step acts on
+	// several (e.g. "secret/db"); attempts are counted per step and target.
+	Target string
 	// UID and ResourceVersion are the call's preconditions; Digest the
 	// digest of the intended result.
 	UID, ResourceVersion, Digest string
@@ -318,8 +326,10 @@ func (m *machine) step(ctx context.Context) error {
 	case store.StateCalling:
 		// Found on resume, or left by a concurrent run: the call may have
 		// been sent. Never re-send blindly: resolve from durable facts.
+		last, _ := m.run.LastCall()
 		return m.fire(ctx, eventResolve, move{records: []store.Record{{
-			Kind: store.RecordAuthorityResult, Step: m.lastStep(), Status: "lost", Reason: "no-result-recorded",
+			Kind: store.RecordAuthorityResult, Step: orDefault(last.Step, "unknown"), Target: last.Target,
+			Status: "lost", Reason: "no-result-recorded",
 		}}})
 	case store.StateResolving:
 		return m.resolve(ctx)
@@ -330,21 +340,18 @@ func (m *machine) step(ctx context.Context) error {
 	}
 }
 
-func (m *machine) lastStep() string {
-	if c, ok := m.run.LastCall(); ok {
-		return c.Step
-	}
-	return "unknown"
-}
-
 func (m *machine) decide(ctx context.Context, d Decision) error {
 	switch {
 	case d.Complete != nil:
-		return m.complete(ctx, *d.Complete, nil)
+		c := *d.Complete
+		c.Records = append(append([]store.Record{}, d.Notes...), c.Records...)
+		return m.complete(ctx, c, nil)
 	case d.Refuse != nil:
-		return m.refuse(ctx, d.Refuse.Reason, d.Refuse.Summary, d.Refuse.Records)
+		return m.refuse(ctx, d.Refuse.Reason, d.Refuse.Summary, append(append([]store.Record{}, d.Notes...), d.Refuse.Records...))
 	case d.Call != nil:
-		return m.call(ctx, d.Call)
+		return m.call(ctx, d.Call, d.Notes...)
+	case len(d.Notes) > 0:
+		return m.note(ctx, d.Notes...)
 	default:
 		return errors.New("family decided nothing")
 	}
@@ -362,13 +369,14 @@ func (m *machine) refuse(ctx context.Context, reason string, summary map[string]
 	return m.fire(ctx, eventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }
 
-// call commits the call record, sends it, and commits what came back.
-func (m *machine) call(ctx context.Context, c *Call) error {
-	attempt := m.run.Attempts(c.Step) + 1
+// call commits the call record (with notes before it), sends it, and
+// commits what came back.
+func (m *machine) call(ctx context.Context, c *Call, notes ...store.Record) error {
+	attempt := m.run.Attempts(c.Step, c.Target) + 1
 	if attempt > m.e.MaxAttempts {
-		return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s was sent %d times", c.Step, attempt-1)}
+		return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times", c.Step, c.Target, attempt-1)}
 	}
-	var records []store.Record
+	records := append([]store.Record{}, notes...)
 	if c.Observation != nil {
 		records = append(records, *c.Observation)
 	}
@@ -378,7 +386,7 @@ func (m *machine) call(ctx context.Context, c *Call) error {
 	}
 	detail["final"] = c.Final
 	records = append(records, store.Record{
-		Kind: store.RecordAuthorityCall, Step: c.Step, Attempt: attempt,
+		Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: attempt,
 		UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Detail: detail,
 	})
 	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
@@ -387,7 +395,7 @@ func (m *machine) call(ctx context.Context, c *Call) error {
 	answer := c.Send(ctx)
 	failpoint.Hit("after-send")
 	result := store.Record{
-		Kind: store.RecordAuthorityResult, Step: c.Step, UID: answer.UID, ResourceVersion: answer.ResourceVersion,
+		Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: answer.UID, ResourceVersion: answer.ResourceVersion,
 		Digest: answer.Digest, Status: string(answer.Status), Reason: answer.Reason, Detail: withCode(answer.Detail, answer.Code),
 	}
 	switch answer.Status {
@@ -425,7 +433,7 @@ func (m *machine) resolve(ctx context.Context) error {
 		return err
 	}
 	note := store.Record{
-		Kind: store.RecordResolution, Step: last.Step, UID: v.UID, ResourceVersion: v.ResourceVersion,
+		Kind: store.RecordResolution, Step: last.Step, Target: last.Target, UID: v.UID, ResourceVersion: v.ResourceVersion,
 		Digest: v.Digest, Status: string(v.Kind), Reason: v.Reason, Detail: v.Detail,
 	}
 	final, _ := last.Detail["final"].(bool)
@@ -441,7 +449,7 @@ func (m *machine) resolve(ctx context.Context) error {
 		if v.Retry == nil {
 			return errors.New("resolution found the call not applied but offered no retry")
 		}
-		if m.run.Attempts(v.Retry.Step) >= m.e.MaxAttempts {
+		if m.run.Attempts(v.Retry.Step, v.Retry.Target) >= m.e.MaxAttempts {
 			if err := m.note(ctx, note); err != nil {
 				return err
 			}
@@ -457,16 +465,16 @@ func (m *machine) resolve(ctx context.Context) error {
 	}
 }
 
-// note appends a record without moving the state.
-func (m *machine) note(ctx context.Context, r store.Record) error {
+// note appends records without moving the state.
+func (m *machine) note(ctx context.Context, records ...store.Record) error {
 	op, err := m.e.Journal.Transition(ctx, store.TransitionParams{
-		OperationID: m.run.Op.ID, From: m.run.Op.State, To: m.run.Op.State, Records: []store.Record{r},
+		OperationID: m.run.Op.ID, From: m.run.Op.State, To: m.run.Op.State, Records: records,
 	})
 	if err != nil {
 		return err
 	}
 	m.run.Op = op
-	m.run.Records = append(m.run.Records, r)
+	m.run.Records = append(m.run.Records, records...)
 	return nil
 }
 
