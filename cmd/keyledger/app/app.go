@@ -44,6 +44,7 @@ Usage:
   keyledger journal list                list journaled operations
   keyledger journal show MUTATION_ID    show one operation and its records
   keyledger keyring inspect NS/NAME     print a keyring's catalog (never material)
+  keyledger preflight --canary IP:PORT  prove the API server reachable, the canary not
   keyledger version                     print the version
 
 Flags common to commands that need them:
@@ -73,6 +74,8 @@ func Run(ctx context.Context, args []string, streams IOStreams) error {
 		return journalCommand(ctx, rest, streams)
 	case "keyring":
 		return keyringCommand(ctx, rest, streams)
+	case "preflight":
+		return preflightCommand(ctx, rest, streams, log)
 	case "version":
 		return versionCommand(rest, streams)
 	case "help", "-h", "--help":

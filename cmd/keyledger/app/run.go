@@ -129,10 +129,12 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	if errors.As(err, &uncertain) {
 		line.Reason = uncertain.Reason
 	}
+	mem := memoryKiB()
 	log.Info("run finished",
 		"kind", line.Kind, "mutation_id", line.MutationID, "outcome", line.Outcome,
 		"api_requests", counter.Total(), "api_requests_by_verb", counter.String(),
-		"pg_transactions", transactions, "duration_ms", time.Since(start).Milliseconds())
+		"pg_transactions", transactions, "duration_ms", time.Since(start).Milliseconds(),
+		"peak_rss_kib", mem["VmHWM"], "rss_anon_kib", mem["RssAnon"], "rss_file_kib", mem["RssFile"])
 	return err
 }
 

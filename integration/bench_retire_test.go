@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/workflow/retire/keyring"
+	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
+)
+
+// largestKeyring is the largest manifest the format allows to be valid:
+// 16 keys and 63 receipts (room for one more), every identifier 128
+// characters long. Any larger manifest is refused as too-large or invalid.
+func largestKeyring() *keyring.Manifest {
+	id := func(prefix string, i int) string {
+		s := fmt.Sprintf("%s-%03d-", prefix, i)
+		return s + strings.Repeat("x", 128-len(s))
+	}
+	var opts []keyringtest.Option
+	for i := range 16 {
+		k := id("k", i)
+		opts = append(opts, keyringtest.WithKey(k, "2026-07-01T00:00:00Z", keyringtest.Material(k)))
+	}
+	opts = append(opts, keyringtest.WithActive(id("k", 15)), keyringtest.WithGeneration(100))
+	for i := range 63 {
+		opts = append(opts, keyringtest.WithRetirement(keyring.Retirement{
+			KeyID: id("gone", i), RetirementID: id("ret", i), RequestID: id("req", i), MutationID: id("mut", i),
+			MaterialDigest: keyring.MaterialDigest(keyringtest.Material(id("gone", i))), Generation: int64(i + 1),
+			RetiredAt: "2026-01-01T00:00:00Z",
+		}))
+	}
+	return keyringtest.New(opts...)
+}
+
+// TestBenchRetire measures one retirement run as a process against the
+// local platform, and a `kubectl get` + `kubectl replace` pair on the same
+// kind of Secret as the baseline, interleaved.
+func TestBenchRetire(t *testing.T) {
+	benchEnabled(t)
+	e := setup(t)
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Log("kubectl not found: the baseline is skipped")
+	}
+	const runs = 15
+	m := largestKeyring()
+	keyID := m.Keys[0].ID
+	var keyledgerSamples, baseline []sample
+	var wall, base []time.Duration
+	var rss, anon, file []int64
+	for i := range runs {
+		s := e.createSecret(keyringSecret(fmt.Sprintf("bench-%d", i), m))
+		path := e.writeCommand(fmt.Sprintf("bench-%d.json", i), retireCommand(s, keyID, fmt.Sprintf("mut-bench-%d", i)))
+		as := e.asRetirerOf(s)
+		cmd := exec.Command(e.binary)
+		as(cmd)
+		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, cmd.Env...)
+		ks := measure(t, e.binary, []string{"run", path}, env)
+		after := e.getSecret(s.Name)
+		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+		keyledgerSamples = append(keyledgerSamples, ks)
+		wall = append(wall, ks.wall)
+		rss = append(rss, ks.peakRSS())
+		anon = append(anon, ks.kib("rss_anon_kib"))
+		file = append(file, ks.kib("rss_file_kib"))
+
+		if kubectl != "" {
+			b := e.createSecret(keyringSecret(fmt.Sprintf("base-%d", i), m))
+			baseline = append(baseline, kubectlGetReplace(t, kubectl, e.kube.KubeconfigFile(), e.ns, b))
+			base = append(base, baseline[len(baseline)-1].wall)
+		}
+	}
+	last := keyledgerSamples[len(keyledgerSamples)-1].summary
+	benchLine("retire manifest_bytes=%d keys=%d receipts=%d runs=%d", len(m.Encode()), len(m.Keys), len(m.Retirements), runs)
+	benchLine("retire api_requests=%v by_verb=%q pg_transactions=%v", last["api_requests"], last["api_requests_by_verb"], last["pg_transactions"])
+	benchLine("retire wall_median=%s peak_rss_median=%.1fMiB (at exit: anon %.1fMiB, file-backed binary pages %.1fMiB) (targets: <80ms, <40MiB)",
+		ms(median(wall)), mib(median(rss)), mib(median(anon)), mib(median(file)))
+	if len(base) > 0 {
+		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
+		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
+	}
+}
+
+// kubectlGetReplace is the baseline: read the Secret and replace it with
+// one changed annotation, as two kubectl processes.
+func kubectlGetReplace(t *testing.T, kubectl, kubeconfig, ns string, s *corev1.Secret) sample {
+	t.Helper()
+	start := time.Now()
+	get := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "secret", s.Name, "-o", "json")
+	out, err := get.Output()
+	require.NoError(t, err)
+	edited := strings.Replace(string(out), `"keyledger.dev/generation"`, `"bench.keyledger.dev/touched": "1", "keyledger.dev/generation"`, 1)
+	replace := exec.Command(kubectl, "--kubeconfig", kubeconfig, "replace", "-f", "-")
+	replace.Stdin = strings.NewReader(edited)
+	if out, err := replace.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl replace: %v: %s", err, out)
+	}
+	return sample{wall: time.Since(start)}
+}

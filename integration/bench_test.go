@@ -1,0 +1,86 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Benchmarks are not tests: they run only with KEYLEDGER_BENCH=1 (make
+// bench), assert nothing about time, and print "BENCH " lines with medians
+// and ratios against a baseline measured in the same run.
+
+func benchEnabled(t *testing.T) {
+	t.Helper()
+	if os.Getenv("KEYLEDGER_BENCH") != "1" {
+		t.Skip("benchmark: run with KEYLEDGER_BENCH=1 (make bench)")
+	}
+}
+
+// sample is one measured process run.
+type sample struct {
+	wall    time.Duration
+	summary map[string]any
+}
+
+// peakRSS is keyledger's own peak RSS (VmHWM, KiB) from its summary line.
+// The parent's rusage is not used: for a child started by fork+exec from a
+// large process (this test binary) it reports the parent's memory.
+func (s sample) peakRSS() int64 { return s.kib("peak_rss_kib") }
+
+// kib reads a KiB figure from the summary line.
+func (s sample) kib(field string) int64 {
+	v, _ := s.summary[field].(float64)
+	return int64(v)
+}
+
+func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// measure runs a process and returns its wall time, peak RSS and, when it
+// printed one, keyledger's "run finished" summary from stderr.
+func measure(t *testing.T, name string, args []string, env []string) sample {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s%s", name, args, err, stdout.String(), stderr.String())
+	}
+	s := sample{wall: wall}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, `"msg":"run finished"`) {
+			_ = json.Unmarshal([]byte(line), &s.summary)
+		}
+	}
+	return s
+}
+
+func median[T int64 | time.Duration | float64](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func benchLine(format string, args ...any) {
+	fmt.Printf("BENCH "+format+"\n", args...)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }

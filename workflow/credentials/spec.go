@@ -1,0 +1,343 @@
+package credentials
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/keyledger/keyledger/workflow/command"
+)
+
+// Limits of a plan.
+const (
+	// MaxSecrets is the most Secrets one plan may name.
+	MaxSecrets = 64
+	// MinLength and MaxLength bound a generated value's length.
+	MinLength = 16
+	MaxLength = 128
+	// maxPreparationBytes keeps the preparation record (planned names) well
+	// inside the journal's 16 KiB detail limit.
+	maxPreparationBytes = 12 << 10
+)
+
+// Alphabets a generated value may be drawn from.
+const (
+	AlphabetAlphanumeric = "alphanumeric"
+	AlphabetHex          = "hex"
+	AlphabetBase64URL    = "base64url"
+)
+
+// Protocols a server probe speaks.
+const (
+	ProtocolValkey = "valkey"
+	ProtocolNATS   = "nats"
+)
+
+// Spec is a CredentialPlan command's spec.
+type Spec struct {
+	// Owner names the workload the credentials belong to; the rendered hook
+	// objects are named after it.
+	Owner     string `json:"owner"`
+	Namespace string `json:"namespace"`
+	// Secrets are created if absent; an existing one only gains what it lacks.
+	Secrets []Secret `json:"secrets"`
+	// Adopt names generator-backed ExternalSecrets that produced planned
+	// Secrets, and the Password generators they used.
+	Adopt []Adopt `json:"adopt,omitempty"`
+	// Servers are probed with the password their Secret holds and repaired
+	// once when they refuse it.
+	Servers []Server `json:"servers,omitempty"`
+}
+
+// Secret is one planned Secret.
+type Secret struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Keys   []Key             `json:"keys"`
+}
+
+// Key is one data entry: generated, or a literal value that is not secret
+// (a user name). A plan is not a secret: render puts it in a ConfigMap.
+type Key struct {
+	Name     string    `json:"name"`
+	Generate *Generate `json:"generate,omitempty"`
+	Value    *string   `json:"value,omitempty"`
+}
+
+// Generate says how a value is generated.
+type Generate struct {
+	Length   int    `json:"length"`
+	Alphabet string `json:"alphabet"`
+}
+
+// Adopt is one ExternalSecret to take over (same name as a planned Secret).
+type Adopt struct {
+	ExternalSecret string   `json:"externalSecret"`
+	Generators     []string `json:"generators,omitempty"`
+}
+
+// Server is one server pod whose password is probed.
+type Server struct {
+	Protocol    string `json:"protocol"`
+	Pod         string `json:"pod"`
+	Port        int    `json:"port"`
+	Secret      string `json:"secret"`
+	UserKey     string `json:"userKey,omitempty"`
+	PasswordKey string `json:"passwordKey"`
+}
+
+// Command is a decoded, validated CredentialPlan.
+type Command struct {
+	Metadata command.Metadata
+	Spec     Spec
+	// Digest is the canonical command digest journaled with the preparation.
+	Digest string
+}
+
+// Decode reads a CredentialPlan from a command file. Errors are
+// *command.InvalidError naming the field, never a value.
+func Decode(f *command.File) (*Command, error) {
+	doc, err := command.Decode[Spec](f)
+	if err != nil {
+		return nil, err
+	}
+	if doc.Kind != command.KindCredentialPlan {
+		return nil, command.Invalid("kind", "want "+command.KindCredentialPlan)
+	}
+	if err := doc.Spec.validate(); err != nil {
+		return nil, err
+	}
+	digest, err := doc.Digest()
+	if err != nil {
+		return nil, err
+	}
+	cmd := &Command{Metadata: doc.Metadata, Spec: doc.Spec, Digest: digest}
+	if b, _ := json.Marshal(cmd.preparation()); len(b) > maxPreparationBytes {
+		return nil, command.Invalid("spec", fmt.Sprintf("the planned names take more than %d bytes", maxPreparationBytes))
+	}
+	return cmd, nil
+}
+
+func (s *Spec) validate() error {
+	if s.Owner == "" {
+		return command.Required("spec.owner")
+	}
+	if err := command.ValidNamespace(s.Owner); err != nil {
+		return command.Invalid("spec.owner", err.Error())
+	}
+	if s.Namespace == "" {
+		return command.Required("spec.namespace")
+	}
+	if err := command.ValidNamespace(s.Namespace); err != nil {
+		return command.Invalid("spec.namespace", err.Error())
+	}
+	switch {
+	case len(s.Secrets) == 0:
+		return command.Required("spec.secrets")
+	case len(s.Secrets) > MaxSecrets:
+		return command.Invalid("spec.secrets", fmt.Sprintf("at most %d Secrets", MaxSecrets))
+	}
+	planned := map[string]*Secret{}
+	for i := range s.Secrets {
+		sec := &s.Secrets[i]
+		field := fmt.Sprintf("spec.secrets[%d]", i)
+		if err := sec.validate(field); err != nil {
+			return err
+		}
+		if _, dup := planned[sec.Name]; dup {
+			return command.Invalid(field+".name", "names a Secret already planned")
+		}
+		planned[sec.Name] = sec
+	}
+	adopted, generators := map[string]bool{}, map[string]bool{}
+	for i, a := range s.Adopt {
+		field := fmt.Sprintf("spec.adopt[%d]", i)
+		if a.ExternalSecret == "" {
+			return command.Required(field + ".externalSecret")
+		}
+		if _, ok := planned[a.ExternalSecret]; !ok {
+			return command.Invalid(field+".externalSecret", "must name a planned Secret (the ExternalSecret and its Secret share the name)")
+		}
+		if adopted[a.ExternalSecret] {
+			return command.Invalid(field+".externalSecret", "already adopted")
+		}
+		adopted[a.ExternalSecret] = true
+		for j, g := range a.Generators {
+			gf := fmt.Sprintf("%s.generators[%d]", field, j)
+			if err := command.ValidName(g); err != nil {
+				return command.Invalid(gf, err.Error())
+			}
+			if generators[g] {
+				return command.Invalid(gf, "already named")
+			}
+			generators[g] = true
+		}
+	}
+	pods := map[string]bool{}
+	for i, srv := range s.Servers {
+		if err := srv.validate(fmt.Sprintf("spec.servers[%d]", i), planned, pods); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (sec *Secret) validate(field string) error {
+	if sec.Name == "" {
+		return command.Required(field + ".name")
+	}
+	if err := command.ValidName(sec.Name); err != nil {
+		return command.Invalid(field+".name", err.Error())
+	}
+	for k, v := range sec.Labels {
+		lf := fmt.Sprintf("%s.labels[%q]", field, k)
+		if len(validation.IsQualifiedName(k)) > 0 {
+			return command.Invalid(lf, "not a valid label name")
+		}
+		if k == LabelArgoInstance {
+			return command.Invalid(lf, "Argo CD's instance label is removed from planned Secrets, never set")
+		}
+		if len(validation.IsValidLabelValue(v)) > 0 {
+			return command.Invalid(lf, "not a valid label value (at most 63 characters of A-Z a-z 0-9 - _ .)")
+		}
+	}
+	if len(sec.Keys) == 0 {
+		return command.Required(field + ".keys")
+	}
+	seen := map[string]bool{}
+	for j, k := range sec.Keys {
+		kf := fmt.Sprintf("%s.keys[%d]", field, j)
+		if k.Name == "" {
+			return command.Required(kf + ".name")
+		}
+		if len(validation.IsConfigMapKey(k.Name)) > 0 {
+			return command.Invalid(kf+".name", "not a valid Secret data key")
+		}
+		if seen[k.Name] {
+			return command.Invalid(kf+".name", "key already planned in this Secret")
+		}
+		seen[k.Name] = true
+		switch {
+		case k.Generate == nil && k.Value == nil:
+			return command.Invalid(kf, "want generate or value")
+		case k.Generate != nil && k.Value != nil:
+			return command.Invalid(kf, "want generate or value, not both")
+		case k.Generate != nil:
+			if !slices.Contains(Alphabets(), k.Generate.Alphabet) {
+				return command.Invalid(kf+".generate.alphabet", "want one of alphanumeric, hex, base64url")
+			}
+			if k.Generate.Length < MinLength || k.Generate.Length > MaxLength {
+				return command.Invalid(kf+".generate.length", fmt.Sprintf("want %d to %d", MinLength, MaxLength))
+			}
+		}
+	}
+	return nil
+}
+
+func (srv Server) validate(field string, planned map[string]*Secret, pods map[string]bool) error {
+	switch srv.Protocol {
+	case "":
+		return command.Required(field + ".protocol")
+	case ProtocolValkey, ProtocolNATS:
+	default:
+		return command.Invalid(field+".protocol", "want valkey or nats")
+	}
+	if srv.Pod == "" {
+		return command.Required(field + ".pod")
+	}
+	if err := command.ValidName(srv.Pod); err != nil {
+		return command.Invalid(field+".pod", err.Error())
+	}
+	if pods[srv.Pod] {
+		return command.Invalid(field+".pod", "pod already named by another server")
+	}
+	pods[srv.Pod] = true
+	if srv.Port < 1 || srv.Port > 65535 {
+		return command.Invalid(field+".port", "want 1 to 65535")
+	}
+	if srv.Secret == "" {
+		return command.Required(field + ".secret")
+	}
+	sec, ok := planned[srv.Secret]
+	if !ok {
+		return command.Invalid(field+".secret", "must name a planned Secret")
+	}
+	hasKey := func(name string) bool {
+		return slices.ContainsFunc(sec.Keys, func(k Key) bool { return k.Name == name })
+	}
+	if srv.PasswordKey == "" {
+		return command.Required(field + ".passwordKey")
+	}
+	if !hasKey(srv.PasswordKey) {
+		return command.Invalid(field+".passwordKey", "must name a key of the planned Secret")
+	}
+	if srv.UserKey == "" && srv.Protocol == ProtocolNATS {
+		return command.Required(field + ".userKey")
+	}
+	if srv.UserKey != "" && !hasKey(srv.UserKey) {
+		return command.Invalid(field+".userKey", "must name a key of the planned Secret")
+	}
+	return nil
+}
+
+// Alphabets lists the accepted alphabet names.
+func Alphabets() []string { return []string{AlphabetAlphanumeric, AlphabetHex, AlphabetBase64URL} }
+
+// SecretNames, ExternalSecretNames, GeneratorNames and PodNames are the
+// planned names, in plan order.
+func (s *Spec) SecretNames() []string {
+	out := make([]string, len(s.Secrets))
+	for i, sec := range s.Secrets {
+		out[i] = sec.Name
+	}
+	return out
+}
+
+// ExternalSecretNames are the ExternalSecrets to adopt.
+func (s *Spec) ExternalSecretNames() []string {
+	var out []string
+	for _, a := range s.Adopt {
+		out = append(out, a.ExternalSecret)
+	}
+	return out
+}
+
+// GeneratorNames are the retired Password generators.
+func (s *Spec) GeneratorNames() []string {
+	var out []string
+	for _, a := range s.Adopt {
+		out = append(out, a.Generators...)
+	}
+	return out
+}
+
+// PodNames are the server pods.
+func (s *Spec) PodNames() []string {
+	var out []string
+	for _, srv := range s.Servers {
+		out = append(out, srv.Pod)
+	}
+	return out
+}
+
+// preparation is the preparation record's detail: planned names, never values.
+func (c *Command) preparation() map[string]any {
+	s := c.Spec
+	return map[string]any{
+		"owner": s.Owner, "planDigest": c.Digest, "secrets": s.SecretNames(),
+		"externalSecrets": orEmpty(s.ExternalSecretNames()), "generators": orEmpty(s.GeneratorNames()),
+		"pods": orEmpty(s.PodNames()),
+	}
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+var errUnknownAlphabet = errors.New("unknown alphabet")
