@@ -50,6 +50,7 @@ func TestBenchRetire(t *testing.T) {
 		t.Log("kubectl not found: the baseline is skipped")
 	}
 	const runs = 15
+	bin := releaseBinary(t)
 	m := largestKeyring()
 	keyID := m.Keys[0].ID
 	var keyledgerSamples, baseline []sample
@@ -59,10 +60,10 @@ func TestBenchRetire(t *testing.T) {
 		s := e.createSecret(keyringSecret(fmt.Sprintf("bench-%d", i), m))
 		path := e.writeCommand(fmt.Sprintf("bench-%d.json", i), retireCommand(s, keyID, fmt.Sprintf("mut-bench-%d", i)))
 		as := e.asRetirerOf(s)
-		cmd := exec.Command(e.binary)
+		cmd := exec.Command(bin)
 		as(cmd)
 		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, cmd.Env...)
-		ks := measure(t, e.binary, []string{"run", path}, env)
+		ks := measure(t, bin, []string{"run", path}, env)
 		after := e.getSecret(s.Name)
 		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
 		keyledgerSamples = append(keyledgerSamples, ks)

@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/keyledger/keyledger/integration/platform"
 )
 
 // Benchmarks are not tests: they run only with KEYLEDGER_BENCH=1 (make
@@ -84,3 +88,28 @@ func benchLine(format string, args ...any) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+
+var release struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// releaseBinary builds keyledger as `make build` does (static, stripped, no
+// failpoints), once per run: benchmarks measure what ships.
+func releaseBinary(t *testing.T) string {
+	t.Helper()
+	release.once.Do(func() {
+		release.path = filepath.Join(shared.dir, "keyledger-release")
+		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", release.path, "./cmd/keyledger")
+		build.Dir = platform.RepoRoot()
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			release.err = fmt.Errorf("building release keyledger: %v\n%s", err, out)
+		}
+	})
+	if release.err != nil {
+		t.Fatal(release.err)
+	}
+	return release.path
+}

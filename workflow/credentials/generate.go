@@ -24,9 +24,9 @@ func alphabet(name string) (string, error) {
 	return "", errUnknownAlphabet
 }
 
-// Generate returns a value of g.Length characters drawn uniformly from g's
+// GenerateValue returns a value of g.Length characters drawn uniformly from g's
 // alphabet with crypto/rand.
-func Generate(g Generate) ([]byte, error) { return generate(rand.Reader, g) }
+func GenerateValue(g Generate) ([]byte, error) { return generate(rand.Reader, g) }
 
 // generate draws from r by rejection sampling: a random byte b is used only
 // when b < 256 - 256%n, so b%n is uniform over the n characters (no modulo
