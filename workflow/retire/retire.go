@@ -71,13 +71,13 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	s, err := f.secret.Get(ctx)
 	if err != nil {
 		if kube.Classify(err).Reason == "not-found" {
-			return refuse(ReasonSecretAbsent, nil), nil
+			return refuse(ReasonSecretAbsent, nil, nil), nil
 		}
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
 	m, err := readKeyring(s, f.cmd.Spec)
 	if err != nil {
-		return refuse(reasonOf(err), s), nil
+		return refuse(reasonOf(err), s, nil), nil
 	}
 	obs := observation(s, m)
 	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
@@ -86,11 +86,11 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 				Outcome: workflow.OutcomeExisting, Records: []store.Record{obs}, Summary: summary(s, m),
 			}}, nil
 		}
-		return refuse(ReasonReceiptConflict, s, obs), nil
+		return refuse(ReasonReceiptConflict, s, m, obs), nil
 	}
 	call, err := f.replace(run, s, m)
 	if err != nil {
-		return refuse(reasonOf(err), s, obs), nil
+		return refuse(reasonOf(err), s, m, obs), nil
 	}
 	call.Observation = &obs
 	return workflow.Decision{Call: call}, nil
@@ -200,8 +200,10 @@ func reasonOf(err error) string {
 	return "invalid-keyring"
 }
 
-func refuse(reason string, s *corev1.Secret, records ...store.Record) workflow.Decision {
-	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, nil), Records: records}}
+// refuse fails closed with what was observed: s and m when they were read
+// and decoded (either may be nil).
+func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, records ...store.Record) workflow.Decision {
+	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, m), Records: records}}
 }
 
 // observation records what the read showed: identity, version and catalog,

@@ -65,7 +65,11 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 		b, _ := json.Marshal(line)
 		fmt.Fprintln(streams.Out, string(b))
 		if err != nil {
-			log.Error("run ended", "outcome", line.Outcome, "reason", line.Reason, "exit_code", ExitCode(err), "error", line.Error)
+			attrs := []any{"outcome", line.Outcome, "reason", line.Reason, "exit_code", ExitCode(err)}
+			if line.Error != "" {
+				attrs = append(attrs, "error", line.Error)
+			}
+			log.Error("run ended", attrs...)
 		}
 	}()
 
