@@ -206,6 +206,7 @@ func TestIntegrationRetireLostResponse(t *testing.T) {
 		calls          int
 	}{
 		{"drop-response:PUT:/secrets/#1", "converged", 1}, // applied, answer dropped
+		{"server-error:PUT:/secrets/#1", "converged", 1},  // applied, answered 503
 		{"reset:PUT:/secrets/#1", "completed", 2},         // never sent: resolution re-sends the same CAS
 	}
 	for i, tc := range cases {
@@ -431,4 +432,31 @@ func TestIntegrationRetireInvalidCommand(t *testing.T) {
 	require.Contains(t, outcome(t, r)["error"], "spec.keyID")
 	r = e.keyledger([]string{"run", "relative.json"})
 	require.Equal(t, 64, r.Code)
+}
+
+// A compare-and-set that never reaches the API server is re-sent a bounded
+// number of times, then the run exits 75; the next run settles it.
+func TestIntegrationRetireUncertainThenRerun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	before := standardKeyring()
+	s := e.createSecret(keyringSecret("keyring", before))
+	path := e.writeCommand("retire.json", retireCommand(s, "k-2026-06", "mut-uncertain"))
+	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withEnv("KEYLEDGER_FAULT=reset:PUT:/secrets/#0"))
+	require.Equal(t, 75, r.Code, "%s %s", r.Stdout, r.Stderr)
+	require.Equal(t, "uncertain", outcome(t, r)["outcome"])
+	require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "nothing reached the API server")
+	op, records := e.journalOf("mut-uncertain")
+	require.Equal(t, store.StateResolving, op.State)
+	require.Equal(t, 3, count(records, store.RecordAuthorityCall), "bounded: three sends in one run")
+
+	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
+	require.Equal(t, "completed", outcome(t, r)["outcome"])
+	after := e.getSecret(s.Name)
+	requireRetired(t, after, "k-2026-06", "mut-uncertain", before)
+	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+	op, records = e.journalOf("mut-uncertain")
+	require.Equal(t, store.StateCompleted, op.State)
+	require.Equal(t, 4, count(records, store.RecordAuthorityCall), "attempt numbers continue across runs")
 }

@@ -179,7 +179,8 @@ type Engine struct {
 	Journal Journal
 	Family  Family
 	Log     *slog.Logger
-	// MaxAttempts bounds how many times one step's call is sent (default 3).
+	// MaxAttempts bounds how many times one run sends the call of one step
+	// and target (default 3); a rerun may send it again.
 	MaxAttempts int
 }
 
@@ -226,10 +227,13 @@ type machine struct {
 	e   *Engine
 	run *Run
 	fsm *fsm.FSM
+	// sent counts this run's sends per step and target: MaxAttempts bounds
+	// one run, so that a rerun after exit 75 can still settle the operation.
+	sent map[string]int
 }
 
 func (e *Engine) newMachine(run *Run) *machine {
-	m := &machine{e: e, run: run}
+	m := &machine{e: e, run: run, sent: map[string]int{}}
 	m.fsm = fsm.NewFSM(string(run.Op.State), Events(), fsm.Callbacks{
 		"before_event": func(ctx context.Context, ev *fsm.Event) {
 			mv := ev.Args[0].(move)
@@ -372,10 +376,14 @@ func (m *machine) refuse(ctx context.Context, reason string, summary map[string]
 // call commits the call record (with notes before it), sends it, and
 // commits what came back.
 func (m *machine) call(ctx context.Context, c *Call, notes ...store.Record) error {
-	attempt := m.run.Attempts(c.Step, c.Target) + 1
-	if attempt > m.e.MaxAttempts {
-		return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times", c.Step, c.Target, attempt-1)}
+	key := c.Step + " " + c.Target
+	if m.sent[key] >= m.e.MaxAttempts {
+		return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target, m.sent[key])}
 	}
+	m.sent[key]++
+	// Attempt numbers count every send of this step and target over the
+	// operation's life, across runs.
+	attempt := m.run.Attempts(c.Step, c.Target) + 1
 	records := append([]store.Record{}, notes...)
 	if c.Observation != nil {
 		records = append(records, *c.Observation)
@@ -449,11 +457,11 @@ func (m *machine) resolve(ctx context.Context) error {
 		if v.Retry == nil {
 			return errors.New("resolution found the call not applied but offered no retry")
 		}
-		if m.run.Attempts(v.Retry.Step, v.Retry.Target) >= m.e.MaxAttempts {
+		if m.sent[v.Retry.Step+" "+v.Retry.Target] >= m.e.MaxAttempts {
 			if err := m.note(ctx, note); err != nil {
 				return err
 			}
-			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s not applied after %d attempts", last.Step, m.e.MaxAttempts)}
+			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s not applied after %d attempts in this run", last.Step, m.e.MaxAttempts)}
 		}
 		v.Retry.Observation = &note
 		return m.call(ctx, v.Retry)

@@ -32,6 +32,10 @@ const (
 	DropResponse Mode = "drop-response"
 	// Reset returns a connection reset without sending anything.
 	Reset Mode = "reset"
+	// ServerError sends the request, discards the response and answers a
+	// synthetic 503 Status instead: the authority applied the request, the
+	// caller sees a server error.
+	ServerError Mode = "server-error"
 )
 
 // Rule selects requests: Method must match, PathContains must be a substring
@@ -63,7 +67,7 @@ func Parse(spec string) (Rule, error) {
 	if len(parts) == 3 {
 		r.PathContains = parts[2]
 	}
-	if r.Mode != DropResponse && r.Mode != Reset {
+	if r.Mode != DropResponse && r.Mode != Reset && r.Mode != ServerError {
 		return r, fmt.Errorf("fault %q: unknown mode %q", spec, r.Mode)
 	}
 	return r, nil
@@ -113,6 +117,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Body.Close()
 		}
 		return nil, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+	case ServerError:
+		resp, err := t.next.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"fault: synthetic server error","reason":"ServiceUnavailable","code":503}`
+		return &http.Response{
+			StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": []string{"application/json"}},
+			Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+		}, nil
 	default:
 		resp, err := t.next.RoundTrip(req)
 		if err != nil {

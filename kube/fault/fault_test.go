@@ -45,8 +45,16 @@ func TestTransport(t *testing.T) {
 	resp.Body.Close()
 	require.EqualValues(t, 2, received.Load())
 
+	failing := &http.Client{Transport: New(Rule{Mode: ServerError, Method: "PUT"}, http.DefaultTransport)}
+	req, _ = http.NewRequest(http.MethodPut, srv.URL+"/x", strings.NewReader("body"))
+	resp, err = failing.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.EqualValues(t, 3, received.Load(), "a server error follows a delivered request")
+
 	reset := &http.Client{Transport: New(Rule{Mode: Reset, Method: "GET"}, http.DefaultTransport)}
 	_, err = reset.Get(srv.URL + "/y")
 	require.True(t, errors.Is(err, syscall.ECONNRESET), "got %v", err)
-	require.EqualValues(t, 2, received.Load(), "a reset request must never reach the server")
+	require.EqualValues(t, 3, received.Load(), "a reset request must never reach the server")
 }
