@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/keyledger/keyledger/kube"
-	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/retire"
 )
@@ -38,15 +36,11 @@ func keyringCommand(ctx context.Context, args []string, streams IOStreams) error
 	if err := command.ValidName(name); err != nil {
 		return usagef("name: %v", err)
 	}
-	cfg, err := kube.LoadConfig(kube.ConfigOptions{Kubeconfig: flags.kubeconfig})
+	_, client, release, err := flags.kubeClient(nil)
 	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return err
 	}
-	defer kube.Scrub(cfg)
-	client, err := kube.NewClient(cfg)
-	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-	}
+	defer release()
 	catalog, err := retire.Inspect(ctx, client, ns, name, dataKey)
 	if err != nil {
 		return err
