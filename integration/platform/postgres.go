@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,7 +97,34 @@ func runHackScript(ctx context.Context, name string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
+// ownerLabel marks a test container with the PID of the process that
+// started it.
+const ownerLabel = "dev.keyledger.test.owner-pid"
+
+// reapOrphans removes test containers whose owning process is gone (killed
+// by a test timeout, say). Containers of live processes, such as a
+// concurrent test run, are left alone.
+func reapOrphans(ctx context.Context) {
+	out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--filter", "label="+ownerLabel,
+		"--format", `{{.ID}} {{.Label "`+ownerLabel+`"}}`).Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, pidText, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		_ = exec.CommandContext(ctx, "docker", "rm", "-f", "-v", id).Run()
+	}
+}
+
 func startPostgresContainer(ctx context.Context, image string) (*Postgres, error) {
+	reapOrphans(ctx)
 	password, err := randomHex(16)
 	if err != nil {
 		return nil, fmt.Errorf("generating the superuser password: %w", err)
@@ -106,6 +135,9 @@ func startPostgresContainer(ctx context.Context, image string) (*Postgres, error
 			// Published on the loopback interface only.
 			ExposedPorts: []string{"127.0.0.1::" + postgresPort},
 			Env:          map[string]string{"POSTGRES_PASSWORD": password},
+			// Ryuk is disabled here, so a test process that dies leaves its
+			// container behind; the owner label lets the next run reap it.
+			Labels: map[string]string{ownerLabel: strconv.Itoa(os.Getpid())},
 			// The entrypoint starts no temporary server, so the ready line
 			// appears once, when the real server accepts connections.
 			WaitingFor: wait.ForAll(
