@@ -20,6 +20,11 @@ help: ## List targets with one line each.
 build: ## Build bin/keyledger (static, version stamped).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/keyledger ./cmd/keyledger
 
+.PHONY: image
+image: build ## Build the image keyledger:$(VERSION) FROM scratch (static binary, CA bundle, UID 10001) and print its size.
+	bash hack/docker.sh
+	VERSION=$(VERSION) bash hack/image.sh
+
 .PHONY: platform
 platform: ## Install and start what tests need: Docker engine, control-plane binaries, PostgreSQL image.
 	bash hack/deps.sh

@@ -73,11 +73,16 @@ func tryRender(fsys filesys.FileSystem, dir string) ([]*unstructured.Unstructure
 	}
 	var objs []*unstructured.Unstructured
 	for _, r := range rm.Resources() {
-		m, err := r.Map()
+		// Through JSON, so numbers are int64 as in every client object.
+		data, err := r.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
 	}
 	return objs, nil
 }
@@ -241,3 +246,5 @@ func (a *applier) waitForKind(ctx context.Context, group, version, kind string) 
 		return err == nil, nil
 	})
 }
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

@@ -361,6 +361,15 @@ func TestIntegrationRetirePermissionMatrix(t *testing.T) {
 			r[0].ResourceNames = nil
 			return r
 		}, 77},
+		{"second-secret-name", func(n string) []rbacv1.PolicyRule {
+			r := exact(n)
+			r[0].ResourceNames = append(r[0].ResourceNames, "another-keyring")
+			return r
+		}, 77},
+		{"second-rule-on-another-secret", func(n string) []rbacv1.PolicyRule {
+			return append(exact(n), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+				ResourceNames: []string{"database-password"}, Verbs: []string{"get"}})
+		}, 77},
 		{"missing-update", func(n string) []rbacv1.PolicyRule {
 			r := exact(n)
 			r[0].Verbs = []string{"get"}

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -70,6 +71,51 @@ func CheckAccess(ctx context.Context, client kubernetes.Interface, checks []Acce
 				got = "allowed"
 			}
 			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got))
+		}
+	}
+	return mismatches, nil
+}
+
+// SecretRights bounds what an identity may hold on Secrets in Namespace:
+// only Verbs, and only on the Secrets named in Names. Access reviews answer
+// for one name at a time, so a Role naming one more Secret would pass any
+// fixed set of probes; a rules review lists every grant and catches it.
+type SecretRights struct {
+	Namespace string
+	Names     []string
+	Verbs     []string
+}
+
+// CheckSecretRights asks a SelfSubjectRulesReview for every rule the
+// identity holds in the namespace and describes each grant on Secrets
+// beyond r. An incomplete review is a mismatch too (fail closed).
+func CheckSecretRights(ctx context.Context, client kubernetes.Interface, r SecretRights) (mismatches []string, err error) {
+	review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, err)
+	}
+	if review.Status.Incomplete {
+		return []string{fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights on secrets are exact", r.Namespace)}, nil
+	}
+	for _, rule := range review.Status.ResourceRules {
+		if !slices.ContainsFunc(rule.APIGroups, func(g string) bool { return g == "" || g == "*" }) ||
+			!slices.ContainsFunc(rule.Resources, func(res string) bool { return res == "secrets" || res == "*" || res == "*/*" }) {
+			continue
+		}
+		for _, verb := range rule.Verbs {
+			if !slices.Contains(r.Verbs, verb) {
+				mismatches = append(mismatches, fmt.Sprintf("%s secrets in %s is granted, want only %v", verb, r.Namespace, r.Verbs))
+			}
+		}
+		if len(rule.ResourceNames) == 0 {
+			mismatches = append(mismatches, fmt.Sprintf("%v on secrets in %s is granted without resourceNames", rule.Verbs, r.Namespace))
+		}
+		for _, name := range rule.ResourceNames {
+			if !slices.Contains(r.Names, name) {
+				mismatches = append(mismatches, fmt.Sprintf("%v on secret %s in %s is granted, want only %v", rule.Verbs, name, r.Namespace, r.Names))
+			}
 		}
 	}
 	return mismatches, nil

@@ -20,6 +20,14 @@ type Plan struct {
 	// Access is the permission matrix that must hold exactly before the
 	// journal is opened and any material is read.
 	Access []kube.AccessCheck
+	// SecretRights, when set, bounds every grant on Secrets in its
+	// namespace (checked with a rules review beside Access).
+	SecretRights *kube.SecretRights
+	// Preflight, when set, runs after the permission matrix held and before
+	// the journal is opened: a read of the authority that can reject the
+	// command before anything is journaled or written (for example a size
+	// guard, exit 64). Its error ends the run unchanged.
+	Preflight func(ctx context.Context) error
 	// Family decides and resolves.
 	Family Family
 	// MaxAttempts bounds the sends of one step (default 3).
@@ -57,10 +65,22 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 		if err != nil {
 			return nil, &Unavailable{Dependency: "kubernetes", Err: err}
 		}
+		if plan.SecretRights != nil {
+			more, err := kube.CheckSecretRights(ctx, deps.Kube, *plan.SecretRights)
+			if err != nil {
+				return nil, &Unavailable{Dependency: "kubernetes", Err: err}
+			}
+			mismatches = append(mismatches, more...)
+		}
 		if len(mismatches) > 0 {
 			return nil, &PermissionMismatch{Mismatches: mismatches}
 		}
 		log.Info("permission matrix holds", "checks", len(plan.Access))
+	}
+	if plan.Preflight != nil {
+		if err := plan.Preflight(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	st, err := deps.OpenStore(ctx)

@@ -32,12 +32,17 @@ func Plan(cmd *Command, client kubernetes.Interface) workflow.Plan {
 			Detail:        map[string]any{"keyId": cmd.Spec.KeyID, "retirementId": cmd.Spec.RetirementID},
 		},
 		Access: AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
+		SecretRights: &kube.SecretRights{
+			Namespace: cmd.Spec.Namespace, Names: []string{cmd.Spec.SecretName}, Verbs: []string{"get", "update"},
+		},
 		Family: &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)},
 	}
 }
 
 // AccessMatrix is what the identity running a retirement must and must not
-// be allowed: get and update on exactly this Secret, nothing more.
+// be allowed: get and update on exactly this Secret, nothing more. The
+// plan's SecretRights add a rules review, which catches a grant on any other
+// Secret name, not only the one probed here.
 func AccessMatrix(namespace, name string) []kube.AccessCheck {
 	other := "keyledger-matrix-probe"
 	if other == name {
