@@ -35,6 +35,25 @@ type File struct {
 	Digest string
 	// Envelope is the validated envelope; Spec is still raw.
 	Envelope Envelope
+	// Mode is the permission bits of the opened file (fstat on the
+	// descriptor that was read), for RequirePrivate checks made once the
+	// kind is known.
+	Mode fs.FileMode
+}
+
+// RequirePrivate refuses f, as Read with ReadOptions.RequirePrivate would,
+// when its mode grants any group or world permission. Callers that learn
+// only from the envelope's kind that the file holds values check it here.
+func (f *File) RequirePrivate() error {
+	if perm := f.Mode.Perm(); perm&0o077 != 0 {
+		return notPrivate(f.Path, perm)
+	}
+	return nil
+}
+
+func notPrivate(path string, perm fs.FileMode) error {
+	return &FileError{Path: path, Reason: ReasonNotPrivate,
+		Detail: fmt.Sprintf("mode %#o grants group or world permissions; want no bits in 0o077, e.g. 0600", perm)}
 }
 
 // Read reads and validates the command file at path.
@@ -52,7 +71,7 @@ func Read(path string, opts ReadOptions) (*File, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
-	data, err := readFile(path, opts)
+	data, mode, err := readFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +79,7 @@ func Read(path string, opts ReadOptions) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{Path: path, Bytes: data, Digest: digestBytes(data), Envelope: *env}, nil
+	return &File{Path: path, Bytes: data, Digest: digestBytes(data), Envelope: *env, Mode: mode}, nil
 }
 
 func checkPath(path string) error {
@@ -79,7 +98,7 @@ func checkPath(path string) error {
 	return nil
 }
 
-func readFile(path string, opts ReadOptions) ([]byte, error) {
+func readFile(path string, opts ReadOptions) ([]byte, fs.FileMode, error) {
 	refuse := func(reason, detail string, err error) error {
 		return &FileError{Path: path, Reason: reason, Detail: detail, Err: err}
 	}
@@ -95,35 +114,34 @@ func readFile(path string, opts ReadOptions) ([]byte, error) {
 	}
 	switch {
 	case errors.Is(err, syscall.ELOOP):
-		return nil, refuse(ReasonSymlink, "refusing to follow a symbolic link", nil)
+		return nil, 0, refuse(ReasonSymlink, "refusing to follow a symbolic link", nil)
 	case err != nil:
-		return nil, refuse(ReasonUnreadable, "", &fs.PathError{Op: "open", Path: path, Err: err})
+		return nil, 0, refuse(ReasonUnreadable, "", &fs.PathError{Op: "open", Path: path, Err: err})
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 
 	info, err := f.Stat() // fstat on the opened descriptor
 	if err != nil {
-		return nil, refuse(ReasonUnreadable, "", err)
+		return nil, 0, refuse(ReasonUnreadable, "", err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, refuse(ReasonNotRegular, "want a regular file, got "+fileType(info.Mode()), nil)
+		return nil, 0, refuse(ReasonNotRegular, "want a regular file, got "+fileType(info.Mode()), nil)
 	}
 	if perm := info.Mode().Perm(); opts.RequirePrivate && perm&0o077 != 0 {
-		return nil, refuse(ReasonNotPrivate,
-			fmt.Sprintf("mode %#o grants group or world permissions; want no bits in 0o077, e.g. 0600", perm), nil)
+		return nil, 0, notPrivate(path, perm)
 	}
 	if info.Size() > MaxSize {
-		return nil, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
+		return nil, 0, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
 	}
 	data, err := readLimited(f, MaxSize)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return nil, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
+		return nil, 0, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
 	case err != nil:
-		return nil, refuse(ReasonUnreadable, "", err)
+		return nil, 0, refuse(ReasonUnreadable, "", err)
 	}
-	return data, nil
+	return data, info.Mode().Perm(), nil
 }
 
 var errTooLarge = errors.New("too large")

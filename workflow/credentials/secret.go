@@ -22,7 +22,7 @@ const (
 	// LabelArgoInstance is Argo CD's legacy tracking label, removed likewise.
 	LabelArgoInstance = "app.kubernetes.io/instance"
 	// kindExternalSecret is the owner kind removed from adopted Secrets.
-	kindExternalSecret = "ExternalSecret"
+	kindExternalSecret  = "ExternalSecret"
 	groupExternalSecret = "external-secrets.io"
 )
 

@@ -44,13 +44,19 @@ Usage:
   keyledger journal list                list journaled operations
   keyledger journal show MUTATION_ID    show one operation and its records
   keyledger keyring inspect NS/NAME     print a keyring's catalog (never material)
+  keyledger history NS/NAME             list a Secret's retained versions (never values)
+  keyledger history NS/NAME --version N --show-keys
+                                        one version's key names and value digests
+  keyledger render credentials --plan FILE --image IMAGE
+                                        print a credential plan's Argo CD PreSync hook objects
+  keyledger apply-hook DIR              apply rendered hook objects in order and wait for the Job
   keyledger preflight --canary IP:PORT  prove the API server reachable, the canary not
   keyledger version                     print the version
 
 Flags common to commands that need them:
   --database-url URL   journal database (default $KEYLEDGER_DATABASE_URL)
   --kubeconfig PATH    cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  -o table|json        output format of journal and keyring commands
+  -o table|json        output format of journal, keyring and history commands
 
 Exit codes: 0 done, 2 refused, 64 usage or invalid command file,
 69 dependency unreachable, 75 outcome uncertain (rerun settles it),
@@ -74,6 +80,12 @@ func Run(ctx context.Context, args []string, streams IOStreams) error {
 		return journalCommand(ctx, rest, streams)
 	case "keyring":
 		return keyringCommand(ctx, rest, streams)
+	case "history":
+		return historyCommand(ctx, rest, streams)
+	case "render":
+		return renderCommand(ctx, rest, streams)
+	case "apply-hook":
+		return applyHookCommand(ctx, rest, streams)
 	case "preflight":
 		return preflightCommand(ctx, rest, streams, log)
 	case "version":

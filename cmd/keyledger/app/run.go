@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/credentials"
 	"github.com/keyledger/keyledger/workflow/retire"
+	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
 // outcomeLine is the one JSON line `keyledger run` prints on stdout.
@@ -84,20 +87,13 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	}
 
 	var counter kube.Counter
-	cfg, err := kube.LoadConfig(kube.ConfigOptions{
-		Kubeconfig: flags.kubeconfig,
-		Wrap: func(rt http.RoundTripper) http.RoundTripper {
-			return counter.Wrap(faultWrap(rt))
-		},
+	cfg, client, release, err := flags.kubeClient(func(rt http.RoundTripper) http.RoundTripper {
+		return counter.Wrap(faultWrap(rt))
 	})
 	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return err
 	}
-	defer kube.Scrub(cfg)
-	client, err := kube.NewClient(cfg)
-	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-	}
+	defer release()
 
 	var plan workflow.Plan
 	switch f.Envelope.Kind {
@@ -107,6 +103,28 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 			return err
 		}
 		plan = retire.Plan(cmd, client)
+	case command.KindSecretUpdate, command.KindSecretRestore, command.KindSecretDelete:
+		cmd, err := versioned.Decode(f)
+		if err != nil {
+			return err
+		}
+		value, set := os.LookupEnv(versioned.HistoryLimitEnv)
+		limit, err := versioned.ParseHistoryLimit(value, set)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		plan = versioned.Plan(cmd, client, limit)
+	case command.KindCredentialPlan:
+		// Read without RequirePrivate: a plan holds no secret values. Its
+		// literal values are not secret (user names) and render ships it in
+		// a ConfigMap; generated values never leave the run.
+		cmd, err := credentials.Decode(f)
+		if err != nil {
+			return err
+		}
+		if plan, err = credentials.Plan(cmd, cfg); err != nil {
+			return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		}
 	default:
 		return command.Invalid("kind", f.Envelope.Kind+" is not supported by this version of keyledger")
 	}

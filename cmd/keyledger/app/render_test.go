@@ -1,0 +1,116 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const renderPlan = `{"apiVersion":"keyledger.dev/v1","kind":"CredentialPlan",
+ "metadata":{"requestId":"req-1","mutationId":"mut-1"},
+ "spec":{"owner":"shop-orders-cache","namespace":"shop",
+   "secrets":[{"name":"shop-orders-cache-app","labels":{"app.kubernetes.io/part-of":"shop"},
+               "keys":[{"name":"password","generate":{"length":32,"alphabet":"alphanumeric"}},{"name":"username","value":"app"}]},
+              {"name":"shop-bus-users","keys":[{"name":"user","value":"bus"},{"name":"password","generate":{"length":32,"alphabet":"hex"}}]}],
+   "adopt":[{"externalSecret":"shop-orders-cache-app","generators":["shop-orders-cache-password"]}],
+   "servers":[{"protocol":"valkey","pod":"shop-orders-cache-0","port":6379,"secret":"shop-orders-cache-app","passwordKey":"password"},
+              {"protocol":"nats","pod":"shop-bus-0","port":4222,"secret":"shop-bus-users","userKey":"user","passwordKey":"password"}]}}
+`
+
+func render(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plan.json")
+	require.NoError(t, os.WriteFile(path, []byte(renderPlan), 0o644))
+	var out, errOut bytes.Buffer
+	err := Run(context.Background(), append([]string{"render", "credentials", "--plan", path}, args...), IOStreams{Out: &out, ErrOut: &errOut})
+	return out.String(), err
+}
+
+func TestRenderCredentialsGolden(t *testing.T) {
+	out, err := render(t, "--image", "registry.example/keyledger:v1")
+	require.NoError(t, err)
+	golden := filepath.Join("testdata", "render-credentials.golden.yaml")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(out), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), out)
+
+	docs := strings.Split(out, "\n---\n")
+	require.Len(t, docs, 5)
+	for i, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"} {
+		require.Contains(t, docs[i], "kind: "+kind)
+		require.Contains(t, docs[i], "argocd.argoproj.io/hook: PreSync")
+	}
+	var role rbacv1.Role
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[1]), &role))
+	require.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"shop-orders-cache-app", "shop-bus-users"}, Verbs: []string{"get", "patch"}},
+		{APIGroups: []string{"external-secrets.io"}, Resources: []string{"externalsecrets"}, ResourceNames: []string{"shop-orders-cache-app"}, Verbs: []string{"get", "delete"}},
+		{APIGroups: []string{"generators.external-secrets.io"}, Resources: []string{"passwords"}, ResourceNames: []string{"shop-orders-cache-password"}, Verbs: []string{"delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{"shop-orders-cache-0", "shop-bus-0"}, Verbs: []string{"get", "delete"}},
+	}, role.Rules, "exactly the issue's rules, nothing else")
+	require.Equal(t, "0", role.Annotations[annotationSyncWave])
+	require.Equal(t, "BeforeHookCreation", role.Annotations[annotationHookDelete])
+
+	var job batchv1.Job
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	require.Equal(t, hookName("shop-orders-cache", []byte(renderPlan), Version, "registry.example/keyledger:v1"), job.Name)
+	require.Regexp(t, `^shop-orders-cache-credentials-[0-9a-f]{8}$`, job.Name)
+	require.Equal(t, "1", job.Annotations[annotationSyncWave])
+	require.Equal(t, "BeforeHookCreation,HookSucceeded", job.Annotations[annotationHookDelete])
+	require.NotNil(t, job.Spec.TTLSecondsAfterFinished)
+	pod := job.Spec.Template.Spec
+	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	c := pod.Containers[0].SecurityContext
+	require.True(t, *c.ReadOnlyRootFilesystem)
+	require.False(t, *c.AllowPrivilegeEscalation)
+	require.Equal(t, "ALL", string(c.Capabilities.Drop[0]))
+}
+
+func TestHookName(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 60)
+	plan := []byte("{}")
+	name := hookName(long, plan, "v1", "img")
+	require.Equal(t, strings.Repeat("a", 42)+"-credentials-", name[:55])
+	require.Len(t, name, 63)
+	require.NotEqual(t, name, hookName(long, plan, "v2", "img"), "a new version renames the Job")
+	require.NotEqual(t, name, hookName(long, plan, "v1", "img2"), "a new image renames the Job")
+	require.NotEqual(t, name, hookName(long, []byte("{ }"), "v1", "img"), "a new plan renames the Job")
+}
+
+func TestRenderAndApplyHookUsage(t *testing.T) {
+	t.Parallel()
+	_, err := render(t)
+	require.Equal(t, ExitUsage, ExitCode(err), "no image")
+	_, err = render(t, "--image", "a b")
+	require.Equal(t, ExitUsage, ExitCode(err))
+	for _, args := range [][]string{{"render"}, {"render", "secrets"}, {"apply-hook"}, {"apply-hook", t.TempDir()}} {
+		var out, errOut bytes.Buffer
+		err := Run(context.Background(), args, IOStreams{Out: &out, ErrOut: &errOut})
+		require.Equal(t, ExitUsage, ExitCode(err), "%v: %v", args, err)
+	}
+	dir := t.TempDir()
+	_, err = render(t, "--image", "img", "--out-dir", dir)
+	require.NoError(t, err)
+	objs, err := readHook(dir)
+	require.NoError(t, err)
+	require.Equal(t, "shop", objs.job.Namespace)
+	require.NoError(t, os.Rename(filepath.Join(dir, "2-role.yaml"), filepath.Join(dir, "2-x.yaml")))
+	_, err = readHook(dir)
+	require.Equal(t, ExitUsage, ExitCode(err))
+}

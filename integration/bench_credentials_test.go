@@ -1,0 +1,155 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestBenchCredentials measures, as processes, a plan of 64 Secrets created
+// from nothing and the same plan re-run with everything present, against a
+// shell loop of `kubectl create secret generic` over the same names. It
+// prints "BENCH " lines (medians of credBenchRuns runs, and the ratio).
+// Targets (issue 4): 1 request per absent Secret, at most 2 and no write per
+// present one, and the 64-Secret plan at least 20 times faster than the loop.
+func TestBenchCredentials(t *testing.T) {
+	benchEnabled(t)
+	e := setup(t)
+	const n, credBenchRuns = 64, 5
+	secrets := make([]planSecret, n)
+	names := make([]string, n)
+	for i := range secrets {
+		names[i] = fmt.Sprintf("bench-%02d", i)
+		secrets[i] = standardSecret(names[i])
+	}
+	runner := e.asCredentialRunner(credentialPlan(e.ns, "mut-bench", secrets))
+	deleteAll := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		c := e.kube.Client().CoreV1().Secrets(e.ns)
+		for _, name := range names {
+			_ = c.Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		require.Eventually(t, func() bool {
+			l, err := c.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for _, s := range l.Items {
+				if strings.HasPrefix(s.Name, "bench-") {
+					return false
+				}
+			}
+			return true
+		}, time.Minute, 50*time.Millisecond)
+	}
+
+	type run struct {
+		wall            time.Duration
+		rss             int64
+		secretRequests  int
+		allRequests     int
+		secretWritesRun int
+	}
+	keyledger := func(mutation string) run {
+		t.Helper()
+		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
+		start := time.Now()
+		r := e.keyledger([]string{"run", path}, runner)
+		wall := time.Since(start)
+		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+		reqs := apiRequests(t, r)
+		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"]}
+		for k, v := range reqs {
+			out.allRequests += v
+			if strings.HasSuffix(k, " secrets") {
+				out.secretRequests += v
+			}
+		}
+		for _, line := range strings.Split(r.Stderr, "\n") {
+			if strings.Contains(line, `"msg":"run finished"`) {
+				var rss int64
+				if i := strings.Index(line, `"peak_rss_kib":`); i >= 0 {
+					fmt.Sscan(line[i+len(`"peak_rss_kib":`):], &rss)
+				}
+				out.rss = rss
+			}
+		}
+		return out
+	}
+
+	var create, rerun []run
+	for i := range credBenchRuns {
+		deleteAll()
+		create = append(create, keyledger(fmt.Sprintf("mut-bench-create-%d", i)))
+		rerun = append(rerun, keyledger(fmt.Sprintf("mut-bench-rerun-%d", i)))
+	}
+	report := func(label string, runs []run) time.Duration {
+		walls, rss, perSecret, all := make([]time.Duration, len(runs)), make([]int64, len(runs)), make([]float64, len(runs)), make([]float64, len(runs))
+		for i, r := range runs {
+			walls[i], rss[i], perSecret[i], all[i] = r.wall, r.rss, float64(r.secretRequests)/n, float64(r.allRequests)/n
+		}
+		m := median(walls)
+		benchLine("credentials %s secrets=%d runs=%d wall_ms=%.1f secret_requests_per_secret=%.2f all_requests_per_secret=%.2f peak_rss_kib=%d",
+			label, n, len(runs), float64(m.Microseconds())/1000, median(perSecret), median(all), median(rss))
+		return m
+	}
+	createWall := report("keyledger-create", create)
+	report("keyledger-rerun", rerun)
+
+	// Writes per present Secret: the API server's own record, over one rerun.
+	before := e.getSecret(names[0]).ResourceVersion
+	keyledger("mut-bench-writes")
+	require.Equal(t, before, e.getSecret(names[0]).ResourceVersion, "a rerun writes nothing")
+	benchLine("credentials keyledger-rerun writes_per_secret=0 (resourceVersion unchanged)")
+
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		benchLine("credentials kubectl-loop skipped: kubectl not found (%v)", err)
+		return
+	}
+	kubeconfig := runnerKubeconfig(t, runner)
+	script := `for n in ` + strings.Join(names, " ") + `; do ` + kubectl + ` --kubeconfig "$KC" -n "$NS" create secret generic "$n" ` +
+		`--from-literal=password="$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" --from-literal=username=app >/dev/null || exit 1; done`
+	var loop []time.Duration
+	var loopRSS []int64
+	for range credBenchRuns {
+		deleteAll()
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KC=" + kubeconfig, "NS=" + e.ns}
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		loop = append(loop, time.Since(start))
+		require.NoError(t, err, "%s", out)
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			loopRSS = append(loopRSS, ru.Maxrss)
+		}
+	}
+	loopWall := median(loop)
+	benchLine("credentials kubectl-loop secrets=%d runs=%d wall_ms=%.1f requests_per_secret>=1 peak_rss_kib=%d (largest child of the loop, rusage)",
+		n, len(loop), float64(loopWall.Microseconds())/1000, median(loopRSS))
+	benchLine("credentials ratio kubectl-loop/keyledger-create=%.1fx (target >= 20x)", float64(loopWall)/float64(createWall))
+}
+
+// runnerKubeconfig recovers the kubeconfig path an asKubeconfig option sets.
+func runnerKubeconfig(t *testing.T, opt runOption) string {
+	t.Helper()
+	cmd := exec.Command("true")
+	opt(cmd)
+	for _, kv := range cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "KUBECONFIG="); ok {
+			return v
+		}
+	}
+	t.Fatal("no kubeconfig in the run option")
+	return ""
+}

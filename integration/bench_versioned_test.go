@@ -1,0 +1,83 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchVersioned measures one SecretUpdate with 20 retained versions
+// (at the default limit, so it prunes one) as a process, and a `kubectl get`
+// + `kubectl replace` of a Secret of the same size as the baseline,
+// interleaved in the same run.
+func TestBenchVersioned(t *testing.T) {
+	benchEnabled(t)
+	e := setup(t)
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Log("kubectl not found: the baseline is skipped")
+	}
+	const runs = 9
+	as := e.asWriter("bench")
+	data := func(i int) map[string][]byte {
+		return map[string][]byte{"password": []byte(fmt.Sprintf("bench-value-%04d", i)), "user": []byte("app")}
+	}
+	s := e.createSecret(plainSecret("bench", data(0)))
+	// Fill the history to the limit: 20 updates leave v1..v20 and live v21.
+	for i := 1; i <= 20; i++ {
+		cur := e.getSecret("bench")
+		requireOK(t, e.runCmd(updateCommand(e.ns, "bench", cur.ResourceVersion, fmt.Sprintf("mut-fill-%d", i), data(i)), as), "completed")
+	}
+	require.Len(t, e.versionsOf(s.UID), 20)
+
+	var wall, base []time.Duration
+	var summaries []map[string]any
+	for i := range runs {
+		cur := e.getSecret("bench")
+		mutation := fmt.Sprintf("mut-bench-%d", i)
+		path := e.writeCommand(mutation+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, mutation, data(100+i)))
+		cmd := exec.Command(e.binary)
+		as(cmd)
+		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, cmd.Env...)
+		ks := measure(t, e.binary, []string{"run", path}, env)
+		after := e.getSecret("bench")
+		require.Equal(t, 1, e.secretWrites("bench", cur.ResourceVersion, after.ResourceVersion))
+		require.Len(t, e.versionsOf(s.UID), 20, "still at the limit: one pruned per update")
+		wall = append(wall, ks.wall)
+		summaries = append(summaries, ks.summary)
+		if kubectl != "" {
+			b := e.createSecret(plainSecret(fmt.Sprintf("base-%d", i), data(i)))
+			base = append(base, kubectlGetReplaceVersioned(t, kubectl, e.kube.KubeconfigFile(), e.ns, b.Name))
+		}
+	}
+	last := summaries[len(summaries)-1]
+	benchLine("versioned-update retained=20 limit=20 runs=%d", runs)
+	benchLine("versioned-update api_requests=%v by_verb=%q pg_transactions=%v", last["api_requests"], last["api_requests_by_verb"], last["pg_transactions"])
+	benchLine("versioned-update target: POST secrets=1 (snapshot create), DELETE secrets=1 (prune), PUT secrets=1 (replace), GET secrets=2 (one live read + one metadata-only list; the counter folds get and list together), plus one SelfSubjectAccessReview per matrix row")
+	benchLine("versioned-update wall_median=%s", ms(median(wall)))
+	if len(base) > 0 {
+		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
+		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
+	}
+}
+
+// kubectlGetReplaceVersioned reads a Secret and replaces it with one
+// annotation added, as two kubectl processes.
+func kubectlGetReplaceVersioned(t *testing.T, kubectl, kubeconfig, ns, name string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "secret", name, "-o", "json").Output()
+	require.NoError(t, err)
+	edited := strings.Replace(string(out), `"metadata": {`, `"metadata": {"annotations": {"bench.keyledger.dev/touched": "1"},`, 1)
+	replace := exec.Command(kubectl, "--kubeconfig", kubeconfig, "replace", "-f", "-")
+	replace.Stdin = strings.NewReader(edited)
+	if out, err := replace.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl replace: %v: %s", err, out)
+	}
+	return time.Since(start)
+}

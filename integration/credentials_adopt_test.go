@@ -1,0 +1,201 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/credentials"
+)
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A concurrent writer changes the Secret between keyledger's read and its
+// patch: the patch's resourceVersion test fails with 422, the run re-reads,
+// recomputes and patches only what is still missing; the writer's value stays.
+func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	canary := []byte("CANARY-existing-password-abcdefgh")
+	existing := e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-orders-cache-app"},
+		Data: map[string][]byte{"password": canary}})
+	secret := standardSecret(existing.Name)
+	secret.keys = append(secret.keys, generated("admin-password", 24, "alphanumeric"))
+	plan := credentialPlan(e.ns, "mut-writer", []planSecret{secret})
+	path := e.writeCommand("plan.json", plan)
+
+	// The plan's identity, through a transport that lets a second writer
+	// change the Secret right after keyledger's first read of it returns.
+	name := "credentials-" + randomSuffix(t)
+	e.serviceAccountKubeconfig(name, credentials.Rules(specOf(t, plan)))
+	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, name, 600)
+	require.NoError(t, err)
+	var wrote atomic.Bool
+	writerValue := []byte("written-by-the-concurrent-writer")
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(req)
+			if err == nil && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/secrets/"+existing.Name) && wrote.CompareAndSwap(false, true) {
+				s := e.getSecret(existing.Name)
+				s.Data["username"] = writerValue
+				_, uerr := e.kube.Client().CoreV1().Secrets(e.ns).Update(context.Background(), s, metav1.UpdateOptions{})
+				require.NoError(t, uerr)
+			}
+			return resp, err
+		})
+	})
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	f, err := command.Read(path, command.ReadOptions{})
+	require.NoError(t, err)
+	cmd, err := credentials.Decode(f)
+	require.NoError(t, err)
+	wp, err := credentials.Plan(cmd, cfg)
+	require.NoError(t, err)
+	res, err := workflow.Execute(ctx, workflow.Deps{Kube: client,
+		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, e.journal.OperatorURL) }}, wp)
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
+	require.True(t, wrote.Load())
+
+	after := e.getSecret(existing.Name)
+	require.Equal(t, canary, after.Data["password"], "the existing value is untouched")
+	require.Equal(t, writerValue, after.Data["username"], "the writer's value is not overwritten")
+	requireAlphabet(t, after.Data["admin-password"], 24, alphanumericChars)
+	require.Equal(t, "shop", after.Labels["app.kubernetes.io/part-of"])
+
+	_, records := e.journalOf("mut-writer")
+	results := recordsOf(records, store.RecordAuthorityResult, "patch-secret")
+	require.Len(t, results, 2)
+	require.Equal(t, "unknown", results[0].Status)
+	require.Equal(t, "test-failed", results[0].Reason)
+	require.EqualValues(t, 422, results[0].Detail["code"], "a failed test answers 422, not 409")
+	require.Equal(t, "applied", results[1].Status)
+	calls := recordsOf(records, store.RecordAuthorityCall, "patch-secret")
+	require.Len(t, calls, 2)
+	require.Equal(t, []any{"username", "admin-password"}, calls[0].Detail["addKeys"])
+	require.Equal(t, []any{"admin-password"}, calls[1].Detail["addKeys"], "recomputed against the new version")
+	require.NotEqual(t, calls[0].ResourceVersion, calls[1].ResourceVersion)
+	require.Equal(t, "resource-version-changed", recordsOf(records, store.RecordResolution, "patch-secret")[0].Reason)
+	requireNoValues(t, e.journalText("mut-writer"), append(e.secretValues(existing.Name), canary))
+}
+
+// generatorBackedExternalSecret is an ExternalSecret whose data comes from a
+// Password generator, with target name and owner creation as ESO sets them.
+func generatorBackedExternalSecret(name, generator string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"refreshPolicy": "CreatedOnce",
+			"target":        map[string]any{"name": name, "creationPolicy": "Owner"},
+			"dataFrom": []any{map[string]any{"sourceRef": map[string]any{"generatorRef": map[string]any{
+				"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Password", "name": generator}}}},
+		},
+	}}
+}
+
+func remoteExternalSecret(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"secretStoreRef": map[string]any{"name": "vault", "kind": "SecretStore"},
+			"target":         map[string]any{"name": name},
+			"data": []any{map[string]any{"secretKey": "password",
+				"remoteRef": map[string]any{"key": "shop/cache", "property": "password"}}},
+		},
+	}}
+}
+
+func TestIntegrationCredentialsAdoption(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	installExternalSecretsCRDs(t)
+	ctx, dyn := t.Context(), e.dynamicClient()
+	ess, passwords := dyn.Resource(externalSecretsGVR).Namespace(e.ns), dyn.Resource(passwordsGVR).Namespace(e.ns)
+	const name, generator = "shop-orders-cache-app", "shop-orders-cache-password"
+
+	_, err := passwords.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Password",
+		"metadata": map[string]any{"name": generator},
+		"spec":     map[string]any{"length": int64(32), "allowRepeat": true, "noUpper": false},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	es, err := ess.Create(ctx, generatorBackedExternalSecret(name, generator), metav1.CreateOptions{})
+	require.NoError(t, err)
+	// The Secret as External Secrets Operator left it: owned by the
+	// ExternalSecret, tracked by Argo CD.
+	canary := []byte("CANARY-generated-by-eso-0123456789")
+	yes := true
+	kept := e.createSecret(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels:      map[string]string{"app.kubernetes.io/instance": "shop", "app.kubernetes.io/part-of": "shop"},
+			Annotations: map[string]string{"argocd.argoproj.io/tracking-id": "shop:/Secret:shop/" + name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "external-secrets.io/v1", Kind: "ExternalSecret", Name: name,
+				UID: es.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Data: map[string][]byte{"password": canary},
+	})
+
+	plan := credentialPlan(e.ns, "mut-adopt", []planSecret{standardSecret(name)}, func(spec map[string]any) {
+		spec["adopt"] = []any{map[string]any{"externalSecret": name, "generators": []any{generator}}}
+	})
+	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	out := outcome(t, r)
+	require.Equal(t, "completed", out["outcome"])
+	require.EqualValues(t, 1, out["externalSecretsDeleted"])
+	require.EqualValues(t, 1, out["generatorsDeleted"])
+
+	_, err = ess.Get(ctx, name, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the ExternalSecret is gone: %v", err)
+	_, err = passwords.Get(ctx, generator, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the generator is gone: %v", err)
+	after := e.getSecret(name)
+	require.Equal(t, kept.UID, after.UID, "the garbage collector orphaned the Secret, it did not delete it")
+	require.Equal(t, canary, after.Data["password"], "the value survives byte-identical")
+	require.Equal(t, "app", string(after.Data["username"]))
+	require.Empty(t, after.OwnerReferences)
+	require.NotContains(t, after.Annotations, "argocd.argoproj.io/tracking-id")
+	require.NotContains(t, after.Labels, "app.kubernetes.io/instance")
+	require.Equal(t, "shop", after.Labels["app.kubernetes.io/part-of"])
+
+	_, records := e.journalOf("mut-adopt")
+	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret"), 1)
+	require.Equal(t, string(es.GetUID()), recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")[0].UID)
+	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "delete-generator"), 1)
+	require.Len(t, recordsOf(records, store.RecordObservation, "wait-external-secret-gone"), 1)
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-adopt"), [][]byte{canary})
+
+	// A remote-store-backed ExternalSecret stops the run before any write.
+	const remote, other = "shop-vault-app", "shop-other-app"
+	_, err = ess.Create(ctx, remoteExternalSecret(remote), metav1.CreateOptions{})
+	require.NoError(t, err)
+	plan = credentialPlan(e.ns, "mut-remote", []planSecret{standardSecret(other), standardSecret(remote)}, func(spec map[string]any) {
+		spec["adopt"] = []any{map[string]any{"externalSecret": remote}}
+	})
+	r = e.keyledger([]string{"run", e.writeCommand("remote.json", plan)}, e.asCredentialRunner(plan))
+	require.Equal(t, 2, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, "external-secret-not-generator-backed", outcome(t, r)["reason"])
+	_, err = ess.Get(ctx, remote, metav1.GetOptions{})
+	require.NoError(t, err, "the remote-backed ExternalSecret is left alone")
+	_, err = e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, other, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "nothing was written")
+	_, records = e.journalOf("mut-remote")
+	require.Zero(t, count(records, store.RecordAuthorityCall))
+}

@@ -1,0 +1,232 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	names := []string{"shop-orders-cache-app", "shop-bus-users", "shop-bucket"}
+	secrets := []planSecret{standardSecret(names[0]), standardSecret(names[1]),
+		{name: names[2], keys: []map[string]any{generated("access-key", 20, "hex"), generated("secret-key", 64, "base64url")}}}
+	plan := credentialPlan(e.ns, "mut-fresh", secrets)
+	path := e.writeCommand("plan.json", plan)
+	as := e.asCredentialRunner(plan)
+	from := e.secretsRV()
+
+	r := e.keyledger([]string{"run", path}, as)
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	out := outcome(t, r)
+	require.Equal(t, "completed", out["outcome"])
+	require.Equal(t, "CredentialPlan", out["kind"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 3.0, "patched": 0.0, "unchanged": 0.0}, out["secrets"])
+	require.Equal(t, 3, apiRequests(t, r)["POST secrets"], "one request per absent Secret")
+	require.Zero(t, apiRequests(t, r)["GET secrets"])
+
+	before := map[string]*corev1.Secret{}
+	for _, n := range names {
+		s := e.getSecret(n)
+		before[n] = s
+		require.Equal(t, 1, e.secretWrites(n, from, s.ResourceVersion), "%s written once", n)
+		require.Equal(t, "mut-fresh", s.Annotations["keyledger.dev/created-by-mutation"])
+		require.Equal(t, corev1.SecretTypeOpaque, s.Type)
+	}
+	requireAlphabet(t, before[names[0]].Data["password"], 32, alphanumericChars)
+	require.Equal(t, "app", string(before[names[0]].Data["username"]))
+	require.Equal(t, "shop", before[names[0]].Labels["app.kubernetes.io/part-of"])
+	requireAlphabet(t, before[names[2]].Data["access-key"], 20, "0123456789abcdef")
+	requireAlphabet(t, before[names[2]].Data["secret-key"], 64, alphanumericChars+"-_")
+	require.NotEqual(t, before[names[0]].Data["password"], before[names[1]].Data["password"])
+
+	// The journal: preparation with names, one call and result per create.
+	op, records := e.journalOf("mut-fresh")
+	require.Equal(t, store.StateCompleted, op.State)
+	require.Equal(t, "shop-orders-cache", op.Name)
+	prep := records[0]
+	require.Equal(t, store.RecordPreparation, prep.Kind)
+	require.Equal(t, []any{names[0], names[1], names[2]}, prep.Detail["secrets"])
+	require.Equal(t, op.CommandDigest, prep.Detail["planDigest"])
+	calls := recordsOf(records, store.RecordAuthorityCall, "create-secret")
+	require.Len(t, calls, 3)
+	for i, c := range calls {
+		require.Equal(t, "secret/"+names[i], c.Target)
+	}
+	require.Len(t, recordsOf(records, store.RecordAuthorityResult, "create-secret"), 3)
+	values := e.secretValues(names...)
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh"), values)
+
+	// Exact replay of the same mutation: nothing sent.
+	r = e.keyledger([]string{"run", path}, as)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Equal(t, "existing", outcome(t, r)["outcome"])
+	require.Zero(t, apiRequests(t, r)["POST secrets"])
+
+	// Forced second run (a new mutation of the same plan): a POST that
+	// answers 409 and a GET per Secret, no write, every value unchanged.
+	plan2 := credentialPlan(e.ns, "mut-fresh-2", secrets)
+	r = e.keyledger([]string{"run", e.writeCommand("plan2.json", plan2)}, as)
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	out = outcome(t, r)
+	require.Equal(t, "existing", out["outcome"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "unchanged": 3.0}, out["secrets"])
+	reqs := apiRequests(t, r)
+	require.Equal(t, 3, reqs["POST secrets"])
+	require.Equal(t, 3, reqs["GET secrets"])
+	require.Zero(t, reqs["PATCH secrets"])
+	for _, n := range names {
+		after := e.getSecret(n)
+		require.Equal(t, before[n].ResourceVersion, after.ResourceVersion, "%s not written", n)
+		require.Equal(t, before[n].Data, after.Data)
+		require.Equal(t, "mut-fresh", after.Annotations["keyledger.dev/created-by-mutation"], "the creator stays named")
+	}
+	_, records = e.journalOf("mut-fresh-2")
+	results := recordsOf(records, store.RecordAuthorityResult, "create-secret")
+	require.Len(t, results, 3)
+	for _, res := range results {
+		require.Equal(t, "already-exists", res.Reason)
+		require.EqualValues(t, 409, res.Detail["code"])
+	}
+	for _, res := range recordsOf(records, store.RecordResolution, "create-secret") {
+		require.Equal(t, "kept-existing", res.Reason)
+	}
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh-2"), values)
+}
+
+func TestIntegrationCredentialsPartialSecret(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	canary := []byte("CANARY-existing-password-0123456789")
+	existing := e.createSecret(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop-orders-cache-app", Labels: map[string]string{"team": "orders"}},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"password": canary, "other": []byte("kept")},
+	})
+	secret := standardSecret(existing.Name)
+	secret.keys = append(secret.keys, generated("admin-password", 24, "alphanumeric"))
+	plan := credentialPlan(e.ns, "mut-partial", []planSecret{secret})
+	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, "completed", outcome(t, r)["outcome"])
+
+	after := e.getSecret(existing.Name)
+	require.Equal(t, canary, after.Data["password"], "an existing value is byte-identical")
+	require.Equal(t, []byte("kept"), after.Data["other"])
+	require.Equal(t, "app", string(after.Data["username"]))
+	requireAlphabet(t, after.Data["admin-password"], 24, alphanumericChars)
+	require.Equal(t, map[string]string{"team": "orders", "app.kubernetes.io/part-of": "shop"}, after.Labels)
+	require.NotContains(t, after.Annotations, "keyledger.dev/created-by-mutation", "a kept Secret is not claimed")
+	require.Equal(t, existing.UID, after.UID)
+	require.Equal(t, 1, e.secretWrites(existing.Name, existing.ResourceVersion, after.ResourceVersion), "one patch")
+
+	_, records := e.journalOf("mut-partial")
+	patches := recordsOf(records, store.RecordAuthorityCall, "patch-secret")
+	require.Len(t, patches, 1)
+	require.Equal(t, existing.ResourceVersion, patches[0].ResourceVersion, "the patch's precondition is the version read")
+	require.Equal(t, []any{"username", "admin-password"}, patches[0].Detail["addKeys"])
+	require.Equal(t, []any{"app.kubernetes.io/part-of"}, patches[0].Detail["addLabels"])
+	values := append(e.secretValues(existing.Name), canary)
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-partial"), values)
+}
+
+// Crashed after every transition, then rerun: each Secret is written once.
+func TestIntegrationCredentialsCrashAtEveryTransition(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	cases := []struct {
+		name    string
+		crashes []string
+		kept    bool // the first Secret exists beforehand (create answers 409, then a patch)
+	}{
+		{"after-prepare", []string{"after-prepare"}, false},
+		{"after-call", []string{"after-call"}, false},
+		{"after-send", []string{"after-send"}, false},
+		{"after-answer", []string{"after-answer"}, false},
+		{"after-second-call", []string{"after-call#2"}, false},
+		{"after-complete", []string{"after-complete"}, false},
+		{"after-send-then-resolve", []string{"after-send", "after-resolve"}, false},
+		{"kept-after-resolve", []string{"after-resolve"}, true},
+		{"kept-after-patch-send", []string{"after-send#2"}, true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := fmt.Sprintf("crash-%d-a", i), fmt.Sprintf("crash-%d-b", i)
+			canary := []byte(fmt.Sprintf("CANARY-kept-value-%d-abcdefgh", i))
+			from := e.secretsRV()
+			if tc.kept {
+				e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a}, Data: map[string][]byte{"password": canary}})
+			}
+			mutation := "mut-crash-" + tc.name
+			plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(a), standardSecret(b)})
+			path := e.writeCommand(mutation+".json", plan)
+			as := e.asCredentialRunner(plan)
+			for _, fp := range tc.crashes {
+				r := e.keyledger([]string{"run", path}, as, withFailpoint(fp))
+				require.Equal(t, 137, r.Code, "must die at %s: %s %s", fp, r.Stdout, r.Stderr)
+			}
+			r := e.keyledger([]string{"run", path}, as)
+			require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
+			for _, n := range []string{a, b} {
+				s := e.getSecret(n)
+				require.Equal(t, 1+boolInt(tc.kept && n == a), e.secretWrites(n, from, s.ResourceVersion), "%s: values written once", n)
+				require.Len(t, s.Data["password"], map[bool]int{true: len(canary), false: 32}[tc.kept && n == a])
+				require.Equal(t, "app", string(s.Data["username"]))
+			}
+			if tc.kept {
+				require.Equal(t, canary, e.getSecret(a).Data["password"])
+			}
+			op, records := e.journalOf(mutation)
+			require.Equal(t, store.StateCompleted, op.State)
+			require.Equal(t, 1, count(records, store.RecordCompletion))
+			requireNoValues(t, r.Stdout+r.Stderr+e.journalText(mutation), e.secretValues(a, b))
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// A create whose answer is lost: the re-read finds this mutation's
+// annotation (ours); a reset before sending: absent, created again once.
+func TestIntegrationCredentialsLostResponse(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	cases := []struct {
+		fault      string
+		resolution string
+		calls      int
+	}{
+		{"drop-response:POST:/secrets#1", "created-by-this-mutation", 1},
+		{"reset:POST:/secrets#1", "absent", 2},
+	}
+	for i, tc := range cases {
+		name := fmt.Sprintf("lost-%d", i)
+		mutation := fmt.Sprintf("mut-lost-%d", i)
+		from := e.secretsRV()
+		plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(name)})
+		r := e.keyledger([]string{"run", e.writeCommand(mutation+".json", plan)}, e.asCredentialRunner(plan),
+			withEnv("KEYLEDGER_FAULT="+tc.fault))
+		require.Equal(t, 0, r.Code, "%s: %s %s", tc.fault, r.Stdout, r.Stderr)
+		s := e.getSecret(name)
+		require.Equal(t, 1, e.secretWrites(name, from, s.ResourceVersion), "%s: one write", tc.fault)
+		require.Equal(t, mutation, s.Annotations["keyledger.dev/created-by-mutation"])
+		_, records := e.journalOf(mutation)
+		require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), tc.calls, tc.fault)
+		res := recordsOf(records, store.RecordResolution, "create-secret")
+		require.Len(t, res, 1, tc.fault)
+		require.Equal(t, tc.resolution, res[0].Reason, tc.fault)
+		require.False(t, strings.Contains(r.Stdout+r.Stderr, string(s.Data["password"])))
+	}
+}

@@ -1,0 +1,213 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+)
+
+// SnapshotPrefix starts the name of every history snapshot Secret; the
+// adapter refuses to create, read or delete any other name as a snapshot.
+const SnapshotPrefix = "keyledger-h-"
+
+// VersionedSecrets is the versioned-writes family's whole view of the API
+// server, in one namespace:
+//
+//   - on the one live Secret it is bound to: get, create, replace (update
+//     carrying UID and resourceVersion) and delete with UID and
+//     resourceVersion preconditions;
+//   - on history snapshots (names starting with SnapshotPrefix): create, get,
+//     delete with UID and resourceVersion preconditions, and list by label
+//     selector, either metadata only (PartialObjectMetadataList: no values
+//     cross the wire) or full.
+//
+// No patch, watch or deletecollection exists here, and no other name can be
+// written.
+type VersionedSecrets struct {
+	secrets   typedcorev1.SecretInterface
+	rest      rest.Interface
+	namespace string
+	name      string
+}
+
+// NewVersionedSecrets binds the adapter to the live Secret namespace/name.
+func NewVersionedSecrets(client kubernetes.Interface, namespace, name string) *VersionedSecrets {
+	return &VersionedSecrets{
+		secrets: client.CoreV1().Secrets(namespace), rest: client.CoreV1().RESTClient(),
+		namespace: namespace, name: name,
+	}
+}
+
+// Namespace is the bound namespace.
+func (v *VersionedSecrets) Namespace() string { return v.namespace }
+
+// Name is the bound live Secret's name.
+func (v *VersionedSecrets) Name() string { return v.name }
+
+// GetLive reads the live Secret.
+func (v *VersionedSecrets) GetLive(ctx context.Context) (*corev1.Secret, error) {
+	return v.secrets.Get(ctx, v.name, metav1.GetOptions{})
+}
+
+// CreateLive creates the live Secret; the API server refuses it with 409
+// when a Secret of that name exists.
+func (v *VersionedSecrets) CreateLive(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error) {
+	if err := v.bound(s, "create"); err != nil {
+		return nil, err
+	}
+	if s.ResourceVersion != "" || s.UID != "" {
+		return nil, fmt.Errorf("create of %s/%s refused: a new Secret carries no UID or resourceVersion", s.Namespace, s.Name)
+	}
+	return v.secrets.Create(ctx, s, metav1.CreateOptions{})
+}
+
+// ReplaceLive sends s as a full replacement of the live Secret. s must carry
+// the UID and resourceVersion it was read at: the API server refuses it
+// (409) when the Secret changed or was recreated since.
+func (v *VersionedSecrets) ReplaceLive(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error) {
+	if err := v.bound(s, "replace"); err != nil {
+		return nil, err
+	}
+	if s.ResourceVersion == "" || s.UID == "" {
+		return nil, fmt.Errorf("replace of %s/%s refused: no UID or resourceVersion precondition", s.Namespace, s.Name)
+	}
+	return v.secrets.Update(ctx, s, metav1.UpdateOptions{})
+}
+
+// DeleteLive deletes the live Secret if it still has uid and
+// resourceVersion.
+func (v *VersionedSecrets) DeleteLive(ctx context.Context, uid types.UID, resourceVersion string) (Deletion, error) {
+	return v.delete(ctx, v.name, uid, resourceVersion)
+}
+
+// CreateSnapshot creates an immutable snapshot Secret.
+func (v *VersionedSecrets) CreateSnapshot(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error) {
+	if s.Namespace != v.namespace || !strings.HasPrefix(s.Name, SnapshotPrefix) {
+		return nil, fmt.Errorf("snapshot create of %s/%s refused: not a snapshot name in %s", s.Namespace, s.Name, v.namespace)
+	}
+	if s.Immutable == nil || !*s.Immutable {
+		return nil, fmt.Errorf("snapshot create of %s/%s refused: a snapshot is immutable", s.Namespace, s.Name)
+	}
+	return v.secrets.Create(ctx, s, metav1.CreateOptions{})
+}
+
+// GetSnapshot reads one snapshot Secret.
+func (v *VersionedSecrets) GetSnapshot(ctx context.Context, name string) (*corev1.Secret, error) {
+	if !strings.HasPrefix(name, SnapshotPrefix) {
+		return nil, fmt.Errorf("snapshot get of %s refused: not a snapshot name", name)
+	}
+	return v.secrets.Get(ctx, name, metav1.GetOptions{})
+}
+
+// DeleteSnapshot deletes one snapshot Secret if it still has uid and
+// resourceVersion.
+func (v *VersionedSecrets) DeleteSnapshot(ctx context.Context, name string, uid types.UID, resourceVersion string) (Deletion, error) {
+	if !strings.HasPrefix(name, SnapshotPrefix) {
+		return DeletionUnknown, fmt.Errorf("snapshot delete of %s refused: not a snapshot name", name)
+	}
+	return v.delete(ctx, name, uid, resourceVersion)
+}
+
+// ListSnapshotMetadata lists the metadata (names, UIDs, resourceVersions,
+// labels, annotations, deletion state) of the Secrets matching selector,
+// as a PartialObjectMetadataList: the API server sends no data.
+func (v *VersionedSecrets) ListSnapshotMetadata(ctx context.Context, selector string) ([]metav1.PartialObjectMetadata, error) {
+	if selector == "" {
+		return nil, fmt.Errorf("snapshot list refused: no label selector")
+	}
+	var out []metav1.PartialObjectMetadata
+	cont := ""
+	for {
+		req := v.rest.Get().Namespace(v.namespace).Resource("secrets").
+			Param("labelSelector", selector).Param("limit", "500").
+			SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		raw, err := req.Do(ctx).Raw()
+		if err != nil {
+			return nil, err
+		}
+		var list metav1.PartialObjectMetadataList
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, fmt.Errorf("decoding snapshot metadata list: %w", err)
+		}
+		if list.Kind != "PartialObjectMetadataList" {
+			return nil, fmt.Errorf("snapshot metadata list: the API server answered %q", list.Kind)
+		}
+		out = append(out, list.Items...)
+		if cont = list.Continue; cont == "" {
+			return out, nil
+		}
+	}
+}
+
+// ListSnapshots lists the full Secrets matching selector (values included:
+// for `keyledger history`, which prints names, sizes and digests only).
+func (v *VersionedSecrets) ListSnapshots(ctx context.Context, selector string) ([]corev1.Secret, error) {
+	if selector == "" {
+		return nil, fmt.Errorf("snapshot list refused: no label selector")
+	}
+	var out []corev1.Secret
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
+	for {
+		list, err := v.secrets.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			return out, nil
+		}
+	}
+}
+
+// Deletion is what the API server's answer to a delete says about the object.
+type Deletion string
+
+const (
+	// DeletionUnknown: no usable answer.
+	DeletionUnknown Deletion = ""
+	// Deleted: the object is gone (deleted now, or already absent: 404).
+	Deleted Deletion = "deleted"
+	// DeletionPending: the object still exists with a deletionTimestamp
+	// (finalizers hold it).
+	DeletionPending Deletion = "pending"
+)
+
+// delete sends one DELETE with UID and resourceVersion preconditions and
+// reads the answer's body: the API server returns the object, carrying a
+// deletionTimestamp when finalizers keep it. A 404 is Deleted.
+func (v *VersionedSecrets) delete(ctx context.Context, name string, uid types.UID, resourceVersion string) (Deletion, error) {
+	if uid == "" || resourceVersion == "" {
+		return DeletionUnknown, fmt.Errorf("delete of %s refused: no UID or resourceVersion precondition", name)
+	}
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion}}
+	obj, err := v.rest.Delete().Namespace(v.namespace).Resource("secrets").Name(name).
+		Body(&opts).Do(ctx).Get()
+	if err != nil {
+		if Classify(err).Reason == "not-found" {
+			return Deleted, nil
+		}
+		return DeletionUnknown, err
+	}
+	if s, ok := obj.(*corev1.Secret); ok && s.DeletionTimestamp != nil {
+		return DeletionPending, nil
+	}
+	return Deleted, nil
+}
+
+func (v *VersionedSecrets) bound(s *corev1.Secret, verb string) error {
+	if s.Namespace != v.namespace || s.Name != v.name {
+		return fmt.Errorf("%s of %s/%s refused: adapter is bound to %s/%s", verb, s.Namespace, s.Name, v.namespace, v.name)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// ensureSecrets creates each planned Secret (one POST), or, when one exists
+// already, patches in only what it lacks. A Secret with nothing to change is
+// not written at all.
+func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+	for _, plan := range f.cmd.Spec.Secrets {
+		name := plan.Name
+		switch {
+		case p.created[name] || p.patched[name] || f.complete[name]:
+			continue
+		case !p.exists[name]:
+			call, err := f.createCall(plan)
+			if err != nil {
+				return nil, err
+			}
+			return &workflow.Decision{Call: call}, nil
+		}
+		s := f.read[name]
+		delete(f.read, name)
+		if s == nil {
+			var err error
+			if s, err = f.kube.GetSecret(ctx, name); isNotFound(err) {
+				// Deleted since: create it.
+				call, err := f.createCall(plan)
+				if err != nil {
+					return nil, err
+				}
+				return &workflow.Decision{Call: call}, nil
+			} else if err != nil {
+				return nil, kubeErr(err)
+			}
+		}
+		d, err := f.reconcile(s, plan)
+		if err != nil || d != nil {
+			return d, err
+		}
+	}
+	return nil, nil
+}
+
+// reconcile decides for an existing Secret: refuse, patch, or nothing.
+func (f *family) reconcile(s *corev1.Secret, plan Secret) (*workflow.Decision, error) {
+	c := diff(s, plan, f.adopted(plan.Name))
+	obs := observation(s, c)
+	refuse := func(reason string) *workflow.Decision {
+		return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{obs},
+			Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}
+	}
+	switch {
+	case s.DeletionTimestamp != nil:
+		return refuse(ReasonSecretTerminating), nil
+	case s.Type != corev1.SecretTypeOpaque && s.Type != "":
+		return refuse(ReasonSecretWrongType), nil
+	case c.empty():
+		f.complete[s.Name] = true
+		f.note(obs)
+		return nil, nil
+	case s.Immutable != nil && *s.Immutable:
+		return refuse(ReasonSecretImmutable), nil
+	}
+	call, err := f.patchCall(s, plan, c)
+	if err != nil {
+		return nil, err
+	}
+	call.Observation = &obs
+	return &workflow.Decision{Call: call}, nil
+}
+
+func (f *family) adopted(name string) bool {
+	return slices.Contains(f.cmd.Spec.ExternalSecretNames(), name)
+}
+
+// observation records what a read of a Secret showed: its identity, version
+// and what it lacks (names only).
+func observation(s *corev1.Secret, c change) store.Record {
+	d := c.detail()
+	d["complete"] = c.empty()
+	return store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: "secret/" + s.Name,
+		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: d}
+}
+
+// createCall POSTs the planned Secret with fresh values. 201 is applied; 409
+// AlreadyExists is settled by resolution (the Secret is kept, never replaced).
+func (f *family) createCall(plan Secret) (*workflow.Call, error) {
+	s, err := newSecret(f.cmd.Spec.Namespace, f.cmd.Metadata.MutationID, plan)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(plan.Keys))
+	for i, k := range plan.Keys {
+		keys[i] = k.Name
+	}
+	return &workflow.Call{
+		Step: stepCreateSecret, Target: "secret/" + plan.Name,
+		Detail: map[string]any{"keys": keys},
+		Send: func(ctx context.Context) workflow.Answer {
+			got, err := f.kube.CreateSecret(ctx, s)
+			for k := range s.Data {
+				clear(s.Data[k])
+			}
+			switch {
+			case err == nil:
+				return workflow.Answer{Status: workflow.Applied, Code: http.StatusCreated, Reason: reasonCreated,
+					UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			case apierrors.IsAlreadyExists(err):
+				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonAlreadyExists}
+			}
+			return answerFor(err)
+		},
+	}, nil
+}
+
+// resolveCreate re-reads after a create whose outcome is unknown (a lost
+// answer, or 409): absent means not applied (create again); carrying this
+// mutation's annotation means ours; anything else is kept, and the next
+// decision patches in what it lacks.
+func (f *family) resolveCreate(ctx context.Context, name string) (workflow.Verdict, error) {
+	s, err := f.kube.GetSecret(ctx, name)
+	if isNotFound(err) {
+		plan := f.plan(name)
+		retry, err := f.createCall(plan)
+		if err != nil {
+			return workflow.Verdict{}, err
+		}
+		return workflow.Verdict{Kind: workflow.NotApplied, Reason: reasonAbsent, Retry: retry}, nil
+	}
+	if err != nil {
+		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
+	}
+	v := workflow.Verdict{Kind: workflow.Ours, UID: string(s.UID), ResourceVersion: s.ResourceVersion}
+	if s.Annotations[AnnotationCreatedBy] == f.cmd.Metadata.MutationID {
+		v.Reason = reasonCreatedByThis
+		return v, nil
+	}
+	v.Reason = reasonKeptExisting
+	if by, ok := s.Annotations[AnnotationCreatedBy]; ok {
+		v.Detail = map[string]any{"createdBy": by}
+	}
+	f.read[name] = s
+	return v, nil
+}
+
+// patchCall sends the one JSON patch that adds what s lacks.
+func (f *family) patchCall(s *corev1.Secret, plan Secret, c change) (*workflow.Call, error) {
+	patch, err := patchFor(s, plan, c)
+	if err != nil {
+		return nil, err
+	}
+	name := s.Name
+	return &workflow.Call{
+		Step: stepPatchSecret, Target: "secret/" + name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Detail: c.detail(),
+		Send: func(ctx context.Context) workflow.Answer {
+			got, err := f.kube.PatchSecret(ctx, name, patch)
+			clear(patch)
+			if err == nil {
+				return workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, Reason: "patched",
+					UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			}
+			if testFailed(err) {
+				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusUnprocessableEntity, Reason: reasonTestFailed}
+			}
+			return answerFor(err)
+		},
+	}, nil
+}
+
+// testFailed recognises the API server's answer to a JSON patch that could
+// not be applied to the stored object: 422 with no object named in the
+// details (validation failures name the Secret). Our patch's first operation
+// tests the resourceVersion, so this means the Secret changed since read.
+func testFailed(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	st := status.Status()
+	return st.Code == http.StatusUnprocessableEntity && (st.Details == nil || st.Details.Kind == "" && st.Details.Name == "")
+}
+
+// resolvePatch re-reads after a patch whose outcome is unknown (a failed
+// resourceVersion test, a lost answer): complete means ours; otherwise the
+// patch is recomputed against what is there now and sent again (bounded by
+// the engine's attempts per step and target).
+func (f *family) resolvePatch(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
+	s, err := f.kube.GetSecret(ctx, name)
+	if isNotFound(err) {
+		return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonSecretDeleted,
+			Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": name}}, nil
+	}
+	if err != nil {
+		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
+	}
+	plan := f.plan(name)
+	c := diff(s, plan, f.adopted(name))
+	v := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: c.detail()}
+	if c.empty() {
+		v.Kind, v.Reason = workflow.Ours, reasonSecretComplete
+		return v, nil
+	}
+	if s.Immutable != nil && *s.Immutable {
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, ReasonSecretImmutable, map[string]any{"namespace": s.Namespace, "secret": name}
+		return v, nil
+	}
+	retry, err := f.patchCall(s, plan, c)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
+	v.Kind, v.Retry, v.Reason = workflow.NotApplied, retry, "resource-version-unchanged"
+	if s.ResourceVersion != call.ResourceVersion {
+		v.Reason = reasonResourceVersionMoved
+	}
+	return v, nil
+}
+
+func (f *family) plan(name string) Secret {
+	i := slices.IndexFunc(f.cmd.Spec.Secrets, func(s Secret) bool { return s.Name == name })
+	return f.cmd.Spec.Secrets[i]
+}

@@ -1,0 +1,118 @@
+package credentials
+
+import (
+	"fmt"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/command"
+)
+
+// MaxAttempts bounds how often one call (per step and target) is sent; a
+// patch whose resourceVersion test failed (422) is recomputed and sent again
+// at most this many times in all.
+const MaxAttempts = 5
+
+// Plan builds the engine's plan for one credential plan. cfg is the run's
+// client configuration (its request counter and fault injection are kept).
+func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
+	s := cmd.Spec
+	client, err := kube.NewCredentials(cfg, kube.CredentialScope{
+		Namespace: s.Namespace, Secrets: s.SecretNames(), ExternalSecrets: s.ExternalSecretNames(),
+		Generators: s.GeneratorNames(), Pods: s.PodNames(),
+	})
+	if err != nil {
+		return workflow.Plan{}, err
+	}
+	return workflow.Plan{
+		Prepare: store.PrepareParams{
+			Kind:          command.KindCredentialPlan,
+			MutationID:    cmd.Metadata.MutationID,
+			RequestID:     cmd.Metadata.RequestID,
+			CommandDigest: cmd.Digest,
+			Namespace:     s.Namespace,
+			Name:          s.Owner,
+			Detail:        cmd.preparation(),
+		},
+		Access:      AccessMatrix(s),
+		Family:      newFamily(cmd, client),
+		MaxAttempts: MaxAttempts,
+	}, nil
+}
+
+// Rules are exactly the rights a credential plan needs, and the Role that
+// render prints: a rule is left out when it would name no resource.
+func Rules(s Spec) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: s.SecretNames(), Verbs: []string{"get", "patch"}},
+	}
+	if names := s.ExternalSecretNames(); len(names) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{kube.ExternalSecrets.Group}, Resources: []string{kube.ExternalSecrets.Resource},
+			ResourceNames: names, Verbs: []string{"get", "delete"}})
+	}
+	if names := s.GeneratorNames(); len(names) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{kube.PasswordGenerators.Group}, Resources: []string{kube.PasswordGenerators.Resource},
+			ResourceNames: names, Verbs: []string{"delete"}})
+	}
+	if names := s.PodNames(); len(names) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: names, Verbs: []string{"get", "delete"}})
+	}
+	return rules
+}
+
+// AccessMatrix is what the identity running the plan must and must not be
+// allowed: every verb of Rules on every name it lists (allowed), and
+// (denied) update and delete on the planned Secrets, list and watch of
+// Secrets, get on a Secret outside the plan, get on the retired generators,
+// and list of pods and ExternalSecrets.
+func AccessMatrix(s Spec) []kube.AccessCheck {
+	ns := s.Namespace
+	var checks []kube.AccessCheck
+	for _, r := range Rules(s) {
+		for _, verb := range r.Verbs {
+			if len(r.ResourceNames) == 0 {
+				checks = append(checks, kube.AccessCheck{Verb: verb, Group: r.APIGroups[0], Resource: r.Resources[0], Namespace: ns, Allowed: true})
+				continue
+			}
+			for _, name := range r.ResourceNames {
+				checks = append(checks, kube.AccessCheck{Verb: verb, Group: r.APIGroups[0], Resource: r.Resources[0], Namespace: ns, Name: name, Allowed: true})
+			}
+		}
+	}
+	deny := func(verb, group, resource, name string) {
+		checks = append(checks, kube.AccessCheck{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name})
+	}
+	secrets := s.SecretNames()
+	for _, name := range secrets {
+		deny("update", "", "secrets", name)
+	}
+	deny("delete", "", "secrets", secrets[0])
+	deny("list", "", "secrets", "")
+	deny("watch", "", "secrets", "")
+	deny("get", "", "secrets", outsider(secrets))
+	for _, g := range s.GeneratorNames() {
+		deny("get", kube.PasswordGenerators.Group, kube.PasswordGenerators.Resource, g)
+	}
+	deny("list", "", "pods", "")
+	deny("list", kube.ExternalSecrets.Group, kube.ExternalSecrets.Resource, "")
+	return checks
+}
+
+// outsider is a Secret name that is not planned.
+func outsider(planned []string) string {
+	for i := 0; ; i++ {
+		name := "keyledger-matrix-probe"
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", name, i)
+		}
+		if !slices.Contains(planned, name) {
+			return name
+		}
+	}
+}

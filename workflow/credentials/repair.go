@@ -1,0 +1,185 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// probeSkipped is the probe status of a server whose pod does not exist: a
+// server that does not run holds no wrong password (it reads the Secret
+// when it starts).
+const probeSkipped ProbeStatus = "skipped"
+
+// repairServers probes each server pod with the password its Secret holds.
+// A pod that refuses is deleted once (UID precondition); the run waits,
+// bounded, for its replacement (same name, new UID, Ready) and probes it
+// again: still refused is a refusal (exit 2). An unknown answer never
+// restarts a pod: the run ends uncertain (exit 75) and a rerun probes again.
+func (f *family) repairServers(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+	unknown := 0
+	for _, srv := range f.cmd.Spec.Servers {
+		if r, ok := f.probed[srv.Pod]; ok {
+			if r.Status == ProbeUnknown {
+				unknown++
+			}
+			continue
+		}
+		d, err := f.repairOne(ctx, srv, p)
+		if err != nil || d != nil {
+			return d, err
+		}
+		if f.probed[srv.Pod].Status == ProbeUnknown {
+			unknown++
+		}
+	}
+	if unknown == 0 {
+		return nil, nil
+	}
+	return f.endWith(&workflow.Uncertain{Reason: ReasonProbeUnknown,
+		Err: errors.New("a server's answer to the credential probe was neither acceptance nor refusal; no pod was restarted")})
+}
+
+func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workflow.Decision, error) {
+	target := "pod/" + srv.Pod
+	deletedUID, deleteCalled := p.podDeletedUID[srv.Pod]
+	pod, err := f.kube.GetPod(ctx, srv.Pod)
+	if err != nil && !isNotFound(err) {
+		return nil, kubeErr(err)
+	}
+	if deleteCalled && (pod == nil || string(pod.UID) == deletedUID || !ready(pod)) {
+		if pod, err = f.waitReplacement(ctx, srv.Pod, deletedUID); err != nil {
+			return nil, err
+		}
+		if pod == nil {
+			f.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target,
+				Status: "not-ready", Reason: ReasonReplacementNotReady})
+			return f.endWith(&workflow.Uncertain{Reason: ReasonReplacementNotReady})
+		}
+		f.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: "ready"})
+	}
+	if pod == nil {
+		f.probed[srv.Pod] = ProbeResult{Status: probeSkipped, Reason: "pod-absent"}
+		f.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
+			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+		return nil, nil
+	}
+	res, err := f.probe(ctx, srv, pod)
+	if err != nil {
+		return nil, err
+	}
+	probe := store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
+		Status: string(res.Status), Reason: res.Reason, Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}}
+	switch res.Status {
+	case ProbeRefused:
+		if deleteCalled {
+			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
+				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod}}}, nil
+		}
+		f.note(probe)
+		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID)}, nil
+	default:
+		f.note(probe)
+		f.probed[srv.Pod] = res
+		return nil, nil
+	}
+}
+
+// probe reads the server's Secret and probes the pod's IP.
+func (f *family) probe(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, error) {
+	if pod.Status.PodIP == "" {
+		return ProbeResult{Status: ProbeUnknown, Reason: "no-pod-ip"}, nil
+	}
+	s, err := f.kube.GetSecret(ctx, srv.Secret)
+	if err != nil {
+		return ProbeResult{}, kubeErr(err)
+	}
+	var user []byte
+	if srv.UserKey != "" {
+		user = s.Data[srv.UserKey]
+	}
+	password, ok := s.Data[srv.PasswordKey]
+	if !ok {
+		return ProbeResult{Status: ProbeUnknown, Reason: "password-key-absent"}, nil
+	}
+	res := Probe(ctx, srv.Protocol, podAddress(pod.Status.PodIP, srv.Port), user, password)
+	for k := range s.Data {
+		clear(s.Data[k])
+	}
+	return res, nil
+}
+
+// waitReplacement waits for the pod of this name with a UID other than
+// deletedUID, Ready and with an IP. It returns nil when the bound passes.
+func (f *family) waitReplacement(ctx context.Context, name, deletedUID string) (*corev1.Pod, error) {
+	var found *corev1.Pod
+	ok, err := wait(ctx, func(ctx context.Context) (bool, error) {
+		pod, err := f.kube.GetPod(ctx, name)
+		switch {
+		case isNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		case string(pod.UID) != deletedUID && ready(pod) && pod.Status.PodIP != "":
+			found = pod
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return nil, kubeErr(err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return found, nil
+}
+
+func ready(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (f *family) deletePodCall(name string, uid types.UID) *workflow.Call {
+	return &workflow.Call{
+		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid),
+		Detail: map[string]any{"why": "refused-credentials"},
+		Send: func(ctx context.Context) workflow.Answer {
+			err := f.kube.DeletePod(ctx, name, uid)
+			switch {
+			case err == nil:
+				return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(uid), Reason: "deleted"}
+			case isNotFound(err):
+				return workflow.Answer{Status: workflow.Applied, Code: 404, UID: string(uid), Reason: reasonAbsent}
+			}
+			return answerFor(err)
+		},
+	}
+}
+
+func (f *family) resolveDeletePod(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
+	pod, err := f.kube.GetPod(ctx, name)
+	switch {
+	case isNotFound(err):
+		return workflow.Verdict{Kind: workflow.Ours, Reason: reasonAbsent, UID: call.UID}, nil
+	case err != nil:
+		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
+	case string(pod.UID) != call.UID:
+		return workflow.Verdict{Kind: workflow.Ours, Reason: "replaced", UID: string(pod.UID)}, nil
+	case pod.DeletionTimestamp != nil:
+		return workflow.Verdict{Kind: workflow.Ours, Reason: "terminating", UID: call.UID}, nil
+	}
+	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID, Retry: f.deletePodCall(name, pod.UID)}, nil
+}

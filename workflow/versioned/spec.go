@@ -1,0 +1,254 @@
+package versioned
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/workflow/command"
+)
+
+// UpdateSpec is a SecretUpdate's spec. ExpectedResourceVersion must be
+// present: "" creates the Secret (version 1, no snapshot); anything else is
+// the resourceVersion the operator loaded. Data values are canonical
+// base64; RemoveKeys are deleted.
+type UpdateSpec struct {
+	Namespace               string            `json:"namespace"`
+	Name                    string            `json:"name"`
+	ExpectedResourceVersion *string           `json:"expectedResourceVersion"`
+	Data                    map[string]string `json:"data,omitempty"`
+	RemoveKeys              []string          `json:"removeKeys,omitempty"`
+}
+
+// RestoreSpec is a SecretRestore's spec: write retained Version's data back
+// to the live Secret loaded at ExpectedResourceVersion.
+type RestoreSpec struct {
+	Namespace               string `json:"namespace"`
+	Name                    string `json:"name"`
+	Version                 int64  `json:"version"`
+	ExpectedResourceVersion string `json:"expectedResourceVersion"`
+}
+
+// DeleteSpec is a SecretDelete's spec. KeepHistory must be present: a
+// destructive command states whether the history goes too.
+type DeleteSpec struct {
+	Namespace               string `json:"namespace"`
+	Name                    string `json:"name"`
+	ExpectedResourceVersion string `json:"expectedResourceVersion"`
+	KeepHistory             *bool  `json:"keepHistory"`
+}
+
+// Command is a decoded, validated SecretUpdate, SecretRestore or
+// SecretDelete: Kind says which of Update, Restore and Delete is set.
+type Command struct {
+	Kind     string
+	Metadata command.Metadata
+	// Digest is the canonical command digest journaled with the preparation.
+	Digest string
+
+	Namespace, Name         string
+	ExpectedResourceVersion string
+
+	// Update: the decoded values by key and the keys to remove.
+	Data       map[string][]byte
+	RemoveKeys []string
+	// Restore: the version to restore.
+	Version int64
+	// Delete: whether the snapshots stay.
+	KeepHistory bool
+}
+
+// Create reports whether this is a SecretUpdate creating a new Secret.
+func (c *Command) Create() bool {
+	return c.Kind == command.KindSecretUpdate && c.ExpectedResourceVersion == ""
+}
+
+// Decode reads a SecretUpdate, SecretRestore or SecretDelete. These
+// commands write Secrets and an update carries values, so the file must not
+// grant group or world permissions (checked on the mode of the descriptor
+// that was read). Errors are *command.FileError or *command.InvalidError,
+// naming fields, never values.
+func Decode(f *command.File) (*Command, error) {
+	if err := f.RequirePrivate(); err != nil {
+		return nil, err
+	}
+	switch f.Envelope.Kind {
+	case command.KindSecretUpdate:
+		return decodeUpdate(f)
+	case command.KindSecretRestore:
+		return decodeRestore(f)
+	case command.KindSecretDelete:
+		return decodeDelete(f)
+	default:
+		return nil, command.Invalid("kind", "want "+command.KindSecretUpdate+", "+command.KindSecretRestore+" or "+command.KindSecretDelete)
+	}
+}
+
+func decodeUpdate(f *command.File) (*Command, error) {
+	doc, err := command.Decode[UpdateSpec](f)
+	if err != nil {
+		return nil, err
+	}
+	s := doc.Spec
+	if err := validTarget(s.Namespace, s.Name); err != nil {
+		return nil, err
+	}
+	if s.ExpectedResourceVersion == nil {
+		return nil, command.Required("spec.expectedResourceVersion")
+	}
+	if *s.ExpectedResourceVersion != "" {
+		if err := validResourceVersion(*s.ExpectedResourceVersion); err != nil {
+			return nil, command.Invalid("spec.expectedResourceVersion", err.Error())
+		}
+	}
+	if len(s.Data) == 0 && len(s.RemoveKeys) == 0 {
+		return nil, command.Invalid("spec", "want data or removeKeys: an update that changes nothing is not a version")
+	}
+	if *s.ExpectedResourceVersion == "" && len(s.RemoveKeys) > 0 {
+		return nil, command.Invalid("spec.removeKeys", "must be empty when creating (expectedResourceVersion is empty)")
+	}
+	data := make(map[string][]byte, len(s.Data))
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field := dataField(k)
+		if err := validKey(k); err != nil {
+			return nil, command.Invalid(field, err.Error())
+		}
+		v, err := base64.StdEncoding.Strict().DecodeString(s.Data[k])
+		if err != nil || base64.StdEncoding.EncodeToString(v) != s.Data[k] {
+			return nil, command.Invalid(field, "want canonical standard base64 (padded, no white space)")
+		}
+		data[k] = v
+	}
+	for i, k := range s.RemoveKeys {
+		field := fmt.Sprintf("spec.removeKeys[%d]", i)
+		if err := validKey(k); err != nil {
+			return nil, command.Invalid(field, err.Error())
+		}
+		if slices.Contains(s.RemoveKeys[:i], k) {
+			return nil, command.Invalid(field, "duplicate key")
+		}
+		if _, ok := data[k]; ok {
+			return nil, command.Invalid(field, "key is also set in spec.data")
+		}
+	}
+	digest, err := doc.Digest()
+	if err != nil {
+		return nil, err
+	}
+	return &Command{
+		Kind: doc.Kind, Metadata: doc.Metadata, Digest: digest, Namespace: s.Namespace, Name: s.Name,
+		ExpectedResourceVersion: *s.ExpectedResourceVersion, Data: data, RemoveKeys: slices.Clone(s.RemoveKeys),
+	}, nil
+}
+
+func decodeRestore(f *command.File) (*Command, error) {
+	doc, err := command.Decode[RestoreSpec](f)
+	if err != nil {
+		return nil, err
+	}
+	s := doc.Spec
+	if err := validTarget(s.Namespace, s.Name); err != nil {
+		return nil, err
+	}
+	if s.Version < 1 || s.Version > MaxVersion {
+		return nil, command.Invalid("spec.version", fmt.Sprintf("want a version from 1 to %d", MaxVersion))
+	}
+	if err := requiredResourceVersion(s.ExpectedResourceVersion); err != nil {
+		return nil, err
+	}
+	digest, err := doc.Digest()
+	if err != nil {
+		return nil, err
+	}
+	return &Command{
+		Kind: doc.Kind, Metadata: doc.Metadata, Digest: digest, Namespace: s.Namespace, Name: s.Name,
+		ExpectedResourceVersion: s.ExpectedResourceVersion, Version: s.Version,
+	}, nil
+}
+
+func decodeDelete(f *command.File) (*Command, error) {
+	doc, err := command.Decode[DeleteSpec](f)
+	if err != nil {
+		return nil, err
+	}
+	s := doc.Spec
+	if err := validTarget(s.Namespace, s.Name); err != nil {
+		return nil, err
+	}
+	if err := requiredResourceVersion(s.ExpectedResourceVersion); err != nil {
+		return nil, err
+	}
+	if s.KeepHistory == nil {
+		return nil, command.Required("spec.keepHistory")
+	}
+	digest, err := doc.Digest()
+	if err != nil {
+		return nil, err
+	}
+	return &Command{
+		Kind: doc.Kind, Metadata: doc.Metadata, Digest: digest, Namespace: s.Namespace, Name: s.Name,
+		ExpectedResourceVersion: s.ExpectedResourceVersion, KeepHistory: *s.KeepHistory,
+	}, nil
+}
+
+func validTarget(namespace, name string) error {
+	for _, c := range []struct {
+		field, value string
+		valid        func(string) error
+	}{
+		{"spec.namespace", namespace, command.ValidNamespace},
+		{"spec.name", name, command.ValidName},
+	} {
+		if c.value == "" {
+			return command.Required(c.field)
+		}
+		if err := c.valid(c.value); err != nil {
+			return command.Invalid(c.field, err.Error())
+		}
+	}
+	if strings.HasPrefix(name, kube.SnapshotPrefix) {
+		return command.Invalid("spec.name", "names starting with "+kube.SnapshotPrefix+" are history snapshots, never live Secrets")
+	}
+	return nil
+}
+
+func requiredResourceVersion(rv string) error {
+	if rv == "" {
+		return command.Required("spec.expectedResourceVersion")
+	}
+	if err := validResourceVersion(rv); err != nil {
+		return command.Invalid("spec.expectedResourceVersion", err.Error())
+	}
+	return nil
+}
+
+// validResourceVersion accepts an opaque resourceVersion as the API server
+// hands them out: 1 to 128 characters of [A-Za-z0-9._:-].
+func validResourceVersion(rv string) error {
+	if err := command.ValidIdentifier(rv); err != nil {
+		return errors.New("want a resourceVersion as read from the API server (" + err.Error() + ")")
+	}
+	return nil
+}
+
+func validKey(k string) error {
+	if len(validation.IsConfigMapKey(k)) > 0 {
+		return errors.New("not a valid Secret data key (at most 253 characters of A-Z a-z 0-9 - _ .)")
+	}
+	return nil
+}
+
+func dataField(k string) string {
+	return fmt.Sprintf("spec.data[%q]", k)
+}
