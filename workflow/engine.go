@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/looplab/fsm"
 
@@ -46,6 +47,57 @@ func (r *Run) LastCall() (store.Record, bool) {
 	return store.Record{}, false
 }
 
+// lastBatch is the number of the newest batch of calls (0 before any).
+func (r *Run) lastBatch() int {
+	if c, ok := r.LastCall(); ok {
+		return detailInt(c.Detail, "batch")
+	}
+	return 0
+}
+
+// openCalls returns the calls of the newest batch that are not settled: no
+// applied answer and no "ours" resolution after them. With
+// store.RecordAuthorityResult it returns those with no answer at all.
+func (r *Run) openCalls(settledBy store.RecordKind) []store.Record {
+	batch := r.lastBatch()
+	var open []store.Record
+	for i, c := range r.Records {
+		if c.Kind != store.RecordAuthorityCall || detailInt(c.Detail, "batch") != batch {
+			continue
+		}
+		settled := false
+		for _, later := range r.Records[i+1:] {
+			if later.Step != c.Step || later.Target != c.Target {
+				continue
+			}
+			if settledBy == store.RecordAuthorityResult {
+				settled = settled || later.Kind == store.RecordAuthorityResult
+				continue
+			}
+			settled = settled || later.Kind == store.RecordAuthorityResult && later.Status == string(Applied) ||
+				later.Kind == store.RecordResolution && later.Status == string(Ours)
+		}
+		if !settled {
+			open = append(open, c)
+		}
+	}
+	return open
+}
+
+// detailInt reads a number from a record's detail, whether it was built in
+// this process (int) or read back from the journal (float64).
+func detailInt(d map[string]any, key string) int {
+	switch v := d[key].(type) {
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case float64:
+		return int(v)
+	}
+	return 0
+}
+
 // Attempts counts the authority calls recorded for step on target.
 func (r *Run) Attempts(step, target string) int {
 	n := 0
@@ -70,6 +122,10 @@ type Decision struct {
 	Refuse *Refusal
 	// Call sends one authority call.
 	Call *Call
+	// Calls sends a batch of independent, non-final calls: their records
+	// are committed in one transaction, they are sent concurrently, and
+	// their answers are committed in one transaction.
+	Calls []*Call
 }
 
 // Completion ends an operation with its effect confirmed.
@@ -328,13 +384,17 @@ func (m *machine) step(ctx context.Context) error {
 		}
 		return m.decide(ctx, d)
 	case store.StateCalling:
-		// Found on resume, or left by a concurrent run: the call may have
+		// Found on resume, or left by a concurrent run: the calls may have
 		// been sent. Never re-send blindly: resolve from durable facts.
-		last, _ := m.run.LastCall()
-		return m.fire(ctx, eventResolve, move{records: []store.Record{{
-			Kind: store.RecordAuthorityResult, Step: orDefault(last.Step, "unknown"), Target: last.Target,
-			Status: "lost", Reason: "no-result-recorded",
-		}}})
+		var lost []store.Record
+		for _, c := range m.run.openCalls(store.RecordAuthorityResult) {
+			lost = append(lost, store.Record{Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target,
+				Status: "lost", Reason: "no-result-recorded"})
+		}
+		if len(lost) == 0 {
+			lost = []store.Record{{Kind: store.RecordAuthorityResult, Step: "unknown", Status: "lost", Reason: "no-result-recorded"}}
+		}
+		return m.fire(ctx, eventResolve, move{records: lost})
 	case store.StateResolving:
 		return m.resolve(ctx)
 	case store.StateCompleted, store.StateRefused:
@@ -353,7 +413,9 @@ func (m *machine) decide(ctx context.Context, d Decision) error {
 	case d.Refuse != nil:
 		return m.refuse(ctx, d.Refuse.Reason, d.Refuse.Summary, append(append([]store.Record{}, d.Notes...), d.Refuse.Records...))
 	case d.Call != nil:
-		return m.call(ctx, d.Call, d.Notes...)
+		return m.calls(ctx, []*Call{d.Call}, d.Notes...)
+	case len(d.Calls) > 0:
+		return m.calls(ctx, d.Calls, d.Notes...)
 	case len(d.Notes) > 0:
 		return m.note(ctx, d.Notes...)
 	default:
@@ -373,50 +435,105 @@ func (m *machine) refuse(ctx context.Context, reason string, summary map[string]
 	return m.fire(ctx, eventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }
 
-// call commits the call record (with notes before it), sends it, and
-// commits what came back.
-func (m *machine) call(ctx context.Context, c *Call, notes ...store.Record) error {
-	key := c.Step + " " + c.Target
-	if m.sent[key] >= m.e.MaxAttempts {
-		return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target, m.sent[key])}
+// sendConcurrency bounds the calls of one batch in flight at once.
+const sendConcurrency = 16
+
+// calls commits the records of a batch of calls (after notes) in one
+// transition, sends the calls concurrently, and commits every answer in one
+// transition: applied when all were applied, refused when the authority
+// rejected one, resolving when any outcome is unknown. A batch of one is a
+// single call, which may be final.
+func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Record) error {
+	seen := map[string]bool{}
+	for _, c := range batch {
+		key := c.Step + " " + c.Target
+		switch {
+		case len(batch) > 1 && c.Final:
+			return errors.New("a final call cannot be sent in a batch")
+		case seen[key]:
+			return fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target)
+		case m.sent[key] >= m.e.MaxAttempts:
+			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target, m.sent[key])}
+		}
+		seen[key] = true
 	}
-	m.sent[key]++
-	// Attempt numbers count every send of this step and target over the
-	// operation's life, across runs.
-	attempt := m.run.Attempts(c.Step, c.Target) + 1
+	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)
-	if c.Observation != nil {
-		records = append(records, *c.Observation)
+	for _, c := range batch {
+		m.sent[c.Step+" "+c.Target]++
+		if c.Observation != nil {
+			records = append(records, *c.Observation)
+		}
+		detail := map[string]any{}
+		for k, v := range c.Detail {
+			detail[k] = v
+		}
+		detail["final"], detail["batch"] = c.Final, batchNo
+		// Attempt numbers count every send of this step and target over
+		// the operation's life, across runs.
+		records = append(records, store.Record{
+			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: m.run.Attempts(c.Step, c.Target) + 1,
+			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Detail: detail,
+		})
 	}
-	detail := map[string]any{}
-	for k, v := range c.Detail {
-		detail[k] = v
-	}
-	detail["final"] = c.Final
-	records = append(records, store.Record{
-		Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: attempt,
-		UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Detail: detail,
-	})
 	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
 		return err
 	}
-	answer := c.Send(ctx)
+	answers := send(ctx, batch)
 	failpoint.Hit("after-send")
-	result := store.Record{
-		Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: answer.UID, ResourceVersion: answer.ResourceVersion,
-		Digest: answer.Digest, Status: string(answer.Status), Reason: answer.Reason, Detail: withCode(answer.Detail, answer.Code),
-	}
-	switch answer.Status {
-	case Applied:
-		if c.Final {
-			return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: c.Summary}, []store.Record{result})
+
+	results := make([]store.Record, len(batch))
+	var rejected, unknown bool
+	var rejection Answer
+	var rejectedCall *Call
+	for i, a := range answers {
+		c := batch[i]
+		results[i] = store.Record{
+			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: a.UID, ResourceVersion: a.ResourceVersion,
+			Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
 		}
-		return m.fire(ctx, eventAnswer, move{records: []store.Record{result}})
-	case Rejected:
-		return m.refuse(ctx, answer.Reason, c.Summary, []store.Record{result})
-	default:
-		return m.fire(ctx, eventResolve, move{records: []store.Record{result}})
+		switch a.Status {
+		case Applied:
+		case Rejected:
+			if !rejected {
+				rejected, rejection, rejectedCall = true, a, c
+			}
+		default:
+			unknown = true
+		}
 	}
+	switch {
+	case rejected:
+		return m.refuse(ctx, rejection.Reason, rejectedCall.Summary, results)
+	case unknown:
+		return m.fire(ctx, eventResolve, move{records: results})
+	case len(batch) == 1 && batch[0].Final:
+		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: batch[0].Summary}, results)
+	default:
+		return m.fire(ctx, eventAnswer, move{records: results})
+	}
+}
+
+// send performs every call of a batch, at most sendConcurrency at once,
+// and returns the answers in the batch's order.
+func send(ctx context.Context, batch []*Call) []Answer {
+	answers := make([]Answer, len(batch))
+	if len(batch) == 1 {
+		answers[0] = batch[0].Send(ctx)
+		return answers
+	}
+	sem := make(chan struct{}, sendConcurrency)
+	var wg sync.WaitGroup
+	for i, c := range batch {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			answers[i] = c.Send(ctx)
+		}()
+	}
+	wg.Wait()
+	return answers
 }
 
 func withCode(detail map[string]any, code int) map[string]any {
@@ -430,47 +547,72 @@ func withCode(detail map[string]any, code int) map[string]any {
 	return out
 }
 
-// resolve asks the family what the durable facts show after the last call.
+// resolve asks the family what the durable facts show for every call of
+// the last batch whose outcome is not settled, and moves on from all the
+// verdicts together: someone else's change refuses; an unreadable fact
+// leaves the outcome uncertain; calls not applied are sent again (bounded);
+// when every call is ours the batch is done.
 func (m *machine) resolve(ctx context.Context) error {
-	last, ok := m.run.LastCall()
-	if !ok {
-		return errors.New("resolving without a recorded call")
+	open := m.run.openCalls(store.RecordResolution)
+	if len(open) == 0 {
+		return errors.New("resolving without an open call")
 	}
-	v, err := m.e.Family.Resolve(ctx, m.run, last)
-	if err != nil {
-		return err
-	}
-	note := store.Record{
-		Kind: store.RecordResolution, Step: last.Step, Target: last.Target, UID: v.UID, ResourceVersion: v.ResourceVersion,
-		Digest: v.Digest, Status: string(v.Kind), Reason: v.Reason, Detail: v.Detail,
-	}
-	final, _ := last.Detail["final"].(bool)
-	switch v.Kind {
-	case Ours:
-		if final {
-			return m.complete(ctx, Completion{Outcome: OutcomeConverged, Summary: v.Summary}, []store.Record{note})
-		}
-		return m.fire(ctx, eventAnswer, move{records: []store.Record{note}})
-	case Theirs:
-		return m.refuse(ctx, v.Reason, v.Summary, []store.Record{note})
-	case NotApplied:
-		if v.Retry == nil {
-			return errors.New("resolution found the call not applied but offered no retry")
-		}
-		if m.sent[v.Retry.Step+" "+v.Retry.Target] >= m.e.MaxAttempts {
-			if err := m.note(ctx, note); err != nil {
-				return err
-			}
-			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s not applied after %d attempts in this run", last.Step, m.e.MaxAttempts)}
-		}
-		v.Retry.Observation = &note
-		return m.call(ctx, v.Retry)
-	default:
-		if err := m.note(ctx, note); err != nil {
+	var (
+		notes        []store.Record
+		retries      []*Call
+		theirs, last *Verdict
+		undetermined *Verdict
+	)
+	for _, call := range open {
+		v, err := m.e.Family.Resolve(ctx, m.run, call)
+		if err != nil {
 			return err
 		}
-		return &Uncertain{Reason: orDefault(v.Reason, "undetermined"), Err: v.Err}
+		notes = append(notes, store.Record{
+			Kind: store.RecordResolution, Step: call.Step, Target: call.Target, UID: v.UID, ResourceVersion: v.ResourceVersion,
+			Digest: v.Digest, Status: string(v.Kind), Reason: v.Reason, Detail: v.Detail,
+		})
+		switch v.Kind {
+		case Ours:
+		case Theirs:
+			if theirs == nil {
+				theirs = &v
+			}
+		case NotApplied:
+			if v.Retry == nil {
+				return errors.New("resolution found a call not applied but offered no retry")
+			}
+			retries = append(retries, v.Retry)
+		default:
+			if undetermined == nil {
+				undetermined = &v
+			}
+		}
+		last = &v
 	}
+	switch {
+	case theirs != nil:
+		return m.refuse(ctx, theirs.Reason, theirs.Summary, notes)
+	case undetermined != nil:
+		if err := m.note(ctx, notes...); err != nil {
+			return err
+		}
+		return &Uncertain{Reason: orDefault(undetermined.Reason, "undetermined"), Err: undetermined.Err}
+	case len(retries) > 0:
+		for _, r := range retries {
+			if m.sent[r.Step+" "+r.Target] >= m.e.MaxAttempts {
+				if err := m.note(ctx, notes...); err != nil {
+					return err
+				}
+				return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s not applied after %d attempts in this run", r.Step, r.Target, m.e.MaxAttempts)}
+			}
+		}
+		return m.calls(ctx, retries, notes...)
+	}
+	if final, _ := open[0].Detail["final"].(bool); len(open) == 1 && final {
+		return m.complete(ctx, Completion{Outcome: OutcomeConverged, Summary: last.Summary}, notes)
+	}
+	return m.fire(ctx, eventAnswer, move{records: notes})
 }
 
 // note appends records without moving the state.
