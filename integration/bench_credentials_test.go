@@ -31,6 +31,7 @@ func TestBenchCredentials(t *testing.T) {
 		secrets[i] = standardSecret(names[i])
 	}
 	runner := e.asCredentialRunner(credentialPlan(e.ns, "mut-bench", secrets))
+	release := withBinary(releaseBinary(t))
 	deleteAll := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -64,7 +65,7 @@ func TestBenchCredentials(t *testing.T) {
 		t.Helper()
 		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
 		start := time.Now()
-		r := e.keyledger([]string{"run", path}, runner)
+		r := e.keyledger([]string{"run", path}, runner, release)
 		wall := time.Since(start)
 		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 		reqs := apiRequests(t, r)

@@ -113,3 +113,9 @@ func releaseBinary(t *testing.T) string {
 	}
 	return release.path
 }
+
+// withBinary runs another keyledger build (the release one) through
+// e.keyledger.
+func withBinary(path string) runOption {
+	return func(c *exec.Cmd) { c.Path, c.Args[0] = path, path }
+}

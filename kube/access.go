@@ -76,19 +76,23 @@ func CheckAccess(ctx context.Context, client kubernetes.Interface, checks []Acce
 	return mismatches, nil
 }
 
-// SecretRights bounds what an identity may hold on Secrets in Namespace:
-// only Verbs, and only on the Secrets named in Names. Access reviews answer
-// for one name at a time, so a Role naming one more Secret would pass any
-// fixed set of probes; a rules review lists every grant and catches it.
+// SecretRights says exactly what an identity must hold on Secrets in
+// Namespace: each of Verbs on each of Names, each of NamespaceWide without
+// resourceNames (create cannot be narrowed by name), and nothing else.
+// Access reviews answer for one name at a time, so a Role naming one more
+// Secret would pass any fixed set of probes; a rules review lists every
+// grant and catches it.
 type SecretRights struct {
-	Namespace string
-	Names     []string
-	Verbs     []string
+	Namespace     string
+	Names         []string
+	Verbs         []string
+	NamespaceWide []string
 }
 
-// CheckSecretRights asks a SelfSubjectRulesReview for every rule the
+// CheckSecretRights asks one SelfSubjectRulesReview for every rule the
 // identity holds in the namespace and describes each grant on Secrets
-// beyond r. An incomplete review is a mismatch too (fail closed).
+// beyond r, and each right in r that is missing. An incomplete review is a
+// mismatch too (fail closed).
 func CheckSecretRights(ctx context.Context, client kubernetes.Interface, r SecretRights) (mismatches []string, err error) {
 	review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
@@ -99,23 +103,44 @@ func CheckSecretRights(ctx context.Context, client kubernetes.Interface, r Secre
 	if review.Status.Incomplete {
 		return []string{fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights on secrets are exact", r.Namespace)}, nil
 	}
+	named := map[string]map[string]bool{} // verb -> name -> granted
+	wide := map[string]bool{}             // verb granted without resourceNames
 	for _, rule := range review.Status.ResourceRules {
 		if !slices.ContainsFunc(rule.APIGroups, func(g string) bool { return g == "" || g == "*" }) ||
 			!slices.ContainsFunc(rule.Resources, func(res string) bool { return res == "secrets" || res == "*" || res == "*/*" }) {
 			continue
 		}
 		for _, verb := range rule.Verbs {
-			if !slices.Contains(r.Verbs, verb) {
-				mismatches = append(mismatches, fmt.Sprintf("%s secrets in %s is granted, want only %v", verb, r.Namespace, r.Verbs))
+			switch {
+			case len(rule.ResourceNames) == 0:
+				wide[verb] = true
+				if !slices.Contains(r.NamespaceWide, verb) {
+					mismatches = append(mismatches, fmt.Sprintf("%s secrets in %s is granted without resourceNames", verb, r.Namespace))
+				}
+			case !slices.Contains(r.Verbs, verb):
+				mismatches = append(mismatches, fmt.Sprintf("%s on secrets %v in %s is granted, want only %v", verb, rule.ResourceNames, r.Namespace, r.Verbs))
+			}
+			for _, name := range rule.ResourceNames {
+				if named[verb] == nil {
+					named[verb] = map[string]bool{}
+				}
+				named[verb][name] = true
+				if !slices.Contains(r.Names, name) {
+					mismatches = append(mismatches, fmt.Sprintf("%s on secret %s in %s is granted, want only %v", verb, name, r.Namespace, r.Names))
+				}
 			}
 		}
-		if len(rule.ResourceNames) == 0 {
-			mismatches = append(mismatches, fmt.Sprintf("%v on secrets in %s is granted without resourceNames", rule.Verbs, r.Namespace))
-		}
-		for _, name := range rule.ResourceNames {
-			if !slices.Contains(r.Names, name) {
-				mismatches = append(mismatches, fmt.Sprintf("%v on secret %s in %s is granted, want only %v", rule.Verbs, name, r.Namespace, r.Names))
+	}
+	for _, verb := range r.Verbs {
+		for _, name := range r.Names {
+			if !named[verb][name] && !wide[verb] {
+				mismatches = append(mismatches, fmt.Sprintf("%s on secret %s in %s is not granted", verb, name, r.Namespace))
 			}
+		}
+	}
+	for _, verb := range r.NamespaceWide {
+		if !wide[verb] {
+			mismatches = append(mismatches, fmt.Sprintf("%s secrets in %s is not granted", verb, r.Namespace))
 		}
 	}
 	return mismatches, nil

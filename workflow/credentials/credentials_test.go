@@ -245,13 +245,15 @@ func TestRulesAndMatrix(t *testing.T) {
 	noAdopt.Adopt, noAdopt.Servers = nil, nil
 	require.Len(t, Rules(noAdopt), 2, "a rule whose resourceNames would be empty is left out")
 
+	rights := SecretRights(cmd.Spec)
+	require.Equal(t, cmd.Spec.SecretNames(), rights.Names, "get and patch on exactly the planned Secrets")
+	require.Equal(t, []string{"get", "patch"}, rights.Verbs)
+	require.Equal(t, []string{"create"}, rights.NamespaceWide)
+
 	m := AccessMatrix(cmd.Spec)
 	want := map[string]bool{
-		"create secrets in shop (want allowed)":                                                             true,
-		"patch secrets/shop-bus-users in shop (want allowed)":                                               true,
-		"update secrets/shop-bus-users in shop (want denied)":                                               true,
-		"list secrets in shop (want denied)":                                                                true,
 		"get secrets/keyledger-matrix-probe in shop (want denied)":                                          true,
+		"update secrets/shop-orders-cache-app in shop (want denied)":                                        true,
 		"delete pods/shop-bus-0 in shop (want allowed)":                                                     true,
 		"delete passwords.generators.external-secrets.io/shop-orders-cache-password in shop (want allowed)": true,
 		"get passwords.generators.external-secrets.io/shop-orders-cache-password in shop (want denied)":     true,

@@ -13,10 +13,12 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// ensureSecrets creates each planned Secret (one POST), or, when one exists
-// already, patches in only what it lacks. A Secret with nothing to change is
-// not written at all.
+// ensureSecrets creates every planned Secret not known to exist, in one
+// batch (one call record each, committed together before any is sent; the
+// POSTs go out concurrently), then, one at a time, patches in only what an
+// existing Secret lacks. A Secret with nothing to change is not written.
 func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+	var creates []*workflow.Call
 	for _, plan := range f.cmd.Spec.Secrets {
 		name := plan.Name
 		switch {
@@ -27,7 +29,10 @@ func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress
 			if err != nil {
 				return nil, err
 			}
-			return &workflow.Decision{Call: call}, nil
+			creates = append(creates, call)
+			continue
+		case len(creates) > 0:
+			continue // existing Secrets are settled after the creates
 		}
 		s := f.read[name]
 		delete(f.read, name)
@@ -49,7 +54,14 @@ func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress
 			return d, err
 		}
 	}
-	return nil, nil
+	switch len(creates) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &workflow.Decision{Call: creates[0]}, nil
+	default:
+		return &workflow.Decision{Calls: creates}, nil
+	}
 }
 
 // reconcile decides for an existing Secret: refuse, patch, or nothing.

@@ -39,9 +39,10 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 			Name:          s.Owner,
 			Detail:        cmd.preparation(),
 		},
-		Access:      AccessMatrix(s),
-		Family:      newFamily(cmd, client),
-		MaxAttempts: MaxAttempts,
+		Access:       AccessMatrix(s),
+		SecretRights: SecretRights(s),
+		Family:       newFamily(cmd, client),
+		MaxAttempts:  MaxAttempts,
 	}, nil
 }
 
@@ -66,20 +67,28 @@ func Rules(s Spec) []rbacv1.PolicyRule {
 	return rules
 }
 
+// SecretRights are the plan's exact rights on Secrets, proven with one rules
+// review however many Secrets the plan names: create (namespace-wide, as
+// create cannot be narrowed by name), get and patch on exactly the planned
+// names, and nothing else (no update, delete, list, watch, no other name).
+func SecretRights(s Spec) *kube.SecretRights {
+	return &kube.SecretRights{Namespace: s.Namespace, Names: s.SecretNames(), Verbs: []string{"get", "patch"}, NamespaceWide: []string{"create"}}
+}
+
 // AccessMatrix is what the identity running the plan must and must not be
-// allowed: every verb of Rules on every name it lists (allowed), and
-// (denied) update and delete on the planned Secrets, list and watch of
-// Secrets, get on a Secret outside the plan, get on the retired generators,
-// and list of pods and ExternalSecrets.
+// allowed beyond Secrets (which SecretRights covers): every verb of Rules on
+// every ExternalSecret, generator and pod name it lists (allowed), and
+// (denied) get on the retired generators and list of pods and
+// ExternalSecrets. Two Secret probes stay as a second, independent check:
+// update on a planned Secret and get on one outside the plan are denied.
 func AccessMatrix(s Spec) []kube.AccessCheck {
 	ns := s.Namespace
 	var checks []kube.AccessCheck
 	for _, r := range Rules(s) {
+		if r.Resources[0] == "secrets" {
+			continue
+		}
 		for _, verb := range r.Verbs {
-			if len(r.ResourceNames) == 0 {
-				checks = append(checks, kube.AccessCheck{Verb: verb, Group: r.APIGroups[0], Resource: r.Resources[0], Namespace: ns, Allowed: true})
-				continue
-			}
 			for _, name := range r.ResourceNames {
 				checks = append(checks, kube.AccessCheck{Verb: verb, Group: r.APIGroups[0], Resource: r.Resources[0], Namespace: ns, Name: name, Allowed: true})
 			}
@@ -89,12 +98,7 @@ func AccessMatrix(s Spec) []kube.AccessCheck {
 		checks = append(checks, kube.AccessCheck{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name})
 	}
 	secrets := s.SecretNames()
-	for _, name := range secrets {
-		deny("update", "", "secrets", name)
-	}
-	deny("delete", "", "secrets", secrets[0])
-	deny("list", "", "secrets", "")
-	deny("watch", "", "secrets", "")
+	deny("update", "", "secrets", secrets[0])
 	deny("get", "", "secrets", outsider(secrets))
 	for _, g := range s.GeneratorNames() {
 		deny("get", kube.PasswordGenerators.Group, kube.PasswordGenerators.Resource, g)
