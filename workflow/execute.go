@@ -23,11 +23,11 @@ type Plan struct {
 	// SecretRights, when set, bounds every grant on Secrets in its
 	// namespace (checked with a rules review beside Access).
 	SecretRights *kube.SecretRights
-	// Preflight, when set, runs after the permission matrix held and before
+	// Precheck, when set, runs after the permission matrix held and before
 	// the journal is opened: a read of the authority that can reject the
 	// command before anything is journaled or written (for example a size
 	// guard, exit 64). Its error ends the run unchanged.
-	Preflight func(ctx context.Context) error
+	Precheck func(ctx context.Context) error
 	// Family decides and resolves.
 	Family Family
 	// MaxAttempts bounds the sends of one step (default 3).
@@ -77,8 +77,8 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 		}
 		log.Info("permission matrix holds", "checks", len(plan.Access))
 	}
-	if plan.Preflight != nil {
-		if err := plan.Preflight(ctx); err != nil {
+	if plan.Precheck != nil {
+		if err := plan.Precheck(ctx); err != nil {
 			return nil, err
 		}
 	}

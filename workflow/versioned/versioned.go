@@ -81,7 +81,7 @@ func Plan(cmd *Command, client kubernetes.Interface, limit int) workflow.Plan {
 			CommandDigest: cmd.Digest, Namespace: cmd.Namespace, Name: cmd.Name, Detail: detail,
 		},
 		Access:    AccessMatrix(cmd.Namespace, cmd.Name),
-		Preflight: f.preflight,
+		Precheck: f.precheck,
 		Family:    f,
 	}
 }
@@ -167,10 +167,10 @@ func (f *family) readLive(ctx context.Context) (*corev1.Secret, error) {
 	return s, nil
 }
 
-// preflight runs before the journal is opened: the size guard refuses a
+// precheck runs before the journal is opened: the size guard refuses a
 // write whose live Secret would exceed MaxSecretBytes (exit 64), so nothing
 // is journaled or written for it.
-func (f *family) preflight(ctx context.Context) error {
+func (f *family) precheck(ctx context.Context) error {
 	if f.cmd.Kind == command.KindSecretDelete {
 		return nil
 	}

@@ -29,8 +29,8 @@ const (
 	// planFile is the ConfigMap key and the file name the Job reads.
 	planFile = "plan.json"
 	planDir  = "/etc/keyledger/plan"
-	// hookUser is the non-root user the Job runs as.
-	hookUser = 65532
+	// hookUser is the non-root user the Job runs as: the image's UID 10001.
+	hookUser = 10001
 	// hookTTL is the Job's ttlSecondsAfterFinished.
 	hookTTL = 3600
 )
