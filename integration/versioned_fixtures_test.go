@@ -3,7 +3,10 @@ package integration
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -29,20 +32,53 @@ func versionedRules(names ...string) []rbacv1.PolicyRule {
 	}
 }
 
-// asWriter runs as a ServiceAccount holding exactly the family's rights on
-// the named live Secrets (made once per test env and name set).
+// asWriter runs each command as a ServiceAccount holding exactly the
+// family's rights on that command's live Secret: one identity per name,
+// since update must reach no other Secret (the rules review refuses an
+// identity that may update two). The names are the live Secrets the test
+// will write; the option picks the identity from the command file's
+// spec.name, or from the NAMESPACE/NAME argument of history.
 func (e *env) asWriter(names ...string) runOption {
 	e.t.Helper()
 	if e.retirers == nil {
 		e.retirers = map[string]string{}
 	}
-	key := "writer:" + strings.Join(names, ",")
-	path, ok := e.retirers[key]
-	if !ok {
-		path = e.serviceAccountKubeconfig(fmt.Sprintf("writer-%d", len(e.retirers)), versionedRules(names...))
-		e.retirers[key] = path
+	paths := map[string]string{}
+	for _, name := range names {
+		key := "writer:" + name
+		if _, ok := e.retirers[key]; !ok {
+			e.retirers[key] = e.serviceAccountKubeconfig("writer-"+name, versionedRules(name))
+		}
+		paths[name] = e.retirers[key]
 	}
-	return asKubeconfig(path)
+	return func(c *exec.Cmd) {
+		name := commandTarget(c.Args[1:])
+		path, ok := paths[name]
+		if !ok {
+			panic(fmt.Sprintf("asWriter: no identity for live Secret %q (have %v)", name, names))
+		}
+		c.Env = append(c.Env, "KUBECONFIG="+path)
+	}
+}
+
+// commandTarget is the live Secret a keyledger invocation acts on: spec.name
+// of `run FILE`, or NAME of `history NAMESPACE/NAME`.
+func commandTarget(args []string) string {
+	if len(args) >= 2 && args[0] == "run" {
+		var cmd struct {
+			Spec struct {
+				Name string `json:"name"`
+			} `json:"spec"`
+		}
+		if b, err := os.ReadFile(args[1]); err == nil && json.Unmarshal(b, &cmd) == nil {
+			return cmd.Spec.Name
+		}
+	}
+	if len(args) >= 2 && args[0] == "history" {
+		_, name, _ := strings.Cut(args[1], "/")
+		return name
+	}
+	return ""
 }
 
 func b64map(data map[string][]byte) map[string]string {

@@ -528,6 +528,7 @@ func TestIntegrationVersionedPermissionMatrix(t *testing.T) {
 		{"widened-with-patch", func(r []rbacv1.PolicyRule) { r[0].Verbs = append(r[0].Verbs, "patch") }},
 		{"widened-with-watch", func(r []rbacv1.PolicyRule) { r[0].Verbs = append(r[0].Verbs, "watch") }},
 		{"update-any-secret", func(r []rbacv1.PolicyRule) { r[1].ResourceNames = nil }},
+		{"update-a-second-secret", func(r []rbacv1.PolicyRule) { r[1].ResourceNames = append(r[1].ResourceNames, "orders-db") }},
 		{"missing-list", func(r []rbacv1.PolicyRule) { r[0].Verbs = []string{"get", "create", "delete"} }},
 		{"missing-delete", func(r []rbacv1.PolicyRule) { r[0].Verbs = []string{"get", "list", "create"} }},
 	} {

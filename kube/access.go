@@ -145,3 +145,23 @@ func CheckSecretRights(ctx context.Context, client kubernetes.Interface, r Secre
 	}
 	return mismatches, nil
 }
+
+// SecretCheck is one access check on Secrets (name may be empty: the
+// collection).
+func SecretCheck(verb, namespace, name string, allowed bool) AccessCheck {
+	return AccessCheck{Verb: verb, Resource: "secrets", Namespace: namespace, Name: name, Allowed: allowed}
+}
+
+// OtherSecretName is a Secret name that is none of names: a probe that an
+// identity's access stops at the Secrets it is meant to have.
+func OtherSecretName(names ...string) string {
+	for i := 0; ; i++ {
+		name := "keyledger-matrix-probe"
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", name, i)
+		}
+		if !slices.Contains(names, name) {
+			return name
+		}
+	}
+}

@@ -1,9 +1,6 @@
 package credentials
 
 import (
-	"fmt"
-	"slices"
-
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 
@@ -99,24 +96,11 @@ func AccessMatrix(s Spec) []kube.AccessCheck {
 	}
 	secrets := s.SecretNames()
 	deny("update", "", "secrets", secrets[0])
-	deny("get", "", "secrets", outsider(secrets))
+	deny("get", "", "secrets", kube.OtherSecretName(secrets...))
 	for _, g := range s.GeneratorNames() {
 		deny("get", kube.PasswordGenerators.Group, kube.PasswordGenerators.Resource, g)
 	}
 	deny("list", "", "pods", "")
 	deny("list", kube.ExternalSecrets.Group, kube.ExternalSecrets.Resource, "")
 	return checks
-}
-
-// outsider is a Secret name that is not planned.
-func outsider(planned []string) string {
-	for i := 0; ; i++ {
-		name := "keyledger-matrix-probe"
-		if i > 0 {
-			name = fmt.Sprintf("%s-%d", name, i)
-		}
-		if !slices.Contains(planned, name) {
-			return name
-		}
-	}
 }

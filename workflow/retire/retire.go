@@ -44,12 +44,9 @@ func Plan(cmd *Command, client kubernetes.Interface) workflow.Plan {
 // plan's SecretRights add a rules review, which catches a grant on any other
 // Secret name, not only the one probed here.
 func AccessMatrix(namespace, name string) []kube.AccessCheck {
-	other := "keyledger-matrix-probe"
-	if other == name {
-		other += "-2"
-	}
+	other := kube.OtherSecretName(name)
 	secret := func(verb, n string, allowed bool) kube.AccessCheck {
-		return kube.AccessCheck{Verb: verb, Resource: "secrets", Namespace: namespace, Name: n, Allowed: allowed}
+		return kube.SecretCheck(verb, namespace, n, allowed)
 	}
 	return []kube.AccessCheck{
 		secret("get", name, true),

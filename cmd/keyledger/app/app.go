@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/keyledger/keyledger/workflow/command"
 )
 
 // Version is stamped at build time with -ldflags "-X ...app.Version=...".
@@ -175,4 +177,22 @@ func parse(fs *flag.FlagSet, args []string) error {
 	}
 	// Parse the collected positional arguments as the FlagSet's arguments.
 	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// secretTarget reads the one NAMESPACE/NAME argument of cmd.
+func secretTarget(cmd string, args []string) (ns, name string, err error) {
+	if len(args) != 1 {
+		return "", "", usagef("%s takes one NAMESPACE/NAME", cmd)
+	}
+	ns, name, ok := strings.Cut(args[0], "/")
+	if !ok {
+		return "", "", usagef("want NAMESPACE/NAME, got %q", args[0])
+	}
+	if err := command.ValidNamespace(ns); err != nil {
+		return "", "", usagef("namespace: %v", err)
+	}
+	if err := command.ValidName(name); err != nil {
+		return "", "", usagef("name: %v", err)
+	}
+	return ns, name, nil
 }

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/workflow"
 )
 
@@ -49,15 +48,11 @@ func applyHookCommand(ctx context.Context, args []string, streams IOStreams) err
 	if err != nil {
 		return err
 	}
-	cfg, err := kube.LoadConfig(kube.ConfigOptions{Kubeconfig: flags.kubeconfig})
+	_, client, release, err := flags.kubeClient(nil)
 	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return err
 	}
-	defer kube.Scrub(cfg)
-	client, err := kube.NewClient(cfg)
-	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-	}
+	defer release()
 	if err := applyHook(ctx, client, objs, timeout); err != nil {
 		return err
 	}

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/keyledger/keyledger/kube"
-	"github.com/keyledger/keyledger/workflow"
-	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
@@ -35,7 +32,7 @@ func historyCommand(ctx context.Context, args []string, streams IOStreams) error
 	if err := flags.checkOutput(); err != nil {
 		return err
 	}
-	ns, name, err := historyTarget(fs.Args())
+	ns, name, err := secretTarget("history", fs.Args())
 	if err != nil {
 		return err
 	}
@@ -50,37 +47,16 @@ func historyCommand(ctx context.Context, args []string, streams IOStreams) error
 	if showKeys && opts.Version == 0 {
 		return usagef("--show-keys needs --version N")
 	}
-	cfg, err := kube.LoadConfig(kube.ConfigOptions{Kubeconfig: flags.kubeconfig})
+	_, client, release, err := flags.kubeClient(nil)
 	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return err
 	}
-	defer kube.Scrub(cfg)
-	client, err := kube.NewClient(cfg)
-	if err != nil {
-		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-	}
+	defer release()
 	h, err := versioned.ReadHistory(ctx, client, ns, name, opts)
 	if err != nil {
 		return err
 	}
 	return printHistory(streams.Out, flags.output, h, showKeys)
-}
-
-func historyTarget(args []string) (ns, name string, err error) {
-	if len(args) != 1 {
-		return "", "", usagef("history takes one NAMESPACE/NAME")
-	}
-	ns, name, ok := strings.Cut(args[0], "/")
-	if !ok {
-		return "", "", usagef("want NAMESPACE/NAME, got %q", args[0])
-	}
-	if err := command.ValidNamespace(ns); err != nil {
-		return "", "", usagef("namespace: %v", err)
-	}
-	if err := command.ValidName(name); err != nil {
-		return "", "", usagef("name: %v", err)
-	}
-	return ns, name, nil
 }
 
 func printHistory(w io.Writer, output string, h *versioned.History, showKeys bool) error {

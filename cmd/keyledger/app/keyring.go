@@ -3,9 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/retire"
 )
 
@@ -23,18 +21,9 @@ func keyringCommand(ctx context.Context, args []string, streams IOStreams) error
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usagef("keyring inspect takes one NAMESPACE/NAME")
-	}
-	ns, name, ok := strings.Cut(fs.Arg(0), "/")
-	if !ok {
-		return usagef("want NAMESPACE/NAME, got %q", fs.Arg(0))
-	}
-	if err := command.ValidNamespace(ns); err != nil {
-		return usagef("namespace: %v", err)
-	}
-	if err := command.ValidName(name); err != nil {
-		return usagef("name: %v", err)
+	ns, name, err := secretTarget("keyring inspect", fs.Args())
+	if err != nil {
+		return err
 	}
 	_, client, release, err := flags.kubeClient(nil)
 	if err != nil {
