@@ -59,8 +59,8 @@ demo: platform ## Bring up the local platform, retire a key, replay, show a refu
 	$(GO) run ./integration/demo
 
 .PHONY: bench
-bench: platform ## Benchmarks: medians and ratios against baselines measured in the same run.
-	KEYLEDGER_BENCH=1 $(GO) test -count=1 -timeout 30m -tags failpoints -run '^TestBench' -v ./integration/ 2>&1 | grep -E '^(BENCH|---|ok|FAIL|PASS)|bench_test'
+bench: platform ## Benchmarks (retirement, 64-Secret credential plan, versioned update at the retention limit): medians and ratios against baselines measured in the same run.
+	set -o pipefail; KEYLEDGER_BENCH=1 $(GO) test -count=1 -timeout 30m -tags failpoints -run '^TestBench' -v ./integration/ 2>&1 | grep -E '^(BENCH|---|ok|FAIL|PASS)|bench_test'
 
 .PHONY: clean
 clean: ## Remove build output (cached control-plane binaries and images stay).

@@ -60,7 +60,7 @@ func TestBenchRetire(t *testing.T) {
 		s := e.createSecret(keyringSecret(fmt.Sprintf("bench-%d", i), m))
 		path := e.writeCommand(fmt.Sprintf("bench-%d.json", i), retireCommand(s, keyID, fmt.Sprintf("mut-bench-%d", i)))
 		as := e.asRetirerOf(s)
-		cmd := exec.Command(bin)
+		cmd := exec.Command(bin, "run", path)
 		as(cmd)
 		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, cmd.Env...)
 		ks := measure(t, bin, []string{"run", path}, env)

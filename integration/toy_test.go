@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/keyledger/keyledger/kube"
@@ -92,7 +91,7 @@ func (f *toyFamily) Resolve(ctx context.Context, run *workflow.Run, call store.R
 }
 
 // toyPlan is the plan for claiming namespace/name for mutation.
-func toyPlan(client kubernetes.Interface, namespace, name, mutation string) workflow.Plan {
+func toyPlan(client kube.Interface, namespace, name, mutation string) workflow.Plan {
 	return workflow.Plan{
 		Prepare: store.PrepareParams{
 			Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
@@ -103,7 +102,7 @@ func toyPlan(client kubernetes.Interface, namespace, name, mutation string) work
 }
 
 // runToy runs one toy operation in this process.
-func runToy(ctx context.Context, client kubernetes.Interface, databaseURL, namespace, name, mutation string) (*workflow.Result, error) {
+func runToy(ctx context.Context, client kube.Interface, databaseURL, namespace, name, mutation string) (*workflow.Result, error) {
 	deps := workflow.Deps{
 		Kube:      client,
 		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, databaseURL) },

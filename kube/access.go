@@ -8,7 +8,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // AccessCheck is one row of a permission matrix: may this identity do Verb
@@ -37,7 +36,7 @@ func (c AccessCheck) String() string {
 // CheckAccess sends one SelfSubjectAccessReview per check, concurrently, and
 // returns a description of each check whose answer differs from the one
 // required. An error means a review could not be made at all.
-func CheckAccess(ctx context.Context, client kubernetes.Interface, checks []AccessCheck) (mismatches []string, err error) {
+func CheckAccess(ctx context.Context, client Interface, checks []AccessCheck) (mismatches []string, err error) {
 	type answer struct {
 		allowed bool
 		err     error
@@ -93,7 +92,7 @@ type SecretRights struct {
 // identity holds in the namespace and describes each grant on Secrets
 // beyond r, and each right in r that is missing. An incomplete review is a
 // mismatch too (fail closed).
-func CheckSecretRights(ctx context.Context, client kubernetes.Interface, r SecretRights) (mismatches []string, err error) {
+func CheckSecretRights(ctx context.Context, client Interface, r SecretRights) (mismatches []string, err error) {
 	review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
 	}, metav1.CreateOptions{})

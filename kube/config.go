@@ -5,7 +5,10 @@ import (
 	"net/http"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	typedauthorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedrbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -43,13 +46,49 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// NewClient builds a clientset for cfg.
-func NewClient(cfg *rest.Config) (kubernetes.Interface, error) {
-	c, err := kubernetes.NewForConfig(cfg)
+// Interface is the part of the Kubernetes API keyledger calls: the four
+// API groups its adapters use. A *kubernetes.Clientset satisfies it (tests
+// pass one); NewClient builds only these groups' clients, so a run neither
+// constructs nor pages in the fifty others a full clientset sets up.
+type Interface interface {
+	CoreV1() typedcorev1.CoreV1Interface
+	AuthorizationV1() typedauthorizationv1.AuthorizationV1Interface
+	RbacV1() typedrbacv1.RbacV1Interface
+	BatchV1() typedbatchv1.BatchV1Interface
+}
+
+type clients struct {
+	core  *typedcorev1.CoreV1Client
+	authz *typedauthorizationv1.AuthorizationV1Client
+	rbac  *typedrbacv1.RbacV1Client
+	batch *typedbatchv1.BatchV1Client
+}
+
+func (c *clients) CoreV1() typedcorev1.CoreV1Interface { return c.core }
+func (c *clients) AuthorizationV1() typedauthorizationv1.AuthorizationV1Interface {
+	return c.authz
+}
+func (c *clients) RbacV1() typedrbacv1.RbacV1Interface    { return c.rbac }
+func (c *clients) BatchV1() typedbatchv1.BatchV1Interface { return c.batch }
+
+// NewClient builds the clients for cfg, sharing one HTTP client.
+func NewClient(cfg *rest.Config) (Interface, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
-	return c, nil
+	var c clients
+	if c.core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient); err == nil {
+		if c.authz, err = typedauthorizationv1.NewForConfigAndClient(cfg, httpClient); err == nil {
+			if c.rbac, err = typedrbacv1.NewForConfigAndClient(cfg, httpClient); err == nil {
+				c.batch, err = typedbatchv1.NewForConfigAndClient(cfg, httpClient)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes client: %w", err)
+	}
+	return &c, nil
 }
 
 // Scrub clears the bearer token and every credential reference held in cfg.

@@ -22,7 +22,7 @@ func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
 		if c.counts == nil {
 			c.counts = map[string]int{}
 		}
-		c.counts[req.Method+" "+resourceOf(req.URL.Path)]++
+		c.counts[verbOf(req)+" "+resourceOf(req.URL.Path)]++
 		c.mu.Unlock()
 		return rt.RoundTrip(req)
 	})
@@ -68,6 +68,39 @@ func (c *Counter) String() string {
 		b.WriteString(strconv.Itoa(counts[k]))
 	}
 	return b.String()
+}
+
+// verbOf is the request's method, except that a GET of a collection is
+// counted as LIST (and WATCH when it watches).
+func verbOf(req *http.Request) string {
+	if req.Method != http.MethodGet || !isCollection(req.URL.Path) {
+		return req.Method
+	}
+	if req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
+		return "WATCH"
+	}
+	return "LIST"
+}
+
+// isCollection reports whether path names a collection, not one object:
+// /api/v1/namespaces/ns/secrets, /apis/g/v/namespaces/ns/things, /api/v1/nodes.
+func isCollection(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return false
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		if len(parts) == 2 {
+			return false // one namespace
+		}
+		parts = parts[2:]
+	}
+	return len(parts) == 1
 }
 
 // resourceOf turns /api/v1/namespaces/ns/secrets/name into "secrets" and

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
@@ -62,7 +61,7 @@ type Credentials struct {
 func NewCredentials(cfg *rest.Config, scope CredentialScope) (*Credentials, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = 200, 400, nil
-	typed, err := kubernetes.NewForConfig(cfg)
+	typed, err := NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
@@ -20,7 +19,7 @@ type SecretReplacer struct {
 }
 
 // NewSecretReplacer binds the adapter to one Secret.
-func NewSecretReplacer(client kubernetes.Interface, namespace, name string) *SecretReplacer {
+func NewSecretReplacer(client Interface, namespace, name string) *SecretReplacer {
 	return &SecretReplacer{secrets: client.CoreV1().Secrets(namespace), namespace: namespace, name: name}
 }
 

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
@@ -39,7 +38,7 @@ type VersionedSecrets struct {
 }
 
 // NewVersionedSecrets binds the adapter to the live Secret namespace/name.
-func NewVersionedSecrets(client kubernetes.Interface, namespace, name string) *VersionedSecrets {
+func NewVersionedSecrets(client Interface, namespace, name string) *VersionedSecrets {
 	return &VersionedSecrets{
 		secrets: client.CoreV1().Secrets(namespace), rest: client.CoreV1().RESTClient(),
 		namespace: namespace, name: name,

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/failpoint"
@@ -37,7 +35,7 @@ type Plan struct {
 // Deps are the run's connections. OpenStore is called only after the
 // permission matrix held, so a refused run never contacts PostgreSQL.
 type Deps struct {
-	Kube      kubernetes.Interface
+	Kube      kube.Interface
 	OpenStore func(ctx context.Context) (*store.Store, error)
 	Log       *slog.Logger
 }

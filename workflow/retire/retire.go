@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
@@ -19,7 +18,7 @@ import (
 const stepReplace = "replace-keyring"
 
 // Plan builds the engine's plan for one retirement.
-func Plan(cmd *Command, client kubernetes.Interface) workflow.Plan {
+func Plan(cmd *Command, client kube.Interface) workflow.Plan {
 	return workflow.Plan{
 		Prepare: store.PrepareParams{
 			Kind:          command.KindKeyRetirement,
@@ -237,7 +236,7 @@ func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
 // Inspect reads a keyring Secret and returns its canonical catalog: the
 // manifest with every key's material replaced by its digest. dataKey may be
 // empty when the Secret has exactly one data entry.
-func Inspect(ctx context.Context, client kubernetes.Interface, namespace, name, dataKey string) ([]byte, error) {
+func Inspect(ctx context.Context, client kube.Interface, namespace, name, dataKey string) ([]byte, error) {
 	s, err := kube.NewSecretReplacer(client, namespace, name).Get(ctx)
 	if err != nil {
 		if kube.Classify(err).Reason == "not-found" {

@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/workflow"
@@ -57,7 +56,7 @@ type HistoryOptions struct {
 // ReadHistory reads the live Secret namespace/name and its valid
 // snapshots. An absent live Secret is *workflow.Refused (secret-absent);
 // an absent Version is *workflow.Refused (version-absent).
-func ReadHistory(ctx context.Context, client kubernetes.Interface, namespace, name string, o HistoryOptions) (*History, error) {
+func ReadHistory(ctx context.Context, client kube.Interface, namespace, name string, o HistoryOptions) (*History, error) {
 	api := kube.NewVersionedSecrets(client, namespace, name)
 	live, err := api.GetLive(ctx)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
@@ -63,7 +62,7 @@ const (
 
 // Plan builds the engine's plan for one versioned write. limit is the
 // retention limit (ParseHistoryLimit).
-func Plan(cmd *Command, client kubernetes.Interface, limit int) workflow.Plan {
+func Plan(cmd *Command, client kube.Interface, limit int) workflow.Plan {
 	f := &family{cmd: cmd, limit: limit, api: kube.NewVersionedSecrets(client, cmd.Namespace, cmd.Name)}
 	detail := map[string]any{"expectedResourceVersion": cmd.ExpectedResourceVersion}
 	switch cmd.Kind {

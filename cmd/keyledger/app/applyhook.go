@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/keyledger/keyledger/kube"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/workflow"
@@ -97,7 +98,7 @@ func readHook(dir string) (*hookObjects, error) {
 }
 
 // applyHook replaces each object in order, then waits for the Job.
-func applyHook(ctx context.Context, c kubernetes.Interface, o *hookObjects, timeout time.Duration) error {
+func applyHook(ctx context.Context, c kube.Interface, o *hookObjects, timeout time.Duration) error {
 	ns := o.job.Namespace
 	background := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &background}

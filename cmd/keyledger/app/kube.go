@@ -3,7 +3,6 @@ package app
 import (
 	"net/http"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/keyledger/keyledger/kube"
@@ -16,7 +15,7 @@ import (
 // the configuration.
 // The configuration is returned for families that need other clients
 // (dynamic, metadata) built from the same identity and transport.
-func (c *commonFlags) kubeClient(wrap func(http.RoundTripper) http.RoundTripper) (cfg *rest.Config, client kubernetes.Interface, release func(), err error) {
+func (c *commonFlags) kubeClient(wrap func(http.RoundTripper) http.RoundTripper) (cfg *rest.Config, client kube.Interface, release func(), err error) {
 	cfg, err = kube.LoadConfig(kube.ConfigOptions{Kubeconfig: c.kubeconfig, Wrap: wrap})
 	if err != nil {
 		return nil, nil, nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
