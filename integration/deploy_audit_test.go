@@ -118,7 +118,7 @@ func (a *auditor) rules(where string, cluster bool, rules []rbacv1.PolicyRule) {
 			}
 		}
 		accessReview := len(r.APIGroups) == 1 && r.APIGroups[0] == "authorization.k8s.io" &&
-			slices.Equal(r.Resources, []string{"selfsubjectaccessreviews"}) && slices.Equal(r.Verbs, []string{"create"})
+			slices.Equal(r.Resources, []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}) && slices.Equal(r.Verbs, []string{"create"})
 		keyring := !cluster && len(r.APIGroups) == 1 && r.APIGroups[0] == "" &&
 			slices.Equal(r.Resources, []string{"secrets"})
 		switch {
