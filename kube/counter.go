@@ -73,60 +73,72 @@ func (c *Counter) String() string {
 // verbOf is the request's method, except that a GET of a collection is
 // counted as LIST (and WATCH when it watches).
 func verbOf(req *http.Request) string {
-	if req.Method != http.MethodGet || !isCollection(req.URL.Path) {
+	if req.Method != http.MethodGet {
 		return req.Method
 	}
-	if req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
+	if p, ok := parsePath(req.URL.Path); !ok || p.name != "" || p.resource == "namespaces" && p.namespaced {
+		return req.Method
+	}
+	if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
 		return "WATCH"
 	}
 	return "LIST"
 }
 
-// isCollection reports whether path names a collection, not one object:
-// /api/v1/namespaces/ns/secrets, /apis/g/v/namespaces/ns/things, /api/v1/nodes.
-func isCollection(path string) bool {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return false
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" {
-		if len(parts) == 2 {
-			return false // one namespace
-		}
-		parts = parts[2:]
-	}
-	return len(parts) == 1
-}
-
-// resourceOf turns /api/v1/namespaces/ns/secrets/name into "secrets" and
+// resourceOf turns /api/v1/namespaces/ns/secrets/name into "secrets",
+// .../pods/p/status into "pods/status" and
 // /apis/authorization.k8s.io/v1/selfsubjectaccessreviews into
 // "selfsubjectaccessreviews": the resource, without names.
 func resourceOf(path string) string {
+	p, ok := parsePath(path)
+	switch {
+	case !ok:
+		return path
+	case p.subresource != "":
+		return p.resource + "/" + p.subresource
+	}
+	return p.resource
+}
+
+// apiPath is an API request path taken apart.
+type apiPath struct {
+	resource, name, subresource string
+	// namespaced is set for /namespaces/NS/...; resource "namespaces" with
+	// namespaced set is the namespace NS itself.
+	namespaced bool
+}
+
+// parsePath reads /api/v1/[namespaces/NS/]RESOURCE[/NAME[/SUB]] and the
+// same under /apis/GROUP/VERSION.
+func parsePath(path string) (apiPath, bool) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
-	// Skip the group/version prefix.
 	switch {
 	case len(parts) >= 2 && parts[0] == "api":
 		parts = parts[2:]
 	case len(parts) >= 3 && parts[0] == "apis":
 		parts = parts[3:]
 	default:
-		return path
+		return apiPath{}, false
 	}
+	var p apiPath
 	if len(parts) >= 2 && parts[0] == "namespaces" {
+		p.namespaced = true
+		if len(parts) == 2 {
+			return apiPath{resource: "namespaces", name: parts[1], namespaced: true}, true
+		}
 		parts = parts[2:]
 	}
 	if len(parts) == 0 {
-		return "namespaces"
+		return apiPath{resource: "namespaces"}, true
 	}
-	if len(parts) >= 3 { // resource/name/subresource
-		return parts[0] + "/" + parts[2]
+	p.resource = parts[0]
+	if len(parts) >= 2 {
+		p.name = parts[1]
 	}
-	return parts[0]
+	if len(parts) >= 3 {
+		p.subresource = parts[2]
+	}
+	return p, true
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

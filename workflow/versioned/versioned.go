@@ -713,6 +713,25 @@ func (f *family) reread(ctx context.Context) (*corev1.Secret, error) {
 	return s, err
 }
 
+// rereadBound reads the live Secret again for resolving call. It settles
+// the verdict itself when the read fails (undetermined), the Secret is gone
+// or holds another UID than the call was bound to (someone else's).
+func (f *family) rereadBound(ctx context.Context, call store.Record) (*corev1.Secret, *workflow.Verdict) {
+	live, err := f.reread(ctx)
+	var v workflow.Verdict
+	switch {
+	case err != nil:
+		v = undetermined(err)
+	case live == nil:
+		v = found(workflow.Theirs, ReasonSecretAbsent, nil)
+	case string(live.UID) != call.UID:
+		v = found(workflow.Theirs, ReasonUIDChanged, live)
+	default:
+		return live, nil
+	}
+	return nil, &v
+}
+
 func undetermined(err error) workflow.Verdict {
 	return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}
 }
@@ -748,15 +767,9 @@ func (f *family) resolveCreate(ctx context.Context) (workflow.Verdict, error) {
 // resolveSnapshot settles a snapshot create: the slot's occupant must be
 // exactly the snapshot of the live state the call was made from.
 func (f *family) resolveSnapshot(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	live, err := f.reread(ctx)
-	if err != nil {
-		return undetermined(err), nil
-	}
-	switch {
-	case live == nil:
-		return found(workflow.Theirs, ReasonSecretAbsent, nil), nil
-	case string(live.UID) != call.UID:
-		return found(workflow.Theirs, ReasonUIDChanged, live), nil
+	live, settled := f.rereadBound(ctx, call)
+	if settled != nil {
+		return *settled, nil
 	}
 	name := call.Target[len("secret/"):]
 	occupant, err := f.api.GetSnapshot(ctx, name)
@@ -837,15 +850,9 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 // carrying version N+1 and exactly the intended data is ours; unchanged is
 // not applied; anything else is someone else's.
 func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	live, err := f.reread(ctx)
-	if err != nil {
-		return undetermined(err), nil
-	}
-	switch {
-	case live == nil:
-		return found(workflow.Theirs, ReasonSecretAbsent, nil), nil
-	case string(live.UID) != call.UID:
-		return found(workflow.Theirs, ReasonUIDChanged, live), nil
+	live, settled := f.rereadBound(ctx, call)
+	if settled != nil {
+		return *settled, nil
 	}
 	next := detailInt(call.Detail, "version")
 	n := next - 1
