@@ -310,6 +310,15 @@ func TestDecode(t *testing.T) {
 
 	_, err = Decode[testSpec](&File{Bytes: []byte(`{"apiVersion":"v0"}`)})
 	requireInvalid(t, err, "apiVersion", "")
+
+	kd, digest, err := DecodeKind[testSpec](f, KindKeyRetirement)
+	require.NoError(t, err)
+	require.Equal(t, d, kd)
+	want, err := d.Digest()
+	require.NoError(t, err)
+	require.Equal(t, want, digest)
+	_, _, err = DecodeKind[testSpec](f, KindCredentialPlan)
+	requireInvalid(t, err, "kind", "want "+KindCredentialPlan)
 }
 
 func TestDigest(t *testing.T) {

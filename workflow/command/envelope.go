@@ -140,6 +140,23 @@ func Decode[S any](f *File) (*Document[S], error) {
 	return &doc, nil
 }
 
+// DecodeKind is Decode for a family of one kind: it also refuses a document
+// of another kind and returns the canonical Digest.
+func DecodeKind[S any](f *File, kind string) (*Document[S], string, error) {
+	doc, err := Decode[S](f)
+	if err != nil {
+		return nil, "", err
+	}
+	if doc.Kind != kind {
+		return nil, "", Invalid("kind", "want "+kind)
+	}
+	digest, err := doc.Digest()
+	if err != nil {
+		return nil, "", err
+	}
+	return doc, digest, nil
+}
+
 // DecodeSpec is Decode for callers without a type parameter: it decodes the
 // whole of f strictly, with the spec member into v, a non-nil pointer.
 func (f *File) DecodeSpec(v any) error {

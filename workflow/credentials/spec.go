@@ -100,18 +100,11 @@ type Command struct {
 // Decode reads a CredentialPlan from a command file. Errors are
 // *command.InvalidError naming the field, never a value.
 func Decode(f *command.File) (*Command, error) {
-	doc, err := command.Decode[Spec](f)
+	doc, digest, err := command.DecodeKind[Spec](f, command.KindCredentialPlan)
 	if err != nil {
 		return nil, err
-	}
-	if doc.Kind != command.KindCredentialPlan {
-		return nil, command.Invalid("kind", "want "+command.KindCredentialPlan)
 	}
 	if err := doc.Spec.validate(); err != nil {
-		return nil, err
-	}
-	digest, err := doc.Digest()
-	if err != nil {
 		return nil, err
 	}
 	cmd := &Command{Metadata: doc.Metadata, Spec: doc.Spec, Digest: digest}

@@ -31,12 +31,9 @@ type Command struct {
 // Decode reads a KeyRetirement from a command file. Errors are
 // *command.InvalidError naming the field.
 func Decode(f *command.File) (*Command, error) {
-	doc, err := command.Decode[Spec](f)
+	doc, digest, err := command.DecodeKind[Spec](f, command.KindKeyRetirement)
 	if err != nil {
 		return nil, err
-	}
-	if doc.Kind != command.KindKeyRetirement {
-		return nil, command.Invalid("kind", "want "+command.KindKeyRetirement)
 	}
 	s := doc.Spec
 	checks := []struct {
@@ -58,10 +55,6 @@ func Decode(f *command.File) (*Command, error) {
 		if err := c.valid(c.value); err != nil {
 			return nil, command.Invalid(c.field, err.Error())
 		}
-	}
-	digest, err := doc.Digest()
-	if err != nil {
-		return nil, err
 	}
 	return &Command{Metadata: doc.Metadata, Spec: s, Digest: digest}, nil
 }
