@@ -50,7 +50,7 @@ func Migrate(ctx context.Context, databaseURL string, dir MigrateDirection, oper
 	}
 	connCfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return MigrationStatus{}, errors.New("database URL is not valid")
+		return MigrationStatus{}, ErrInvalidURL
 	}
 	connCfg.RuntimeParams["keyledger.operator_role"] = operatorRole
 	db := stdlib.OpenDB(*connCfg)

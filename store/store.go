@@ -22,6 +22,9 @@ var (
 	// ErrDigestMismatch is returned by Prepare when the mutation ID is already
 	// journaled for a different command.
 	ErrDigestMismatch = errors.New("mutation ID already used by a different command")
+	// ErrInvalidURL is returned when the database URL cannot be parsed. The
+	// URL itself is never part of an error: it may hold a password.
+	ErrInvalidURL = errors.New("database URL is not valid")
 )
 
 // Store is an open journal.
@@ -30,11 +33,20 @@ type Store struct {
 	txs  atomic.Int64
 }
 
+// CheckURL reports ErrInvalidURL when databaseURL cannot be parsed, without
+// connecting anywhere.
+func CheckURL(databaseURL string) error {
+	if _, err := pgxpool.ParseConfig(databaseURL); err != nil {
+		return ErrInvalidURL
+	}
+	return nil
+}
+
 // Open connects to the journal database. The URL never appears in errors.
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, errors.New("database URL is not valid")
+		return nil, ErrInvalidURL
 	}
 	cfg.MaxConns = 4
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second

@@ -3,6 +3,8 @@ package app
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -72,4 +74,34 @@ func TestRunOutcomeLineHasNoPath(t *testing.T) {
 	require.Contains(t, out.String(), `"outcome":"invalid"`)
 	require.NotContains(t, out.String(), "secret-place")
 	require.NotContains(t, errOut.String(), "secret-place")
+}
+
+// A database URL's password and host details never reach stdout or stderr,
+// whatever fails: an unreachable server, a malformed URL.
+func TestDatabaseURLNeverPrinted(t *testing.T) {
+	t.Parallel()
+	const canary = "CANARY-DSN-PASSWORD-51f0"
+	command := filepath.Join(t.TempDir(), "retire.json")
+	require.NoError(t, os.WriteFile(command, []byte(`{"apiVersion":"keyledger.dev/v1","kind":"KeyRetirement",`+
+		`"metadata":{"requestId":"r1","mutationId":"m1"},"spec":{"namespace":"ai","secretName":"keyring",`+
+		`"expectedUID":"0b3f5e2c-1111-2222-3333-444455556666","dataKey":"keyring.json","keyId":"k1","retirementId":"ret-1",`+
+		`"expectedMaterialDigest":"sha256:`+strings.Repeat("ab", 32)+`"}}`), 0o600))
+	for _, url := range []string{
+		"postgres://keyledger:" + canary + "@127.0.0.1:1/journal?connect_timeout=2",
+		"postgres://keyledger:" + canary + "@127.0.0.1:notaport/journal",
+		"host=127.0.0.1 port=1 password=" + canary + " connect_timeout=2",
+	} {
+		for _, args := range [][]string{
+			{"journal", "list", "--database-url", url},
+			{"journal", "show", "mut-1", "--database-url", url},
+			{"migrate", "version", "--database-url", url},
+			{"run", "--database-url", url, "--kubeconfig", "/nonexistent/kubeconfig", command},
+		} {
+			var out, errOut bytes.Buffer
+			err := Run(context.Background(), args, IOStreams{Out: &out, ErrOut: &errOut})
+			require.Error(t, err, "%v", args[:2])
+			require.Contains(t, []int{ExitUsage, ExitUnavailable}, ExitCode(err), "%v: %v", args[:2], err)
+			require.NotContains(t, out.String()+errOut.String()+err.Error(), canary, "%v", args[:2])
+		}
+	}
 }

@@ -35,7 +35,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitDone
-	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &fileErr):
+	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &fileErr), errors.Is(err, store.ErrInvalidURL):
 		return ExitUsage
 	case errors.As(err, &permission):
 		return ExitPermission

@@ -85,6 +85,9 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	if err != nil {
 		return err
 	}
+	if err := store.CheckURL(databaseURL); err != nil {
+		return err
+	}
 
 	var counter kube.Counter
 	cfg, client, release, err := flags.kubeClient(func(rt http.RoundTripper) http.RoundTripper {
