@@ -3,10 +3,13 @@ package integration
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -428,6 +431,20 @@ func TestIntegrationRetireNoMaterialAnywhere(t *testing.T) {
 		(SELECT coalesce(string_agg(row_to_json(r)::text, E'\n'), '') FROM keyledger.records r)`).Scan(&dump))
 	require.Contains(t, dump, "mut-canary-refused")
 	keyringtest.AssertNoMaterial(t, dump, allMaterial()...)
+
+	// Nor the ServiceAccount token the runs used, nor the journal's DSN.
+	kubeconfig, err := clientcmd.LoadFromFile(e.retirers[s.Name])
+	require.NoError(t, err)
+	for name, auth := range kubeconfig.AuthInfos {
+		require.NotEmpty(t, auth.Token, "user %s runs with a token", name)
+		require.NotContains(t, outputs.String()+dump, auth.Token)
+	}
+	dsn, err := url.Parse(e.journal.OperatorURL)
+	require.NoError(t, err)
+	password, _ := dsn.User.Password()
+	require.NotEmpty(t, password)
+	require.NotContains(t, outputs.String()+dump, password)
+	require.NotContains(t, outputs.String()+dump, e.journal.OperatorURL)
 }
 
 // A malformed command file is refused with 64 and a message naming the field.
