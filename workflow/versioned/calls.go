@@ -1,0 +1,159 @@
+package versioned
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/command"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// answerOf classifies a failed call: a definite refusal is Rejected,
+// anything else (lost, timeout, 5xx, 409) Unknown and settled by re-reading.
+func answerOf(err error) workflow.Answer {
+	fail := kube.Classify(err)
+	status := workflow.Unknown
+	if fail.Definite {
+		status = workflow.Rejected
+	}
+	return workflow.Answer{Status: status, Code: fail.Code, Reason: fail.Reason}
+}
+
+func (f *family) createCall() *workflow.Call {
+	desired := f.created()
+	return &workflow.Call{
+		Step: StepCreateLive, Target: f.liveTarget(),
+		Digest: intentDigest(f.cmd, "", "", 1), Detail: map[string]any{"version": int64(1), "keys": len(desired.Data)},
+		Final: true, Summary: f.summary(desired, map[string]any{"version": int64(1)}),
+		Send: func(ctx context.Context) workflow.Answer {
+			got, err := f.api.CreateLive(ctx, desired.DeepCopy())
+			if err != nil {
+				return answerOf(err)
+			}
+			if !f.isCreated(got) {
+				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			}
+			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+		},
+	}
+}
+
+func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
+	version, _ := strconv.ParseInt(snap.Annotations[AnnotationVersion], 10, 64)
+	return &workflow.Call{
+		Step: StepCreateSnapshot, Target: "secret/" + snap.Name, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Digest:  intentDigest(f.cmd, string(live.UID), live.ResourceVersion, version),
+		Detail:  map[string]any{"version": version, "keys": len(snap.Data)},
+		Summary: f.summary(live, map[string]any{"snapshot": snap.Name, "snapshotVersion": version}),
+		Send: func(ctx context.Context) workflow.Answer {
+			got, err := f.api.CreateSnapshot(ctx, snap.DeepCopy())
+			if err != nil {
+				// 409 (slot occupied) is Unknown: resolution reads the
+				// occupant and verifies it.
+				return answerOf(err)
+			}
+			if !sameSource(got, snap) {
+				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			}
+			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+		},
+	}
+}
+
+// deleteSnapshotCall deletes one snapshot with its UID and resourceVersion
+// as preconditions. c are the counts so far, reported if it fails.
+func (f *family) deleteSnapshotCall(step string, s Snapshot, c counts) *workflow.Call {
+	failed := c
+	failed.Failed++
+	return &workflow.Call{
+		Step: step, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Detail:  map[string]any{"version": s.Version, "historyLimit": f.limit},
+		Summary: f.summary(f.live, map[string]any{"history": failed.summary()}),
+		Send: func(ctx context.Context) workflow.Answer {
+			gone, err := f.api.DeleteSnapshot(ctx, s.Name, s.UID, s.ResourceVersion)
+			if err != nil {
+				return answerOf(err)
+			}
+			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(s.UID), Detail: map[string]any{"deletion": string(gone)}}
+		},
+	}
+}
+
+func (f *family) replaceCall(live *corev1.Secret, base map[string][]byte, n int64, snapshot string) *workflow.Call {
+	desired := f.replacement(live, base, n)
+	extra := map[string]any{"version": n + 1, "snapshot": snapshot, "snapshotVersion": n}
+	if f.cmd.Kind == command.KindSecretRestore {
+		extra["restoredVersion"] = f.cmd.Version
+	}
+	return &workflow.Call{
+		Step: StepReplaceLive, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Digest: intentDigest(f.cmd, string(live.UID), live.ResourceVersion, n+1),
+		Detail: map[string]any{"version": n + 1, "keys": len(desired.Data)},
+		Final:  true, Summary: f.summary(desired, extra),
+		Send: func(ctx context.Context) workflow.Answer {
+			got, err := f.api.ReplaceLive(ctx, desired.DeepCopy())
+			if err != nil {
+				return answerOf(err)
+			}
+			if got.UID != live.UID || got.ResourceVersion == live.ResourceVersion ||
+				got.Annotations[AnnotationVersion] != desired.Annotations[AnnotationVersion] || !sameData(got.Data, desired.Data) {
+				return workflow.Answer{Status: workflow.Unknown, Code: 200, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			}
+			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+		},
+	}
+}
+
+func (f *family) deleteLiveCall(live *corev1.Secret) *workflow.Call {
+	return &workflow.Call{
+		Step: StepDeleteLive, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Detail:  map[string]any{"keepHistory": f.cmd.KeepHistory},
+		Summary: f.summary(live, nil),
+		Send: func(ctx context.Context) workflow.Answer {
+			gone, err := f.api.DeleteLive(ctx, live.UID, live.ResourceVersion)
+			if err != nil {
+				return answerOf(err)
+			}
+			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(live.UID), Detail: map[string]any{"deletion": string(gone)}}
+		},
+	}
+}
+
+// confirmDeleted re-reads the live Secret after its delete was applied:
+// gone (or replaced by a new UID) is deleted, still there being deleted is
+// pending. Never a guess.
+func (f *family) confirmDeleted(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
+	s, err := f.api.GetLive(ctx)
+	switch {
+	case err != nil && kube.Classify(err).Reason == "not-found":
+		return f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}), nil
+	case err != nil:
+		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	obs := observation(s)
+	call, _ := run.LastCall()
+	switch {
+	case string(s.UID) != call.UID:
+		d := f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord(), "recreatedUID": string(s.UID)})
+		d.Complete.Records = []store.Record{obs}
+		return d, nil
+	case s.DeletionTimestamp != nil:
+		d := f.complete(OutcomePending, s, map[string]any{"history": f.historyWord(), "finalizers": len(s.Finalizers)})
+		d.Complete.Records = []store.Record{obs}
+		return d, nil
+	default:
+		d := f.refuse(ReasonResultMismatch, s)
+		d.Refuse.Records = []store.Record{obs}
+		return d, nil
+	}
+}
+
+func (f *family) historyWord() string {
+	if f.cmd.KeepHistory {
+		return "kept"
+	}
+	return "deleted"
+}

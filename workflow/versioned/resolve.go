@@ -1,0 +1,269 @@
+package versioned
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/command"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Resolve re-reads the durable facts after a call whose outcome is unknown.
+func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	switch call.Step {
+	case StepCreateLive:
+		return f.resolveCreate(ctx)
+	case StepCreateSnapshot:
+		return f.resolveSnapshot(ctx, run, call)
+	case StepPruneSnapshot, StepDeleteSnapshot:
+		return f.resolveSnapshotDelete(ctx, run, call)
+	case StepReplaceLive:
+		return f.resolveReplace(ctx, run, call)
+	case StepDeleteLive:
+		return f.resolveDeleteLive(ctx, call)
+	default:
+		return workflow.Verdict{}, fmt.Errorf("resolving unknown step %q", call.Step)
+	}
+}
+
+// reread reads the live Secret again, replacing what this process knew.
+func (f *family) reread(ctx context.Context) (*corev1.Secret, error) {
+	f.liveRead, f.live, f.fresh, f.listed, f.listing = false, nil, nil, false, nil
+	s, err := f.readLive(ctx)
+	f.fresh = nil
+	return s, err
+}
+
+// rereadBound reads the live Secret again for resolving call. It settles
+// the verdict itself when the read fails (undetermined), the Secret is gone
+// or holds another UID than the call was bound to (someone else's).
+func (f *family) rereadBound(ctx context.Context, call store.Record) (*corev1.Secret, *workflow.Verdict) {
+	live, err := f.reread(ctx)
+	var v workflow.Verdict
+	switch {
+	case err != nil:
+		v = undetermined(err)
+	case live == nil:
+		v = found(workflow.Theirs, ReasonSecretAbsent, nil)
+	case string(live.UID) != call.UID:
+		v = found(workflow.Theirs, ReasonUIDChanged, live)
+	default:
+		return live, nil
+	}
+	return nil, &v
+}
+
+func undetermined(err error) workflow.Verdict {
+	return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}
+}
+
+func found(kind workflow.VerdictKind, reason string, s *corev1.Secret) workflow.Verdict {
+	v := workflow.Verdict{Kind: kind, Reason: reason}
+	if s != nil {
+		v.UID, v.ResourceVersion = string(s.UID), s.ResourceVersion
+	}
+	return v
+}
+
+func (f *family) resolveCreate(ctx context.Context) (workflow.Verdict, error) {
+	live, err := f.reread(ctx)
+	if err != nil {
+		return undetermined(err), nil
+	}
+	if live == nil {
+		v := found(workflow.NotApplied, "absent", nil)
+		v.Retry = f.createCall()
+		return v, nil
+	}
+	if f.isCreated(live) {
+		v := found(workflow.Ours, "", live)
+		v.Summary = f.summary(live, map[string]any{"version": int64(1)})
+		return v, nil
+	}
+	v := found(workflow.Theirs, ReasonAlreadyExists, live)
+	v.Summary = f.summary(live, nil)
+	return v, nil
+}
+
+// resolveSnapshot settles a snapshot create: the slot's occupant must be
+// exactly the snapshot of the live state the call was made from.
+func (f *family) resolveSnapshot(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	live, settled := f.rereadBound(ctx, call)
+	if settled != nil {
+		return *settled, nil
+	}
+	name := call.Target[len("secret/"):]
+	occupant, err := f.api.GetSnapshot(ctx, name)
+	absent := err != nil && kube.Classify(err).Reason == "not-found"
+	if err != nil && !absent {
+		return undetermined(err), nil
+	}
+	if live.ResourceVersion != call.ResourceVersion {
+		// The state the call archived is gone from the live object, so the
+		// occupant cannot be compared byte for byte, and the live write
+		// would fail its precondition anyway.
+		if !absent {
+			if _, ok := checkSnapshot(occupant, live.UID, live.Name); !ok ||
+				occupant.Annotations[AnnotationSourceResourceVersion] != call.ResourceVersion {
+				return found(workflow.Theirs, ReasonSourceConflict, occupant), nil
+			}
+		}
+		return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
+	}
+	n, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
+	if err != nil {
+		return found(workflow.Theirs, err.Error(), live), nil
+	}
+	want := snapshotOf(live, n, run.Op.CreatedAt, f.actor())
+	if want.Name != name {
+		return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
+	}
+	if absent {
+		v := found(workflow.NotApplied, "absent", nil)
+		v.Retry = f.snapshotCall(live, want)
+		return v, nil
+	}
+	v := found(workflow.Ours, "", occupant)
+	if !sameSource(occupant, want) {
+		v.Kind, v.Reason = workflow.Theirs, ReasonSourceConflict
+		v.Summary = f.summary(live, map[string]any{"snapshot": name})
+		return v, nil
+	}
+	v.Detail = map[string]any{"reused": occupant.Annotations[AnnotationActor] != want.Annotations[AnnotationActor]}
+	return v, nil
+}
+
+// resolveSnapshotDelete settles a prune or purge delete: the snapshot gone
+// (or its slot now held by another object) is absent, still there with a
+// deletionTimestamp is pending, unchanged is not applied.
+func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	name := call.Target[len("secret/"):]
+	s, err := f.api.GetSnapshot(ctx, name)
+	switch {
+	case err != nil && kube.Classify(err).Reason == "not-found":
+		v := found(workflow.Ours, "", nil)
+		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
+		return v, nil
+	case err != nil:
+		return undetermined(err), nil
+	case string(s.UID) != call.UID:
+		v := found(workflow.Ours, "slot-reoccupied", s)
+		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
+		return v, nil
+	case s.DeletionTimestamp != nil:
+		v := found(workflow.Ours, "", s)
+		v.Detail = map[string]any{"deletion": string(kube.DeletionPending)}
+		return v, nil
+	}
+	uid, _ := boundUID(run)
+	meta, ok := checkMeta(&s.ObjectMeta, types.UID(uid), f.cmd.Name)
+	if !ok {
+		v := found(workflow.Theirs, ReasonSnapshotInvalid, s)
+		v.Summary = f.summary(f.live, nil)
+		return v, nil
+	}
+	v := found(workflow.NotApplied, "present", s)
+	v.Retry = f.deleteSnapshotCall(call.Step, meta, counts{})
+	return v, nil
+}
+
+// resolveReplace settles the live write: the live object of the same UID
+// carrying version N+1 and exactly the intended data is ours; unchanged is
+// not applied; anything else is someone else's.
+func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	live, settled := f.rereadBound(ctx, call)
+	if settled != nil {
+		return *settled, nil
+	}
+	next := detailInt(call.Detail, "version")
+	n := next - 1
+	snapName := SnapshotName(live.UID, n)
+	if live.ResourceVersion == call.ResourceVersion {
+		var base map[string][]byte
+		if f.cmd.Kind == command.KindSecretRestore {
+			target, reason, err := f.loadTarget(ctx, live)
+			if err != nil {
+				return undetermined(err), nil
+			}
+			if target == nil {
+				return found(workflow.Theirs, reason, live), nil
+			}
+			base = target.Data
+		} else {
+			base = live.Data
+		}
+		v := found(workflow.NotApplied, "resource-version-unchanged", live)
+		v.Retry = f.replaceCall(live, base, n, snapName)
+		return v, nil
+	}
+	// Changed: ours only with version N+1 and exactly the data this
+	// command writes over the archived state N.
+	var base map[string][]byte
+	if f.cmd.Kind == command.KindSecretRestore {
+		target, reason, err := f.loadTarget(ctx, live)
+		if err != nil {
+			return undetermined(err), nil
+		}
+		if target == nil {
+			return found(workflow.Theirs, reason, live), nil
+		}
+		base = target.Data
+	} else {
+		prev, err := f.api.GetSnapshot(ctx, snapName)
+		if err != nil {
+			if kube.Classify(err).Reason == "not-found" {
+				return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
+			}
+			return undetermined(err), nil
+		}
+		meta, ok := checkSnapshot(prev, live.UID, live.Name)
+		if !ok || meta.SourceResourceVersion != call.ResourceVersion {
+			return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
+		}
+		base = prev.Data
+	}
+	intended := f.replacement(live, base, n)
+	if live.Annotations[AnnotationVersion] == strconv.FormatInt(next, 10) && sameData(live.Data, intended.Data) {
+		v := found(workflow.Ours, "", live)
+		extra := map[string]any{"version": next, "snapshot": snapName, "snapshotVersion": n}
+		if f.cmd.Kind == command.KindSecretRestore {
+			extra["restoredVersion"] = f.cmd.Version
+		}
+		v.Summary = f.summary(live, extra)
+		return v, nil
+	}
+	v := found(workflow.Theirs, ReasonChangedConcurrent, live)
+	v.Summary = f.summary(live, nil)
+	return v, nil
+}
+
+func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (workflow.Verdict, error) {
+	s, err := f.api.GetLive(ctx)
+	switch {
+	case err != nil && kube.Classify(err).Reason == "not-found":
+		v := found(workflow.Ours, "", nil)
+		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
+		return v, nil
+	case err != nil:
+		return undetermined(err), nil
+	case string(s.UID) != call.UID:
+		v := found(workflow.Ours, "recreated", s)
+		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
+		return v, nil
+	case s.DeletionTimestamp != nil:
+		v := found(workflow.Ours, "", s)
+		v.Detail = map[string]any{"deletion": string(kube.DeletionPending)}
+		return v, nil
+	case s.ResourceVersion == call.ResourceVersion:
+		v := found(workflow.NotApplied, "resource-version-unchanged", s)
+		v.Retry = f.deleteLiveCall(s)
+		return v, nil
+	default:
+		return found(workflow.Theirs, ReasonChangedConcurrent, s), nil
+	}
+}
