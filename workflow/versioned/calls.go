@@ -4,11 +4,12 @@ import (
 	"context"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // answerOf classifies a failed call: a definite refusal is Rejected,
