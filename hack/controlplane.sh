@@ -22,7 +22,7 @@ trap 'rm -rf "$work"' EXIT
 export GOFLAGS=-mod=mod CGO_ENABLED=0 GOWORK=off
 
 start=$(date +%s)
-log "building Kubernetes v$KUBERNETES_VERSION control plane from the Go module proxy (first run only, about 10-15 minutes on 2 cores)"
+log "building Kubernetes v$KUBERNETES_VERSION control plane from the Go module proxy (first run only, about 6-13 minutes on 2 cores)"
 mkdir -p "$work/k8s" && cd "$work/k8s"
 go mod init keyledger.local/controlplane >/dev/null 2>&1
 gomod=$(go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')

@@ -100,6 +100,7 @@ func TestIntegrationRetireHappyPathThenReplay(t *testing.T) {
 	show := e.keyledger([]string{"journal", "show", "mut-7", "-o", "json"})
 	require.Equal(t, 0, show.Code, show.Stderr)
 	require.Contains(t, show.Stdout, `"state":"completed"`)
+	require.Contains(t, show.Stdout, `"step":"replace-keyring","target":"secret/prompt-output-keyring","attempt":1`)
 	list := e.keyledger([]string{"journal", "list"})
 	require.Equal(t, 0, list.Code, list.Stderr)
 	require.Contains(t, list.Stdout, "mut-7")

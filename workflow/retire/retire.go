@@ -115,7 +115,7 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 	desired := withManifest(s, spec.DataKey, next)
 	intended := next.CatalogDigest()
 	return &workflow.Call{
-		Step: stepReplace, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
+		Step: stepReplace, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
 		Detail:  map[string]any{"generation": next.Generation},
 		Final:   true,
 		Summary: summary(desired, next),
@@ -211,7 +211,7 @@ func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, records ...sto
 // never material.
 func observation(s *corev1.Secret, m *keyring.Manifest) store.Record {
 	return store.Record{
-		Kind: store.RecordObservation, Step: "read-keyring", UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Digest: m.CatalogDigest(), Detail: map[string]any{"generation": m.Generation, "keys": len(m.Keys)},
 	}
 }

@@ -95,6 +95,7 @@ type operationJSON struct {
 type recordJSON struct {
 	Kind            string         `json:"kind"`
 	Step            string         `json:"step"`
+	Target          string         `json:"target,omitempty"`
 	Attempt         int            `json:"attempt,omitempty"`
 	UID             string         `json:"uid,omitempty"`
 	ResourceVersion string         `json:"resourceVersion,omitempty"`
@@ -113,7 +114,7 @@ func toJSON(op *store.Operation, records []store.Record) operationJSON {
 	}
 	for _, r := range records {
 		out.Records = append(out.Records, recordJSON{
-			Kind: string(r.Kind), Step: r.Step, Attempt: r.Attempt, UID: r.UID, ResourceVersion: r.ResourceVersion,
+			Kind: string(r.Kind), Step: r.Step, Target: r.Target, Attempt: r.Attempt, UID: r.UID, ResourceVersion: r.ResourceVersion,
 			Digest: r.Digest, Status: r.Status, Reason: r.Reason, Detail: r.Detail, CreatedAt: r.CreatedAt,
 		})
 	}
@@ -145,7 +146,7 @@ func printOperation(streams IOStreams, output string, op *store.Operation, recor
 		op.MutationID, op.Kind, op.RequestID, op.Namespace, op.Name, dash(op.ExpectedUID), op.State,
 		dash(op.Outcome), dash(op.Reason), op.CommandDigest)
 	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tRECORD\tSTEP\tATTEMPT\tUID\tRV\tSTATUS\tREASON\tDETAIL")
+	fmt.Fprintln(tw, "#\tRECORD\tSTEP\tTARGET\tATTEMPT\tUID\tRV\tSTATUS\tREASON\tDETAIL")
 	for i, r := range records {
 		attempt := "-"
 		if r.Attempt > 0 {
@@ -156,7 +157,7 @@ func printOperation(streams IOStreams, output string, op *store.Operation, recor
 			b, _ := json.Marshal(r.Detail)
 			detail = string(b)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, attempt, dash(shortUID(r.UID)),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, dash(r.Target), attempt, dash(shortUID(r.UID)),
 			dash(r.ResourceVersion), dash(r.Status), dash(r.Reason), detail)
 	}
 	return tw.Flush()
