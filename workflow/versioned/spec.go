@@ -1,7 +1,10 @@
 package versioned
 
 import (
+	"crypto/pbkdf2"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -142,7 +145,7 @@ func decodeUpdate(f *command.File) (*Command, error) {
 			return nil, command.Invalid(field, "key is also set in spec.data")
 		}
 	}
-	digest, err := doc.Digest()
+	digest, err := updateDigest(doc, data)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +153,40 @@ func decodeUpdate(f *command.File) (*Command, error) {
 		Kind: doc.Kind, Metadata: doc.Metadata, Digest: digest, Namespace: s.Namespace, Name: s.Name,
 		ExpectedResourceVersion: *s.ExpectedResourceVersion, Data: data, RemoveKeys: slices.Clone(s.RemoveKeys),
 	}, nil
+}
+
+// VerifierIterations is the PBKDF2-HMAC-SHA256 work spent on each value
+// that goes into a SecretUpdate's command digest.
+const VerifierIterations = 100_000
+
+// updateDigest is the command digest of a SecretUpdate. The digest is
+// journaled, and a plain digest over a document holding a low-entropy value
+// (a password) would let anyone who reads the journal confirm a guess
+// offline, since every other member of the command is journaled too. So each
+// value enters the digest only as a verifier: PBKDF2-HMAC-SHA256 of the
+// value, salted with the mutation ID and the key, at VerifierIterations.
+// The digest still changes with any value (a reused mutationId with other
+// values is refused), while each guess costs a reader 100,000 HMACs per key.
+func updateDigest(doc *command.Document[UpdateSpec], data map[string][]byte) (string, error) {
+	masked := *doc
+	masked.Spec.Data = make(map[string]string, len(data))
+	for k, v := range data {
+		verifier, err := valueVerifier(doc.Metadata.MutationID, k, v)
+		if err != nil {
+			return "", err
+		}
+		masked.Spec.Data[k] = verifier
+	}
+	return masked.Digest()
+}
+
+func valueVerifier(mutationID, key string, value []byte) (string, error) {
+	salt := []byte("keyledger.dev/secret-update/v1\x00" + mutationID + "\x00" + key)
+	dk, err := pbkdf2.Key(sha256.New, string(value), salt, VerifierIterations, 32)
+	if err != nil {
+		return "", fmt.Errorf("computing the command digest: %w", err)
+	}
+	return "pbkdf2-sha256:" + hex.EncodeToString(dk), nil
 }
 
 func decodeRestore(f *command.File) (*Command, error) {

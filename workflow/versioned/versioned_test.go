@@ -2,7 +2,9 @@ package versioned
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -293,5 +295,35 @@ func TestAccessMatrixShape(t *testing.T) {
 		if c.Verb == "update" && !c.Allowed {
 			require.NotEqual(t, "keyledger-matrix-probe", c.Name)
 		}
+	}
+}
+
+// A SecretUpdate's journaled command digest changes with any value but
+// cannot be recomputed from a guessed value with one hash: values enter it
+// only through salted PBKDF2 verifiers.
+func TestUpdateDigestHidesValues(t *testing.T) {
+	t.Parallel()
+	spec := func(password string) string {
+		return `{"namespace":"shop","name":"db","expectedResourceVersion":"7","data":{"password":"` +
+			base64.StdEncoding.EncodeToString([]byte(password)) + `"}}`
+	}
+	decode := func(password string) *Command {
+		t.Helper()
+		cmd, err := Decode(writeCommand(t, envelope(command.KindSecretUpdate, spec(password)), 0o600))
+		require.NoError(t, err)
+		return cmd
+	}
+	a, again, b := decode("hunter2"), decode("hunter2"), decode("hunter3")
+	require.Equal(t, a.Digest, again.Digest, "deterministic: a rerun of the same command resumes")
+	require.NotEqual(t, a.Digest, b.Digest, "another value is another command")
+
+	f := writeCommand(t, envelope(command.KindSecretUpdate, spec("hunter2")), 0o600)
+	doc, err := command.Decode[UpdateSpec](f)
+	require.NoError(t, err)
+	plain, err := doc.Digest()
+	require.NoError(t, err)
+	require.NotEqual(t, plain, a.Digest, "the digest over the raw document would confirm a guess with one hash")
+	for _, leak := range []string{"hunter2", base64.StdEncoding.EncodeToString([]byte("hunter2")), fmt.Sprintf("%x", sha256.Sum256([]byte("hunter2")))} {
+		require.NotContains(t, a.Digest, leak)
 	}
 }
