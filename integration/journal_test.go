@@ -110,17 +110,59 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 	require.Error(t, err, "a finalized time without a terminal state violates the CHECK")
 
 	// A terminal operation never moves again, and carries one ending.
-	op, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateRefused,
+	op, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateRefused, Revision: op.Revision,
 		Outcome: "refused", Reason: "test-refusal", Records: []store.Record{{Kind: store.RecordRefusal, Step: "refuse", Reason: "test-refusal"}}})
 	require.NoError(t, err)
 	require.NotNil(t, op.FinalizedAt)
-	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateRefused, To: store.StateRefused,
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateRefused, To: store.StateRefused, Revision: op.Revision,
 		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
 	require.Error(t, err, "a final operation takes no more records through a state move")
 	_, err = operator.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'completion', 'complete')`, op.ID)
 	require.Equal(t, "23505", sqlState(err), "one ending per operation: %v", err)
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling})
 	require.ErrorIs(t, err, store.ErrStateMoved)
+}
+
+// A process whose view of an operation went stale cannot act on it, even
+// when the state has come back to the one it saw (calling -> resolving ->
+// calling): every move is a compare-and-set on state and revision. Without
+// the revision a stale process would record a call with an attempt number
+// another process had already used (found by 16 concurrent retirements).
+func TestIntegrationJournalStaleViewCannotMove(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st, err := store.Open(ctx, e.journal.OperatorURL)
+	require.NoError(t, err)
+	defer st.Close()
+	op, _, err := st.Prepare(ctx, store.PrepareParams{Kind: "ToyClaim", MutationID: "mut-aba", RequestID: "req-aba",
+		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 3), Namespace: "ns", Name: "name"})
+	require.NoError(t, err)
+	call := func(attempt int) []store.Record {
+		return []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: attempt}}
+	}
+	move := func(op *store.Operation, to store.State, records []store.Record) (*store.Operation, error) {
+		return st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: op.State, To: to, Revision: op.Revision, Records: records})
+	}
+	a, err := move(op, store.StateCalling, call(1))
+	require.NoError(t, err)
+	stale := *a // another process's view: calling, attempt 1 outstanding
+
+	b, err := move(a, store.StateResolving, []store.Record{{Kind: store.RecordAuthorityResult, Step: "claim", Status: "lost"}})
+	require.NoError(t, err)
+	b, err = move(b, store.StateCalling, call(2))
+	require.NoError(t, err)
+	require.Equal(t, stale.State, b.State, "the state came back to what the stale view saw")
+	require.Greater(t, b.Revision, stale.Revision)
+
+	_, err = move(&stale, store.StateResolving, []store.Record{{Kind: store.RecordAuthorityResult, Step: "claim", Status: "lost"}})
+	require.ErrorIs(t, err, store.ErrStateMoved, "a stale view must reload, not act")
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: stale.State, To: stale.State, Revision: stale.Revision,
+		Records: []store.Record{{Kind: store.RecordResolution, Step: "claim"}}})
+	require.ErrorIs(t, err, store.ErrStateMoved, "nor append to it")
+	records, err := st.Records(ctx, op.ID)
+	require.NoError(t, err)
+	require.Len(t, records, 4, "preparation, call 1, lost, call 2: nothing from the stale view")
 }
 
 // The state edges in Go and in SQL are the same set.

@@ -44,6 +44,10 @@ CREATE TABLE keyledger.operations (
   target_name       text NOT NULL CHECK (char_length(target_name) BETWEEN 1 AND 253),
   expected_uid      text NOT NULL DEFAULT '',
   state             keyledger.operation_state NOT NULL DEFAULT 'prepared',
+  -- bumped by every update: a move is a compare-and-set on (state, revision),
+  -- so a process whose view went stale (even if the state came back to the
+  -- same value) can never act on it
+  revision          bigint NOT NULL DEFAULT 0 CHECK (revision >= 0),
   outcome           text CHECK (outcome ~ '^[a-z][a-z-]{0,63}$'),
   reason            text CHECK (reason ~ '^[a-z0-9][a-z0-9-]{0,63}$'),
   created_at        timestamptz NOT NULL DEFAULT now(),
@@ -119,6 +123,7 @@ BEGIN
       USING ERRCODE = 'check_violation';
   END IF;
   NEW.updated_at := now();
+  NEW.revision := OLD.revision + 1;
   RETURN NEW;
 END;
 $$;
@@ -129,7 +134,7 @@ CREATE TRIGGER operations_no_truncate BEFORE TRUNCATE ON keyledger.operations
 -- A new operation starts prepared, unfinished.
 CREATE FUNCTION keyledger.guard_operation_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF NEW.state <> 'prepared' OR NEW.finalized_at IS NOT NULL OR NEW.outcome IS NOT NULL THEN
+  IF NEW.state <> 'prepared' OR NEW.finalized_at IS NOT NULL OR NEW.outcome IS NOT NULL OR NEW.revision <> 0 THEN
     RAISE EXCEPTION 'keyledger operation % must start prepared', NEW.mutation_id USING ERRCODE = 'check_violation';
   END IF;
   RETURN NEW;

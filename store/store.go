@@ -101,11 +101,14 @@ type Operation struct {
 	Name          string
 	ExpectedUID   string
 	State         State
-	Outcome       string
-	Reason        string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	FinalizedAt   *time.Time
+	// Revision counts the updates of the operation row; every Transition
+	// is a compare-and-set on it.
+	Revision    int64
+	Outcome     string
+	Reason      string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	FinalizedAt *time.Time
 }
 
 // Record is one append-only journal entry. Detail holds content-free facts
@@ -141,13 +144,13 @@ type PrepareParams struct {
 }
 
 const operationColumns = `id, kind, mutation_id, request_id, command_digest, target_namespace, target_name,
-	expected_uid, state, coalesce(outcome, ''), coalesce(reason, ''), created_at, updated_at, finalized_at`
+	expected_uid, state, revision, coalesce(outcome, ''), coalesce(reason, ''), created_at, updated_at, finalized_at`
 
 func scanOperation(row pgx.Row) (*Operation, error) {
 	var op Operation
 	var state string
 	err := row.Scan(&op.ID, &op.Kind, &op.MutationID, &op.RequestID, &op.CommandDigest, &op.Namespace, &op.Name,
-		&op.ExpectedUID, &state, &op.Outcome, &op.Reason, &op.CreatedAt, &op.UpdatedAt, &op.FinalizedAt)
+		&op.ExpectedUID, &state, &op.Revision, &op.Outcome, &op.Reason, &op.CreatedAt, &op.UpdatedAt, &op.FinalizedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -200,14 +203,19 @@ func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, cr
 type TransitionParams struct {
 	OperationID int64
 	From, To    State
-	Records     []Record
+	// Revision is the operation's revision as the caller last saw it.
+	Revision int64
+	Records  []Record
 	// Outcome and Reason are required when To is terminal.
 	Outcome string
 	Reason  string
 }
 
 // Transition commits a state move and its records in one transaction. The move
-// is a compare-and-set: ErrStateMoved when the operation is not in From.
+// is a compare-and-set on state and revision: ErrStateMoved when the
+// operation is not in From at Revision, that is when any other process has
+// moved it or appended to it since the caller's view (even if the state has
+// come back to From since).
 func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation, error) {
 	if p.To.Terminal() && p.Outcome == "" {
 		return nil, fmt.Errorf("transition to %s needs an outcome", p.To)
@@ -221,9 +229,9 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 			    outcome = nullif($4, ''),
 			    reason = nullif($5, ''),
 			    finalized_at = CASE WHEN $3::keyledger.operation_state IN ('completed', 'refused') THEN now() END
-			WHERE id = $1 AND state = $2
+			WHERE id = $1 AND state = $2 AND revision = $6
 			RETURNING `+operationColumns,
-			p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason))
+			p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrStateMoved
 		}

@@ -297,6 +297,7 @@ func (e *Engine) newMachine(run *Run) *machine {
 				OperationID: run.Op.ID,
 				From:        store.State(ev.Src),
 				To:          store.State(ev.Dst),
+				Revision:    run.Op.Revision,
 				Records:     mv.records,
 				Outcome:     string(mv.outcome),
 				Reason:      mv.reason,
@@ -618,7 +619,7 @@ func (m *machine) resolve(ctx context.Context) error {
 // note appends records without moving the state.
 func (m *machine) note(ctx context.Context, records ...store.Record) error {
 	op, err := m.e.Journal.Transition(ctx, store.TransitionParams{
-		OperationID: m.run.Op.ID, From: m.run.Op.State, To: m.run.Op.State, Records: records,
+		OperationID: m.run.Op.ID, From: m.run.Op.State, To: m.run.Op.State, Revision: m.run.Op.Revision, Records: records,
 	})
 	if err != nil {
 		return err
