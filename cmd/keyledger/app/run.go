@@ -69,8 +69,13 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 		fmt.Fprintln(streams.Out, string(b))
 		if err != nil {
 			attrs := []any{"outcome", line.Outcome, "reason", line.Reason, "exit_code", ExitCode(err)}
-			if line.Error != "" {
+			switch _, _, msg := outcomeForError(err); {
+			case line.Error != "":
 				attrs = append(attrs, "error", line.Error)
+			case ExitCode(err) != ExitRefused:
+				// Uncertain and internal ends: say what happened (the
+				// stdout line stays terse; the journal says where it stopped).
+				attrs = append(attrs, "error", msg)
 			}
 			log.Error("run ended", attrs...)
 		}
