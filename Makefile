@@ -49,6 +49,10 @@ integration: platform ## Integration tests on the real control plane and Postgre
 test: platform vet ## Everything: vet, unit and integration tests on the real platform.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./...
 
+.PHONY: race
+race: platform ## Unit and integration tests, with the tests and the keyledger binary built with the race detector.
+	KEYLEDGER_TEST_RACE=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./...
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	$(GO) test ./workflow/command/ -run '^$$' -fuzz FuzzDecodeStrict -fuzztime $${FUZZTIME:-30s}

@@ -63,9 +63,14 @@ func startPlatform() {
 	// Build the binary under test with failpoints compiled in, so tests can
 	// crash it at every transition and inject faults into its transport.
 	shared.binary = filepath.Join(dir, "keyledger")
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "failpoints", "-o", shared.binary, "./cmd/keyledger")
+	// KEYLEDGER_TEST_RACE=1 builds it with the race detector (needs cgo).
+	args, cgo := []string{"build", "-tags", "failpoints", "-o", shared.binary}, "CGO_ENABLED=0"
+	if os.Getenv("KEYLEDGER_TEST_RACE") == "1" {
+		args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+	}
+	build := exec.CommandContext(ctx, "go", append(args, "./cmd/keyledger")...)
 	build.Dir = platform.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Env = append(os.Environ(), cgo)
 	if out, err := build.CombinedOutput(); err != nil {
 		shared.err = fmt.Errorf("building keyledger: %v\n%s", err, out)
 		return
