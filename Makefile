@@ -57,6 +57,7 @@ race: platform ## Unit and integration tests, with the tests and the keyledger b
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	$(GO) test ./workflow/command/ -run '^$$' -fuzz FuzzDecodeStrict -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./workflow/retire/keyring/ -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./workflow/credentials/ -run '^$$' -fuzz FuzzDecode -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: demo
 demo: platform ## Bring up the local platform, retire a key, replay, show a refusal and the journal.
