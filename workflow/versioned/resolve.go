@@ -145,20 +145,7 @@ func (f *family) resolveSnapshot(ctx context.Context, run *workflow.Run, call st
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	name := call.Target[len("secret/"):]
 	s, err := f.api.GetSnapshot(ctx, name)
-	switch {
-	case err != nil && kube.Classify(err).Reason == "not-found":
-		v := found(workflow.Ours, "", nil)
-		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
-		return v, nil
-	case err != nil:
-		return undetermined(err), nil
-	case string(s.UID) != call.UID:
-		v := found(workflow.Ours, "slot-reoccupied", s)
-		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
-		return v, nil
-	case s.DeletionTimestamp != nil:
-		v := found(workflow.Ours, "", s)
-		v.Detail = map[string]any{"deletion": string(kube.DeletionPending)}
+	if v, settled := deleteSettled(s, err, call, "slot-reoccupied"); settled {
 		return v, nil
 	}
 	uid, _ := boundUID(run)
@@ -245,21 +232,10 @@ func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call sto
 
 func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (workflow.Verdict, error) {
 	s, err := f.api.GetLive(ctx)
+	if v, settled := deleteSettled(s, err, call, "recreated"); settled {
+		return v, nil
+	}
 	switch {
-	case err != nil && kube.Classify(err).Reason == "not-found":
-		v := found(workflow.Ours, "", nil)
-		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
-		return v, nil
-	case err != nil:
-		return undetermined(err), nil
-	case string(s.UID) != call.UID:
-		v := found(workflow.Ours, "recreated", s)
-		v.Detail = map[string]any{"deletion": string(kube.Deleted)}
-		return v, nil
-	case s.DeletionTimestamp != nil:
-		v := found(workflow.Ours, "", s)
-		v.Detail = map[string]any{"deletion": string(kube.DeletionPending)}
-		return v, nil
 	case s.ResourceVersion == call.ResourceVersion:
 		v := found(workflow.NotApplied, "resource-version-unchanged", s)
 		v.Retry = f.deleteLiveCall(s)
@@ -267,4 +243,27 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 	default:
 		return found(workflow.Theirs, ReasonChangedConcurrent, s), nil
 	}
+}
+
+// deleteSettled reads the re-read after a delete (s, err) of the object the
+// call was bound to: gone, or its name now held by another UID (replaced
+// says how), is deleted; a deletionTimestamp is pending; a failed read is
+// undetermined. settled is false when the object is still there, unchanged
+// in identity, for the caller to decide.
+func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced string) (v workflow.Verdict, settled bool) {
+	deletion := func(v workflow.Verdict, state kube.Deletion) workflow.Verdict {
+		v.Detail = map[string]any{"deletion": string(state)}
+		return v
+	}
+	switch {
+	case err != nil && kube.Classify(err).Reason == "not-found":
+		return deletion(found(workflow.Ours, "", nil), kube.Deleted), true
+	case err != nil:
+		return undetermined(err), true
+	case string(s.UID) != call.UID:
+		return deletion(found(workflow.Ours, replaced, s), kube.Deleted), true
+	case s.DeletionTimestamp != nil:
+		return deletion(found(workflow.Ours, "", s), kube.DeletionPending), true
+	}
+	return workflow.Verdict{}, false
 }
