@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/keyledger/keyledger/integration/platform"
 )
 
@@ -118,4 +120,20 @@ func releaseBinary(t *testing.T) string {
 // e.keyledger.
 func withBinary(path string) runOption {
 	return func(c *exec.Cmd) { c.Path, c.Args[0] = path, path }
+}
+
+// kubectlGetReplace is the baseline of a single write: it reads a Secret and replaces it with one
+// annotation added, as two kubectl processes.
+func kubectlGetReplace(t *testing.T, kubectl, kubeconfig, ns, name string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "secret", name, "-o", "json").Output()
+	require.NoError(t, err)
+	edited := strings.Replace(string(out), `"metadata": {`, `"metadata": {"annotations": {"bench.keyledger.dev/touched": "1"},`, 1)
+	replace := exec.Command(kubectl, "--kubeconfig", kubeconfig, "replace", "-f", "-")
+	replace.Stdin = strings.NewReader(edited)
+	if out, err := replace.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl replace: %v: %s", err, out)
+	}
+	return time.Since(start)
 }

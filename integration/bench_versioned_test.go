@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +52,7 @@ func TestBenchVersioned(t *testing.T) {
 		summaries = append(summaries, ks.summary)
 		if kubectl != "" {
 			b := e.createSecret(plainSecret(fmt.Sprintf("base-%d", i), data(i)))
-			base = append(base, kubectlGetReplaceVersioned(t, kubectl, e.kube.KubeconfigFile(), e.ns, b.Name))
+			base = append(base, kubectlGetReplace(t, kubectl, e.kube.KubeconfigFile(), e.ns, b.Name))
 		}
 	}
 	last := summaries[len(summaries)-1]
@@ -65,20 +64,4 @@ func TestBenchVersioned(t *testing.T) {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
-}
-
-// kubectlGetReplaceVersioned reads a Secret and replaces it with one
-// annotation added, as two kubectl processes.
-func kubectlGetReplaceVersioned(t *testing.T, kubectl, kubeconfig, ns, name string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "secret", name, "-o", "json").Output()
-	require.NoError(t, err)
-	edited := strings.Replace(string(out), `"metadata": {`, `"metadata": {"annotations": {"bench.keyledger.dev/touched": "1"},`, 1)
-	replace := exec.Command(kubectl, "--kubeconfig", kubeconfig, "replace", "-f", "-")
-	replace.Stdin = strings.NewReader(edited)
-	if out, err := replace.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl replace: %v: %s", err, out)
-	}
-	return time.Since(start)
 }

@@ -272,6 +272,9 @@ func (k *Kube) locateBinaries(ctx context.Context, o kubeOptions) error {
 			return err
 		}
 	}
+	// A test process killed before it stopped its control plane (a panic,
+	// a test timeout) leaves these binaries running, orphaned.
+	reapOrphanedControlPlanes(apiserver, etcd, kcm)
 	k.env = &envtest.Environment{}
 	k.env.ControlPlane.APIServer = &envtest.APIServer{Path: apiserver}
 	k.env.ControlPlane.Etcd = &envtest.Etcd{Path: etcd}
