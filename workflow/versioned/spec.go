@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -170,12 +171,28 @@ const VerifierIterations = 100_000
 func updateDigest(doc *command.Document[UpdateSpec], data map[string][]byte) (string, error) {
 	masked := *doc
 	masked.Spec.Data = make(map[string]string, len(data))
+	// The verifiers are independent: compute them on every core.
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
 	for k, v := range data {
-		verifier, err := valueVerifier(doc.Metadata.MutationID, k, v)
-		if err != nil {
-			return "", err
-		}
-		masked.Spec.Data[k] = verifier
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			verifier, err := valueVerifier(doc.Metadata.MutationID, k, v)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			masked.Spec.Data[k] = verifier
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return "", firstErr
 	}
 	return masked.Digest()
 }
