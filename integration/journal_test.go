@@ -165,6 +165,62 @@ func TestIntegrationJournalStaleViewCannotMove(t *testing.T) {
 	require.Len(t, records, 4, "preparation, call 1, lost, call 2: nothing from the stale view")
 }
 
+// Snapshot pairs a state with exactly the records that led to it, while
+// another process keeps moving the operation. (A state read apart from its
+// records let a concurrent run see "resolving" with the "ours" resolution
+// that had already ended it, and stop with "resolving without an open
+// call".) Every move here appends one record, so a consistent view always
+// has revision+1 records.
+func TestIntegrationJournalSnapshotIsConsistent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st, err := store.Open(ctx, e.journal.OperatorURL)
+	require.NoError(t, err)
+	defer st.Close()
+	op, _, err := st.Prepare(ctx, store.PrepareParams{Kind: "ToyClaim", MutationID: "mut-snap", RequestID: "req-snap",
+		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 4), Namespace: "ns", Name: "name"})
+	require.NoError(t, err)
+
+	const moves = 100
+	done := make(chan error, 1)
+	go func() {
+		cur := op
+		for i := range moves {
+			to, kind := store.StateCalling, store.RecordAuthorityCall
+			if cur.State == store.StateCalling {
+				to, kind = store.StateResolving, store.RecordAuthorityResult
+			}
+			rec := store.Record{Kind: kind, Step: "claim"}
+			if kind == store.RecordAuthorityCall {
+				rec.Attempt = i/2 + 1
+			}
+			next, err := st.Transition(ctx, store.TransitionParams{OperationID: cur.ID, From: cur.State, To: to, Revision: cur.Revision,
+				Records: []store.Record{rec}})
+			if err != nil {
+				done <- err
+				return
+			}
+			cur = next
+		}
+		done <- nil
+	}()
+	snapshots := 0
+	for {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			require.Positive(t, snapshots)
+			return
+		default:
+		}
+		got, records, err := st.Snapshot(ctx, "mut-snap")
+		require.NoError(t, err)
+		require.Len(t, records, int(got.Revision)+1, "state %s at revision %d", got.State, got.Revision)
+		snapshots++
+	}
+}
+
 // The state edges in Go and in SQL are the same set.
 func TestIntegrationJournalEdgesMatchGo(t *testing.T) {
 	t.Parallel()

@@ -284,9 +284,42 @@ func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error)
 	return op, nil
 }
 
+// Snapshot reads an operation and its records as one consistent view (one
+// repeatable-read transaction): the records are exactly those that led to
+// the state read, even while other processes move the operation.
+func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []Record, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, fmt.Errorf("beginning snapshot: %w", redact(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	op, err := scanOperation(tx.QueryRow(ctx,
+		`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, mutationID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading operation: %w", err)
+	}
+	records, err := queryRecords(ctx, tx, op.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return op, records, nil
+}
+
 // Records returns an operation's records in the order they were appended.
 func (s *Store) Records(ctx context.Context, operationID int64) ([]Record, error) {
-	rows, err := s.pool.Query(ctx, `
+	return queryRecords(ctx, s.pool, operationID)
+}
+
+// querier is what a pool and a transaction share.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func queryRecords(ctx context.Context, q querier, operationID int64) ([]Record, error) {
+	rows, err := q.Query(ctx, `
 		SELECT id, kind, step, target, coalesce(attempt, 0), uid, resource_version, digest, status, reason, detail, created_at
 		FROM keyledger.records WHERE operation_id = $1 ORDER BY id`, operationID)
 	if err != nil {

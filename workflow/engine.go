@@ -16,8 +16,8 @@ import (
 // Journal is what the engine needs from the store.
 type Journal interface {
 	Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error)
-	Load(ctx context.Context, mutationID string) (*store.Operation, error)
-	Records(ctx context.Context, operationID int64) ([]store.Record, error)
+	// Snapshot reads an operation and its records as one consistent view.
+	Snapshot(ctx context.Context, mutationID string) (*store.Operation, []store.Record, error)
 }
 
 // Family is one kind of operation plugged into the engine.
@@ -361,14 +361,13 @@ func (e *Engine) Drive(ctx context.Context, run *Run) (*Run, error) {
 	}
 }
 
+// reload replaces the run's view with a consistent snapshot of the journal:
+// an operation read apart from its records could pair a state with records
+// another process appended after it.
 func (e *Engine) reload(ctx context.Context, run *Run) error {
-	op, err := e.Journal.Load(ctx, run.Op.MutationID)
+	op, records, err := e.Journal.Snapshot(ctx, run.Op.MutationID)
 	if err != nil {
 		return fmt.Errorf("reloading operation: %w", err)
-	}
-	records, err := e.Journal.Records(ctx, op.ID)
-	if err != nil {
-		return fmt.Errorf("reloading records: %w", err)
 	}
 	run.Op, run.Records = op, records
 	return nil

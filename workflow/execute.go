@@ -106,9 +106,12 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 		log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
 		failpoint.Hit("after-prepare")
 	} else {
-		if run.Records, err = st.Records(ctx, op.ID); err != nil {
+		// The operation and its records as one view: another run of the
+		// same command may be moving it right now.
+		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
 			return res, fmt.Errorf("reading journal: %w", err)
 		}
+		op = run.Op
 		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
 	}
 	res.Run = run
