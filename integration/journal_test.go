@@ -21,6 +21,21 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	return conn
 }
 
+// operatorStore opens the test's journal as the operator role, as a run does.
+func (e *env) operatorStore() *store.Store {
+	e.t.Helper()
+	st, err := store.Open(e.t.Context(), e.journal.OperatorURL)
+	require.NoError(e.t, err)
+	e.t.Cleanup(st.Close)
+	return st
+}
+
+// toyPreparation is a journal-only operation; n makes its command digest.
+func toyPreparation(mutation string, n int) store.PrepareParams {
+	return store.PrepareParams{Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
+		CommandDigest: "sha256:" + fmt.Sprintf("%064d", n), Namespace: "ns", Name: "name"}
+}
+
 func sqlState(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -66,14 +81,8 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st, err := store.Open(ctx, e.journal.OperatorURL)
-	require.NoError(t, err)
-	defer st.Close()
-
-	prep := store.PrepareParams{
-		Kind: "ToyClaim", MutationID: "mut-journal", RequestID: "req-journal",
-		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 1), Namespace: "ns", Name: "name",
-	}
+	st := e.operatorStore()
+	prep := toyPreparation("mut-journal", 1)
 	op, created, err := st.Prepare(ctx, prep)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -82,7 +91,7 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 	require.False(t, created)
 	require.Equal(t, op.ID, again.ID)
 	other := prep
-	other.CommandDigest = "sha256:" + fmt.Sprintf("%064d", 2)
+	other.CommandDigest = toyPreparation("mut-journal", 2).CommandDigest
 	_, _, err = st.Prepare(ctx, other)
 	require.ErrorIs(t, err, store.ErrDigestMismatch)
 
@@ -132,11 +141,8 @@ func TestIntegrationJournalStaleViewCannotMove(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st, err := store.Open(ctx, e.journal.OperatorURL)
-	require.NoError(t, err)
-	defer st.Close()
-	op, _, err := st.Prepare(ctx, store.PrepareParams{Kind: "ToyClaim", MutationID: "mut-aba", RequestID: "req-aba",
-		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 3), Namespace: "ns", Name: "name"})
+	st := e.operatorStore()
+	op, _, err := st.Prepare(ctx, toyPreparation("mut-aba", 3))
 	require.NoError(t, err)
 	call := func(attempt int) []store.Record {
 		return []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: attempt}}
@@ -175,11 +181,8 @@ func TestIntegrationJournalSnapshotIsConsistent(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st, err := store.Open(ctx, e.journal.OperatorURL)
-	require.NoError(t, err)
-	defer st.Close()
-	op, _, err := st.Prepare(ctx, store.PrepareParams{Kind: "ToyClaim", MutationID: "mut-snap", RequestID: "req-snap",
-		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 4), Namespace: "ns", Name: "name"})
+	st := e.operatorStore()
+	op, _, err := st.Prepare(ctx, toyPreparation("mut-snap", 4))
 	require.NoError(t, err)
 
 	const moves = 100
