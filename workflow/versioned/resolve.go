@@ -171,19 +171,27 @@ func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call sto
 	next := detailInt(call.Detail, "version")
 	n := next - 1
 	snapName := SnapshotName(live.UID, n)
+	// A restore writes its target's data; an update writes over the state
+	// it archived.
+	restoreBase := func() (map[string][]byte, *workflow.Verdict) {
+		target, reason, err := f.loadTarget(ctx, live)
+		switch {
+		case err != nil:
+			v := undetermined(err)
+			return nil, &v
+		case target == nil:
+			v := found(workflow.Theirs, reason, live)
+			return nil, &v
+		}
+		return target.Data, nil
+	}
 	if live.ResourceVersion == call.ResourceVersion {
-		var base map[string][]byte
+		base := live.Data
 		if f.cmd.Kind == command.KindSecretRestore {
-			target, reason, err := f.loadTarget(ctx, live)
-			if err != nil {
-				return undetermined(err), nil
+			var settled *workflow.Verdict
+			if base, settled = restoreBase(); settled != nil {
+				return *settled, nil
 			}
-			if target == nil {
-				return found(workflow.Theirs, reason, live), nil
-			}
-			base = target.Data
-		} else {
-			base = live.Data
 		}
 		v := found(workflow.NotApplied, "resource-version-unchanged", live)
 		v.Retry = f.replaceCall(live, base, n, snapName)
@@ -193,14 +201,10 @@ func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call sto
 	// command writes over the archived state N.
 	var base map[string][]byte
 	if f.cmd.Kind == command.KindSecretRestore {
-		target, reason, err := f.loadTarget(ctx, live)
-		if err != nil {
-			return undetermined(err), nil
+		var settled *workflow.Verdict
+		if base, settled = restoreBase(); settled != nil {
+			return *settled, nil
 		}
-		if target == nil {
-			return found(workflow.Theirs, reason, live), nil
-		}
-		base = target.Data
 	} else {
 		prev, err := f.api.GetSnapshot(ctx, snapName)
 		if err != nil {
