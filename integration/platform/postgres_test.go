@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,16 +72,27 @@ func TestIntegrationPostgresConcurrentEnsureRole(t *testing.T) {
 }
 
 // startPostgres starts a server for one test and removes it afterwards.
+var (
+	sharedPostgresOnce sync.Once
+	sharedPostgresVal  *Postgres
+	sharedPostgresErr  error
+)
+
+// startPostgres returns the package's one PostgreSQL server (one container
+// per test run), stopped by TestMain; tests isolate with their own
+// databases and role names.
 func startPostgres(ctx context.Context, t *testing.T) *Postgres {
 	t.Helper()
-	start := time.Now()
-	pg, err := StartPostgres(ctx)
-	require.NoError(t, err)
-	t.Logf("PostgreSQL ready in %s", time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() {
-		require.NoError(t, pg.Terminate(context.Background()))
+	sharedPostgresOnce.Do(func() {
+		start := time.Now()
+		sharedPostgresVal, sharedPostgresErr = StartPostgres(context.WithoutCancel(ctx))
+		if sharedPostgresErr == nil {
+			registerTeardown(func() error { return sharedPostgresVal.Terminate(context.Background()) })
+			t.Logf("PostgreSQL ready in %s", time.Since(start).Round(time.Millisecond))
+		}
 	})
-	return pg
+	require.NoError(t, sharedPostgresErr, "starting the shared PostgreSQL")
+	return sharedPostgresVal
 }
 
 // queryString connects to dbURL and returns the single text value of query.
