@@ -34,6 +34,7 @@ trap 'rm -rf "$work"' EXIT
 # The container's entrypoint, run as user postgres. A fresh data directory is
 # initialised without a temporary server, so postgres logs "database system
 # is ready to accept connections" exactly once, when it accepts connections.
+# Arguments are passed to postgres (e.g. -c ssl=on for a TLS test server).
 cat >"$work/entrypoint" <<'ENTRYPOINT'
 #!/bin/sh
 set -eu
@@ -66,7 +67,7 @@ unix_socket_directories = '/tmp'
 CONF
 fi
 unset POSTGRES_PASSWORD
-exec postgres -D "$PGDATA"
+exec postgres -D "$PGDATA" "$@"
 ENTRYPOINT
 
 mirrors=()
