@@ -26,9 +26,13 @@ const (
 	annotationHook       = "argocd.argoproj.io/hook"
 	annotationSyncWave   = "argocd.argoproj.io/sync-wave"
 	annotationHookDelete = "argocd.argoproj.io/hook-delete-policy"
-	// planFile is the ConfigMap key and the file name the Job reads.
+	// planFile is the ConfigMap key; planPath is where the Job's container
+	// reads it: a subPath mount of that one key, so the kubelet bind-mounts
+	// the resolved file and the container sees a regular file (a ConfigMap
+	// mounted as a directory holds plan.json as a symlink into ..data/,
+	// which `run` refuses to open).
 	planFile = "plan.json"
-	planDir  = "/etc/keyledger/plan"
+	planPath = "/etc/keyledger/plan.json"
 	// hookUser is the non-root user the Job runs as: the image's UID 10001.
 	hookUser = 10001
 	// hookTTL is the Job's ttlSecondsAfterFinished.
@@ -152,12 +156,12 @@ func renderHook(cmd *credentials.Command, plan []byte, image, version, databaseS
 						SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user,
 							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 						Containers: []corev1.Container{{
-							Name: "keyledger", Image: image, Args: []string{"run", planDir + "/" + planFile},
+							Name: "keyledger", Image: image, Args: []string{"run", planPath},
 							Env: []corev1.EnvVar{{Name: "KEYLEDGER_DATABASE_URL", ValueFrom: &corev1.EnvVarSource{
 								SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: databaseSecret}, Key: "url"}}}},
 							SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
 								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-							VolumeMounts: []corev1.VolumeMount{{Name: "plan", MountPath: planDir, ReadOnly: true}},
+							VolumeMounts: []corev1.VolumeMount{{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true}},
 						}},
 						Volumes: []corev1.Volume{{Name: "plan", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: name},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -113,4 +114,56 @@ func TestRenderAndApplyHookUsage(t *testing.T) {
 	require.NoError(t, os.Rename(filepath.Join(dir, "2-role.yaml"), filepath.Join(dir, "2-x.yaml")))
 	_, err = readHook(dir)
 	require.Equal(t, ExitUsage, ExitCode(err))
+}
+
+// The Job's container must read the plan as a regular file. A ConfigMap
+// volume mounted as a directory holds each key as a symlink into ..data/ on
+// a real kubelet, and `run` refuses to open a symlink (exit 64); a subPath
+// mount of the one key is a bind mount of the resolved file. The path `run`
+// is given must be exactly such a mount, of the ConfigMap key holding the plan.
+func TestRenderJobReadsPlanFromSubPathMount(t *testing.T) {
+	t.Parallel()
+	out, err := render(t, "--image", "img")
+	require.NoError(t, err)
+	docs := strings.Split(out, "\n---\n")
+	var cm corev1.ConfigMap
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[3]), &cm))
+	var job batchv1.Job
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	pod := job.Spec.Template.Spec
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	require.Equal(t, []string{"run", "/etc/keyledger/plan.json"}, c.Args)
+	var mount *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].MountPath == c.Args[1] {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	require.NotNil(t, mount, "the plan path is a mount point of its own, not a file inside a mounted directory")
+	require.True(t, mount.ReadOnly)
+	var vol *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == mount.Name {
+			vol = &pod.Volumes[i]
+		}
+	}
+	require.NotNil(t, vol)
+	require.NotNil(t, vol.ConfigMap)
+	require.Equal(t, cm.Name, vol.ConfigMap.Name)
+	// The subPath is the path the volume gives the plan key.
+	path := mount.SubPath
+	require.NotEmpty(t, path, "a subPath mount, so the container sees a regular file")
+	if len(vol.ConfigMap.Items) > 0 {
+		found := false
+		for _, it := range vol.ConfigMap.Items {
+			if it.Path == path {
+				require.Equal(t, "plan.json", it.Key)
+				found = true
+			}
+		}
+		require.True(t, found, "the subPath is one of the volume's items")
+	}
+	require.Contains(t, cm.Data, "plan.json")
+	require.Equal(t, renderPlan, cm.Data["plan.json"])
 }
