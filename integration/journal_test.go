@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,12 +56,13 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		want   string
 		tables int
 	}{
-		{[]string{"migrate", "version"}, `"version":1,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "version"}, `"version":2,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "down"}, `"version":1,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":true`, 0},
 		{[]string{"migrate", "version"}, `"version":0,"dirty":false,"changed":false`, 0},
 		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":false`, 0},
-		{[]string{"migrate", "up"}, `"version":1,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "up"}, `"version":1,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "up"}, `"version":2,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "up"}, `"version":2,"dirty":false,"changed":false`, 2},
 	}
 	conn := connect(t, e.journal.OwnerURL)
 	for _, s := range steps {
@@ -127,7 +129,7 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
 	require.Error(t, err, "a final operation takes no more records through a state move")
 	_, err = operator.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'completion', 'complete')`, op.ID)
-	require.Equal(t, "23505", sqlState(err), "one ending per operation: %v", err)
+	require.Equal(t, "42501", sqlState(err), "nothing is appended to a final operation: %v", err)
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling})
 	require.ErrorIs(t, err, store.ErrStateMoved)
 }
@@ -254,4 +256,179 @@ func TestIntegrationJournalEdgesMatchGo(t *testing.T) {
 		goKinds = append(goKinds, string(k))
 	}
 	require.Equal(t, goKinds, enumKinds)
+}
+
+// The role that appends to the journal cannot shape it: ids and times are
+// the database's whatever the INSERT says, nothing is appended to a finished
+// operation, and an operation ends only in the transaction that appends its
+// ending. Each is tried as the operator role (and, where the operator is
+// refused by its rights, as the schema owner too).
+func TestIntegrationJournalOperatorCannotShapeIt(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st := e.operatorStore()
+	operator := connect(t, e.journal.OperatorURL)
+	owner := connect(t, e.journal.OwnerURL)
+	op, _, err := st.Prepare(ctx, toyPreparation("mut-shape", 5))
+	require.NoError(t, err)
+	const digest = "sha256:0000000000000000000000000000000000000000000000000000000000000006"
+
+	// Chosen ids and times: the operator may not name those columns.
+	for name, sql := range map[string]string{
+		"operation id": `INSERT INTO keyledger.operations (id, kind, mutation_id, request_id, command_digest, target_namespace, target_name)
+			OVERRIDING SYSTEM VALUE VALUES (-5, 'ToyClaim', 'mut-forged', 'r', '` + digest + `', 'ns', 'n')`,
+		"operation time": `INSERT INTO keyledger.operations (kind, mutation_id, request_id, command_digest, target_namespace, target_name, created_at)
+			VALUES ('ToyClaim', 'mut-forged', 'r', '` + digest + `', 'ns', 'n', '2000-01-01')`,
+		"record id": `INSERT INTO keyledger.records (id, operation_id, kind, step) OVERRIDING SYSTEM VALUE
+			VALUES (-7, ` + fmt.Sprint(op.ID) + `, 'observation', 'read')`,
+		"record time": `INSERT INTO keyledger.records (operation_id, kind, step, created_at)
+			VALUES (` + fmt.Sprint(op.ID) + `, 'observation', 'read', '2000-01-01')`,
+		"finalized time": `UPDATE keyledger.operations SET finalized_at = '2000-01-01' WHERE id = ` + fmt.Sprint(op.ID),
+		"updated time":   `UPDATE keyledger.operations SET updated_at = '2000-01-01' WHERE id = ` + fmt.Sprint(op.ID),
+	} {
+		_, err := operator.Exec(ctx, sql)
+		require.Equal(t, "42501", sqlState(err), "operator: %s: %v", name, err)
+	}
+	// The owner may name them; the database overwrites them.
+	var id int64
+	var created time.Time
+	require.NoError(t, owner.QueryRow(ctx, `INSERT INTO keyledger.records (id, operation_id, kind, step, created_at) OVERRIDING SYSTEM VALUE
+		VALUES (-7, $1, 'observation', 'read', '2000-01-01') RETURNING id, created_at`, op.ID).Scan(&id, &created))
+	records, err := st.Records(ctx, op.ID)
+	require.NoError(t, err)
+	require.Greater(t, id, records[0].ID, "the record sorts after the preparation, whatever id was asked for")
+	require.True(t, created.After(op.CreatedAt) || created.Equal(op.CreatedAt), "created_at is the database's: %s", created)
+	require.NoError(t, owner.QueryRow(ctx, `INSERT INTO keyledger.operations (id, kind, mutation_id, request_id, command_digest, target_namespace, target_name, created_at)
+		OVERRIDING SYSTEM VALUE VALUES (-5, 'ToyClaim', 'mut-owner', 'r', $1, 'ns', 'n', '2000-01-01') RETURNING id, created_at`, digest).Scan(&id, &created))
+	require.Greater(t, id, op.ID)
+	require.False(t, created.Before(op.CreatedAt), "created_at is the database's: %s", created)
+
+	// No terminal state without its ending, no ending without the move.
+	for name, stmts := range map[string][]string{
+		"completed without a completion": {`UPDATE keyledger.operations SET state = 'completed', outcome = 'completed' WHERE id = $1`},
+		"refused without a refusal":      {`UPDATE keyledger.operations SET state = 'refused', outcome = 'refused' WHERE id = $1`},
+		"a completion without the move":  {`INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'completion', 'complete')`},
+		"a refusal without the move":     {`INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'refusal', 'refuse')`},
+		"refused with a completion": {`UPDATE keyledger.operations SET state = 'refused', outcome = 'refused' WHERE id = $1`,
+			`INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'completion', 'complete')`},
+	} {
+		err := pgx.BeginFunc(ctx, operator, func(tx pgx.Tx) error {
+			for _, sql := range stmts {
+				if _, err := tx.Exec(ctx, sql, op.ID); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		require.Equal(t, "23000", sqlState(err), "%s: %v", name, err)
+	}
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Revision: op.Revision, Outcome: "completed"})
+	require.Error(t, err, "the store cannot complete without a completion record either")
+	again, err := st.Load(ctx, op.MutationID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatePrepared, again.State)
+
+	// The same transaction may end it and append after its ending.
+	done, err := st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Revision: op.Revision, Outcome: "completed", Records: []store.Record{
+			{Kind: store.RecordObservation, Step: "read"}, {Kind: store.RecordCompletion, Step: "complete"}}})
+	require.NoError(t, err)
+	require.NotNil(t, done.FinalizedAt)
+
+	// Nothing is appended to it afterwards, by anyone.
+	for _, who := range []struct {
+		name string
+		conn *pgx.Conn
+	}{{"operator", operator}, {"owner", owner}} {
+		_, err := who.conn.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'observation', 'late')`, op.ID)
+		require.Equal(t, "42501", sqlState(err), "%s: append to a finished operation: %v", who.name, err)
+	}
+	final, err := st.Records(ctx, op.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.RecordCompletion, final[len(final)-1].Kind)
+}
+
+// An append racing the transaction that finishes the operation waits for it
+// and is then refused: the check locks the operation row.
+func TestIntegrationJournalAppendWaitsForTheEnding(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st := e.operatorStore()
+	op, _, err := st.Prepare(ctx, toyPreparation("mut-race-end", 7))
+	require.NoError(t, err)
+	ender := connect(t, e.journal.OperatorURL)
+	late := connect(t, e.journal.OperatorURL)
+	watcher := connect(t, e.journal.OperatorURL)
+	latePID := late.PgConn().PID()
+
+	tx, err := ender.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'refused', outcome = 'refused', reason = 'test' WHERE id = $1`, op.ID)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step, reason) VALUES ($1, 'refusal', 'refuse', 'test')`, op.ID)
+	require.NoError(t, err)
+
+	appended := make(chan error, 1)
+	go func() {
+		_, err := late.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'observation', 'late')`, op.ID)
+		appended <- err
+	}()
+	// Wait until the late append is blocked on the operation row's lock.
+	for {
+		var waiting bool
+		require.NoError(t, watcher.QueryRow(ctx,
+			`SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity WHERE pid = $1`, latePID).Scan(&waiting))
+		if waiting {
+			break
+		}
+		select {
+		case err := <-appended:
+			t.Fatalf("the late append did not wait for the ending transaction: %v", err)
+		default:
+		}
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, "42501", sqlState(<-appended), "the late append sees the ending and is refused")
+}
+
+// Every function in the journal schema runs with a pinned search_path, so
+// no object a session puts first in its own search_path (a temporary table
+// called state_edges, say) can stand in for the journal's. Tried: a session
+// that shadows state_edges with a table allowing every move still cannot
+// skip an edge.
+func TestIntegrationJournalFunctionsPinSearchPath(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	owner := connect(t, e.journal.OwnerURL)
+	rows, err := owner.Query(ctx, `SELECT p.proname, coalesce(array_to_string(p.proconfig, ','), '')
+		FROM pg_proc p WHERE p.pronamespace = 'keyledger'::regnamespace`)
+	require.NoError(t, err)
+	functions := map[string]string{}
+	for rows.Next() {
+		var name, config string
+		require.NoError(t, rows.Scan(&name, &config))
+		functions[name] = config
+	}
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, functions)
+	for name, config := range functions {
+		require.Contains(t, config, "search_path=pg_catalog, pg_temp", "function %s", name)
+	}
+
+	st := e.operatorStore()
+	op, _, err := st.Prepare(ctx, toyPreparation("mut-path", 8))
+	require.NoError(t, err)
+	operator := connect(t, e.journal.OperatorURL)
+	_, err = operator.Exec(ctx, `CREATE TEMPORARY TABLE state_edges AS
+		SELECT a.v AS from_state, b.v AS to_state
+		FROM unnest(enum_range(NULL::keyledger.operation_state)) a(v), unnest(enum_range(NULL::keyledger.operation_state)) b(v)`)
+	require.NoError(t, err)
+	_, err = operator.Exec(ctx, `SET search_path = pg_temp, keyledger, public`)
+	require.NoError(t, err)
+	_, err = operator.Exec(ctx, `UPDATE keyledger.operations SET state = 'answered' WHERE id = $1`, op.ID)
+	require.Equal(t, "23514", sqlState(err), "prepared -> answered is still no edge: %v", err)
 }

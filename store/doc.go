@@ -8,6 +8,17 @@
 // view is stale, even when the state has cycled back to what it saw. The
 // records that justify the move are inserted in the same transaction, so the
 // journal never holds a state without its reason.
+//
+// The database, not the appender, owns the journal's shape (migration
+// 000002): ids and times are assigned by triggers whatever an INSERT says
+// (the operator role may not even name those columns), nothing is appended
+// to a finished operation, an operation becomes completed or refused only in
+// the transaction that appends its completion or refusal record (deferred
+// constraint triggers check both sides at commit), and every trigger
+// function pins its search_path.
+//
+// Errors never carry connection details: every pgx error is redacted to its
+// SQLSTATE (and constraint name) or "connection failed".
 // SQL stays in this package; the schema lives in ../migrations.
 //
 // Nothing here accepts or returns secret material: records hold names, UIDs,

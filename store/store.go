@@ -52,7 +52,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening database pool: %w", redact(err))
+		return nil, wrap("opening database pool", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -74,21 +74,62 @@ func (e *UnreachableError) Error() string { return "database unreachable: " + e.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // redact keeps what kind of failure happened but drops connection strings,
-// host names and user names that pgconn puts in its messages.
+// host names, addresses and user names that pgconn and net put in their
+// messages: a server error keeps its SQLSTATE (and the constraint it names,
+// a schema name), a canceled or timed-out context stays itself, an error
+// keyledger made itself (localError) is kept, and anything else, which may
+// carry connection details, becomes "connection failed".
 func redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	var local *localError
+	if errors.As(err, &local) {
+		return err
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return fmt.Errorf("server error %s (%s)", pgErr.Code, pgErr.Severity)
+		if pgErr.ConstraintName != "" {
+			return &serverError{code: pgErr.Code, text: fmt.Sprintf("server error %s (%s) on %s", pgErr.Code, pgErr.Severity, pgErr.ConstraintName)}
+		}
+		return &serverError{code: pgErr.Code, text: fmt.Sprintf("server error %s (%s)", pgErr.Code, pgErr.Severity)}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return err
 	}
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		return errors.New("connection failed")
-	}
 	return errors.New("connection failed")
 }
+
+// serverError is a redacted PostgreSQL error: its SQLSTATE and nothing the
+// server wrote.
+type serverError struct{ code, text string }
+
+func (e *serverError) Error() string { return e.text }
+
+// SQLState returns the redacted error's SQLSTATE code.
+func (e *serverError) SQLState() string { return e.code }
+
+// localError marks an error keyledger made itself (decoding, validation):
+// it holds no connection detail and passes redact unchanged.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
+// unreachable is wrap for a failure to start talking to the database (a
+// transaction could not begin): an UnreachableError unless the server
+// answered or the context ended.
+func unreachable(what string, err error) error {
+	r := redact(err)
+	var server *serverError
+	if errors.As(r, &server) || errors.Is(r, context.Canceled) || errors.Is(r, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", what, r)
+	}
+	return &UnreachableError{Err: fmt.Errorf("%s: %w", what, r)}
+}
+
+// wrap describes what was being done and redacts err.
+func wrap(what string, err error) error { return fmt.Errorf("%s: %w", what, redact(err)) }
 
 // Operation is one journaled operation.
 type Operation struct {
@@ -182,14 +223,14 @@ func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, cr
 			op, err = scanOperation(tx.QueryRow(ctx,
 				`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, p.MutationID))
 			if err != nil {
-				return fmt.Errorf("reading journaled operation: %w", err)
+				return wrap("reading journaled operation", err)
 			}
 			if op.CommandDigest != p.CommandDigest || op.Kind != p.Kind {
 				return ErrDigestMismatch
 			}
 			return nil
 		default:
-			return fmt.Errorf("inserting operation: %w", err)
+			return wrap("inserting operation", err)
 		}
 	})
 	if err != nil {
@@ -218,7 +259,7 @@ type TransitionParams struct {
 // come back to From since).
 func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation, error) {
 	if p.To.Terminal() && p.Outcome == "" {
-		return nil, fmt.Errorf("transition to %s needs an outcome", p.To)
+		return nil, &localError{fmt.Errorf("transition to %s needs an outcome", p.To)}
 	}
 	var op *Operation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -227,8 +268,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 			UPDATE keyledger.operations
 			SET state = $3,
 			    outcome = nullif($4, ''),
-			    reason = nullif($5, ''),
-			    finalized_at = CASE WHEN $3::keyledger.operation_state IN ('completed', 'refused') THEN now() END
+			    reason = nullif($5, '')
 			WHERE id = $1 AND state = $2 AND revision = $6
 			RETURNING `+operationColumns,
 			p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision))
@@ -236,7 +276,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 			return ErrStateMoved
 		}
 		if err != nil {
-			return fmt.Errorf("moving operation %s -> %s: %w", p.From, p.To, err)
+			return wrap(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
 		}
 		return insertRecords(ctx, tx, p.OperationID, p.Records)
 	})
@@ -254,7 +294,7 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 		}
 		raw, err := json.Marshal(detail)
 		if err != nil {
-			return fmt.Errorf("encoding %s record detail: %w", r.Kind, err)
+			return &localError{fmt.Errorf("encoding %s record detail: %w", r.Kind, err)}
 		}
 		var attempt *int
 		if r.Attempt > 0 {
@@ -265,7 +305,7 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, detail)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, raw); err != nil {
-			return fmt.Errorf("appending %s record: %w", r.Kind, err)
+			return wrap(fmt.Sprintf("appending %s record", r.Kind), err)
 		}
 	}
 	return nil
@@ -279,7 +319,7 @@ func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error)
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("loading operation: %w", err)
+		return nil, wrap("loading operation", err)
 	}
 	return op, nil
 }
@@ -290,7 +330,7 @@ func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error)
 func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []Record, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, nil, fmt.Errorf("beginning snapshot: %w", redact(err))
+		return nil, nil, unreachable("beginning snapshot", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // read-only
 	op, err := scanOperation(tx.QueryRow(ctx,
@@ -299,7 +339,7 @@ func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []
 		return nil, nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading operation: %w", err)
+		return nil, nil, wrap("loading operation", err)
 	}
 	records, err := queryRecords(ctx, tx, op.ID)
 	if err != nil {
@@ -323,9 +363,9 @@ func queryRecords(ctx context.Context, q querier, operationID int64) ([]Record, 
 		SELECT id, kind, step, target, coalesce(attempt, 0), uid, resource_version, digest, status, reason, detail, created_at
 		FROM keyledger.records WHERE operation_id = $1 ORDER BY id`, operationID)
 	if err != nil {
-		return nil, fmt.Errorf("reading records: %w", err)
+		return nil, wrap("reading records", err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
+	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
 		var r Record
 		var kind string
 		var raw []byte
@@ -335,10 +375,14 @@ func queryRecords(ctx context.Context, q querier, operationID int64) ([]Record, 
 		}
 		r.Kind = RecordKind(kind)
 		if err := json.Unmarshal(raw, &r.Detail); err != nil {
-			return r, fmt.Errorf("decoding record detail: %w", err)
+			return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
 		}
 		return r, nil
 	})
+	if err != nil {
+		return nil, wrap("reading records", err)
+	}
+	return records, nil
 }
 
 // ListParams filter List.
@@ -355,22 +399,26 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 	rows, err := s.pool.Query(ctx,
 		`SELECT `+operationColumns+` FROM keyledger.operations ORDER BY created_at DESC, id DESC LIMIT $1`, p.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("listing operations: %w", err)
+		return nil, wrap("listing operations", err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Operation, error) { return scanOperation(row) })
+	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Operation, error) { return scanOperation(row) })
+	if err != nil {
+		return nil, wrap("listing operations", err)
+	}
+	return ops, nil
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("beginning transaction: %w", redact(err))
+		return unreachable("beginning transaction", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing transaction: %w", err)
+		return wrap("committing transaction", err)
 	}
 	s.txs.Add(1)
 	return nil
