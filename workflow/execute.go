@@ -32,6 +32,18 @@ type Plan struct {
 	MaxAttempts int
 }
 
+// JournalReader reads records of other operations than the one being run.
+type JournalReader interface {
+	StepRecords(ctx context.Context, p store.StepRecordsParams) ([][]store.Record, error)
+}
+
+// JournalBound is implemented by a family that decides from other
+// operations' records too (the versioned family proves from them which
+// snapshots it created): Execute hands it the journal once it is open.
+type JournalBound interface {
+	BindJournal(j JournalReader)
+}
+
 // Deps are the run's connections. OpenStore is called only after the
 // permission matrix held, so a refused run never contacts PostgreSQL.
 type Deps struct {
@@ -86,6 +98,9 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 		return nil, &Unavailable{Dependency: "postgresql", Err: err}
 	}
 	defer st.Close()
+	if jb, ok := plan.Family.(JournalBound); ok {
+		jb.BindJournal(st)
+	}
 	res := &Result{}
 	defer func() { res.Transactions = st.Transactions() }()
 

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StepRecordsParams select the records of one step across operations.
+type StepRecordsParams struct {
+	// Namespace and Name are the operations' target.
+	Namespace, Name string
+	// Step is the step whose records are returned.
+	Step string
+	// CallUID keeps only operations holding an authority_call of Step
+	// whose UID precondition is CallUID.
+	CallUID string
+}
+
+// StepRecords returns the records of p.Step (calls, results, resolutions)
+// of every operation on p.Namespace/p.Name that holds an authority_call of
+// that step bound to p.CallUID, grouped by operation (oldest first), each
+// group in append order. The versioned family proves from them which
+// snapshot objects it created: the UID an applied create answered with, or
+// the nonce a call carried.
+func (s *Store) StepRecords(ctx context.Context, p StepRecordsParams) ([][]Record, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT r.operation_id, r.id, r.kind, r.step, r.target, coalesce(r.attempt, 0), r.uid, r.resource_version,
+		       r.digest, r.status, r.reason, r.detail, r.created_at
+		FROM keyledger.records r
+		JOIN keyledger.operations o ON o.id = r.operation_id
+		WHERE o.target_namespace = $1 AND o.target_name = $2 AND r.step = $3
+		  AND EXISTS (SELECT 1 FROM keyledger.records c
+		              WHERE c.operation_id = r.operation_id AND c.kind = 'authority_call' AND c.step = $3 AND c.uid = $4)
+		ORDER BY r.operation_id, r.id`, p.Namespace, p.Name, p.Step, p.CallUID)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s records: %w", p.Step, redact(err))
+	}
+	type opRecord struct {
+		op int64
+		r  Record
+	}
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (opRecord, error) {
+		var x opRecord
+		var kind string
+		var raw []byte
+		if err := row.Scan(&x.op, &x.r.ID, &kind, &x.r.Step, &x.r.Target, &x.r.Attempt, &x.r.UID, &x.r.ResourceVersion,
+			&x.r.Digest, &x.r.Status, &x.r.Reason, &raw, &x.r.CreatedAt); err != nil {
+			return x, err
+		}
+		x.r.Kind = RecordKind(kind)
+		if err := json.Unmarshal(raw, &x.r.Detail); err != nil {
+			return x, fmt.Errorf("decoding record detail: %w", err)
+		}
+		return x, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s records: %w", p.Step, redact(err))
+	}
+	var out [][]Record
+	for i, x := range all {
+		if i == 0 || all[i-1].op != x.op {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], x.r)
+	}
+	return out, nil
+}
