@@ -1,13 +1,19 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
 // TestBenchVersioned measures one SecretUpdate with 20 retained versions
@@ -58,10 +64,62 @@ func TestBenchVersioned(t *testing.T) {
 	last := summaries[len(summaries)-1]
 	benchLine("versioned-update retained=20 limit=20 runs=%d", runs)
 	benchLine("versioned-update api_requests=%v by_verb=%q pg_transactions=%v", last["api_requests"], last["api_requests_by_verb"], last["pg_transactions"])
-	benchLine("versioned-update target: POST secrets=1 (snapshot create), DELETE secrets=1 (prune), PUT secrets=1 (replace), LIST secrets=1 (metadata only), plus GET secrets=1 (the live read) and the permission matrix")
+	benchLine("versioned-update target: POST secrets=1 (snapshot create), DELETE secrets=1 (prune), PUT secrets=1 (replace), LIST secrets=2 (metadata only: the slots before the create, the archive after it), plus GET secrets=1 (the live read) and the permission matrix")
 	benchLine("versioned-update wall_median=%s", ms(median(wall)))
 	if len(base) > 0 {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
+}
+
+// TestBenchVersionedDecode measures the CPU one decode of the largest valid
+// SecretUpdate takes (versioned.MaxUpdateKeys keys, a 64 KiB file: one
+// PBKDF2 verifier over every value), against a one-key SecretUpdate decoded
+// in the same run. The bound is 250 ms of CPU.
+func TestBenchVersionedDecode(t *testing.T) {
+	benchEnabled(t)
+	dir := t.TempDir()
+	write := func(name string, cmd map[string]any) string {
+		b, err := json.Marshal(cmd)
+		require.NoError(t, err)
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		return path
+	}
+	maxCmd, _ := maximalUpdate("shop", "db", "7", "mut-max", 0)
+	maxPath := write("max.json", maxCmd)
+	onePath := write("one.json", updateCommand("shop", "db", "7", "mut-one", map[string][]byte{"password": []byte("hunter2")}))
+	info, err := os.Stat(maxPath)
+	require.NoError(t, err)
+
+	decode := func(path string) (cpu, wall time.Duration) {
+		f, err := command.Read(path, command.ReadOptions{})
+		require.NoError(t, err)
+		before := cpuTime(t)
+		start := time.Now()
+		_, err = versioned.Decode(f)
+		wall = time.Since(start)
+		require.NoError(t, err)
+		return cpuTime(t) - before, wall
+	}
+	const runs = 9
+	var maxCPU, maxWall, oneCPU []time.Duration
+	for range runs {
+		c, w := decode(maxPath)
+		maxCPU, maxWall = append(maxCPU, c), append(maxWall, w)
+		c, _ = decode(onePath)
+		oneCPU = append(oneCPU, c)
+	}
+	benchLine("versioned-decode keys=%d file_bytes=%d runs=%d bound_cpu=250.0ms", versioned.MaxUpdateKeys, info.Size(), runs)
+	benchLine("versioned-decode largest cpu_median=%s wall_median=%s", ms(median(maxCPU)), ms(median(maxWall)))
+	benchLine("baseline versioned-decode keys=1 cpu_median=%s", ms(median(oneCPU)))
+	benchLine("ratio largest/one-key cpu=%.2f", float64(median(maxCPU))/float64(median(oneCPU)))
+}
+
+// cpuTime is this process's user plus system CPU time.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -188,7 +188,8 @@ func (e *env) requireSnapshot(source *corev1.Secret, n int64, mutation string) *
 		"keyledger.dev/source-uid": versioned.Hash(string(source.UID)), "keyledger.dev/source-resource-version": versioned.Hash(source.ResourceVersion),
 	}, s.Labels)
 	a := s.Annotations
-	require.Len(e.t, a, 8, "%v", a)
+	require.Len(e.t, a, 9, "%v", a)
+	require.Regexp(e.t, "^[0-9a-f]{32}$", a["keyledger.dev/nonce"], "the nonce journaled with the create")
 	require.Equal(e.t, "uid-rv-v1", a["keyledger.dev/history-format"])
 	require.Equal(e.t, string(source.UID), a["keyledger.dev/source-uid"])
 	require.Equal(e.t, source.ResourceVersion, a["keyledger.dev/source-resource-version"])
@@ -217,4 +218,33 @@ func assertNoCanary(t *testing.T, s string, canaries ...[]byte) {
 		require.NotContains(t, s, string(c), "a value leaked")
 		require.NotContains(t, s, base64.StdEncoding.EncodeToString(c), "a value leaked (base64)")
 	}
+}
+
+// maximalUpdate is the largest valid SecretUpdate: versioned.MaxUpdateKeys
+// keys (plus extra more, to go over the bound), each name of the longest
+// valid length, values filling the command file up to its 64 KiB limit.
+func maximalUpdate(ns, name, rv, mutation string, extra int) (map[string]any, map[string][]byte) {
+	keys := versioned.MaxUpdateKeys + extra
+	build := func(size int) (map[string]any, map[string][]byte, int) {
+		data := map[string][]byte{}
+		for i := range keys {
+			v := make([]byte, size)
+			for j := range v {
+				v[j] = byte('a' + (i+j)%26)
+			}
+			data[fmt.Sprintf("k%02d-", i)+strings.Repeat("x", 253-4)] = v
+		}
+		cmd := updateCommand(ns, name, rv, mutation, data)
+		b, _ := json.Marshal(cmd)
+		return cmd, data, len(b)
+	}
+	size := 0
+	for {
+		if _, _, n := build(size + 3); n > 64<<10 {
+			break
+		}
+		size += 3
+	}
+	cmd, data, _ := build(size)
+	return cmd, data
 }

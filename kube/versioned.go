@@ -24,9 +24,9 @@ const SnapshotPrefix = "keyledger-h-"
 //     carrying UID and resourceVersion) and delete with UID and
 //     resourceVersion preconditions;
 //   - on history snapshots (names starting with SnapshotPrefix): create, get,
-//     delete with UID and resourceVersion preconditions, and list by label
-//     selector, either metadata only (PartialObjectMetadataList: no values
-//     cross the wire) or full.
+//     delete with UID and resourceVersion preconditions;
+//   - the metadata of every Secret in the namespace (PartialObjectMetadataList:
+//     no values cross the wire).
 //
 // No patch, watch or deletecollection exists here, and no other name can be
 // written.
@@ -115,18 +115,16 @@ func (v *VersionedSecrets) DeleteSnapshot(ctx context.Context, name string, uid 
 	return v.delete(ctx, name, uid, resourceVersion)
 }
 
-// ListSnapshotMetadata lists the metadata (names, UIDs, resourceVersions,
-// labels, annotations, deletion state) of the Secrets matching selector,
-// as a PartialObjectMetadataList: the API server sends no data.
-func (v *VersionedSecrets) ListSnapshotMetadata(ctx context.Context, selector string) ([]metav1.PartialObjectMetadata, error) {
-	if selector == "" {
-		return nil, fmt.Errorf("snapshot list refused: no label selector")
-	}
+// ListMetadata lists the metadata (names, UIDs, resourceVersions,
+// labels, annotations, finalizers, deletion state) of every Secret in the
+// namespace, as a PartialObjectMetadataList: the API server sends no data.
+// A look-alike snapshot needs no label to occupy a slot, so the family
+// looks at every name, never at a selector's answer alone.
+func (v *VersionedSecrets) ListMetadata(ctx context.Context) ([]metav1.PartialObjectMetadata, error) {
 	var out []metav1.PartialObjectMetadata
 	cont := ""
 	for {
-		req := v.rest.Get().Namespace(v.namespace).Resource("secrets").
-			Param("labelSelector", selector).Param("limit", "500").
+		req := v.rest.Get().Namespace(v.namespace).Resource("secrets").Param("limit", "500").
 			SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
 		if cont != "" {
 			req = req.Param("continue", cont)
@@ -137,33 +135,13 @@ func (v *VersionedSecrets) ListSnapshotMetadata(ctx context.Context, selector st
 		}
 		var list metav1.PartialObjectMetadataList
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("decoding snapshot metadata list: %w", err)
+			return nil, fmt.Errorf("decoding secret metadata list: %w", err)
 		}
 		if list.Kind != "PartialObjectMetadataList" {
-			return nil, fmt.Errorf("snapshot metadata list: the API server answered %q", list.Kind)
+			return nil, fmt.Errorf("secret metadata list: the API server answered %q", list.Kind)
 		}
 		out = append(out, list.Items...)
 		if cont = list.Continue; cont == "" {
-			return out, nil
-		}
-	}
-}
-
-// ListSnapshots lists the full Secrets matching selector (values included:
-// for `keyledger history`, which prints names, sizes and digests only).
-func (v *VersionedSecrets) ListSnapshots(ctx context.Context, selector string) ([]corev1.Secret, error) {
-	if selector == "" {
-		return nil, fmt.Errorf("snapshot list refused: no label selector")
-	}
-	var out []corev1.Secret
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
-	for {
-		list, err := v.secrets.List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, list.Items...)
-		if opts.Continue = list.Continue; opts.Continue == "" {
 			return out, nil
 		}
 	}

@@ -42,12 +42,18 @@ func (f *family) createCall() *workflow.Call {
 	}
 }
 
+// snapshotCall creates snap with a fresh nonce, journaled in the call's
+// record before the create is sent: if the answer is lost, the occupant
+// carrying it is provably this call's.
 func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 	version, _ := strconv.ParseInt(snap.Annotations[AnnotationVersion], 10, 64)
+	nonce := newNonce()
+	snap = snap.DeepCopy()
+	snap.Annotations[AnnotationNonce] = nonce
 	return &workflow.Call{
 		Step: StepCreateSnapshot, Target: "secret/" + snap.Name, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 		Digest:  intentDigest(f.cmd, string(live.UID), live.ResourceVersion, version),
-		Detail:  map[string]any{"version": version, "keys": len(snap.Data)},
+		Detail:  map[string]any{"version": version, "keys": len(snap.Data), "nonce": nonce},
 		Summary: f.summary(live, map[string]any{"snapshot": snap.Name, "snapshotVersion": version}),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.api.CreateSnapshot(ctx, snap.DeepCopy())
@@ -76,7 +82,13 @@ func (f *family) deleteSnapshotCall(step string, s Snapshot, c counts) *workflow
 		Send: func(ctx context.Context) workflow.Answer {
 			gone, err := f.api.DeleteSnapshot(ctx, s.Name, s.UID, s.ResourceVersion)
 			if err != nil {
-				return answerOf(err)
+				// Even a definite refusal (403, 422: an admission policy)
+				// leaves the snapshot in place: resolution re-reads it and
+				// the delete is retried, this run or the next (exit 75),
+				// never ending the operation.
+				a := answerOf(err)
+				a.Status = workflow.Unknown
+				return a
 			}
 			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(s.UID), Detail: map[string]any{"deletion": string(gone)}}
 		},
@@ -88,6 +100,9 @@ func (f *family) replaceCall(live *corev1.Secret, base map[string][]byte, n int6
 	extra := map[string]any{"version": n + 1, "snapshot": snapshot, "snapshotVersion": n}
 	if f.cmd.Kind == command.KindSecretRestore {
 		extra["restoredVersion"] = f.cmd.Version
+	}
+	if hasKey(live.Annotations, AnnotationLastApplied) {
+		extra["droppedAnnotations"] = []string{AnnotationLastApplied}
 	}
 	return &workflow.Call{
 		Step: StepReplaceLive, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,

@@ -1,7 +1,7 @@
 // Package versioned is the versioned-writes family: SecretUpdate,
-// SecretRestore and SecretDelete. Every write archives the state it
-// replaces in an immutable snapshot Secret bound to the live object's UID
-// and resourceVersion, so any retained version can be restored.
+// SecretRestore and SecretDelete. Every update and restore archives the
+// state it replaces in an immutable snapshot Secret bound to the live
+// object's UID and resourceVersion, so any retained version can be restored.
 //
 // # Versions and snapshots
 //
@@ -11,50 +11,105 @@
 // the slot keyledger-h-<Hash(UID)>-v<N> (at most 60 characters; the live
 // name is only in an annotation). A snapshot is an Opaque Secret with
 // immutable: true, the live data byte for byte, and exactly the labels and
-// annotations of the uid-rv-v1 format (see names.go). Lists select by the
-// source UID's hash, and every listed object is validated in full (checkMeta,
-// checkSnapshot): a hash or a name never proves identity. Anything else
-// (another format, another UID, edited metadata) is left alone, never
-// counted, pruned or restored. A recreated live name has a new UID and so a
-// separate history.
+// annotations of the uid-rv-v1 format plus a nonce (see names.go); it never
+// copies the live Secret's other labels or annotations.
+//
+// # Provenance: history is what keyledger provably created
+//
+// Anyone who may create Secrets in the namespace can compute a snapshot's
+// name, labels and annotations from the live UID, so none of them proves
+// anything. A snapshot is history only when the journal proves keyledger
+// created it: its UID is the UID journaled in the authority_result of an
+// applied create-snapshot call (or in an "ours" resolution of one) whose
+// call record was bound to that live UID and named that very slot
+// (provenance.go). Every Secret of the namespace is listed, metadata only;
+// anything else that claims to be history of the UID (a slot name, the
+// label or the annotation naming it) is foreign: never counted, pruned,
+// read or restored, and reported by `history` by name with its reason
+// (not-journaled, edited, or unsettled: see below).
+//
+// A create-snapshot call carries a fresh random nonce, journaled in the
+// call record before the create is sent and written as the snapshot's
+// keyledger.dev/nonce annotation. When the answer is lost, the occupant
+// carrying a journaled nonce is that call's; its resolution journals the
+// occupant's UID, which is from then on the proof. Until then the object is
+// "unsettled": not history, and not blocking the slot it was made for. The
+// list is taken before the journal is read, so an object a concurrent run
+// created before the list carries a nonce the journal already holds.
+//
+// A slot at or above the live counter held by anything not provably ours
+// blocks the write (slot-occupied, exit 2): the refusal names the objects
+// and the highest slot. The operator reviews them and, when they are to
+// stay, raises the live counter above the highest by hand
+// (kubectl annotate --overwrite secret NAME keyledger.dev/version=M) and
+// runs a new command against the new resourceVersion. keyledger's own
+// history above the counter (the counter was moved back) blocks too
+// (counter-behind, exit 2). A restore's target must be below the live
+// counter (version-ahead) and genuine (foreign-snapshot otherwise); only
+// then is its data read.
 //
 // # Steps
 //
 // An update or restore is: read the live Secret (refuse a stale
-// expectedResourceVersion before any side effect), create-snapshot of
-// version N, prune-snapshot of the oldest snapshots beyond
-// KEYLEDGER_HISTORY_LIMIT (serially, each with UID and resourceVersion
-// preconditions; a snapshot still present behind a finalizer blocks the
-// live write), then replace-live with UID and resourceVersion preconditions
-// and version N+1. A delete archives first when keepHistory is true, or
-// deletes every snapshot of the UID and confirms an empty inventory when it
-// is false, then delete-live, then re-reads to report deleted or pending.
-// Each write is one engine call; its target is "secret/<name>".
+// expectedResourceVersion before any side effect), list the history and
+// check the slots, create-snapshot of version N, check that archive (it
+// must still be there, keyledger's, not terminating and without finalizers,
+// on every rerun too: archive-missing, snapshot-terminating,
+// snapshot-finalizers; a missing archive is not re-created), prune-snapshot
+// of the oldest genuine snapshots beyond KEYLEDGER_HISTORY_LIMIT (serially,
+// each with UID and resourceVersion preconditions), then replace-live with
+// UID and resourceVersion preconditions and version N+1. The write drops
+// kubectl.kubernetes.io/last-applied-configuration (it holds the old values
+// in plain text) and says so in the outcome (droppedAnnotations). A delete
+// with keepHistory: true touches no snapshot; with keepHistory: false it
+// deletes every genuine snapshot of the UID and confirms with a fresh list
+// that none is left. Then delete-live, then a re-read reports deleted or
+// pending. Each write is one engine call; its target is "secret/<name>".
+//
+// A cleanup that does not finish (a snapshot held by finalizers, a delete
+// the API server refuses) ends the run uncertain (exit 75, prune-pending,
+// history-pending or attempts-exhausted) with the operation still open:
+// rerunning the same command re-reads, retries the delete and completes
+// once the snapshot is gone.
 //
 // # Settling lost answers
 //
 // A 409 on a snapshot create, or a lost answer, is settled by re-reading:
-// the occupant of the slot must be the exact snapshot of the same source
-// (identity annotations, labels, immutable, Opaque, byte-identical data;
-// only the snapshot time and actor, which say who took it, may differ), else
+// the occupant of the slot must be keyledger's (its UID or its call's nonce
+// journaled), not terminating, without finalizers, and the exact snapshot of
+// the same source (identity annotations, labels, immutable, Opaque,
+// byte-identical data; only the snapshot time, actor and nonce may differ);
+// else slot-occupied, snapshot-terminating, snapshot-finalizers or
 // source-conflict. The live Secret of the same UID carrying version N+1 and
 // exactly the data the command writes over the archived state N is ours; an
 // unchanged resourceVersion means the write did not happen and the same
 // compare-and-set may be sent again.
 //
+// # Size
+//
+// New data is measured by the estimate (values x 4/3 plus metadata,
+// EstimateSize); an update that brings no new bytes (it only removes keys,
+// or sets values the live Secret holds) and a restore by the bytes the API
+// server counts (DataSize). Over MaxSecretBytes an update exits 64 before
+// the journal is opened.
+//
 // # No value digests in the journal
 //
-// The journal records names, versions, key names and counts, and for each
-// call a digest of its intent (command digest, UID, resourceVersion,
-// version), never a digest of values: a plain or salted digest whose salt
-// sits beside it lets anyone who can read the journal confirm a guessed
-// value, and a key kept away from the journal would have to outlive the
-// process somewhere else. No step needs one: a rerun has the command's
-// values and the archived state, and compares the live bytes directly.
+// The journal records names, versions, key names and counts, nonces, and
+// for each call a digest of its intent (command digest, UID,
+// resourceVersion, version), never a digest of values. A SecretUpdate's
+// command digest sees its values only through one PBKDF2-HMAC-SHA256
+// verifier over all of them (100,000 iterations, salted with the mutation
+// ID): one derivation per decode whatever the number of keys, and at most
+// MaxUpdateKeys keys (data and removeKeys together) so that every record
+// fits the journal. `history --show-keys` prints HMAC-SHA256 digests under a
+// key drawn for that one invocation: equal within one output means equal
+// values, and nothing printed can be tested offline.
 //
 // # Permissions
 //
 // See AccessMatrix: namespace-wide get, list, create and delete on secrets
 // (snapshot names are derived, list cannot be narrowed by resourceNames),
 // update only on the live name; patch, watch and deletecollection denied.
+// `history` needs get and list on secrets and read access to the journal.
 package versioned

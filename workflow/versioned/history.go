@@ -2,6 +2,8 @@ package versioned
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
@@ -13,7 +15,9 @@ import (
 )
 
 // History is the retained history of one live Secret: only snapshots of
-// its current UID that pass full validation. It never holds values.
+// its current UID that keyledger provably created (their UID journaled by
+// its create). It never holds values. Anything else that claims to be its
+// history is listed in Foreign, by name, and left alone.
 type History struct {
 	Namespace string    `json:"namespace"`
 	Name      string    `json:"name"`
@@ -21,6 +25,11 @@ type History struct {
 	// Version is the live Secret's current version.
 	Version  int64          `json:"version"`
 	Versions []HistoryEntry `json:"versions"`
+	// Live describes the live Secret's values (with ShowKeys only), so
+	// that a retained version can be compared with the current one.
+	Live []KeyInfo `json:"live,omitempty"`
+	// Foreign are look-alikes: never versions, never pruned or restored.
+	Foreign []Foreign `json:"foreign"`
 }
 
 // HistoryEntry is one retained version.
@@ -38,7 +47,7 @@ type HistoryEntry struct {
 }
 
 // KeyInfo describes one value: its key, raw size and, only when asked
-// for, its digest ("sha256:<hex>" of the raw bytes).
+// for, a digest keyed for this one reading (see HistoryOptions.ShowKeys).
 type KeyInfo struct {
 	Name   string `json:"name"`
 	Size   int    `json:"size"`
@@ -49,16 +58,22 @@ type KeyInfo struct {
 type HistoryOptions struct {
 	// Version, when not 0, keeps only that version.
 	Version int64
-	// ShowKeys adds each value's digest (requires Version).
+	// ShowKeys adds each value's digest, and the live Secret's keys: equal
+	// digests within one reading mean equal values. The digest is
+	// HMAC-SHA256 under a key drawn at random for this reading and never
+	// shown, so it cannot be tested offline against a guessed value, nor
+	// compared across readings.
 	ShowKeys bool
 }
 
-// ReadHistory reads the live Secret namespace/name and its valid
-// snapshots. An absent live Secret is *workflow.Refused (secret-absent);
-// an absent Version is *workflow.Refused (version-absent).
-func ReadHistory(ctx context.Context, client kube.Interface, namespace, name string, o HistoryOptions) (*History, error) {
-	api := kube.NewVersionedSecrets(client, namespace, name)
-	live, err := api.GetLive(ctx)
+// ReadHistory reads the live Secret namespace/name, the metadata of every
+// Secret in the namespace and the journal, then the data of the genuine
+// snapshots only (for key names and sizes). An absent live Secret is
+// *workflow.Refused (secret-absent); an absent Version is *workflow.Refused
+// (version-absent), or foreign-snapshot when a look-alike holds its slot.
+func ReadHistory(ctx context.Context, client kube.Interface, journal workflow.JournalReader, namespace, name string, o HistoryOptions) (*History, error) {
+	f := &family{cmd: &Command{Namespace: namespace, Name: name}, api: kube.NewVersionedSecrets(client, namespace, name), journal: journal}
+	live, err := f.api.GetLive(ctx)
 	if err != nil {
 		if kube.Classify(err).Reason == "not-found" {
 			return nil, &workflow.Refused{Reason: ReasonSecretAbsent}
@@ -69,44 +84,79 @@ func ReadHistory(ctx context.Context, client kube.Interface, namespace, name str
 	if err != nil {
 		return nil, &workflow.Refused{Reason: err.Error()}
 	}
-	list, err := api.ListSnapshots(ctx, SnapshotSelector(live.UID))
+	inv, err := readInventory(ctx, f, nil, live)
 	if err != nil {
-		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return nil, err
 	}
-	h := &History{Namespace: namespace, Name: name, UID: live.UID, Version: current, Versions: []HistoryEntry{}}
-	for i := range list {
-		s := &list[i]
-		meta, ok := checkSnapshot(s, live.UID, live.Name)
-		if !ok || (o.Version != 0 && meta.Version != o.Version) {
+	var digest func([]byte) string
+	if o.ShowKeys {
+		if digest, err = keyedDigest(); err != nil {
+			return nil, err
+		}
+	}
+	h := &History{Namespace: namespace, Name: name, UID: live.UID, Version: current, Versions: []HistoryEntry{}, Foreign: inv.foreign}
+	if h.Foreign == nil {
+		h.Foreign = []Foreign{}
+	}
+	if o.ShowKeys {
+		h.Live = keyInfos(live.Data, digest)
+	}
+	for _, meta := range inv.genuine {
+		if o.Version != 0 && meta.Version != o.Version {
 			continue
+		}
+		s, err := f.api.GetSnapshot(ctx, meta.Name)
+		if err != nil {
+			if kube.Classify(err).Reason == "not-found" {
+				continue // deleted since the list
+			}
+			return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		}
+		if s.UID != meta.UID {
+			continue // another object took the slot since the list
 		}
 		e := HistoryEntry{
 			Version: meta.Version, Snapshot: meta.Name, SnapshotTime: meta.SnapshotTime, Actor: meta.Actor,
-			SourceResourceVersion: meta.SourceResourceVersion, SourceType: meta.SourceType, Terminating: meta.Terminating,
-			Keys: []KeyInfo{},
+			SourceResourceVersion: meta.SourceResourceVersion, SourceType: meta.SourceType, Terminating: s.DeletionTimestamp != nil,
+			Keys: keyInfos(s.Data, digest),
 		}
-		for k, v := range s.Data {
-			ki := KeyInfo{Name: k, Size: len(v)}
-			if o.ShowKeys {
-				ki.Digest = ValueDigest(v)
-			}
-			e.Keys = append(e.Keys, ki)
-			e.Size += int64(len(v))
+		for _, k := range e.Keys {
+			e.Size += int64(k.Size)
 		}
-		sort.Slice(e.Keys, func(i, j int) bool { return e.Keys[i].Name < e.Keys[j].Name })
 		h.Versions = append(h.Versions, e)
 	}
-	sort.Slice(h.Versions, func(i, j int) bool { return h.Versions[i].Version < h.Versions[j].Version })
 	if o.Version != 0 && len(h.Versions) == 0 {
+		if _, planted := inv.foreignAt(o.Version); planted {
+			return nil, &workflow.Refused{Reason: ReasonForeignSnapshot}
+		}
 		return nil, &workflow.Refused{Reason: ReasonVersionAbsent}
 	}
 	return h, nil
 }
 
-// ValueDigest is "sha256:<hex>" of a value's raw bytes, printed only by
-// `keyledger history --version N --show-keys`, so an operator can compare a
-// retained value with one they hold without printing either.
-func ValueDigest(v []byte) string {
-	sum := sha256.Sum256(v)
-	return "sha256:" + hex.EncodeToString(sum[:])
+func keyInfos(data map[string][]byte, digest func([]byte) string) []KeyInfo {
+	out := make([]KeyInfo, 0, len(data))
+	for k, v := range data {
+		ki := KeyInfo{Name: k, Size: len(v)}
+		if digest != nil {
+			ki.Digest = digest(v)
+		}
+		out = append(out, ki)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// keyedDigest returns "hmac-sha256:<hex>" of a value under a 256-bit key
+// drawn for this call alone and then forgotten.
+func keyedDigest() (func([]byte) string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	return func(v []byte) string {
+		m := hmac.New(sha256.New, key)
+		m.Write(v)
+		return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -46,6 +47,17 @@ const (
 	AnnotationSnapshotTime = "keyledger.dev/snapshot-time"
 	// AnnotationActor is "<requestId>/<mutationId>" of that operation.
 	AnnotationActor = "keyledger.dev/actor"
+	// AnnotationNonce is a random value (128 bits, hex) made for one
+	// create-snapshot call and journaled in that call's record before the
+	// create is sent: it proves an occupant was made by that call when the
+	// answer (and so the snapshot's UID) was lost. Snapshots written before
+	// it existed lack it; their UID is journaled.
+	AnnotationNonce = "keyledger.dev/nonce"
+
+	// AnnotationLastApplied is kubectl's copy of the last applied object,
+	// values included: a keyledger write drops it from the live Secret, and
+	// snapshots never copy it.
+	AnnotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
 // MaxVersion is the largest version a counter may hold. It keeps snapshot
@@ -70,6 +82,25 @@ func Hash(s string) string {
 // whatever the live name (which is never part of it).
 func SnapshotName(uid types.UID, n int64) string {
 	return kube.SnapshotPrefix + Hash(string(uid)) + "-v" + strconv.FormatInt(n, 10)
+}
+
+// slotPrefix starts the name of every snapshot slot of uid.
+func slotPrefix(uid types.UID) string {
+	return kube.SnapshotPrefix + Hash(string(uid)) + "-v"
+}
+
+// slotVersion is the version whose slot name is, or 0 when name is no slot
+// of uid.
+func slotVersion(name string, uid types.UID) int64 {
+	rest, ok := strings.CutPrefix(name, slotPrefix(uid))
+	if !ok {
+		return 0
+	}
+	n, err := parseCanonical(rest, MaxVersion)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // SnapshotSelector selects the snapshots whose LabelSourceUID is Hash(uid).

@@ -34,7 +34,7 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 
 // reread reads the live Secret again, replacing what this process knew.
 func (f *family) reread(ctx context.Context) (*corev1.Secret, error) {
-	f.liveRead, f.live, f.fresh, f.listed, f.listing = false, nil, nil, false, nil
+	f.liveRead, f.live, f.fresh, f.inv = false, nil, nil, nil
 	s, err := f.readLive(ctx)
 	f.fresh = nil
 	return s, err
@@ -108,12 +108,6 @@ func (f *family) resolveSnapshot(ctx context.Context, run *workflow.Run, call st
 		// The state the call archived is gone from the live object, so the
 		// occupant cannot be compared byte for byte, and the live write
 		// would fail its precondition anyway.
-		if !absent {
-			if _, ok := checkSnapshot(occupant, live.UID, live.Name); !ok ||
-				occupant.Annotations[AnnotationSourceResourceVersion] != call.ResourceVersion {
-				return found(workflow.Theirs, ReasonSourceConflict, occupant), nil
-			}
-		}
 		return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
 	}
 	n, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
@@ -129,12 +123,30 @@ func (f *family) resolveSnapshot(ctx context.Context, run *workflow.Run, call st
 		v.Retry = f.snapshotCall(live, want)
 		return v, nil
 	}
-	v := found(workflow.Ours, "", occupant)
-	if !sameSource(occupant, want) {
-		v.Kind, v.Reason = workflow.Theirs, ReasonSourceConflict
+	// The occupant stands behind the live write only if keyledger made it
+	// (its UID or its call's nonce is journaled), it is exactly the state
+	// being archived, and nothing holds or deletes it.
+	prov, err := f.provenance(ctx, run, live.UID)
+	if err != nil {
+		return undetermined(err), nil
+	}
+	reason := ""
+	switch {
+	case !prov.owns(&occupant.ObjectMeta):
+		reason = ReasonSlotOccupied
+	case occupant.DeletionTimestamp != nil:
+		reason = ReasonSnapshotTerminating
+	case len(occupant.Finalizers) > 0:
+		reason = ReasonSnapshotFinalizers
+	case !sameSource(occupant, want):
+		reason = ReasonSourceConflict
+	}
+	if reason != "" {
+		v := found(workflow.Theirs, reason, occupant)
 		v.Summary = f.summary(live, map[string]any{"snapshot": name})
 		return v, nil
 	}
+	v := found(workflow.Ours, "", occupant)
 	v.Detail = map[string]any{"reused": occupant.Annotations[AnnotationActor] != want.Annotations[AnnotationActor]}
 	return v, nil
 }
@@ -174,7 +186,7 @@ func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call sto
 	// A restore writes its target's data; an update writes over the state
 	// it archived.
 	restoreBase := func() (map[string][]byte, *workflow.Verdict) {
-		target, reason, err := f.loadTarget(ctx, live)
+		target, reason, err := f.loadTarget(ctx, run, live)
 		switch {
 		case err != nil:
 			v := undetermined(err)
@@ -214,7 +226,11 @@ func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call sto
 			return undetermined(err), nil
 		}
 		meta, ok := checkSnapshot(prev, live.UID, live.Name)
-		if !ok || meta.SourceResourceVersion != call.ResourceVersion {
+		prov, err := f.provenance(ctx, run, live.UID)
+		if err != nil {
+			return undetermined(err), nil
+		}
+		if !ok || meta.SourceResourceVersion != call.ResourceVersion || !prov.owns(&prev.ObjectMeta) {
 			return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
 		}
 		base = prev.Data

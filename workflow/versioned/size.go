@@ -1,6 +1,8 @@
 package versioned
 
 import (
+	"bytes"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -29,3 +31,27 @@ func EstimateSize(s *corev1.Secret) int64 {
 }
 
 func base64Len(raw int) int64 { return int64((raw + 2) / 3 * 4) }
+
+// DataSize is what the API server counts against its Secret limit: every
+// key and raw value, as stored. A restore writes data the API server
+// accepted before, and an update that brings no new bytes (preservesData)
+// only shrinks or keeps it, so both are measured by it.
+func DataSize(data map[string][]byte) int64 {
+	var n int64
+	for k, v := range data {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
+// preservesData reports whether next holds no byte that prev does not:
+// every key of next is in prev with the same value (keys may be removed).
+func preservesData(prev, next map[string][]byte) bool {
+	for k, v := range next {
+		w, ok := prev[k]
+		if !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}

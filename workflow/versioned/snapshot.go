@@ -49,7 +49,8 @@ func snapshotOf(live *corev1.Secret, n int64, at time.Time, actor string) *corev
 	}
 }
 
-// snapshotAnnotations is the exact annotation set of a uid-rv-v1 snapshot.
+// snapshotAnnotations is the exact annotation set of a uid-rv-v1 snapshot,
+// beside AnnotationNonce (present on every snapshot written since it exists).
 var snapshotAnnotations = []string{
 	AnnotationFormat, AnnotationSourceUID, AnnotationSourceResourceVersion, AnnotationSourceName,
 	AnnotationSourceType, AnnotationVersion, AnnotationSnapshotTime, AnnotationActor,
@@ -76,6 +77,8 @@ type Snapshot struct {
 	Actor                 string
 	// Terminating is true when the snapshot has a deletionTimestamp.
 	Terminating bool
+	// Finalizers counts the snapshot's finalizers (keyledger sets none).
+	Finalizers int
 }
 
 // checkMeta validates a snapshot's metadata (as listed without data, or as
@@ -85,7 +88,14 @@ type Snapshot struct {
 // format or of another UID, which are left alone and never used.
 func checkMeta(m *metav1.ObjectMeta, uid types.UID, liveName string) (Snapshot, bool) {
 	a := m.Annotations
-	if len(a) != len(snapshotAnnotations) || len(m.Labels) != 4 || len(m.OwnerReferences) != 0 {
+	want := len(snapshotAnnotations)
+	if nonce, ok := a[AnnotationNonce]; ok {
+		if nonce == "" {
+			return Snapshot{}, false
+		}
+		want++
+	}
+	if len(a) != want || len(m.Labels) != 4 || len(m.OwnerReferences) != 0 {
 		return Snapshot{}, false
 	}
 	for _, k := range snapshotAnnotations {
@@ -115,7 +125,7 @@ func checkMeta(m *metav1.ObjectMeta, uid types.UID, liveName string) (Snapshot, 
 	return Snapshot{
 		Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Version: n, SourceResourceVersion: rv,
 		SourceType: a[AnnotationSourceType], SnapshotTime: a[AnnotationSnapshotTime], Actor: a[AnnotationActor],
-		Terminating: m.DeletionTimestamp != nil,
+		Terminating: m.DeletionTimestamp != nil, Finalizers: len(m.Finalizers),
 	}, true
 }
 

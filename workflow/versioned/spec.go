@@ -4,13 +4,13 @@ import (
 	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -117,6 +117,10 @@ func decodeUpdate(f *command.File) (*Command, error) {
 	if *s.ExpectedResourceVersion == "" && len(s.RemoveKeys) > 0 {
 		return nil, command.Invalid("spec.removeKeys", "must be empty when creating (expectedResourceVersion is empty)")
 	}
+	if n := len(s.Data) + len(s.RemoveKeys); n > MaxUpdateKeys {
+		// Checked before any value is decoded or any verifier computed.
+		return nil, command.Invalid("spec", fmt.Sprintf("at most %d keys in data and removeKeys together (MaxUpdateKeys), got %d", MaxUpdateKeys, n))
+	}
 	data := make(map[string][]byte, len(s.Data))
 	keys := make([]string, 0, len(s.Data))
 	for k := range s.Data {
@@ -156,54 +160,58 @@ func decodeUpdate(f *command.File) (*Command, error) {
 	}, nil
 }
 
-// VerifierIterations is the PBKDF2-HMAC-SHA256 work spent on each value
-// that goes into a SecretUpdate's command digest.
+// MaxUpdateKeys bounds the keys one SecretUpdate names (data and
+// removeKeys together). It keeps every journal record the update produces
+// within the journal's 16 KiB detail limit (the preparation lists the key
+// names, each at most 253 characters) with room to spare.
+const MaxUpdateKeys = 60
+
+// VerifierIterations is the PBKDF2-HMAC-SHA256 work spent on a
+// SecretUpdate's values before they enter its command digest.
 const VerifierIterations = 100_000
 
 // updateDigest is the command digest of a SecretUpdate. The digest is
 // journaled, and a plain digest over a document holding a low-entropy value
 // (a password) would let anyone who reads the journal confirm a guess
-// offline, since every other member of the command is journaled too. So each
-// value enters the digest only as a verifier: PBKDF2-HMAC-SHA256 of the
-// value, salted with the mutation ID and the key, at VerifierIterations.
-// The digest still changes with any value (a reused mutationId with other
-// values is refused), while each guess costs a reader 100,000 HMACs per key.
+// offline, since every other member of the command is journaled too. So the
+// values enter the digest only through one verifier: PBKDF2-HMAC-SHA256 at
+// VerifierIterations over all of them (each key and value, length-prefixed,
+// in key order), salted with the mutation ID. The digest still changes with
+// any value (a reused mutationId with other values is refused); a reader
+// pays 100,000 HMACs for every guess, and a guess must name every value at
+// once. One derivation whatever the number of keys: decoding the largest
+// valid command costs one PBKDF2 (about 60 ms of CPU), never one per key.
 func updateDigest(doc *command.Document[UpdateSpec], data map[string][]byte) (string, error) {
 	masked := *doc
-	masked.Spec.Data = make(map[string]string, len(data))
-	// The verifiers are independent: compute them on every core.
-	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	for k, v := range data {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			verifier, err := valueVerifier(doc.Metadata.MutationID, k, v)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			masked.Spec.Data[k] = verifier
-		}()
+	masked.Spec.Data = nil
+	verifier, err := valuesVerifier(doc.Metadata.MutationID, data)
+	if err != nil {
+		return "", err
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return "", firstErr
+	// The verifier stands where the values were: the keys stay visible in
+	// the digest's input, the values never.
+	masked.Spec.Data = map[string]string{"": verifier}
+	if len(data) == 0 {
+		masked.Spec.Data = nil
 	}
 	return masked.Digest()
 }
 
-func valueVerifier(mutationID, key string, value []byte) (string, error) {
-	salt := []byte("keyledger.dev/secret-update/v1\x00" + mutationID + "\x00" + key)
-	dk, err := pbkdf2.Key(sha256.New, string(value), salt, VerifierIterations, 32)
+func valuesVerifier(mutationID string, data map[string][]byte) (string, error) {
+	keys := sortedKeys(data)
+	var input []byte
+	for _, k := range keys {
+		input = binary.BigEndian.AppendUint32(input, uint32(len(k)))
+		input = append(input, k...)
+		input = binary.BigEndian.AppendUint32(input, uint32(len(data[k])))
+		input = append(input, data[k]...)
+	}
+	salt := []byte("keyledger.dev/secret-update/v2\x00" + mutationID)
+	dk, err := pbkdf2.Key(sha256.New, string(input), salt, VerifierIterations, 32)
 	if err != nil {
 		return "", fmt.Errorf("computing the command digest: %w", err)
 	}
-	return "pbkdf2-sha256:" + hex.EncodeToString(dk), nil
+	return "pbkdf2-sha256:" + hex.EncodeToString(dk) + ":" + strings.Join(keys, ","), nil
 }
 
 func decodeRestore(f *command.File) (*Command, error) {

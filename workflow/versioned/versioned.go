@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -45,9 +46,41 @@ const (
 	ReasonVersionAbsent       = "version-absent"
 	ReasonSnapshotInvalid     = "snapshot-invalid"
 	ReasonSourceConflict      = "source-conflict"
-	ReasonPruneBlocked        = "prune-blocked"
-	ReasonHistoryPending      = "history-pending"
 	ReasonResultMismatch      = "result-mismatch"
+
+	// ReasonSlotOccupied: a snapshot slot at or above the live counter holds
+	// an object keyledger did not make. Review it; raise the live counter
+	// above it by hand (keyledger.dev/version) and rerun.
+	ReasonSlotOccupied = "slot-occupied"
+	// ReasonCounterBehind: keyledger's own history holds a version above
+	// the live counter (the counter was moved back): the write would
+	// overwrite that history's order.
+	ReasonCounterBehind = "counter-behind"
+	// ReasonForeignSnapshot: a restore's target slot holds an object
+	// keyledger did not make.
+	ReasonForeignSnapshot = "foreign-snapshot"
+	// ReasonVersionAhead: a restore's target is not below the live counter.
+	ReasonVersionAhead = "version-ahead"
+	// ReasonArchiveMissing: the archive this operation made is gone (or
+	// another object holds its slot) before the live write.
+	ReasonArchiveMissing = "archive-missing"
+	// ReasonSnapshotTerminating and ReasonSnapshotFinalizers: the archive
+	// of the state being replaced is being deleted, or carries finalizers
+	// (keyledger sets none): it cannot stand behind the live write.
+	ReasonSnapshotTerminating = "snapshot-terminating"
+	ReasonSnapshotFinalizers  = "snapshot-finalizers"
+	// ReasonTooLarge: a restore's data is over the API server's limit.
+	ReasonTooLarge = "too-large"
+)
+
+// Reasons a run ends uncertain (exit 75): the same command rerun retries.
+const (
+	// ReasonPrunePending: a snapshot beyond the limit is still being
+	// deleted, or its delete failed; the live write waits.
+	ReasonPrunePending = "prune-pending"
+	// ReasonHistoryPending: a delete without history still sees
+	// snapshots of the UID; the live delete waits.
+	ReasonHistoryPending = "history-pending"
 )
 
 // Outcomes of a SecretDelete, confirmed by re-reading the live Secret.
@@ -63,20 +96,10 @@ const (
 // retention limit (ParseHistoryLimit).
 func Plan(cmd *Command, client kube.Interface, limit int) workflow.Plan {
 	f := &family{cmd: cmd, limit: limit, api: kube.NewVersionedSecrets(client, cmd.Namespace, cmd.Name)}
-	detail := map[string]any{"expectedResourceVersion": cmd.ExpectedResourceVersion}
-	switch cmd.Kind {
-	case command.KindSecretUpdate:
-		detail["keys"] = sortedKeys(cmd.Data)
-		detail["removeKeys"] = cmd.RemoveKeys
-	case command.KindSecretRestore:
-		detail["version"] = cmd.Version
-	case command.KindSecretDelete:
-		detail["keepHistory"] = cmd.KeepHistory
-	}
 	return workflow.Plan{
 		Prepare: store.PrepareParams{
 			Kind: cmd.Kind, MutationID: cmd.Metadata.MutationID, RequestID: cmd.Metadata.RequestID,
-			CommandDigest: cmd.Digest, Namespace: cmd.Namespace, Name: cmd.Name, Detail: detail,
+			CommandDigest: cmd.Digest, Namespace: cmd.Namespace, Name: cmd.Name, Detail: prepareDetail(cmd),
 		},
 		Access: AccessMatrix(cmd.Namespace, cmd.Name),
 		// A rules review proves that update reaches no other Secret, whatever
@@ -89,6 +112,23 @@ func Plan(cmd *Command, client kube.Interface, limit int) workflow.Plan {
 		Precheck: f.precheck,
 		Family:   f,
 	}
+}
+
+// prepareDetail is the preparation record's detail: key names and
+// versions, never values (MaxUpdateKeys keeps it within the journal's
+// limit).
+func prepareDetail(cmd *Command) map[string]any {
+	detail := map[string]any{"expectedResourceVersion": cmd.ExpectedResourceVersion}
+	switch cmd.Kind {
+	case command.KindSecretUpdate:
+		detail["keys"] = sortedKeys(cmd.Data)
+		detail["removeKeys"] = cmd.RemoveKeys
+	case command.KindSecretRestore:
+		detail["version"] = cmd.Version
+	case command.KindSecretDelete:
+		detail["keepHistory"] = cmd.KeepHistory
+	}
+	return detail
 }
 
 // AccessMatrix is what an identity running versioned writes must and must
@@ -134,18 +174,22 @@ func AccessMatrix(namespace, name string) []kube.AccessCheck {
 // and resourceVersion it was read at, so a stale memory can only make a
 // write fail, never land on something else; resolution always re-reads.
 type family struct {
-	cmd   *Command
-	limit int
-	api   *kube.VersionedSecrets
+	cmd     *Command
+	limit   int
+	api     *kube.VersionedSecrets
+	journal workflow.JournalReader
 
 	liveRead bool
 	live     *corev1.Secret // nil when absent
 	fresh    *store.Record  // observation of a read not yet journaled
 	target   *corev1.Secret // restore: the validated target snapshot
-	listed   bool
-	listing  []Snapshot // valid snapshots of the live UID, by version
-	empty    bool       // delete without history: an empty inventory was confirmed
+	inv      *inventory     // the history of the live UID, as last listed
+	empty    bool           // delete without history: an empty inventory was confirmed
 }
+
+// BindJournal implements workflow.JournalBound: provenance is proven from
+// the records of every operation on this Secret.
+func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
 func (f *family) liveTarget() string { return "secret/" + f.cmd.Name }
 
@@ -169,11 +213,16 @@ func (f *family) readLive(ctx context.Context) (*corev1.Secret, error) {
 	return s, nil
 }
 
-// precheck runs before the journal is opened: the size guard refuses a
-// write whose live Secret would exceed MaxSecretBytes (exit 64), so nothing
-// is journaled or written for it.
+// precheck runs before the journal is opened: the size guard refuses an
+// update whose live Secret would exceed MaxSecretBytes (exit 64), so
+// nothing is journaled or written for it. New data is measured by the
+// estimate (EstimateSize); an update that brings no new bytes (it only
+// removes keys or sets values the live Secret already holds) by the bytes
+// the API server counts (DataSize). A restore writes data the API server
+// accepted before: Decide checks it against DataSize once the target is
+// proven ours (nothing is read from a snapshot before that).
 func (f *family) precheck(ctx context.Context) error {
-	if f.cmd.Kind == command.KindSecretDelete {
+	if f.cmd.Kind != command.KindSecretUpdate {
 		return nil
 	}
 	live, err := f.readLive(ctx)
@@ -186,24 +235,17 @@ func (f *family) precheck(ctx context.Context) error {
 		desired = f.created()
 	case live == nil, live.ResourceVersion != f.cmd.ExpectedResourceVersion:
 		return nil // refused, journaled, by Decide
-	case f.cmd.Kind == command.KindSecretUpdate:
-		desired = f.replacement(live, live.Data, 1)
 	default:
-		target, _, err := f.loadTarget(ctx, live)
-		if err != nil {
-			return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-		}
-		if target == nil {
+		desired = f.replacement(live, live.Data, 1)
+		if live != nil && preservesData(live.Data, desired.Data) {
+			if size := DataSize(desired.Data); size > MaxSecretBytes {
+				return command.Invalid("spec", fmt.Sprintf("the Secret's data would be %d bytes (keys and values as stored), over the %d-byte limit", size, MaxSecretBytes))
+			}
 			return nil
 		}
-		desired = f.replacement(live, target.Data, 1)
 	}
 	if size := EstimateSize(desired); size > MaxSecretBytes {
-		field := "spec.data"
-		if f.cmd.Kind == command.KindSecretRestore {
-			field = "spec.version"
-		}
-		return command.Invalid(field, fmt.Sprintf("the Secret would be about %d bytes (values x 4/3 plus metadata), over the %d-byte guard", size, MaxSecretBytes))
+		return command.Invalid("spec.data", fmt.Sprintf("the Secret would be about %d bytes (values x 4/3 plus metadata), over the %d-byte guard", size, MaxSecretBytes))
 	}
 	return nil
 }
@@ -221,6 +263,13 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	}
 	d, err := f.decide(ctx, run, live)
 	if err != nil {
+		var (
+			uncertain   *workflow.Uncertain
+			unavailable *workflow.Unavailable
+		)
+		if errors.As(err, &uncertain) || errors.As(err, &unavailable) {
+			return workflow.Decision{}, err
+		}
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
 	if f.fresh != nil && (d.Call != nil || d.Complete != nil || d.Refuse != nil) {
@@ -257,7 +306,7 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 		if _, called := run.LastCall(); called {
 			return f.refuse(ReasonChangedConcurrent, live), nil
 		}
-		if f.alreadyApplied(ctx, live) {
+		if f.alreadyApplied(ctx, run, live) {
 			return f.complete(workflow.OutcomeExisting, live, nil), nil
 		}
 		return f.refuse(ReasonStale, live), nil
@@ -267,6 +316,11 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 		return f.refuse(ReasonTerminating, live), nil
 	case live.Type == corev1.SecretTypeServiceAccountToken:
 		return f.refuse(ReasonServiceAccountToken, live), nil
+	}
+	if f.cmd.Kind == command.KindSecretDelete && f.cmd.KeepHistory {
+		// History stays exactly as it is: no snapshot is created, pruned or
+		// read.
+		return workflow.Decision{Call: f.deleteLiveCall(live)}, nil
 	}
 	n, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
 	if err != nil {
@@ -286,9 +340,13 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 		}
 		base = live.Data
 	case command.KindSecretRestore:
-		target, reason, err := f.loadTarget(ctx, live)
+		if f.cmd.Version >= n {
+			// Only versions below the live counter are archived history.
+			return f.refuse(ReasonVersionAhead, live), nil
+		}
+		target, reason, err := f.loadTarget(ctx, run, live)
 		if err != nil {
-			return f.refuse(ReasonSnapshotInvalid, live), nil
+			return workflow.Decision{}, err
 		}
 		if target == nil {
 			return f.refuse(reason, live), nil
@@ -299,51 +357,118 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 			}
 			return f.refuse(ReasonImmutable, live), nil
 		}
+		if DataSize(target.Data) > MaxSecretBytes {
+			return f.refuse(ReasonTooLarge, live), nil
+		}
 		base = target.Data
 	}
 
-	// 1. Archive the state being replaced (not for a delete without history).
-	archive := f.cmd.Kind != command.KindSecretDelete || f.cmd.KeepHistory
-	snap := snapshotOf(live, n, run.Op.CreatedAt, f.actor())
-	if archive {
-		if _, ok := settled(run, StepCreateSnapshot, "secret/"+snap.Name); !ok {
-			return workflow.Decision{Call: f.snapshotCall(live, snap)}, nil
-		}
-	}
-	// 2. Retention, or the whole history for a delete without history.
-	listing, err := f.inventory(ctx, live)
+	inv, err := f.inventory(ctx, run, live)
 	if err != nil {
 		return workflow.Decision{}, err
 	}
-	if archive {
-		protected := []int64{n}
-		if f.cmd.Kind == command.KindSecretRestore {
-			protected = append(protected, f.cmd.Version)
-		}
-		if d, done := f.prune(run, listing, protected); !done {
-			return d, nil
-		}
-	} else {
-		d, done, err := f.purge(ctx, run, live, listing)
+	if f.cmd.Kind == command.KindSecretDelete {
+		// Without history: every snapshot keyledger made for the UID goes
+		// first; anything else is left alone.
+		d, done, err := f.purge(ctx, run, live, inv)
 		if err != nil || !done {
 			return d, err
 		}
-	}
-	// 3. The live write.
-	if f.cmd.Kind == command.KindSecretDelete {
 		return workflow.Decision{Call: f.deleteLiveCall(live)}, nil
 	}
+
+	// 1. The slots this write and the next ones use must be free of
+	// anything not ours, and no history may be newer than the counter.
+	if d, blocked := f.checkSlots(live, inv, n); blocked {
+		return d, nil
+	}
+	// 2. Archive the state being replaced.
+	snap := snapshotOf(live, n, run.Op.CreatedAt, f.actor())
+	archived, ok := settled(run, StepCreateSnapshot, "secret/"+snap.Name)
+	if !ok {
+		f.inv = nil // the list is stale once the snapshot exists
+		return workflow.Decision{Call: f.snapshotCall(live, snap)}, nil
+	}
+	// 3. The archive must be there, ours and final before the live write
+	// (a rerun checks it again: it may have been deleted since).
+	if reason := archiveProblem(inv, n, archived); reason != "" {
+		return f.refuse(reason, live), nil
+	}
+	// 4. Retention.
+	protected := []int64{n}
+	if f.cmd.Kind == command.KindSecretRestore {
+		protected = append(protected, f.cmd.Version)
+	}
+	if d, done, err := f.prune(run, inv, protected); !done || err != nil {
+		return d, err
+	}
+	// 5. The live write.
 	return workflow.Decision{Call: f.replaceCall(live, base, n, snap.Name)}, nil
+}
+
+// checkSlots refuses a write while a slot at or above the live counter n is
+// occupied by anything keyledger cannot prove it made (slot-occupied: the
+// operator reviews it, raises the live counter above it by hand and reruns),
+// or while keyledger's own history is newer than the counter
+// (counter-behind: the counter was moved back). An occupant of slot n that
+// carries a journaled nonce is a keyledger create whose answer was lost:
+// the create is sent and its 409 settles it.
+func (f *family) checkSlots(live *corev1.Secret, inv inventory, n int64) (workflow.Decision, bool) {
+	var names []string
+	count, highest := 0, int64(0)
+	for _, o := range inv.foreign {
+		if o.Version < n || o.Version == 0 || (o.Reason == ForeignUnsettled && o.Version == n) {
+			continue
+		}
+		if o.Reason == ForeignUnsettled {
+			return f.refuseWith(ReasonCounterBehind, live, map[string]any{"liveVersion": n, "newestVersion": o.Version}), true
+		}
+		count++
+		if len(names) < maxListed {
+			names = append(names, o.Name)
+		}
+		highest = max(highest, o.Version)
+	}
+	if count > 0 {
+		return f.refuseWith(ReasonSlotOccupied, live, map[string]any{
+			"liveVersion": n, "occupied": names, "occupiedCount": count, "highestOccupied": highest,
+		}), true
+	}
+	if last := len(inv.genuine); last > 0 && inv.genuine[last-1].Version > n {
+		return f.refuseWith(ReasonCounterBehind, live, map[string]any{"liveVersion": n, "newestVersion": inv.genuine[last-1].Version}), true
+	}
+	return workflow.Decision{}, false
+}
+
+// maxListed bounds the names a refusal lists (journal records are bounded).
+const maxListed = 20
+
+// archiveProblem says why the archive of version n, settled by rec, cannot
+// stand behind the live write: missing (or another object in its slot),
+// terminating, or held by finalizers. "" when it can.
+func archiveProblem(inv inventory, n int64, rec store.Record) string {
+	s, ok := inv.byVersion(n)
+	switch {
+	case !ok || (rec.UID != "" && string(s.UID) != rec.UID):
+		return ReasonArchiveMissing
+	case s.Terminating:
+		return ReasonSnapshotTerminating
+	case s.Finalizers > 0:
+		return ReasonSnapshotFinalizers
+	}
+	return ""
 }
 
 // prune deletes, oldest first and one at a time, the snapshots beyond the
 // limit, never one in protected (the snapshot just taken, a restore's
-// target). done is true when every one is confirmed absent; a snapshot
-// still present (pending) blocks the live write.
-func (f *family) prune(run *workflow.Run, listing []Snapshot, protected []int64) (workflow.Decision, bool) {
-	excess := len(listing) - f.limit
+// target). done is true when every one is confirmed absent. A snapshot
+// still present (finalizers hold it) blocks the live write with
+// *workflow.Uncertain (exit 75): rerunning the same command checks again and
+// completes once it is gone.
+func (f *family) prune(run *workflow.Run, inv inventory, protected []int64) (workflow.Decision, bool, error) {
+	excess := len(inv.genuine) - f.limit
 	var c counts
-	for _, s := range listing {
+	for _, s := range inv.genuine {
 		if excess <= 0 {
 			break
 		}
@@ -352,42 +477,47 @@ func (f *family) prune(run *workflow.Run, listing []Snapshot, protected []int64)
 		}
 		excess--
 		rec, ok := settled(run, StepPruneSnapshot, "secret/"+s.Name)
-		if !ok {
-			return workflow.Decision{Call: f.deleteSnapshotCall(StepPruneSnapshot, s, c)}, false
+		switch {
+		case ok:
+			c.add(rec)
+		case s.Terminating:
+			c.Pending++
+		default:
+			return workflow.Decision{Call: f.deleteSnapshotCall(StepPruneSnapshot, s, c)}, false, nil
 		}
-		c.add(rec)
 	}
 	if c.Pending > 0 {
-		return f.refuseCounts(ReasonPruneBlocked, c), false
+		return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonPrunePending,
+			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", c.Pending)}
 	}
-	return workflow.Decision{}, true
+	return workflow.Decision{}, true, nil
 }
 
-// purge deletes every snapshot of the live UID, then confirms with a fresh
-// list that none is left.
-func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, listing []Snapshot) (workflow.Decision, bool, error) {
+// purge deletes every snapshot keyledger made for the live UID, then
+// confirms with a fresh list that none is left. One still present blocks
+// the live delete with *workflow.Uncertain (exit 75): rerunning the same
+// command checks again.
+func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool, error) {
 	var c counts
-	for _, s := range listing {
+	for _, s := range inv.genuine {
 		rec, ok := settled(run, StepDeleteSnapshot, "secret/"+s.Name)
-		if !ok {
+		switch {
+		case ok:
+			c.add(rec)
+		case s.Terminating:
+			c.Pending++
+		default:
 			return workflow.Decision{Call: f.deleteSnapshotCall(StepDeleteSnapshot, s, c)}, false, nil
 		}
-		c.add(rec)
 	}
 	if !f.empty {
-		metas, err := f.api.ListSnapshotMetadata(ctx, SnapshotSelector(live.UID))
+		after, err := readInventory(ctx, f, run, live)
 		if err != nil {
 			return workflow.Decision{}, false, err
 		}
-		left := 0
-		for i := range metas {
-			if _, ok := checkMeta(&metas[i].ObjectMeta, live.UID, live.Name); ok {
-				left++
-			}
-		}
-		if left > 0 {
-			c.Remaining = left
-			return f.refuseCounts(ReasonHistoryPending, c), false, nil
+		if left := len(after.genuine); left > 0 || c.Pending > 0 {
+			return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonHistoryPending,
+				Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", max(left, c.Pending))}
 		}
 		f.empty = true
 	}
@@ -399,7 +529,6 @@ type counts struct {
 	ConfirmedAbsent int `json:"confirmedAbsent"`
 	Pending         int `json:"pending"`
 	Failed          int `json:"failed"`
-	Remaining       int `json:"remaining,omitempty"`
 }
 
 func (c *counts) add(rec store.Record) {
@@ -411,50 +540,55 @@ func (c *counts) add(rec store.Record) {
 }
 
 func (c counts) summary() map[string]any {
-	out := map[string]any{"confirmedAbsent": c.ConfirmedAbsent, "pending": c.Pending, "failed": c.Failed}
-	if c.Remaining > 0 {
-		out["remaining"] = c.Remaining
-	}
-	return out
+	return map[string]any{"confirmedAbsent": c.ConfirmedAbsent, "pending": c.Pending, "failed": c.Failed}
 }
 
-// inventory lists the valid snapshots of live's UID once per process,
-// metadata only, sorted by version. Objects that fail validation (another
-// format, another UID, edited metadata) are left alone and never used.
-func (f *family) inventory(ctx context.Context, live *corev1.Secret) ([]Snapshot, error) {
-	if f.listed {
-		return f.listing, nil
+// inventory lists the history of live's UID once per process (until a
+// snapshot create makes it stale): metadata only, classified by what the
+// journal proves (see provenance).
+func (f *family) inventory(ctx context.Context, run *workflow.Run, live *corev1.Secret) (inventory, error) {
+	if f.inv != nil {
+		return *f.inv, nil
 	}
-	metas, err := f.api.ListSnapshotMetadata(ctx, SnapshotSelector(live.UID))
+	inv, err := readInventory(ctx, f, run, live)
 	if err != nil {
-		return nil, err
+		return inventory{}, err
 	}
-	var out []Snapshot
-	for i := range metas {
-		if s, ok := checkMeta(&metas[i].ObjectMeta, live.UID, live.Name); ok {
-			out = append(out, s)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	f.listed, f.listing = true, out
-	return out, nil
+	f.inv = &inv
+	return inv, nil
 }
 
-// loadTarget reads and validates a restore's target snapshot. A nil target
-// with a reason is a refusal; an error is a failed read.
-func (f *family) loadTarget(ctx context.Context, live *corev1.Secret) (*corev1.Secret, string, error) {
+// loadTarget reads and validates a restore's target snapshot: only a
+// genuine snapshot (its UID journaled by keyledger's create) of the live
+// UID, found in the metadata list first, is ever read. A nil target with a
+// reason is a refusal; an error is a failed read.
+func (f *family) loadTarget(ctx context.Context, run *workflow.Run, live *corev1.Secret) (*corev1.Secret, string, error) {
 	if f.target != nil && f.target.Annotations[AnnotationSourceUID] == string(live.UID) {
 		return f.target, "", nil
 	}
-	s, err := f.api.GetSnapshot(ctx, SnapshotName(live.UID, f.cmd.Version))
+	inv, err := f.inventory(ctx, run, live)
+	if err != nil {
+		return nil, "", err
+	}
+	want, ok := inv.byVersion(f.cmd.Version)
+	if !ok {
+		if _, planted := inv.foreignAt(f.cmd.Version); planted {
+			return nil, ReasonForeignSnapshot, nil
+		}
+		return nil, ReasonVersionAbsent, nil
+	}
+	if want.SourceType != string(live.Type) || want.Terminating {
+		return nil, ReasonSnapshotInvalid, nil
+	}
+	s, err := f.api.GetSnapshot(ctx, want.Name)
 	if err != nil {
 		if kube.Classify(err).Reason == "not-found" {
 			return nil, ReasonVersionAbsent, nil
 		}
-		return nil, "", err
+		return nil, "", &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
 	meta, ok := checkSnapshot(s, live.UID, live.Name)
-	if !ok || meta.Version != f.cmd.Version || meta.SourceType != string(live.Type) || meta.Terminating {
+	if !ok || s.UID != want.UID || meta.Version != f.cmd.Version || meta.SourceType != string(live.Type) || meta.Terminating {
 		return nil, ReasonSnapshotInvalid, nil
 	}
 	f.target = s
@@ -464,8 +598,10 @@ func (f *family) loadTarget(ctx context.Context, live *corev1.Secret) (*corev1.S
 // alreadyApplied reports whether live, found at another resourceVersion
 // than the command expects, already holds this command's result: version
 // M, the snapshot of M-1 taken from the expected resourceVersion, and the
-// data the command writes over it. It settles a rerun whose journal was lost.
-func (f *family) alreadyApplied(ctx context.Context, live *corev1.Secret) bool {
+// data the command writes over it. It settles a rerun whose journal was lost
+// (so the update's archive is compared, never trusted: only the live bytes
+// decide, and nothing is written); a restore's target must be proven ours.
+func (f *family) alreadyApplied(ctx context.Context, run *workflow.Run, live *corev1.Secret) bool {
 	if f.cmd.Kind == command.KindSecretDelete {
 		return false
 	}
@@ -483,7 +619,7 @@ func (f *family) alreadyApplied(ctx context.Context, live *corev1.Secret) bool {
 	}
 	base := prev.Data
 	if f.cmd.Kind == command.KindSecretRestore {
-		target, _, err := f.loadTarget(ctx, live)
+		target, _, err := f.loadTarget(ctx, run, live)
 		if err != nil || target == nil {
 			return false
 		}
@@ -515,7 +651,8 @@ func (f *family) isCreated(s *corev1.Secret) bool {
 // writes over base: for an update base with the command's values set and
 // removeKeys removed; for a restore base itself (the target's data, bytes
 // as stored: never decoded to text). Type, UID, resourceVersion,
-// ownerReferences, finalizers, labels and other annotations are kept.
+// ownerReferences, finalizers, labels and other annotations are kept, but
+// kubectl.kubernetes.io/last-applied-configuration is dropped.
 func (f *family) replacement(live *corev1.Secret, base map[string][]byte, n int64) *corev1.Secret {
 	out := live.DeepCopy()
 	out.ManagedFields = nil
@@ -535,6 +672,9 @@ func (f *family) replacement(live *corev1.Secret, base map[string][]byte, n int6
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
+	// kubectl's last-applied copy holds the values being replaced in plain
+	// text: never kept past a keyledger write.
+	delete(out.Annotations, AnnotationLastApplied)
 	out.Annotations[AnnotationVersion] = strconv.FormatInt(n+1, 10)
 	return out
 }
@@ -543,8 +683,8 @@ func (f *family) refuse(reason string, s *corev1.Secret) workflow.Decision {
 	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: f.summary(s, nil)}}
 }
 
-func (f *family) refuseCounts(reason string, c counts) workflow.Decision {
-	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: f.summary(f.live, map[string]any{"history": c.summary()})}}
+func (f *family) refuseWith(reason string, s *corev1.Secret, extra map[string]any) workflow.Decision {
+	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: f.summary(s, extra)}}
 }
 
 func (f *family) complete(outcome workflow.Outcome, s *corev1.Secret, extra map[string]any) workflow.Decision {

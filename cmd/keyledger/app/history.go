@@ -9,23 +9,30 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
-// historyCommand: `keyledger history NAMESPACE/NAME [--version N
-// [--show-keys]] [-o table|json]` lists a Secret's retained versions
+// historyCommand: `keyledger history NAMESPACE/NAME [--version N]
+// [--show-keys] [-o table|json]` lists a Secret's retained versions
 // (version, snapshot time, actor, source resourceVersion, key names and
-// sizes) and, for one version with --show-keys, each value's digest. It
-// never prints a value.
+// sizes) and the look-alikes that are not history (foreign). With
+// --show-keys it adds, for the live Secret and each listed version, a
+// digest of each value keyed for this one invocation: equal digests mean
+// equal values, and nothing printed can be tested offline. It never prints
+// a value. It reads the journal (which proves which snapshots keyledger
+// created), so it needs the database URL, as run does.
 func historyCommand(ctx context.Context, args []string, streams IOStreams) error {
 	var flags commonFlags
 	var version string
 	var showKeys bool
 	fs := newFlagSet("history", streams)
+	flags.addDatabase(fs)
 	flags.addKube(fs)
 	flags.addOutput(fs)
 	fs.StringVar(&version, "version", "", "show only this retained version")
-	fs.BoolVar(&showKeys, "show-keys", false, "with --version: print each key's value digest (sha256), never the value")
+	fs.BoolVar(&showKeys, "show-keys", false, "print each value's digest, keyed for this invocation only (equal digests: equal values), never the value")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -44,15 +51,24 @@ func historyCommand(ctx context.Context, args []string, streams IOStreams) error
 		}
 		opts.Version = n
 	}
-	if showKeys && opts.Version == 0 {
-		return usagef("--show-keys needs --version N")
+	databaseURL, err := flags.database()
+	if err != nil {
+		return err
+	}
+	if err := store.CheckURL(databaseURL); err != nil {
+		return err
 	}
 	_, client, release, err := flags.kubeClient(nil)
 	if err != nil {
 		return err
 	}
 	defer release()
-	h, err := versioned.ReadHistory(ctx, client, ns, name, opts)
+	journal, err := store.Open(ctx, databaseURL)
+	if err != nil {
+		return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+	}
+	defer journal.Close()
+	h, err := versioned.ReadHistory(ctx, client, journal, ns, name, opts)
 	if err != nil {
 		return err
 	}
@@ -67,25 +83,44 @@ func printHistory(w io.Writer, output string, h *versioned.History, showKeys boo
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if showKeys {
 		fmt.Fprintln(tw, "VERSION\tKEY\tSIZE\tDIGEST")
+		for _, k := range h.Live {
+			fmt.Fprintf(tw, "%d (live)\t%s\t%d\t%s\n", h.Version, k.Name, k.Size, k.Digest)
+		}
 		for _, v := range h.Versions {
 			for _, k := range v.Keys {
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", v.Version, k.Name, k.Size, k.Digest)
 			}
 		}
+	} else {
+		fmt.Fprintln(tw, "VERSION\tSNAPSHOT-TIME\tACTOR\tSOURCE-RV\tKEYS\tSIZE")
+		for _, v := range h.Versions {
+			keys := make([]string, len(v.Keys))
+			for i, k := range v.Keys {
+				keys[i] = fmt.Sprintf("%s(%d)", k.Name, k.Size)
+			}
+			version := strconv.FormatInt(v.Version, 10)
+			if v.Terminating {
+				version += " (deleting)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", version, v.SnapshotTime, v.Actor, v.SourceResourceVersion,
+				dash(strings.Join(keys, ",")), v.Size)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(h.Foreign) > 0 {
+		fmt.Fprintf(w, "\nforeign: %d object(s) claim to be this Secret's history but keyledger did not create them; never pruned or restored\n", len(h.Foreign))
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSLOT\tREASON")
+		for _, o := range h.Foreign {
+			slot := "-"
+			if o.Version > 0 {
+				slot = strconv.FormatInt(o.Version, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Name, slot, o.Reason)
+		}
 		return tw.Flush()
 	}
-	fmt.Fprintln(tw, "VERSION\tSNAPSHOT-TIME\tACTOR\tSOURCE-RV\tKEYS\tSIZE")
-	for _, v := range h.Versions {
-		keys := make([]string, len(v.Keys))
-		for i, k := range v.Keys {
-			keys[i] = fmt.Sprintf("%s(%d)", k.Name, k.Size)
-		}
-		version := strconv.FormatInt(v.Version, 10)
-		if v.Terminating {
-			version += " (deleting)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", version, v.SnapshotTime, v.Actor, v.SourceResourceVersion,
-			dash(strings.Join(keys, ",")), v.Size)
-	}
-	return tw.Flush()
+	return nil
 }

@@ -21,7 +21,6 @@ func TestHistoryUsageErrors(t *testing.T) {
 		{"history", "Bad_NS/name"},
 		{"history", "ns/Bad_Name"},
 		{"history", "ns/a", "ns/b"},
-		{"history", "ns/a", "--show-keys"},
 		{"history", "ns/a", "--version", "0"},
 		{"history", "ns/a", "--version", "-1"},
 		{"history", "ns/a", "--version", "01"},
@@ -59,8 +58,12 @@ func TestPrintHistory(t *testing.T) {
 	require.Equal(t, *h, back)
 
 	h.Versions = h.Versions[:1]
-	h.Versions[0].Keys[0].Digest = versioned.ValueDigest([]byte("hello"))
+	h.Versions[0].Keys[0].Digest = "hmac-sha256:00aa"
+	h.Live = []versioned.KeyInfo{{Name: "password", Size: 6, Digest: "hmac-sha256:11bb"}}
+	h.Foreign = []versioned.Foreign{{Name: "keyledger-h-x-v7", Version: 7, Reason: versioned.ForeignNotJournaled}}
 	var keys bytes.Buffer
 	require.NoError(t, printHistory(&keys, "table", h, true))
-	require.Contains(t, keys.String(), "password  5     sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+	require.Contains(t, keys.String(), "3 (live)  password  6     hmac-sha256:11bb")
+	require.Contains(t, keys.String(), "1         password  5     hmac-sha256:00aa")
+	require.Regexp(t, `keyledger-h-x-v7\s+7\s+not-journaled`, keys.String())
 }
