@@ -99,6 +99,13 @@ func TestIntegrationVersionedCounterBehind(t *testing.T) {
 	require.EqualValues(t, 3, out["newestVersion"])
 	require.Equal(t, moved.ResourceVersion, e.getSecret("back").ResourceVersion)
 	require.Equal(t, before, e.objectsOf(s.UID), "history untouched")
+
+	// Moved back onto keyledger's newest snapshot: that slot holds another
+	// source state (source-conflict), and nothing is written.
+	moved = e.setVersion("back", "3")
+	requireRefused(t, e.update("back", "mut-b5", vCanary("5"), as, limit), "source-conflict")
+	require.Equal(t, moved.ResourceVersion, e.getSecret("back").ResourceVersion)
+	require.Equal(t, before, e.objectsOf(s.UID), "history untouched")
 }
 
 // A delete keeping history touches no snapshot: none created, none deleted.
