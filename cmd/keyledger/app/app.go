@@ -31,10 +31,20 @@ type IOStreams struct {
 // StdStreams returns the process's streams.
 func StdStreams() IOStreams { return IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr} }
 
-// UsageError is a wrong invocation: exit 64.
-type UsageError struct{ Msg string }
+// UsageError is a wrong invocation: exit 64. Err, when set, is the
+// error the message was made from.
+type UsageError struct {
+	Msg string
+	Err error
+}
 
 func (e *UsageError) Error() string { return e.Msg }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// usageErr makes err a usage error, its message prefixed.
+func usageErr(prefix string, err error) error {
+	return &UsageError{Msg: prefix + ": " + err.Error(), Err: err}
+}
 
 func usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
 
@@ -42,7 +52,9 @@ const usage = `keyledger: exactly-once operations on Kubernetes Secrets, journal
 
 Usage:
   keyledger run COMMAND_FILE            run one command file (absolute path)
-  keyledger migrate up|down|version     manage the journal schema
+  keyledger migrate up|down|version|recover
+                                        manage the journal schema (recover: clear
+                                        the dirty mark an earlier version left)
   keyledger journal list                list journaled operations
   keyledger journal show MUTATION_ID    show one operation and its records
   keyledger keyring inspect NS/NAME     print a keyring's catalog (never material)
@@ -58,26 +70,52 @@ Usage:
 Flags common to commands that need them:
   --database-url URL   journal database (default $KEYLEDGER_DATABASE_URL)
   --kubeconfig PATH    cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  -o table|json        output format of journal, keyring and history commands
+  -o table|json        output format of journal and history
+  -h, --help           usage of the program or of one command (exit 0)
 
-Exit codes: 0 done, 2 refused, 64 usage or invalid command file,
-69 dependency unreachable, 75 outcome uncertain (rerun settles it),
-77 permission matrix mismatch.
+A failure prints one line on stderr saying what failed and what to do
+(with -o json: a JSON object with error, reason and fix).
+Exit codes: 0 done, 1 internal error, 2 refused, 64 usage or invalid
+command file, 69 dependency unreachable, 75 outcome uncertain (rerun
+settles it), 77 permission matrix mismatch.
 `
 
-// Run runs keyledger with args (without the program name).
+// Run runs keyledger with args (without the program name). A failure is
+// reported on streams.ErrOut as one line saying what failed and what to do
+// (a JSON object with -o json) and returned; ExitCode maps it to the exit
+// code. --help prints the usage on streams.Out and returns nil.
 func Run(ctx context.Context, args []string, streams IOStreams) error {
 	if len(args) == 0 {
-		fmt.Fprint(streams.ErrOut, usage)
-		return usagef("no command given")
+		err := usagef("no command given")
+		report(streams.ErrOut, "", err, false)
+		return err
 	}
-	log := newLogger(streams.ErrOut)
 	cmd, rest := args[0], args[1:]
+	if isHelp(cmd) || cmd == "help" {
+		fmt.Fprint(streams.Out, usage)
+		return nil
+	}
+	name := commandName(cmd, rest)
+	if len(rest) > 0 && isHelp(rest[0]) {
+		if text, ok := groupHelp(cmd); ok {
+			fmt.Fprint(streams.Out, text)
+			return nil
+		}
+	}
+	err := dispatch(ctx, cmd, rest, streams)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	report(streams.ErrOut, name, err, cmd == "preflight" || wantsJSON(rest))
+	return err
+}
+
+func dispatch(ctx context.Context, cmd string, rest []string, streams IOStreams) error {
 	switch cmd {
 	case "run":
-		return runCommand(ctx, rest, streams, log)
+		return runCommand(ctx, rest, streams, newLogger(streams.ErrOut))
 	case "migrate":
-		return migrateCommand(ctx, rest, streams, log)
+		return migrateCommand(ctx, rest, streams, newLogger(streams.ErrOut))
 	case "journal":
 		return journalCommand(ctx, rest, streams)
 	case "keyring":
@@ -89,16 +127,69 @@ func Run(ctx context.Context, args []string, streams IOStreams) error {
 	case "apply-hook":
 		return applyHookCommand(ctx, rest, streams)
 	case "preflight":
-		return preflightCommand(ctx, rest, streams, log)
+		return preflightCommand(ctx, rest, streams, newLogger(streams.ErrOut))
 	case "version":
 		return versionCommand(rest, streams)
-	case "help", "-h", "--help":
-		fmt.Fprint(streams.Out, usage)
-		return nil
 	default:
-		fmt.Fprint(streams.ErrOut, usage)
 		return usagef("unknown command %q", cmd)
 	}
+}
+
+// commandName is how a failure line names the command: the command and,
+// for the ones with subcommands, the subcommand.
+func commandName(cmd string, rest []string) string {
+	if len(rest) == 0 {
+		return cmd
+	}
+	switch cmd + " " + rest[0] {
+	case "journal list", "journal show", "keyring inspect", "render credentials":
+		return cmd + " " + rest[0]
+	}
+	return cmd
+}
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// groupHelp is the usage of a command that has subcommands (or no flags).
+func groupHelp(cmd string) (string, bool) {
+	switch cmd {
+	case "journal", "keyring", "render", "version":
+	default:
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	lines := strings.Split(usage, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "  keyledger "+cmd+" ") || l == "  keyledger "+cmd {
+			b.WriteString(l + "\n")
+			// continuation lines of this entry
+			for _, c := range lines[i+1:] {
+				if !strings.HasPrefix(c, "     ") {
+					break
+				}
+				b.WriteString(c + "\n")
+			}
+		}
+	}
+	return b.String(), true
+}
+
+// wantsJSON reports whether the arguments ask for -o json.
+func wantsJSON(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "-o" || a == "--o":
+			if i+1 < len(args) && args[i+1] == "json" {
+				return true
+			}
+		case a == "-o=json" || a == "--o=json":
+			return true
+		}
+	}
+	return false
 }
 
 func newLogger(w io.Writer) *slog.Logger {
@@ -116,10 +207,52 @@ type commonFlags struct {
 	output      string
 }
 
+// errHelp ends a command whose --help printed its usage: exit 0.
+var errHelp = errors.New("help requested")
+
+// helpSink is a flag set's output: flag's own messages are dropped (the
+// error comes back from parse and is reported once), --help goes to out.
+type helpSink struct{ out io.Writer }
+
+func (helpSink) Write(p []byte) (int, error) { return len(p), nil }
+
 func newFlagSet(name string, streams IOStreams) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(streams.ErrOut)
+	fs.SetOutput(helpSink{out: streams.Out})
+	fs.Usage = func() {}
 	return fs
+}
+
+// printHelp writes the command's synopsis and its flags.
+func printHelp(fs *flag.FlagSet) {
+	sink, ok := fs.Output().(helpSink)
+	if !ok || sink.out == nil {
+		return
+	}
+	fmt.Fprintf(sink.out, "Usage:\n")
+	if text, ok := synopses[fs.Name()]; ok {
+		fmt.Fprint(sink.out, text)
+	} else {
+		fmt.Fprintf(sink.out, "  keyledger %s\n", fs.Name())
+	}
+	fmt.Fprintf(sink.out, "\nFlags:\n")
+	fs.SetOutput(sink.out)
+	fs.PrintDefaults()
+	fs.SetOutput(sink)
+}
+
+// synopses are the usage lines of commands with flags, by flag set name.
+var synopses = map[string]string{
+	"run":                "  keyledger run [--database-url URL] [--kubeconfig PATH] COMMAND_FILE\n      run one command file (absolute path); stdout: one JSON line\n",
+	"plan":               "  keyledger plan [--database-url URL] [--kubeconfig PATH] [-o table|json] COMMAND_FILE\n      show what run would do with COMMAND_FILE, writing nothing\n",
+	"migrate":            "  keyledger migrate [--database-url URL] [--operator-role ROLE] up|down|version|recover\n      manage the journal schema (as its owner)\n",
+	"journal list":       "  keyledger journal list [--limit N] [-o table|json]\n",
+	"journal show":       "  keyledger journal show MUTATION_ID [-o table|json]\n",
+	"keyring inspect":    "  keyledger keyring inspect NS/NAME [--data-key KEY]\n",
+	"history":            "  keyledger history NS/NAME [-o table|json]\n  keyledger history NS/NAME --version N --show-keys\n",
+	"render credentials": "  keyledger render credentials --plan FILE --image IMAGE [--out-dir DIR]\n",
+	"apply-hook":         "  keyledger apply-hook DIR\n",
+	"preflight":          "  keyledger preflight --canary IP:PORT\n",
 }
 
 func (c *commonFlags) addDatabase(fs *flag.FlagSet) {
@@ -160,7 +293,8 @@ func parse(fs *flag.FlagSet, args []string) error {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return usagef("help requested")
+				printHelp(fs)
+				return errHelp
 			}
 			return usagef("%v", err)
 		}

@@ -1,7 +1,12 @@
 package app
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
@@ -19,33 +24,167 @@ const (
 	ExitPermission  = 77
 )
 
-// ExitCode maps an error from Run to the process exit code. This is the one
-// place where outcomes become exit codes.
-func ExitCode(err error) int {
+// Outcome words of runs that ended without a journaled ending (stdout's
+// contract lists them beside workflow's outcomes).
+const (
+	OutcomeInvalid     workflow.Outcome = "invalid"
+	OutcomeUnavailable workflow.Outcome = "unavailable"
+	OutcomeError       workflow.Outcome = "error"
+)
+
+// Reasons of failures that are not a family's refusal or uncertainty.
+const (
+	ReasonUsage              = "usage"
+	ReasonInvalidCommand     = "invalid-command"
+	ReasonInvalidDatabaseURL = "invalid-database-url"
+	ReasonUnavailable        = "dependency-unavailable"
+	ReasonPermission         = "permission-mismatch"
+	ReasonInternal           = "internal-error"
+)
+
+// failure is what an error means to the user: the exit code, the outcome
+// word and reason of a run's stdout line, a content-free message (no paths,
+// no DSNs) and what to do about it.
+type failure struct {
+	Code    int
+	Outcome workflow.Outcome
+	Reason  string
+	Message string
+	Fix     string
+}
+
+// describe is the one place where errors become exit codes, outcome words,
+// reasons and advice. The message never names a file: a path an error
+// carries is replaced by "(file)".
+func describe(err error) failure {
+	f := classify(err)
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) && pathErr.Path != "" {
+		f.Message = strings.ReplaceAll(f.Message, pathErr.Path, "(file)")
+	}
+	return f
+}
+
+func classify(err error) failure {
 	var (
-		usage       *UsageError
-		invalid     *command.InvalidError
-		fileErr     *command.FileError
-		refused     *workflow.Refused
-		uncertain   *workflow.Uncertain
-		permission  *workflow.PermissionMismatch
-		unavailable *workflow.Unavailable
-		unreachable *store.UnreachableError
+		usage        *UsageError
+		invalid      *command.InvalidError
+		fileErr      *command.FileError
+		refused      *workflow.Refused
+		uncertain    *workflow.Uncertain
+		permission   *workflow.PermissionMismatch
+		unavailable  *workflow.Unavailable
+		unreachable  *store.UnreachableError
+		precondition *store.PreconditionError
 	)
 	switch {
 	case err == nil:
-		return ExitDone
-	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &fileErr), errors.Is(err, store.ErrInvalidURL):
-		return ExitUsage
+		return failure{Code: ExitDone}
+	case errors.As(err, &usage):
+		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonUsage, Message: usage.Msg,
+			Fix: "see keyledger --help"}
+	case errors.As(err, &fileErr):
+		// The message never carries the file's path.
+		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidCommand,
+			Message: fileMessage(fileErr),
+			Fix:     "pass the absolute path of a regular, readable command file of at most 64 KiB"}
+	case errors.As(err, &invalid):
+		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidCommand, Message: err.Error(),
+			Fix: "correct the named field of the command file and run it again"}
+	case errors.Is(err, store.ErrInvalidURL):
+		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidDatabaseURL, Message: err.Error(),
+			Fix: "set --database-url or KEYLEDGER_DATABASE_URL to a postgres:// URL or a key=value connection string"}
+	case errors.As(err, &precondition):
+		code := ExitUsage
+		if precondition.Unavailable {
+			code = ExitUnavailable
+		}
+		return failure{Code: code, Outcome: OutcomeInvalid, Reason: precondition.Reason, Message: precondition.Msg, Fix: precondition.Fix}
 	case errors.As(err, &permission):
-		return ExitPermission
+		return failure{Code: ExitPermission, Outcome: workflow.OutcomeRefused, Reason: ReasonPermission, Message: err.Error(),
+			Fix: "give the identity exactly the rights the operation needs (README, Using it), nothing more, then run again; PostgreSQL was not contacted"}
 	case errors.As(err, &refused):
-		return ExitRefused
+		return failure{Code: ExitRefused, Outcome: workflow.OutcomeRefused, Reason: refused.Reason, Message: err.Error(),
+			Fix: "nothing more is sent for this operation; the reason (and keyledger journal show MUTATION_ID for a run) says what to change"}
 	case errors.As(err, &uncertain):
-		return ExitUncertain
-	case errors.As(err, &unavailable), errors.As(err, &unreachable):
-		return ExitUnavailable
+		return failure{Code: ExitUncertain, Outcome: workflow.OutcomeUncertain, Reason: uncertain.Reason, Message: err.Error(),
+			Fix: "run the same command again: it resumes the operation and settles it"}
+	case errors.As(err, &unavailable):
+		return failure{Code: ExitUnavailable, Outcome: OutcomeUnavailable, Reason: ReasonUnavailable, Message: err.Error(),
+			Fix: fixFor(unavailable.Dependency)}
+	case errors.As(err, &unreachable):
+		return failure{Code: ExitUnavailable, Outcome: OutcomeUnavailable, Reason: ReasonUnavailable, Message: err.Error(),
+			Fix: fixFor("postgresql")}
 	default:
-		return ExitInternal
+		return failure{Code: ExitInternal, Outcome: OutcomeError, Reason: ReasonInternal, Message: err.Error(),
+			Fix: "this is a bug: keyledger journal show MUTATION_ID says where an operation stopped; report it with this line"}
 	}
+}
+
+// fileMessage describes a refused command file without its path.
+func fileMessage(e *command.FileError) string {
+	msg := "command file: " + e.Reason
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	var pathErr *fs.PathError
+	switch {
+	case errors.As(e.Err, &pathErr):
+		msg += ": " + pathErr.Err.Error()
+	case e.Err != nil:
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func fixFor(dependency string) string {
+	switch dependency {
+	case "postgresql":
+		return "check that PostgreSQL accepts connections at --database-url (or KEYLEDGER_DATABASE_URL), then run again"
+	case "kubernetes":
+		return "check --kubeconfig (or KUBECONFIG, ~/.kube/config, the in-cluster configuration) and that the API server answers, then run again"
+	case "network":
+		return "the network gate does not hold yet: wait for the NetworkPolicy to converge, then run again"
+	default:
+		return "check that " + dependency + " is reachable, then run again"
+	}
+}
+
+// ExitCode maps an error from Run to the process exit code.
+func ExitCode(err error) int { return describe(err).Code }
+
+// reported marks an error whose one stderr line the command has already
+// written (run and preflight log theirs as JSON lines).
+type reported struct{ err error }
+
+func (e *reported) Error() string { return e.err.Error() }
+func (e *reported) Unwrap() error { return e.err }
+
+// errorLine is the stderr line of a failed command in JSON mode.
+type errorLine struct {
+	Command  string `json:"command"`
+	Error    string `json:"error"`
+	Reason   string `json:"reason"`
+	Fix      string `json:"fix"`
+	ExitCode int    `json:"exitCode"`
+}
+
+// report writes the one stderr line of a failed command: what failed and
+// what to do, as text or (jsonMode) as a JSON object.
+func report(w io.Writer, cmd string, err error, jsonMode bool) {
+	var done *reported
+	if err == nil || errors.As(err, &done) {
+		return
+	}
+	f := describe(err)
+	if f.Reason == ReasonUsage && cmd != "" {
+		f.Fix = "see keyledger " + cmd + " --help"
+	}
+	f.Message = strings.Join(strings.Fields(f.Message), " ")
+	if jsonMode {
+		b, _ := json.Marshal(errorLine{Command: cmd, Error: f.Message, Reason: f.Reason, Fix: f.Fix, ExitCode: f.Code})
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintf(w, "%s: %s [%s, exit %d]; to fix: %s\n", strings.TrimSpace("keyledger "+cmd), f.Message, f.Reason, f.Code, f.Fix)
 }

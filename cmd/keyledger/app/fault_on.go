@@ -10,7 +10,8 @@ import (
 )
 
 // faultWrap arms the fault-injecting transport from KEYLEDGER_FAULT. Only
-// test builds (-tags failpoints) contain it.
+// test builds (-tags failpoints) contain it. checkFault has validated the
+// setting before.
 func faultWrap(rt http.RoundTripper) http.RoundTripper {
 	spec := os.Getenv(fault.Env)
 	if spec == "" {
@@ -21,4 +22,14 @@ func faultWrap(rt http.RoundTripper) http.RoundTripper {
 		panic(err)
 	}
 	return fault.New(rule, rt)
+}
+
+// checkFault validates KEYLEDGER_FAULT before anything is contacted.
+func checkFault() error {
+	if spec := os.Getenv(fault.Env); spec != "" {
+		if _, err := fault.Parse(spec); err != nil {
+			return usagef("%s: %v", fault.Env, err)
+		}
+	}
+	return nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 func journalCommand(ctx context.Context, args []string, streams IOStreams) error {
-	if len(args) == 0 {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "show") {
 		return usagef("journal takes list or show MUTATION_ID")
 	}
 	var flags commonFlags
@@ -30,6 +30,12 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 	}
 	if err := flags.checkOutput(); err != nil {
 		return err
+	}
+	switch {
+	case args[0] == "list" && fs.NArg() != 0:
+		return usagef("journal list takes no arguments")
+	case args[0] == "show" && fs.NArg() != 1:
+		return usagef("journal show takes one MUTATION_ID")
 	}
 	url, err := flags.database()
 	if err != nil {

@@ -1,9 +1,12 @@
 package app
 
 import (
+	"errors"
+	"io/fs"
 	"net/http"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/workflow"
@@ -18,12 +21,29 @@ import (
 func (c *commonFlags) kubeClient(wrap func(http.RoundTripper) http.RoundTripper) (cfg *rest.Config, client kube.Interface, release func(), err error) {
 	cfg, err = kube.LoadConfig(kube.ConfigOptions{Kubeconfig: c.kubeconfig, Wrap: wrap})
 	if err != nil {
-		return nil, nil, nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return nil, nil, nil, &workflow.Unavailable{Dependency: "kubernetes", Err: configError(err)}
 	}
 	client, err = kube.NewClient(cfg)
 	if err != nil {
 		kube.Scrub(cfg)
-		return nil, nil, nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return nil, nil, nil, &workflow.Unavailable{Dependency: "kubernetes", Err: configError(err)}
 	}
 	return cfg, client, func() { kube.Scrub(cfg) }, nil
+}
+
+// configError says what was wrong with the cluster configuration without
+// its file paths (client-go's messages name them).
+func configError(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errors.New("the kubeconfig file does not exist")
+	case errors.Is(err, fs.ErrPermission):
+		return errors.New("the kubeconfig file is not readable")
+	case clientcmd.IsEmptyConfig(err):
+		return errors.New("no cluster configuration: not in a cluster and no kubeconfig")
+	case clientcmd.IsConfigurationInvalid(err):
+		return errors.New("the cluster configuration is not valid")
+	default:
+		return errors.New("the cluster configuration could not be loaded")
+	}
 }

@@ -19,13 +19,13 @@ func migrateCommand(ctx context.Context, args []string, streams IOStreams, log *
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("migrate takes one of up, down, version")
+		return usagef("migrate takes one of up, down, version, recover")
 	}
 	dir := store.MigrateDirection(fs.Arg(0))
 	switch dir {
-	case store.MigrateUp, store.MigrateDown, store.MigrateVersion:
+	case store.MigrateUp, store.MigrateDown, store.MigrateVersion, store.MigrateRecover:
 	default:
-		return usagef("migrate takes one of up, down, version, not %q", fs.Arg(0))
+		return usagef("migrate takes one of up, down, version, recover, not %q", fs.Arg(0))
 	}
 	url, err := flags.database()
 	if err != nil {

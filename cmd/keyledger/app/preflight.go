@@ -45,11 +45,11 @@ func preflightCommand(ctx context.Context, args []string, streams IOStreams, log
 	}
 	o.Expect = preflight.Expectation(expect)
 	if err := o.Validate(); err != nil {
-		return usagef("preflight: %v", err)
+		return usageErr("preflight", err)
 	}
 	report, err := preflight.Check(ctx, o)
 	if err != nil {
-		return usagef("preflight: %v", err)
+		return usageErr("preflight", err)
 	}
 	line := preflightLine{Outcome: "ready", Report: report}
 	if !report.Ready {
@@ -61,9 +61,12 @@ func preflightCommand(ctx context.Context, args []string, streams IOStreams, log
 		log.Info("preflight ready", "api", report.API.Address, "canary", report.Canary.Address, "expect", string(report.Canary.Expect))
 		return nil
 	}
+	err = &workflow.Unavailable{Dependency: "network", Err: errors.New(notReadyReason(report))}
+	f := describe(err)
 	log.Error("preflight not ready", "api_ok", report.API.OK, "api_failure", report.API.Failure,
-		"canary_ok", report.Canary.OK, "canary_reachable", report.Canary.Reachable, "expect", string(report.Canary.Expect))
-	return &workflow.Unavailable{Dependency: "network", Err: errors.New(notReadyReason(report))}
+		"canary_ok", report.Canary.OK, "canary_reachable", report.Canary.Reachable, "expect", string(report.Canary.Expect),
+		"error", f.Message, "reason", f.Reason, "fix", f.Fix)
+	return &reported{err: err}
 }
 
 func defaultAPIServer() string {

@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
@@ -49,6 +52,28 @@ func (l outcomeLine) MarshalJSON() ([]byte, error) {
 }
 
 func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog.Logger) (err error) {
+	line := outcomeLine{}
+	start := time.Now()
+	defer func() {
+		if err == nil || errors.Is(err, errHelp) {
+			if line.Outcome != "" {
+				b, _ := json.Marshal(line)
+				fmt.Fprintln(streams.Out, string(b))
+			}
+			return
+		}
+		f := describe(err)
+		if line.Outcome == "" {
+			line.Outcome, line.Reason, line.Error = string(f.Outcome), f.Reason, f.Message
+		}
+		b, _ := json.Marshal(line)
+		fmt.Fprintln(streams.Out, string(b))
+		// The one stderr line of a failed run: what happened and what to do.
+		attrs := []any{"outcome", line.Outcome, "reason", line.Reason, "exit_code", f.Code, "error", f.Message, "fix", f.Fix}
+		log.Error("run ended", attrs...)
+		err = &reported{err: err}
+	}()
+
 	var flags commonFlags
 	fs := newFlagSet("run", streams)
 	flags.addDatabase(fs)
@@ -59,38 +84,13 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	if fs.NArg() != 1 {
 		return usagef("run takes exactly one command file, got %d arguments", fs.NArg())
 	}
-	line := outcomeLine{}
-	start := time.Now()
-	defer func() {
-		if line.Outcome == "" {
-			line.Outcome, line.Reason, line.Error = outcomeForError(err)
-		}
-		b, _ := json.Marshal(line)
-		fmt.Fprintln(streams.Out, string(b))
-		if err != nil {
-			attrs := []any{"outcome", line.Outcome, "reason", line.Reason, "exit_code", ExitCode(err)}
-			switch _, _, msg := outcomeForError(err); {
-			case line.Error != "":
-				attrs = append(attrs, "error", line.Error)
-			case ExitCode(err) != ExitRefused:
-				// Uncertain and internal ends: say what happened (the
-				// stdout line stays terse; the journal says where it stopped).
-				attrs = append(attrs, "error", msg)
-			}
-			log.Error("run ended", attrs...)
-		}
-	}()
-
-	f, err := command.Read(fs.Arg(0), command.ReadOptions{})
-	if err != nil {
-		return err
+	// Everything is validated before the kubeconfig is loaded or any
+	// connection is made: the file, its family's fields, the environment.
+	pr, err := prepareRun(fs.Arg(0), &flags)
+	if pr != nil {
+		line.Kind, line.MutationID = pr.kind, pr.mutationID
 	}
-	line.Kind, line.MutationID = f.Envelope.Kind, f.Envelope.Metadata.MutationID
-	databaseURL, err := flags.database()
 	if err != nil {
-		return err
-	}
-	if err := store.CheckURL(databaseURL); err != nil {
 		return err
 	}
 
@@ -102,44 +102,14 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 		return err
 	}
 	defer release()
-
-	var plan workflow.Plan
-	switch f.Envelope.Kind {
-	case command.KindKeyRetirement:
-		cmd, err := retire.Decode(f)
-		if err != nil {
-			return err
-		}
-		plan = retire.Plan(cmd, client)
-	case command.KindSecretUpdate, command.KindSecretRestore, command.KindSecretDelete:
-		cmd, err := versioned.Decode(f)
-		if err != nil {
-			return err
-		}
-		value, set := os.LookupEnv(versioned.HistoryLimitEnv)
-		limit, err := versioned.ParseHistoryLimit(value, set)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		plan = versioned.Plan(cmd, client, limit)
-	case command.KindCredentialPlan:
-		// Read without RequirePrivate: a plan holds no secret values. Its
-		// literal values are not secret (user names) and render ships it in
-		// a ConfigMap; generated values never leave the run.
-		cmd, err := credentials.Decode(f)
-		if err != nil {
-			return err
-		}
-		if plan, err = credentials.Plan(cmd, cfg); err != nil {
-			return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-		}
-	default:
-		return command.Invalid("kind", f.Envelope.Kind+" is not supported by this version of keyledger")
+	plan, err := pr.build(cfg, client)
+	if err != nil {
+		return err
 	}
 
 	deps := workflow.Deps{
 		Kube:      client,
-		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, databaseURL) },
+		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, pr.databaseURL) },
 		Log:       log,
 	}
 	res, err := workflow.Execute(ctx, deps, plan)
@@ -152,47 +122,100 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 			line.Reason = res.Run.Op.Reason
 		}
 	}
-	if line.Outcome == "" && err != nil {
-		line.Outcome, line.Reason, line.Error = outcomeForError(err)
-	}
 	var uncertain *workflow.Uncertain
 	if errors.As(err, &uncertain) {
 		line.Reason = uncertain.Reason
 	}
 	mem := memoryKiB()
+	outcome := line.Outcome
+	if outcome == "" && err != nil {
+		outcome = string(describe(err).Outcome)
+	}
 	log.Info("run finished",
-		"kind", line.Kind, "mutation_id", line.MutationID, "outcome", line.Outcome,
+		"kind", line.Kind, "mutation_id", line.MutationID, "outcome", outcome,
 		"api_requests", counter.Total(), "api_requests_by_verb", counter.String(),
 		"pg_transactions", transactions, "duration_ms", time.Since(start).Milliseconds(),
 		"peak_rss_kib", mem["VmHWM"], "rss_anon_kib", mem["RssAnon"], "rss_file_kib", mem["RssFile"])
 	return err
 }
 
-// outcomeForError describes an error that ended a run before (or without) a
-// journaled ending.
-func outcomeForError(err error) (outcome, reason, msg string) {
-	var (
-		refused    *workflow.Refused
-		uncertain  *workflow.Uncertain
-		permission *workflow.PermissionMismatch
-	)
-	var fileErr *command.FileError
-	if errors.As(err, &fileErr) {
-		// The outcome line never carries a file path.
-		return "invalid", "invalid-command", "command file: " + fileErr.Reason + ": " + fileErr.Detail
+// preparedRun is a command file read and validated with everything a run
+// needs before it touches the cluster or the journal.
+type preparedRun struct {
+	kind, mutationID string
+	databaseURL      string
+	// build makes the family's plan once the cluster configuration is loaded.
+	build func(cfg *rest.Config, client kube.Interface) (workflow.Plan, error)
+}
+
+// prepareRun reads and validates the command file, its family's fields,
+// the environment settings and the database URL, in that order, and
+// contacts nothing. The result carries kind and mutation ID as soon as the
+// envelope is read, even when a later check fails.
+func prepareRun(path string, flags *commonFlags) (*preparedRun, error) {
+	f, err := command.Read(path, command.ReadOptions{})
+	if err != nil {
+		return nil, err
 	}
-	switch code := ExitCode(err); {
-	case errors.As(err, &permission):
-		return string(workflow.OutcomeRefused), "permission-mismatch", err.Error()
-	case errors.As(err, &refused):
-		return string(workflow.OutcomeRefused), refused.Reason, err.Error()
-	case errors.As(err, &uncertain):
-		return string(workflow.OutcomeUncertain), uncertain.Reason, err.Error()
-	case code == ExitUsage:
-		return "invalid", "invalid-command", err.Error()
-	case code == ExitUnavailable:
-		return "unavailable", "dependency-unavailable", err.Error()
+	pr := &preparedRun{kind: f.Envelope.Kind, mutationID: f.Envelope.Metadata.MutationID}
+	switch f.Envelope.Kind {
+	case command.KindKeyRetirement:
+		cmd, err := retire.Decode(f)
+		if err != nil {
+			return pr, err
+		}
+		pr.build = func(_ *rest.Config, client kube.Interface) (workflow.Plan, error) {
+			return retire.Plan(cmd, client), nil
+		}
+	case command.KindSecretUpdate, command.KindSecretRestore, command.KindSecretDelete:
+		cmd, err := versioned.Decode(f)
+		if err != nil {
+			return pr, err
+		}
+		value, set := os.LookupEnv(versioned.HistoryLimitEnv)
+		limit, err := versioned.ParseHistoryLimit(value, set)
+		if err != nil {
+			return pr, usagef("%v", err)
+		}
+		pr.build = func(_ *rest.Config, client kube.Interface) (workflow.Plan, error) {
+			return versioned.Plan(cmd, client, limit), nil
+		}
+	case command.KindCredentialPlan:
+		// Read without RequirePrivate: a plan holds no secret values. Its
+		// literal values are not secret (user names) and render ships it in
+		// a ConfigMap; generated values never leave the run.
+		cmd, err := credentials.Decode(f)
+		if err != nil {
+			return pr, err
+		}
+		pr.build = func(cfg *rest.Config, _ kube.Interface) (workflow.Plan, error) {
+			plan, err := credentials.Plan(cmd, cfg)
+			if err != nil {
+				return plan, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+			}
+			return plan, nil
+		}
 	default:
-		return "error", "internal-error", err.Error()
+		return pr, command.Invalid("kind", f.Envelope.Kind+" is not supported by this version of keyledger")
 	}
+	if err := checkEnvironment(); err != nil {
+		return pr, err
+	}
+	if pr.databaseURL, err = flags.database(); err != nil {
+		return pr, err
+	}
+	if err := store.CheckURL(pr.databaseURL); err != nil {
+		return pr, err
+	}
+	return pr, nil
+}
+
+// checkEnvironment validates the environment settings every run reads.
+func checkEnvironment() error {
+	switch v := os.Getenv("KEYLEDGER_LOG_LEVEL"); strings.ToLower(v) {
+	case "", "info", "debug":
+	default:
+		return usagef("KEYLEDGER_LOG_LEVEL must be info or debug, not %q", v)
+	}
+	return checkFault()
 }
