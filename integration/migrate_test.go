@@ -1,0 +1,192 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/migrations"
+	"github.com/keyledger/keyledger/store"
+)
+
+// freshDatabase creates an empty database (no journal) and returns its
+// superuser URL.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	url, err := shared.pg.CreateDatabase(t.Context(), "kl_"+randomSuffix(t))
+	require.NoError(t, err)
+	return url
+}
+
+// latestVersion is the newest embedded migration's version.
+func latestVersion(t *testing.T) uint {
+	t.Helper()
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	require.NoError(t, err)
+	var v uint
+	for _, e := range entries {
+		var n uint
+		if _, err := fmt.Sscanf(e.Name(), "%d_", &n); err == nil && n > v {
+			v = n
+		}
+	}
+	require.NotZero(t, v)
+	return v
+}
+
+// schemaExists reports whether the keyledger schema exists in the database.
+func schemaExists(t *testing.T, url string) bool {
+	t.Helper()
+	var exists bool
+	require.NoError(t, connect(t, url).QueryRow(t.Context(),
+		`SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'keyledger')`).Scan(&exists))
+	return exists
+}
+
+// migrateStatus parses the one JSON line `keyledger migrate` prints.
+func migrateStatus(t *testing.T, r result) store.MigrationStatus {
+	t.Helper()
+	var st store.MigrationStatus
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &st), "stdout %q stderr %q", r.Stdout, r.Stderr)
+	return st
+}
+
+// `migrate up` without the operator role changes nothing and prints the
+// fix; once the role exists it succeeds, and a second `up` is a no-op.
+func TestIntegrationMigrateOperatorRoleMissing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	db := freshDatabase(t)
+	role := "kl_operator_" + randomSuffix(t)
+
+	r := e.keyledger([]string{"migrate", "up", "--operator-role", role}, withDatabase(db))
+	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Empty(t, r.Stdout)
+	require.Contains(t, r.Stderr, `operator role "`+role+`" does not exist`)
+	require.Contains(t, r.Stderr, `CREATE ROLE "`+role+`" LOGIN`)
+	require.Contains(t, r.Stderr, "operator-role-missing")
+	require.False(t, schemaExists(t, db), "a refused migrate up leaves no schema")
+
+	require.NoError(t, shared.pg.EnsureRole(t.Context(), role, randomSuffix(t)))
+	r = e.keyledger([]string{"migrate", "up", "--operator-role", role}, withDatabase(db))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+
+	r = e.keyledger([]string{"migrate", "up", "--operator-role", role}, withDatabase(db))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: latestVersion(t)}, migrateStatus(t, r), "the second up is a no-op")
+}
+
+// A role that may not create the schema is told so before anything changes.
+func TestIntegrationMigrateSchemaCreateDenied(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	db := freshDatabase(t)
+	user, pw := "kl_nocreate_"+randomSuffix(t), randomSuffix(t)
+	require.NoError(t, shared.pg.EnsureRole(t.Context(), user, pw))
+	url, err := shared.pg.URLFor(db, user, pw)
+	require.NoError(t, err)
+
+	r := e.keyledger([]string{"migrate", "up"}, withDatabase(url))
+	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stderr, "schema-create-denied")
+	require.Contains(t, r.Stderr, "may not create schema keyledger")
+	require.NotContains(t, r.Stderr, user, "no user name on stderr")
+	require.NotContains(t, r.Stderr, pw)
+	require.False(t, schemaExists(t, db))
+
+	r = e.keyledger([]string{"migrate", "version"}, withDatabase(url))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{}, migrateStatus(t, r))
+	require.False(t, schemaExists(t, db), "migrate version creates nothing")
+}
+
+// A schema left dirty by an earlier keyledger (a failed first migration,
+// rolled back by PostgreSQL, marked dirty by golang-migrate): up says how
+// to recover, recover clears the mark, up then succeeds.
+func TestIntegrationMigrateRecoversDirtySchema(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	db := freshDatabase(t)
+	conn := connect(t, db)
+	_, err := conn.Exec(t.Context(), `CREATE SCHEMA keyledger;
+		CREATE TABLE keyledger.schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL);
+		INSERT INTO keyledger.schema_migrations VALUES (1, true)`)
+	require.NoError(t, err)
+
+	r := e.keyledger([]string{"migrate", "up"}, withDatabase(db))
+	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stderr, "schema-dirty")
+	require.Contains(t, r.Stderr, "keyledger migrate recover")
+
+	r = e.keyledger([]string{"migrate", "recover"}, withDatabase(db))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: 0, Changed: true}, migrateStatus(t, r))
+
+	r = e.keyledger([]string{"migrate", "up"}, withDatabase(db))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+
+	r = e.keyledger([]string{"migrate", "recover"}, withDatabase(db))
+	require.Equal(t, 64, r.Code, "a clean schema has nothing to recover: %s", r.Stderr)
+	require.Contains(t, r.Stderr, "schema-not-dirty")
+}
+
+// A migration that fails rolls back whole: the version stays where it was,
+// not dirty, and nothing of the failed file remains. The failing migration
+// is injected as a second file beside the real ones.
+func TestIntegrationMigrateFailureRollsBackWhole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	db := freshDatabase(t)
+	src := fstest.MapFS{
+		"000099_fails.up.sql": {Data: []byte(`CREATE TABLE keyledger.half_done (id int);
+INSERT INTO keyledger.half_done VALUES (1);
+SELECT 1 / 0;`)},
+		"000099_fails.down.sql": {Data: []byte(`DROP TABLE IF EXISTS keyledger.half_done;`)},
+	}
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	require.NoError(t, err)
+	for _, entry := range entries {
+		b, err := fs.ReadFile(migrations.FS, entry.Name())
+		require.NoError(t, err)
+		src[entry.Name()] = &fstest.MapFile{Data: b}
+	}
+	ctx := context.WithoutCancel(t.Context())
+
+	status, err := store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, src)
+	var pre *store.PreconditionError
+	require.ErrorAs(t, err, &pre)
+	require.Equal(t, store.ReasonMigrationFailed, pre.Reason)
+	latest := latestVersion(t)
+	require.Contains(t, pre.Msg, "migration 99 failed")
+	require.Contains(t, pre.Msg, "22012", "the SQLSTATE of division_by_zero")
+	require.Equal(t, store.MigrationStatus{Version: latest}, status, "the real migrations applied, 99 rolled back, not dirty")
+
+	var halfDone bool
+	require.NoError(t, connect(t, db).QueryRow(t.Context(), `SELECT to_regclass('keyledger.half_done') IS NOT NULL`).Scan(&halfDone))
+	require.False(t, halfDone, "nothing of the failed migration remains")
+
+	r := e.keyledger([]string{"migrate", "version"}, withDatabase(db))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: latest}, migrateStatus(t, r))
+
+	// The failure is repeatable and still leaves nothing dirty; the real
+	// migrations see a clean schema at their newest version.
+	_, err = store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, src)
+	require.ErrorAs(t, err, &pre)
+	r = e.keyledger([]string{"migrate", "up"}, withDatabase(db))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: latest}, migrateStatus(t, r))
+
+	// A journal that the failure left behind still works for the operator.
+	var tables int
+	require.NoError(t, connect(t, db).QueryRow(t.Context(),
+		`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'keyledger' AND table_name IN ('operations', 'records')`).Scan(&tables))
+	require.Equal(t, 2, tables)
+}
