@@ -58,6 +58,8 @@ const (
 	ReasonOperatorRoleMissing = "operator-role-missing"
 	// ReasonSchemaCreateDenied: the connecting role may not create the schema or objects in it.
 	ReasonSchemaCreateDenied = "schema-create-denied"
+	// ReasonNotSchemaOwner: the connecting role may not even read the version table.
+	ReasonNotSchemaOwner = "not-schema-owner"
 	// ReasonSchemaDirty: an earlier keyledger left the schema marked dirty.
 	ReasonSchemaDirty = "schema-dirty"
 	// ReasonSchemaNotDirty: recover was asked for a schema that is not dirty.
@@ -202,6 +204,10 @@ func readVersion(ctx context.Context, db *sql.DB) (schemaVersion, error) {
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return schemaVersion{exists: true}, nil
+	case isInsufficientPrivilege(err):
+		return schemaVersion{}, &PreconditionError{Reason: ReasonNotSchemaOwner,
+			Msg: "the connecting role may not read the journal schema's version: it is not the schema owner; nothing was changed",
+			Fix: "run keyledger migrate as the role that owns schema " + Schema + " (runs use the operator role, migrations the owner)"}
 	case err != nil:
 		return schemaVersion{}, fmt.Errorf("reading schema version: %w", redact(err))
 	}
@@ -389,6 +395,11 @@ type migrationError struct {
 
 func (e *migrationError) Error() string { return fmt.Sprintf("migration %d: %v", e.version, e.err) }
 func (e *migrationError) Unwrap() error { return e.err }
+
+func isInsufficientPrivilege(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+}
 
 // describePG keeps a server error's code and message (they name SQL
 // objects, never the connection); anything else is redacted.

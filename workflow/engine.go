@@ -197,6 +197,10 @@ type Answer struct {
 	// Reason is a kebab-case word (conflict, lost, timeout, server-error, ...).
 	Reason string
 	Detail map[string]any
+	// Summary, when set on the applied answer of a Final call, replaces the
+	// call's Summary as the completion's: what only the answer knows (the
+	// UID of a created object).
+	Summary map[string]any
 }
 
 // VerdictKind is what resolution concluded.
@@ -508,7 +512,11 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	case unknown:
 		return m.fire(ctx, eventResolve, move{records: results})
 	case len(batch) == 1 && batch[0].Final:
-		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: batch[0].Summary}, results)
+		summary := batch[0].Summary
+		if answers[0].Summary != nil {
+			summary = answers[0].Summary
+		}
+		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: summary}, results)
 	default:
 		return m.fire(ctx, eventAnswer, move{records: results})
 	}

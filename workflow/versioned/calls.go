@@ -37,7 +37,8 @@ func (f *family) createCall() *workflow.Call {
 			if !f.isCreated(got) {
 				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 			}
-			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion,
+				Summary: f.summary(got, map[string]any{"version": int64(1)})}
 		},
 	}
 }
@@ -65,7 +66,8 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 			if !sameSource(got, snap) {
 				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 			}
-			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion,
+				Summary: f.summary(got, map[string]any{"version": int64(1)})}
 		},
 	}
 }
