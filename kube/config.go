@@ -1,10 +1,14 @@
 package kube
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	typedauthorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -31,7 +35,7 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	rules.ExplicitPath = o.Kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading cluster configuration: %w", err)
+		return nil, fmt.Errorf("loading cluster configuration: %w", configError(err))
 	}
 	cfg.Timeout = o.Timeout
 	if cfg.Timeout == 0 {
@@ -44,6 +48,31 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 		cfg.Wrap(o.Wrap)
 	}
 	return cfg, nil
+}
+
+// ErrConfig is every failure to load the cluster configuration. Its
+// messages say what kind of problem it is, never which file: the paths of
+// kubeconfig files (from --kubeconfig, $KUBECONFIG or the home directory)
+// and of the files they reference stay out of every output.
+var ErrConfig = errors.New("cluster configuration")
+
+// configError replaces a clientcmd error, whose message names files, with
+// one that says only what kind of problem it is.
+func configError(err error) error {
+	var what string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		what = "a kubeconfig file does not exist"
+	case errors.Is(err, fs.ErrPermission):
+		what = "a kubeconfig file is not readable"
+	case clientcmd.IsEmptyConfig(err):
+		what = "no cluster configured (no in-cluster configuration, no kubeconfig)"
+	case clientcmd.IsConfigurationInvalid(err):
+		what = "the kubeconfig is invalid"
+	default:
+		what = "the kubeconfig could not be read"
+	}
+	return fmt.Errorf("%w: %s", ErrConfig, what)
 }
 
 // Interface is the part of the Kubernetes API keyledger calls: the four
@@ -71,11 +100,13 @@ func (c *clients) AuthorizationV1() typedauthorizationv1.AuthorizationV1Interfac
 func (c *clients) RbacV1() typedrbacv1.RbacV1Interface    { return c.rbac }
 func (c *clients) BatchV1() typedbatchv1.BatchV1Interface { return c.batch }
 
-// NewClient builds the clients for cfg, sharing one HTTP client.
+// NewClient builds the clients for cfg, sharing one HTTP client. No
+// mutating request is ever re-sent by client-go (see NoRetry).
 func NewClient(cfg *rest.Config) (Interface, error) {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("building Kubernetes client: %w", err)
+		// The message may name certificate or token files.
+		return nil, fmt.Errorf("building Kubernetes client: %w: its TLS or credential files could not be loaded", ErrConfig)
 	}
 	var c clients
 	if c.core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient); err == nil {
@@ -88,7 +119,53 @@ func NewClient(cfg *rest.Config) (Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
+	c.core = typedcorev1.New(NoRetry(c.core.RESTClient()))
+	c.authz = typedauthorizationv1.New(NoRetry(c.authz.RESTClient()))
+	c.rbac = typedrbacv1.New(NoRetry(c.rbac.RESTClient()))
+	c.batch = typedbatchv1.New(NoRetry(c.batch.RESTClient()))
 	return &c, nil
+}
+
+// NewDynamic builds a dynamic client for cfg whose mutating requests are
+// never re-sent by client-go (see NoRetry).
+func NewDynamic(cfg *rest.Config) (*dynamic.DynamicClient, error) {
+	config := dynamic.ConfigFor(cfg)
+	httpClient, err := rest.HTTPClientFor(config)
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes client: %w: its TLS or credential files could not be loaded", ErrConfig)
+	}
+	// As dynamic.NewForConfigAndClient: the resource carries the path.
+	config.GroupVersion = nil
+	config.APIPath = "/if-you-see-this-search-for-the-break"
+	rc, err := rest.UnversionedRESTClientForConfigAndClient(config, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes client: %w", err)
+	}
+	return dynamic.New(NoRetry(rc)), nil
+}
+
+// NoRetry wraps a REST client so that every request other than GET is sent
+// at most once: client-go otherwise re-sends a request answered with 429 or
+// a 5xx carrying Retry-After, up to ten times, and the caller sees only the
+// last answer. A journaled call is one request; its answer, whatever it is,
+// is the call's result, and resolution decides from the durable facts.
+// Reads keep client-go's retries: they change nothing.
+func NoRetry(c rest.Interface) rest.Interface { return noRetry{c} }
+
+type noRetry struct{ rest.Interface }
+
+func (c noRetry) Verb(verb string) *rest.Request {
+	r := c.Interface.Verb(verb)
+	if verb != http.MethodGet {
+		r.MaxRetries(0)
+	}
+	return r
+}
+func (c noRetry) Post() *rest.Request   { return c.Interface.Post().MaxRetries(0) }
+func (c noRetry) Put() *rest.Request    { return c.Interface.Put().MaxRetries(0) }
+func (c noRetry) Delete() *rest.Request { return c.Interface.Delete().MaxRetries(0) }
+func (c noRetry) Patch(pt types.PatchType) *rest.Request {
+	return c.Interface.Patch(pt).MaxRetries(0)
 }
 
 // Scrub clears the bearer token and every credential reference held in cfg.

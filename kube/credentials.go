@@ -65,7 +65,7 @@ func NewCredentials(cfg *rest.Config, scope CredentialScope) (*Credentials, erro
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := NewDynamic(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}

@@ -1,7 +1,10 @@
 // Package fault is a fault-injecting HTTP transport for tests: it lets a
 // matching request reach the API server and then drops the response (the
-// write happened, the caller sees a timeout), or answers a synthetic
-// connection reset before anything is sent.
+// write happened, the caller sees a timeout) or replaces it with a 503,
+// answers a synthetic connection reset before anything is sent, or throttles
+// (429) before anything is sent. The 429 and 503 answers may carry
+// Retry-After, the header that makes client-go re-send a request on its own
+// unless the client forbids it.
 //
 // The keyledger binary arms it from KEYLEDGER_FAULT only when built with the
 // "failpoints" tag; tests in the same process use New directly.
@@ -36,7 +39,20 @@ const (
 	// synthetic 503 Status instead: the authority applied the request, the
 	// caller sees a server error.
 	ServerError Mode = "server-error"
+	// Unavailable is ServerError with "Retry-After: 1" on the 503.
+	Unavailable Mode = "unavailable-retry-after"
+	// Throttle answers 429 Too Many Requests with "Retry-After: 1" without
+	// sending anything, as API Priority and Fairness does: nothing applied.
+	Throttle Mode = "throttle"
 )
+
+func (m Mode) valid() bool {
+	switch m {
+	case DropResponse, Reset, ServerError, Unavailable, Throttle:
+		return true
+	}
+	return false
+}
 
 // Rule selects requests: Method must match, PathContains must be a substring
 // of the URL path (empty matches all), and the Nth matching request (1-based)
@@ -67,7 +83,7 @@ func Parse(spec string) (Rule, error) {
 	if len(parts) == 3 {
 		r.PathContains = parts[2]
 	}
-	if r.Mode != DropResponse && r.Mode != Reset && r.Mode != ServerError {
+	if !r.Mode.valid() {
 		return r, fmt.Errorf("fault %q: unknown mode %q", spec, r.Mode)
 	}
 	return r, nil
@@ -117,19 +133,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Body.Close()
 		}
 		return nil, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
-	case ServerError:
+	case Throttle:
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return synthetic(req, http.StatusTooManyRequests, "TooManyRequests", "1"), nil
+	case ServerError, Unavailable:
 		resp, err := t.next.RoundTrip(req)
 		if err != nil {
 			return nil, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"fault: synthetic server error","reason":"ServiceUnavailable","code":503}`
-		return &http.Response{
-			StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{"Content-Type": []string{"application/json"}},
-			Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
-		}, nil
+		retryAfter := ""
+		if t.rule.Mode == Unavailable {
+			retryAfter = "1"
+		}
+		return synthetic(req, http.StatusServiceUnavailable, "ServiceUnavailable", retryAfter), nil
 	default:
 		resp, err := t.next.RoundTrip(req)
 		if err != nil {
@@ -138,6 +158,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		return nil, ErrDropped
+	}
+}
+
+// synthetic is a Status answer with code and reason, and Retry-After when
+// retryAfter is set.
+func synthetic(req *http.Request, code int, reason, retryAfter string) *http.Response {
+	body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"fault: synthetic %s","reason":%q,"code":%d}`,
+		strings.ToLower(http.StatusText(code)), reason, code)
+	header := http.Header{"Content-Type": []string{"application/json"}}
+	if retryAfter != "" {
+		header.Set("Retry-After", retryAfter)
+	}
+	return &http.Response{
+		StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: header, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
 	}
 }
 

@@ -58,3 +58,35 @@ func TestTransport(t *testing.T) {
 	require.True(t, errors.Is(err, syscall.ECONNRESET), "got %v", err)
 	require.EqualValues(t, 3, received.Load(), "a reset request must never reach the server")
 }
+
+// Throttle answers 429 with Retry-After and sends nothing; Unavailable
+// sends the request and answers 503 with Retry-After.
+func TestTransportRetryAfterModes(t *testing.T) {
+	t.Parallel()
+	var received atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		received.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		spec     string
+		code     int
+		received int32
+	}{
+		{"throttle:PUT#1", http.StatusTooManyRequests, 0},
+		{"unavailable-retry-after:PUT#1", http.StatusServiceUnavailable, 1},
+	} {
+		received.Store(0)
+		rule, err := Parse(tc.spec)
+		require.NoError(t, err)
+		client := &http.Client{Transport: New(rule, http.DefaultTransport)}
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/x", strings.NewReader("body"))
+		resp, err := client.Do(req)
+		require.NoError(t, err, tc.spec)
+		resp.Body.Close()
+		require.Equal(t, tc.code, resp.StatusCode, tc.spec)
+		require.Equal(t, "1", resp.Header.Get("Retry-After"), tc.spec)
+		require.Equal(t, tc.received, received.Load(), tc.spec)
+	}
+}

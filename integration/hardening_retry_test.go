@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// mutatingSecretRequests is how many POST, PUT, PATCH and DELETE requests on
+// Secrets a run's clients sent, retries included (the request counter wraps
+// the transport, under client-go's retry loop).
+func mutatingSecretRequests(t *testing.T, r result) int {
+	t.Helper()
+	n := 0
+	for key, v := range apiRequests(t, r) {
+		method, resource, _ := strings.Cut(key, " ")
+		if resource == "secrets" && method != "GET" && method != "LIST" && method != "WATCH" {
+			n += v
+		}
+	}
+	return n
+}
+
+// One journaled call is one request: a write answered with 429 or 503 and
+// Retry-After is not re-sent by client-go. The answer is the call's result
+// and the operation settles from the durable facts: a throttled request was
+// never applied, so resolution sends the same compare-and-set once more as a
+// new, journaled call; an applied one answered 503 is recognised as ours.
+// Before the clients forbade retries, client-go re-sent both after a second
+// and the journal held one call for two requests.
+func TestIntegrationOneCallOneRequest(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	t.Run("retirement", func(t *testing.T) {
+		cases := []struct {
+			fault, outcome string
+			calls          int
+		}{
+			{"throttle:PUT:/secrets/#1", "completed", 2},
+			{"unavailable-retry-after:PUT:/secrets/#1", "converged", 1},
+		}
+		for i, tc := range cases {
+			before := standardKeyring()
+			s := e.createSecret(keyringSecret(fmt.Sprintf("retry-keyring-%d", i), before))
+			mutation := fmt.Sprintf("mut-retry-%d", i)
+			path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-06", mutation))
+			r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withEnv("KEYLEDGER_FAULT="+tc.fault))
+			require.Equal(t, 0, r.Code, "%s: %s %s", tc.fault, r.Stdout, r.Stderr)
+			require.Equal(t, tc.outcome, outcome(t, r)["outcome"], tc.fault)
+			after := e.getSecret(s.Name)
+			requireRetired(t, after, "k-2026-06", mutation, before)
+			require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "%s: one write applied", tc.fault)
+			_, records := e.journalOf(mutation)
+			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "%s: %v", tc.fault, kinds(records))
+			require.Equal(t, tc.calls, mutatingSecretRequests(t, r), "%s: one request per journaled call", tc.fault)
+			require.Equal(t, 1, count(records, store.RecordResolution), "%s: settled by re-reading", tc.fault)
+		}
+	})
+	t.Run("versioned", func(t *testing.T) {
+		cases := []struct {
+			name, fault, outcome string
+			calls                int
+		}{
+			{"snapshot-throttled", "throttle:POST:/secrets#1", "completed", 3},
+			{"replace-unavailable", "unavailable-retry-after:PUT:/secrets/#1", "converged", 2},
+		}
+		names := make([]string, len(cases))
+		for i, tc := range cases {
+			names[i] = "retry-" + tc.name
+		}
+		as := e.asWriter(names...)
+		for _, tc := range cases {
+			name := "retry-" + tc.name
+			mutation := "mut-" + name
+			s := e.createSecret(plainSecret(name, map[string][]byte{"k": vCanary("0")}))
+			r := e.runCmd(updateCommand(e.ns, name, s.ResourceVersion, mutation, map[string][]byte{"k": vCanary("1")}), as,
+				withEnv("KEYLEDGER_FAULT="+tc.fault))
+			requireOK(t, r, tc.outcome)
+			after := e.getSecret(name)
+			require.Equal(t, vCanary("1"), after.Data["k"])
+			require.Equal(t, 1, e.secretWrites(name, s.ResourceVersion, after.ResourceVersion), "%s: one live write", tc.name)
+			_, records := e.journalOf(mutation)
+			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "%s: %v", tc.name, kinds(records))
+			require.Equal(t, tc.calls, mutatingSecretRequests(t, r), "%s: one request per journaled call", tc.name)
+			require.GreaterOrEqual(t, count(records, store.RecordResolution), 1, "%s: settled by re-reading", tc.name)
+		}
+	})
+}
