@@ -91,10 +91,9 @@ func retireCommand(s *corev1.Secret, keyID, mutation string, opts ...func(spec m
 	}
 }
 
-// retirementRules are exactly the rights a retirement needs.
-func retirementRules(secretName string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secretName}, Verbs: []string{"get", "update"}}}
-}
+// retirementRules are exactly the rights a retirement needs, as the family
+// declares them.
+func retirementRules(secretName string) []rbacv1.PolicyRule { return retire.Rules(secretName) }
 
 // serviceAccountKubeconfig creates a ServiceAccount bound to a Role with
 // rules, mints a TokenRequest token for it (600 s) and returns a kubeconfig

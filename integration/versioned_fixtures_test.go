@@ -24,13 +24,8 @@ import (
 func vCanary(tag string) []byte { return []byte("VCANARY-" + tag + "-7f3a9c") }
 
 // versionedRules are exactly the rights the versioned-writes family needs
-// for the live Secrets names (see versioned.AccessMatrix).
-func versionedRules(names ...string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: names, Verbs: []string{"update"}},
-	}
-}
+// for the live Secret name, as the family declares them.
+func versionedRules(name string) []rbacv1.PolicyRule { return versioned.Rules(name) }
 
 // asWriter runs each command as a ServiceAccount holding exactly the
 // family's rights on that command's live Secret: one identity per name,

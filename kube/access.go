@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -163,4 +164,148 @@ func OtherSecretName(names ...string) string {
 			return name
 		}
 	}
+}
+
+// Rights are an identity's complete rule set in one namespace: the rules a
+// family declares once (its Rules function), from which its deploy Role,
+// its rendered Role and its test identities are made.
+type Rights struct {
+	Namespace string
+	Rules     []rbacv1.PolicyRule
+}
+
+// AuthenticatedDefaults are the rules every authenticated user (and every
+// ServiceAccount) holds in a cluster with the default RBAC bootstrap
+// policy, and that a rules review therefore always lists: the self-reviews
+// of system:basic-user, the discovery and public-info non-resource URLs of
+// system:discovery and system:public-info-viewer, and the ServiceAccount
+// issuer discovery URLs of system:service-account-issuer-discovery (bound
+// to every ServiceAccount). CheckRules accepts them beside a family's
+// rules, and nothing else.
+var AuthenticatedDefaults = struct {
+	Resource    []rbacv1.PolicyRule
+	NonResource []rbacv1.PolicyRule
+}{
+	Resource: []rbacv1.PolicyRule{
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"selfsubjectreviews"}, Verbs: []string{"create"}},
+	},
+	NonResource: []rbacv1.PolicyRule{{
+		NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"},
+		Verbs:           []string{"get"},
+	}, {
+		NonResourceURLs: []string{"/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"},
+		Verbs:           []string{"get"},
+	}},
+}
+
+// grant is one right: verb on resource (of group), on one name or, when
+// name is empty, on every name.
+type grant struct{ group, resource, verb, name string }
+
+func (g grant) String() string {
+	target := g.resource
+	if g.group != "" {
+		target += "." + g.group
+	}
+	if g.name != "" {
+		return fmt.Sprintf("%s %s/%s", g.verb, target, g.name)
+	}
+	return fmt.Sprintf("%s %s (any name)", g.verb, target)
+}
+
+// grants expands rules into single rights ("*" stays a literal word, so a
+// wildcard in a review is only ever covered by a wildcard in the wanted
+// rules, which no family declares).
+func grants(rules []rbacv1.PolicyRule) []grant {
+	var out []grant
+	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					for _, n := range names {
+						out = append(out, grant{g, res, v, n})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// covers reports whether a right held as have includes want: same group,
+// resource and verb (or a wildcard held), and have is on every name or on
+// want's name.
+func covers(have, want grant) bool {
+	match := func(h, w string) bool { return h == w || h == "*" }
+	resource := match(have.resource, want.resource) || have.resource == "*/*"
+	return match(have.group, want.group) && resource && match(have.verb, want.verb) &&
+		(have.name == "" || have.name == want.name)
+}
+
+// CheckRules asks one SelfSubjectRulesReview for every rule the identity
+// holds in r.Namespace (Role and ClusterRole grants alike) and describes
+// each right beyond r.Rules and AuthenticatedDefaults, and each right in
+// r.Rules that is missing. An incomplete review is a mismatch (fail closed):
+// the identity may hold rights it cannot be shown.
+func CheckRules(ctx context.Context, client Interface, r Rights) (mismatches []string, err error) {
+	review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, err)
+	}
+	return compareRules(r, review.Status), nil
+}
+
+// compareRules is CheckRules' decision on one review's answer.
+func compareRules(r Rights, status authorizationv1.SubjectRulesReviewStatus) (mismatches []string) {
+	if status.Incomplete {
+		mismatches = append(mismatches, fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights are exact", r.Namespace))
+	}
+	allowed := append(grants(r.Rules), grants(AuthenticatedDefaults.Resource)...)
+	var held []grant
+	seen := map[grant]bool{}
+	for _, rule := range status.ResourceRules {
+		for _, g := range grants([]rbacv1.PolicyRule{{APIGroups: rule.APIGroups, Resources: rule.Resources, Verbs: rule.Verbs, ResourceNames: rule.ResourceNames}}) {
+			held = append(held, g)
+			if seen[g] {
+				continue
+			}
+			seen[g] = true
+			// A held right is fine only if a wanted right is at least as
+			// wide: exactly the same, or (for a named one) the same on
+			// every name.
+			if !slices.ContainsFunc(allowed, func(a grant) bool { return covers(a, g) }) {
+				mismatches = append(mismatches, fmt.Sprintf("%s in %s is granted, beyond the operation's rules", g, r.Namespace))
+			}
+		}
+	}
+	for _, want := range grants(r.Rules) {
+		if !slices.ContainsFunc(held, func(h grant) bool { return covers(h, want) }) {
+			mismatches = append(mismatches, fmt.Sprintf("%s in %s is not granted", want, r.Namespace))
+		}
+	}
+	defaults := map[string]bool{}
+	for _, rule := range AuthenticatedDefaults.NonResource {
+		for _, u := range rule.NonResourceURLs {
+			for _, v := range rule.Verbs {
+				defaults[v+" "+u] = true
+			}
+		}
+	}
+	for _, rule := range status.NonResourceRules {
+		for _, u := range rule.NonResourceURLs {
+			for _, v := range rule.Verbs {
+				if !defaults[v+" "+u] {
+					mismatches = append(mismatches, fmt.Sprintf("%s on non-resource URL %s is granted, beyond what every authenticated user holds", v, u))
+				}
+			}
+		}
+	}
+	return mismatches
 }

@@ -18,6 +18,10 @@ type Plan struct {
 	// Access is the permission matrix that must hold exactly before the
 	// journal is opened and any material is read.
 	Access []kube.AccessCheck
+	// Rights, when set, is the family's complete rule set: one rules review
+	// must list exactly these rules in their namespace, beyond what every
+	// authenticated user holds (kube.CheckRules), checked beside Access.
+	Rights *kube.Rights
 	// SecretRights, when set, bounds every grant on Secrets in its
 	// namespace (checked with a rules review beside Access).
 	SecretRights *kube.SecretRights
@@ -70,10 +74,17 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if len(plan.Access) > 0 {
+	if len(plan.Access) > 0 || plan.Rights != nil {
 		mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
 		if err != nil {
 			return nil, &Unavailable{Dependency: "kubernetes", Err: err}
+		}
+		if plan.Rights != nil {
+			more, err := kube.CheckRules(ctx, deps.Kube, *plan.Rights)
+			if err != nil {
+				return nil, &Unavailable{Dependency: "kubernetes", Err: err}
+			}
+			mismatches = append(mismatches, more...)
 		}
 		if plan.SecretRights != nil {
 			more, err := kube.CheckSecretRights(ctx, deps.Kube, *plan.SecretRights)

@@ -36,10 +36,10 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 			Name:          s.Owner,
 			Detail:        cmd.preparation(),
 		},
-		Access:       AccessMatrix(s),
-		SecretRights: SecretRights(s),
-		Family:       newFamily(cmd, client),
-		MaxAttempts:  MaxAttempts,
+		Access:      AccessMatrix(s),
+		Rights:      &kube.Rights{Namespace: s.Namespace, Rules: Rules(s)},
+		Family:      newFamily(cmd, client),
+		MaxAttempts: MaxAttempts,
 	}, nil
 }
 

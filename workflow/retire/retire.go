@@ -31,17 +31,16 @@ func Plan(cmd *Command, client kube.Interface) workflow.Plan {
 			Detail:        map[string]any{"keyId": cmd.Spec.KeyID, "retirementId": cmd.Spec.RetirementID},
 		},
 		Access: AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
-		SecretRights: &kube.SecretRights{
-			Namespace: cmd.Spec.Namespace, Names: []string{cmd.Spec.SecretName}, Verbs: []string{"get", "update"},
-		},
+		Rights: &kube.Rights{Namespace: cmd.Spec.Namespace, Rules: Rules(cmd.Spec.SecretName)},
 		Family: &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)},
 	}
 }
 
 // AccessMatrix is what the identity running a retirement must and must not
 // be allowed: get and update on exactly this Secret, nothing more. The
-// plan's SecretRights add a rules review, which catches a grant on any other
-// Secret name, not only the one probed here.
+// plan's Rights add a rules review, which catches any right beyond Rules
+// (another Secret name, another resource, a ClusterRole grant), not only
+// the ones probed here.
 func AccessMatrix(namespace, name string) []kube.AccessCheck {
 	other := kube.OtherSecretName(name)
 	secret := func(verb, n string, allowed bool) kube.AccessCheck {

@@ -102,13 +102,10 @@ func Plan(cmd *Command, client kube.Interface, limit int) workflow.Plan {
 			CommandDigest: cmd.Digest, Namespace: cmd.Namespace, Name: cmd.Name, Detail: prepareDetail(cmd),
 		},
 		Access: AccessMatrix(cmd.Namespace, cmd.Name),
-		// A rules review proves that update reaches no other Secret, whatever
-		// its name, and that nothing else (patch, watch, deletecollection) is
-		// granted on Secrets.
-		SecretRights: &kube.SecretRights{
-			Namespace: cmd.Namespace, Names: []string{cmd.Name}, Verbs: []string{"update"},
-			NamespaceWide: []string{"get", "list", "create", "delete"},
-		},
+		// A rules review proves that the identity holds exactly Rules: update
+		// reaches no other Secret, whatever its name, and nothing else
+		// (patch, watch, another resource, a ClusterRole grant) is held.
+		Rights:   &kube.Rights{Namespace: cmd.Namespace, Rules: Rules(cmd.Name)},
 		Precheck: f.precheck,
 		Family:   f,
 	}
@@ -132,21 +129,8 @@ func prepareDetail(cmd *Command) map[string]any {
 }
 
 // AccessMatrix is what an identity running versioned writes must and must
-// not be allowed in the namespace. Snapshot names are derived from the live
-// UID and version, so get, create and delete cannot be narrowed by
-// resourceNames, and list never can: the family needs namespace-wide get,
-// list, create and delete on secrets. update stays bound to the live name
-// (snapshots are never updated), and patch, watch and deletecollection are
-// denied. The Role:
-//
-//	rules:
-//	- apiGroups: [""]
-//	  resources: ["secrets"]
-//	  verbs: ["get", "list", "create", "delete"]
-//	- apiGroups: [""]
-//	  resources: ["secrets"]
-//	  resourceNames: ["<live name>"]
-//	  verbs: ["update"]
+// not be allowed in the namespace: the rights of Rules (allowed), and
+// patch, watch, deletecollection and update on another Secret (denied).
 func AccessMatrix(namespace, name string) []kube.AccessCheck {
 	other := kube.OtherSecretName(name)
 	secret := func(verb, n string, allowed bool) kube.AccessCheck {
