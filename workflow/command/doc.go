@@ -4,7 +4,8 @@
 //	{"apiVersion":"keyledger.dev/v1","kind":"KeyRetirement",
 //	 "metadata":{"requestId":"req-7","mutationId":"mut-7"},"spec":{...}}
 //
-// Read opens the file without following a symbolic link or blocking on a
+// Read opens the file without following a symbolic link in any component of
+// its path (openat2, RESOLVE_NO_SYMLINKS) or blocking on a
 // FIFO, checks it on the opened descriptor (regular, at most MaxSize bytes,
 // private when it holds secrets) and validates the envelope with Parse. Each
 // family then decodes its own spec type with Decode; this package knows no

@@ -1,7 +1,9 @@
 package command
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -66,19 +68,23 @@ const (
 	// ReasonUnreadable: opening, inspecting or reading the file failed; Err
 	// holds the cause.
 	ReasonUnreadable = "unreadable"
+	// ReasonNoSafeOpen: the kernel cannot open a path without following
+	// symbolic links in its parent directories (no openat2).
+	ReasonNoSafeOpen = "no-safe-open"
 )
 
 // Reasons lists every reason a [FileError] may carry.
 func Reasons() []string {
 	return []string{
 		ReasonRelativePath, ReasonParentReference, ReasonUncleanPath, ReasonSymlink,
-		ReasonNotRegular, ReasonTooLarge, ReasonNotPrivate, ReasonUnreadable,
+		ReasonNotRegular, ReasonTooLarge, ReasonNotPrivate, ReasonUnreadable, ReasonNoSafeOpen,
 	}
 }
 
 // FileError is a refusal to read a command file, before its content is
 // looked at. Reason is one of the Reason* constants, Detail explains it, Err
-// is the operating-system error when there is one.
+// is the operating-system error when there is one. Its message never holds
+// the path (file paths stay out of every output): Path is for the caller.
 type FileError struct {
 	Path   string
 	Reason string
@@ -88,12 +94,17 @@ type FileError struct {
 
 func (e *FileError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "command file %q: %s", e.Path, e.Reason)
+	b.WriteString("command file: " + e.Reason)
 	if e.Detail != "" {
 		b.WriteString(": " + e.Detail)
 	}
 	if e.Err != nil {
-		b.WriteString(": " + e.Err.Error())
+		cause := e.Err
+		var pathErr *fs.PathError
+		if errors.As(cause, &pathErr) {
+			cause = fmt.Errorf("%s: %w", pathErr.Op, pathErr.Err)
+		}
+		b.WriteString(": " + cause.Error())
 	}
 	return b.String()
 }

@@ -58,12 +58,14 @@ func notPrivate(path string, perm fs.FileMode) error {
 
 // Read reads and validates the command file at path.
 //
-// The path must be absolute and clean with no ".." component. The final
-// component is opened with O_NOFOLLOW (a symbolic link is refused) and
-// O_NONBLOCK (a FIFO cannot block the open); type, size and mode are checked
-// on the opened descriptor, so a swap between check and read is not possible.
-// Symbolic links in parent directories are followed. At most MaxSize bytes
-// are accepted, counted while reading rather than trusted from fstat.
+// The path must be absolute and clean with no ".." component. It is opened
+// with openat2 and RESOLVE_NO_SYMLINKS: a symbolic link anywhere in the path,
+// in a parent directory as well as the final component, is refused; a kernel
+// without openat2 (before Linux 5.6) is refused too, rather than resolving
+// the path some weaker way. O_NONBLOCK keeps a FIFO from blocking the open;
+// type, size and mode are checked on the opened descriptor, so a swap
+// between check and read is not possible. At most MaxSize bytes are
+// accepted, counted while reading rather than trusted from fstat.
 //
 // Refusals before the content is looked at are *FileError; content problems
 // are *InvalidError.
@@ -102,19 +104,12 @@ func readFile(path string, opts ReadOptions) ([]byte, fs.FileMode, error) {
 	refuse := func(reason, detail string, err error) error {
 		return &FileError{Path: path, Reason: reason, Detail: detail, Err: err}
 	}
-	const flags = syscall.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK |
-		syscall.O_CLOEXEC | syscall.O_NOCTTY
-	var fd int
-	var err error
-	for {
-		fd, err = syscall.Open(path, flags, 0)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
+	fd, err := openNoSymlinks(path)
 	switch {
 	case errors.Is(err, syscall.ELOOP):
-		return nil, 0, refuse(ReasonSymlink, "refusing to follow a symbolic link", nil)
+		return nil, 0, refuse(ReasonSymlink, "refusing to follow a symbolic link in the path", nil)
+	case errors.Is(err, errNoOpenat2):
+		return nil, 0, refuse(ReasonNoSafeOpen, "this kernel has no openat2 (Linux 5.6 or later is needed) to open the path without following symbolic links", nil)
 	case err != nil:
 		return nil, 0, refuse(ReasonUnreadable, "", &fs.PathError{Op: "open", Path: path, Err: err})
 	}
@@ -144,7 +139,10 @@ func readFile(path string, opts ReadOptions) ([]byte, fs.FileMode, error) {
 	return data, info.Mode().Perm(), nil
 }
 
-var errTooLarge = errors.New("too large")
+var (
+	errTooLarge  = errors.New("too large")
+	errNoOpenat2 = errors.New("openat2 is not available")
+)
 
 // readLimited reads r to the end, reading at most limit+1 bytes, and returns
 // errTooLarge when there are more than limit.

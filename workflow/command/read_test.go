@@ -64,6 +64,13 @@ func TestRead(t *testing.T) {
 			require.NoError(t, os.Symlink(filepath.Join(dir, "nowhere"), link))
 			return link
 		}, reason: ReasonSymlink},
+		{name: "symlink in a parent directory", path: func(t *testing.T) string {
+			real := filepath.Join(dir, "real")
+			require.NoError(t, os.Mkdir(real, 0o700))
+			writeFile(t, real, "cmd.json", valid, 0o600)
+			require.NoError(t, os.Symlink(real, filepath.Join(dir, "linked")))
+			return filepath.Join(dir, "linked", "cmd.json")
+		}, reason: ReasonSymlink},
 		{name: "directory", path: func(*testing.T) string { return dir }, reason: ReasonNotRegular},
 		{name: "fifo", path: func(t *testing.T) string {
 			fifo := filepath.Join(dir, "fifo.json")
@@ -111,6 +118,9 @@ func TestRead(t *testing.T) {
 			require.Equal(t, tc.reason, fe.Reason, "error %q", r.err)
 			require.ErrorIs(t, r.err, &FileError{Reason: tc.reason})
 			require.Contains(t, r.err.Error(), tc.reason)
+			if path != "" {
+				require.NotContains(t, r.err.Error(), path, "the message never holds the path")
+			}
 		})
 	}
 }

@@ -1,0 +1,180 @@
+package integration
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/workflow/retire"
+)
+
+// Canary words planted in file paths and connection details: none may
+// appear in any output or journal row.
+const (
+	pathCanary = "PATHCANARY7f3a"
+	hostCanary = "hostcanary7f3a"
+	userCanary = "usercanary7f3a"
+	dbCanary   = "dbcanary7f3a"
+)
+
+// canaryHost is a database host name holding hostCanary that never
+// resolves and is never sent to a resolver: its first label is longer than
+// the 63 characters a DNS label may have, so Go's resolver refuses it
+// locally (nothing leaves the machine).
+var canaryHost = hostCanary + "-" + strings.Repeat("x", 64) + ".invalid"
+
+// withCanaryHost puts canaryHost first in a database URL's host list; pgx
+// tries it, fails to resolve it and goes on to the real host.
+func withCanaryHost(t *testing.T, dbURL, realHost string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	if realHost == "" {
+		realHost = u.Host
+	}
+	return "postgres://" + u.User.String() + "@" + canaryHost + ":5432," + realHost + u.Path + "?" + u.RawQuery
+}
+
+// cuttingProxy stands between keyledger and PostgreSQL: it forwards the
+// first connection until the client sends its cutAt-th simple query, then
+// closes that connection and refuses every later one. The database is
+// there when the run connects and gone when it next needs it.
+func cuttingProxy(t *testing.T, target string, cutAt int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var once sync.Once
+	stop := func() { once.Do(func() { ln.Close() }) }
+	t.Cleanup(stop)
+	go func() {
+		client, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer client.Close()
+		server, err := net.Dial("tcp", target)
+		if err != nil {
+			stop()
+			return
+		}
+		defer server.Close()
+		go func() { _, _ = io.Copy(client, server) }()
+		// The startup message: an int32 length (itself included) and a body.
+		var n [4]byte
+		if _, err := io.ReadFull(client, n[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(n[:])-4)
+		if _, err := io.ReadFull(client, body); err != nil {
+			return
+		}
+		_, _ = server.Write(append(n[:], body...))
+		queries := 0
+		for {
+			var head [5]byte // type byte and int32 length
+			if _, err := io.ReadFull(client, head[:]); err != nil {
+				return
+			}
+			body := make([]byte, binary.BigEndian.Uint32(head[1:])-4)
+			if _, err := io.ReadFull(client, body); err != nil {
+				return
+			}
+			if head[0] == 'Q' {
+				queries++
+				if queries == cutAt {
+					stop()
+					return
+				}
+			}
+			if _, err := server.Write(append(head[:], body...)); err != nil {
+				return
+			}
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Neither a file path given on the command line or in the environment nor
+// a connection's host, user or database name reaches stdout, stderr or the
+// journal: not on success, not when the kubeconfig is missing, not when the
+// database is unreachable, not when it goes away in the middle of a run.
+func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := e.createSecret(keyringSecret("canary-paths", standardKeyring()))
+	dir := filepath.Join(t.TempDir(), "dir-"+pathCanary)
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	kubeconfig := filepath.Join(dir, "kubeconfig-"+pathCanary)
+	raw, err := os.ReadFile(e.serviceAccountKubeconfig("canary-paths", retire.Rules(s.Name)))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(kubeconfig, raw, 0o600))
+	command := func(mutation string) string {
+		b, err := json.Marshal(retireCommand(s, "k-2026-07", mutation))
+		require.NoError(t, err)
+		p := filepath.Join(dir, mutation+"-"+pathCanary+".json")
+		require.NoError(t, os.WriteFile(p, b, 0o600))
+		return p
+	}
+	dbURL := withCanaryHost(t, e.journal.OperatorURL, "")
+	u, err := url.Parse(e.journal.OperatorURL)
+	require.NoError(t, err)
+
+	var outputs strings.Builder
+	run := func(name string, wantCode int, args []string, opts ...runOption) {
+		t.Helper()
+		r := e.keyledger(args, append([]runOption{withEnv("KEYLEDGER_LOG_LEVEL=debug")}, opts...)...)
+		if wantCode >= 0 {
+			require.Equal(t, wantCode, r.Code, "%s: %s %s", name, r.Stdout, r.Stderr)
+		} else {
+			require.NotEqual(t, 0, r.Code, "%s: %s %s", name, r.Stdout, r.Stderr)
+		}
+		if args[0] == "run" {
+			require.NotEmpty(t, r.Stdout, "%s: a run always prints its outcome line", name)
+		}
+		outputs.WriteString(name + ": " + r.Stdout + r.Stderr + "\n")
+	}
+
+	// Success: the kubeconfig by flag, then by $KUBECONFIG (a replay).
+	ok := command("mut-paths-ok")
+	run("success", 0, []string{"run", "--kubeconfig", kubeconfig, ok}, withDatabase(dbURL))
+	run("replay", 0, []string{"run", ok}, asKubeconfig(kubeconfig), withDatabase(dbURL))
+	run("journal-show", 0, []string{"journal", "show", "mut-paths-ok", "-o", "json"}, withDatabase(dbURL))
+	run("journal-list", 0, []string{"journal", "list"}, withDatabase(dbURL))
+
+	// A missing kubeconfig, by flag and by $KUBECONFIG.
+	absent := filepath.Join(dir, "absent-"+pathCanary)
+	run("missing-kubeconfig-flag", 69, []string{"run", "--kubeconfig", absent, command("mut-paths-nokube")}, withDatabase(dbURL))
+	run("missing-kubeconfig-env", 69, []string{"run", command("mut-paths-nokube-env")}, asKubeconfig(absent), withDatabase(dbURL))
+
+	// An unreachable database: only the canary host, with canary user and
+	// database names.
+	unreachable := "postgres://" + userCanary + ":pw@" + canaryHost + ":5432/" + dbCanary + "?sslmode=disable"
+	run("unreachable-run", 69, []string{"run", command("mut-paths-nodb")}, asKubeconfig(kubeconfig), withDatabase(unreachable))
+	run("unreachable-journal", 69, []string{"journal", "list"}, withDatabase(unreachable))
+
+	// The database goes away mid-run: the first connection is cut at its
+	// second simple query and no new one is accepted.
+	proxy := cuttingProxy(t, u.Host, 2)
+	run("reconnect-failure", -1, []string{"run", command("mut-paths-cut")}, asKubeconfig(kubeconfig), withDatabase(withCanaryHost(t, e.journal.OperatorURL, proxy)))
+
+	conn := connect(t, e.journal.OwnerURL)
+	var dump string
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT
+		(SELECT coalesce(string_agg(row_to_json(o)::text, E'\n'), '') FROM keyledger.operations o) || E'\n' ||
+		(SELECT coalesce(string_agg(row_to_json(r)::text, E'\n'), '') FROM keyledger.records r)`).Scan(&dump))
+	require.Contains(t, dump, "mut-paths-ok", "the journal was read")
+	all := outputs.String() + dump
+	require.Contains(t, all, `"outcome":"completed"`, "the outputs were captured")
+	for _, canary := range []string{pathCanary, strings.ToLower(pathCanary), hostCanary, userCanary, dbCanary, dir, u.Host, u.User.Username()} {
+		require.NotContains(t, all, canary, "outputs and journal:\n%s", all)
+	}
+}
