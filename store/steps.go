@@ -52,7 +52,7 @@ func (s *Store) StepRecords(ctx context.Context, p StepRecordsParams) ([][]Recor
 		}
 		x.r.Kind = RecordKind(kind)
 		if err := json.Unmarshal(raw, &x.r.Detail); err != nil {
-			return x, fmt.Errorf("decoding record detail: %w", err)
+			return x, &localError{fmt.Errorf("decoding record %d detail: %w", x.r.ID, err)}
 		}
 		return x, nil
 	})
