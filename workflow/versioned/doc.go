@@ -26,7 +26,9 @@
 // anything else that claims to be history of the UID (a slot name, the
 // label or the annotation naming it) is foreign: never counted, pruned,
 // read or restored, and reported by `history` by name with its reason
-// (not-journaled, edited, or unsettled: see below).
+// (not-journaled, edited, or unsettled: see below). The proof lives in the
+// journal: snapshots made by runs against another journal database are
+// foreign to this one (left alone, never pruned).
 //
 // A create-snapshot call carries a fresh random nonce, journaled in the
 // call record before the create is sent and written as the snapshot's
