@@ -110,8 +110,9 @@
 //
 // # Permissions
 //
-// See AccessMatrix: namespace-wide get, list, create and delete on secrets
-// (snapshot names are derived, list cannot be narrowed by resourceNames),
-// update only on the live name; patch, watch and deletecollection denied.
+// See Rules (the one declaration) and AccessMatrix: namespace-wide get,
+// list, create and delete on secrets (snapshot names are derived, list
+// cannot be narrowed by resourceNames), update only on the live name;
+// patch, watch and deletecollection denied.
 // `history` needs get and list on secrets and read access to the journal.
 package versioned
