@@ -37,8 +37,9 @@ func (e *env) planter() kubernetes.Interface {
 }
 
 // lookalike is a perfect copy of the snapshot format for version n of
-// live, computed from what anyone can read (the UID, the resourceVersion),
-// holding other data.
+// live (as keyledger wrote it before nonces existed, which it still
+// accepts), computed from what anyone can read (the UID, the
+// resourceVersion), holding other data.
 func lookalike(live *corev1.Secret, n int64, data map[string][]byte) *corev1.Secret {
 	yes := true
 	return &corev1.Secret{
@@ -49,8 +50,7 @@ func lookalike(live *corev1.Secret, n int64, data map[string][]byte) *corev1.Sec
 			Annotations: map[string]string{"keyledger.dev/history-format": "uid-rv-v1", "keyledger.dev/source-uid": string(live.UID),
 				"keyledger.dev/source-resource-version": live.ResourceVersion, "keyledger.dev/source-name": live.Name,
 				"keyledger.dev/source-type": string(live.Type), "keyledger.dev/version": fmt.Sprint(n),
-				"keyledger.dev/snapshot-time": "2026-01-01T00:00:00Z", "keyledger.dev/actor": "req-x/mut-x",
-				"keyledger.dev/nonce": "00000000000000000000000000000000"},
+				"keyledger.dev/snapshot-time": "2026-01-01T00:00:00Z", "keyledger.dev/actor": "req-x/mut-x"},
 		},
 		Type: corev1.SecretTypeOpaque, Immutable: &yes, Data: data,
 	}
@@ -160,6 +160,16 @@ func TestIntegrationVersionedPlantedLookalikes(t *testing.T) {
 	require.Len(t, after, 24, "the 23 and the new snapshot of v25")
 	require.Equal(t, "26", e.getSecret("db").Annotations["keyledger.dev/version"])
 	require.Equal(t, []int64{1, 2, 3, 25}, historyVersions(e.history("db", as)))
+
+	// A delete without history deletes keyledger's snapshots, never a
+	// look-alike.
+	cur = e.getSecret("db")
+	requireOK(t, e.runCmd(deleteCommand(e.ns, "db", cur.ResourceVersion, "mut-del", false), as), "deleted")
+	left := e.objectsOf(s.UID)
+	require.Len(t, left, 20)
+	for _, name := range planted {
+		require.Equal(t, all[name], left[name], "%s untouched", name)
+	}
 }
 
 // After retention freed version 1, a planted -v1 is no restore target, and
