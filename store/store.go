@@ -206,37 +206,42 @@ func scanOperation(row pgx.Row) (*Operation, error) {
 // ErrDigestMismatch.
 func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		op, err = scanOperation(tx.QueryRow(ctx, `
-			INSERT INTO keyledger.operations
-			  (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (mutation_id) DO NOTHING
-			RETURNING `+operationColumns,
-			p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID))
-		switch {
-		case err == nil:
-			created = true
-			return insertRecords(ctx, tx, op.ID, []Record{{
-				Kind: RecordPreparation, Step: string(RecordPreparation), Digest: p.CommandDigest, UID: p.ExpectedUID, Detail: p.Detail,
-			}})
-		case errors.Is(err, pgx.ErrNoRows):
-			op, err = scanOperation(tx.QueryRow(ctx,
-				`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, p.MutationID))
-			if err != nil {
-				return wrap("reading journaled operation", err)
-			}
-			if op.CommandDigest != p.CommandDigest || op.Kind != p.Kind {
-				return ErrDigestMismatch
-			}
-			return nil
-		default:
-			return wrap("inserting operation", err)
-		}
+		op, created, err = prepareIn(ctx, tx, p)
+		return err
 	})
 	if err != nil {
 		return nil, false, err
 	}
 	return op, created, nil
+}
+
+// prepareIn is Prepare inside the caller's transaction.
+func prepareIn(ctx context.Context, tx pgx.Tx, p PrepareParams) (op *Operation, created bool, err error) {
+	op, err = scanOperation(tx.QueryRow(ctx, `
+		INSERT INTO keyledger.operations
+		  (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (mutation_id) DO NOTHING
+		RETURNING `+operationColumns,
+		p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID))
+	switch {
+	case err == nil:
+		return op, true, insertRecords(ctx, tx, op.ID, []Record{{
+			Kind: RecordPreparation, Step: string(RecordPreparation), Digest: p.CommandDigest, UID: p.ExpectedUID, Detail: p.Detail,
+		}})
+	case errors.Is(err, pgx.ErrNoRows):
+		op, err = scanOperation(tx.QueryRow(ctx,
+			`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, p.MutationID))
+		if err != nil {
+			return nil, false, wrap("reading journaled operation", err)
+		}
+		if op.CommandDigest != p.CommandDigest || op.Kind != p.Kind {
+			return nil, false, ErrDigestMismatch
+		}
+		return op, false, nil
+	default:
+		return nil, false, wrap("inserting operation", err)
+	}
 }
 
 // TransitionParams move an operation from one state to another (or keep it,

@@ -34,6 +34,10 @@ type Plan struct {
 	Family Family
 	// MaxAttempts bounds the sends of one step (default 3).
 	MaxAttempts int
+	// Runs makes the command desired state: every run is an operation of
+	// its own (store.PrepareRun), so running the command again converges
+	// again instead of replaying, while an interrupted run is resumed.
+	Runs bool
 }
 
 // JournalReader reads records of other operations than the one being run.
@@ -115,7 +119,11 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	res := &Result{}
 	defer func() { res.Transactions = st.Transactions() }()
 
-	op, created, err := st.Prepare(ctx, plan.Prepare)
+	prepare := st.Prepare
+	if plan.Runs {
+		prepare = st.PrepareRun
+	}
+	op, created, err := prepare(ctx, plan.Prepare)
 	if errors.Is(err, store.ErrDigestMismatch) {
 		return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
 	}
