@@ -507,9 +507,15 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 		}
 	}
 	switch {
-	case rejected:
-		return m.refuse(ctx, rejection.Reason, rejectedCall.Summary, results)
+	case rejected && !unknown:
+		summary := rejectedCall.Summary
+		if len(batch) > 1 {
+			summary = m.batchSummary(summary, results)
+		}
+		return m.refuse(ctx, rejection.Reason, summary, results)
 	case unknown:
+		// A rejected call among them refuses the operation only once every
+		// sibling whose answer was lost is settled (see resolve).
 		return m.fire(ctx, eventResolve, move{records: results})
 	case len(batch) == 1 && batch[0].Final:
 		summary := batch[0].Summary
@@ -570,8 +576,17 @@ func (m *machine) resolve(ctx context.Context) error {
 		retries      []*Call
 		theirs, last *Verdict
 		undetermined *Verdict
+		rejected     *store.Record
 	)
 	for _, call := range open {
+		if r, ok := m.run.rejection(call); ok {
+			// The authority refused this call of the batch: nothing to
+			// re-read; the operation is refused once its siblings are settled.
+			if rejected == nil {
+				rejected = &r
+			}
+			continue
+		}
 		v, err := m.e.Family.Resolve(ctx, m.run, call)
 		if err != nil {
 			return err
@@ -600,12 +615,21 @@ func (m *machine) resolve(ctx context.Context) error {
 	}
 	switch {
 	case theirs != nil:
-		return m.refuse(ctx, theirs.Reason, theirs.Summary, notes)
+		summary := theirs.Summary
+		if rejected != nil {
+			summary = m.batchSummary(summary, notes)
+		}
+		return m.refuse(ctx, theirs.Reason, summary, notes)
 	case undetermined != nil:
 		if err := m.note(ctx, notes...); err != nil {
 			return err
 		}
 		return &Uncertain{Reason: orDefault(undetermined.Reason, "undetermined"), Err: undetermined.Err}
+	case rejected != nil:
+		// Every sibling is settled (ours, or not applied and not sent
+		// again): refuse, naming what the batch applied.
+		summary := m.batchSummary(map[string]any{"rejected": rejected.Target, "code": rejected.Detail["code"]}, notes)
+		return m.refuse(ctx, rejected.Reason, summary, notes)
 	case len(retries) > 0:
 		for _, r := range retries {
 			if m.sent[r.Step+" "+r.Target] >= m.e.MaxAttempts {
@@ -621,6 +645,61 @@ func (m *machine) resolve(ctx context.Context) error {
 		return m.complete(ctx, Completion{Outcome: OutcomeConverged, Summary: last.Summary}, notes)
 	}
 	return m.fire(ctx, eventAnswer, move{records: notes})
+}
+
+// rejection returns the authority's rejection of call when the newest
+// answer recorded for it (after it) says rejected.
+func (r *Run) rejection(call store.Record) (store.Record, bool) {
+	var found store.Record
+	ok, after := false, false
+	for _, rec := range r.Records {
+		if rec.ID != 0 && rec.ID == call.ID || rec.ID == 0 && rec.Kind == call.Kind && rec.Step == call.Step && rec.Target == call.Target && rec.Attempt == call.Attempt {
+			after = true
+			continue
+		}
+		if after && rec.Kind == store.RecordAuthorityResult && rec.Step == call.Step && rec.Target == call.Target {
+			found, ok = rec, rec.Status == string(Rejected)
+		}
+	}
+	return found, ok
+}
+
+// batchSummary adds to summary the targets of the newest batch that were
+// applied (an applied answer, or an "ours" resolution, including those in
+// pending, not yet journaled) and those that were not: a refused batch
+// names what it changed.
+func (m *machine) batchSummary(summary map[string]any, pending []store.Record) map[string]any {
+	batch := m.run.lastBatch()
+	records := append(append([]store.Record{}, m.run.Records...), pending...)
+	var targets []string
+	applied := map[string]bool{}
+	for i, c := range records {
+		if c.Kind != store.RecordAuthorityCall || detailInt(c.Detail, "batch") != batch {
+			continue
+		}
+		targets = append(targets, c.Target)
+		for _, later := range records[i+1:] {
+			if later.Step == c.Step && later.Target == c.Target &&
+				(later.Kind == store.RecordAuthorityResult && later.Status == string(Applied) ||
+					later.Kind == store.RecordResolution && later.Status == string(Ours)) {
+				applied[c.Target] = true
+			}
+		}
+	}
+	out := map[string]any{}
+	for k, v := range summary {
+		out[k] = v
+	}
+	done, notDone := []string{}, []string{}
+	for _, t := range targets {
+		if applied[t] {
+			done = append(done, t)
+		} else {
+			notDone = append(notDone, t)
+		}
+	}
+	out["applied"], out["notApplied"] = done, notDone
+	return out
 }
 
 // note appends records without moving the state.
