@@ -67,7 +67,8 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 		defer st.Close()
 		op, err := st.Load(ctx, fs.Arg(0))
 		if errors.Is(err, store.ErrNotFound) {
-			return usagef("no operation with mutation ID %q", fs.Arg(0))
+			// A credential plan's mutation ID names its runs.
+			return showRuns(ctx, st, streams, flags.output, fs.Arg(0))
 		}
 		if err != nil {
 			return err
@@ -82,9 +83,46 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 	}
 }
 
+// showRuns prints every run of the desired-state command (a credential
+// plan) whose mutation ID is id, oldest first.
+func showRuns(ctx context.Context, st *store.Store, streams IOStreams, output, id string) error {
+	runs, err := st.Runs(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return usagef("no operation with mutation ID %q", id)
+	}
+	var list []operationJSON
+	for i, op := range runs {
+		records, err := st.Records(ctx, op.ID)
+		if err != nil {
+			return err
+		}
+		if output == "json" {
+			list = append(list, toJSON(op, records))
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(streams.Out)
+		}
+		if err := printOperation(streams, output, op, records); err != nil {
+			return err
+		}
+	}
+	if output == "json" {
+		return json.NewEncoder(streams.Out).Encode(list)
+	}
+	return nil
+}
+
 type operationJSON struct {
-	Kind          string       `json:"kind"`
-	MutationID    string       `json:"mutationId"`
+	Kind       string `json:"kind"`
+	MutationID string `json:"mutationId"`
+	// Plan and Run name the command and the run number of one run of a
+	// desired-state command (a credential plan).
+	Plan          string       `json:"plan,omitempty"`
+	Run           int64        `json:"run,omitempty"`
 	RequestID     string       `json:"requestId"`
 	CommandDigest string       `json:"commandDigest"`
 	Namespace     string       `json:"namespace"`
@@ -118,6 +156,9 @@ func toJSON(op *store.Operation, records []store.Record) operationJSON {
 		Namespace: op.Namespace, Name: op.Name, ExpectedUID: op.ExpectedUID, State: string(op.State),
 		Outcome: op.Outcome, Reason: op.Reason, CreatedAt: op.CreatedAt, FinalizedAt: op.FinalizedAt,
 	}
+	if id, n, ok := store.SplitRunID(op.MutationID); ok {
+		out.Plan, out.Run = id, n
+	}
 	for _, r := range records {
 		out.Records = append(out.Records, recordJSON{
 			Kind: string(r.Kind), Step: r.Step, Target: r.Target, Attempt: r.Attempt, UID: r.UID, ResourceVersion: r.ResourceVersion,
@@ -127,7 +168,34 @@ func toJSON(op *store.Operation, records []store.Record) operationJSON {
 	return out
 }
 
+// groupRuns keeps the runs of one desired-state command (a credential
+// plan: "<mutationId>:run-<n>") together, newest first, at the place of its
+// newest run; other operations keep their place.
+func groupRuns(ops []*store.Operation) []*store.Operation {
+	key := func(op *store.Operation) string {
+		if id, _, ok := store.SplitRunID(op.MutationID); ok {
+			return id
+		}
+		return op.MutationID
+	}
+	groups := map[string][]*store.Operation{}
+	var order []string
+	for _, op := range ops {
+		k := key(op)
+		if _, seen := groups[k]; !seen {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], op)
+	}
+	out := make([]*store.Operation, 0, len(ops))
+	for _, k := range order {
+		out = append(out, groups[k]...)
+	}
+	return out
+}
+
 func printOperations(streams IOStreams, output string, ops []*store.Operation) error {
+	ops = groupRuns(ops)
 	if output == "json" {
 		list := make([]operationJSON, 0, len(ops))
 		for _, op := range ops {
@@ -136,9 +204,13 @@ func printOperations(streams IOStreams, output string, ops []*store.Operation) e
 		return json.NewEncoder(streams.Out).Encode(list)
 	}
 	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MUTATION\tKIND\tTARGET\tSTATE\tOUTCOME\tREASON\tCREATED")
+	fmt.Fprintln(tw, "MUTATION\tRUN\tKIND\tTARGET\tSTATE\tOUTCOME\tREASON\tCREATED")
 	for _, op := range ops {
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", op.MutationID, op.Kind, op.Namespace, op.Name, op.State,
+		mutation, run := op.MutationID, "-"
+		if id, n, ok := store.SplitRunID(op.MutationID); ok {
+			mutation, run = id, fmt.Sprint(n)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", mutation, run, op.Kind, op.Namespace, op.Name, op.State,
 			dash(op.Outcome), dash(op.Reason), op.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
