@@ -21,9 +21,9 @@ build: ## Build bin/keyledger (static, version stamped).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/keyledger ./cmd/keyledger
 
 .PHONY: image
-image: build ## Build the image keyledger:$(VERSION) FROM scratch (static binary, CA bundle, UID 10001) and print its size.
+image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch (static binary, CA bundle, UID 10001) and print its size.
 	bash hack/docker.sh
-	VERSION=$(VERSION) bash hack/image.sh
+	VERSION=$(VERSION) IMAGE=$(KEYLEDGER_IMAGE) bash hack/image.sh
 
 .PHONY: platform
 platform: ## Install and start what tests need: Docker engine, control-plane binaries, PostgreSQL image.

@@ -3,12 +3,15 @@
 # Expects bin/keyledger from `make build` (static, version stamped). Stages
 # the build context in bin/image: the binary, the build host's CA bundle
 # (/etc/ssl/certs/ca-certificates.crt) and passwd/group entries for
-# UID/GID 10001. Tags the image $IMAGE (default keyledger:$VERSION) and
+# UID/GID 10001. Tags the image $IMAGE (default KEYLEDGER_IMAGE of
+# versions.env, the default of `keyledger render credentials --image`) and
 # prints its tag and size. Needs a Docker engine (bash hack/docker.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=../versions.env
+source "$root/versions.env"
 version=${VERSION:-dev}
-image=${IMAGE:-keyledger:$version}
+image=${IMAGE:-$KEYLEDGER_IMAGE}
 binary=$root/bin/keyledger
 cabundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 context=$root/bin/image

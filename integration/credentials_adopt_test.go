@@ -79,7 +79,7 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	requireAlphabet(t, after.Data["admin-password"], 24, alphanumericChars)
 	require.Equal(t, "shop", after.Labels["app.kubernetes.io/part-of"])
 
-	_, records := e.journalOf("mut-writer")
+	_, records := e.journalOf("mut-writer:run-1")
 	results := recordsOf(records, store.RecordAuthorityResult, "patch-secret")
 	require.Len(t, results, 2)
 	require.Equal(t, "unknown", results[0].Status)
@@ -92,7 +92,7 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	require.Equal(t, []any{"admin-password"}, calls[1].Detail["addKeys"], "recomputed against the new version")
 	require.NotEqual(t, calls[0].ResourceVersion, calls[1].ResourceVersion)
 	require.Equal(t, "resource-version-changed", recordsOf(records, store.RecordResolution, "patch-secret")[0].Reason)
-	requireNoValues(t, e.journalText("mut-writer"), append(e.secretValues(existing.Name), canary))
+	requireNoValues(t, e.journalText("mut-writer:run-1"), append(e.secretValues(existing.Name), canary))
 }
 
 // generatorBackedExternalSecret is an ExternalSecret whose data comes from a
@@ -175,12 +175,12 @@ func TestIntegrationCredentialsAdoption(t *testing.T) {
 	require.NotContains(t, after.Labels, "app.kubernetes.io/instance")
 	require.Equal(t, "shop", after.Labels["app.kubernetes.io/part-of"])
 
-	_, records := e.journalOf("mut-adopt")
+	_, records := e.journalOf("mut-adopt:run-1")
 	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret"), 1)
 	require.Equal(t, string(es.GetUID()), recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")[0].UID)
 	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "delete-generator"), 1)
 	require.Len(t, recordsOf(records, store.RecordObservation, "wait-external-secret-gone"), 1)
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-adopt"), [][]byte{canary})
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-adopt:run-1"), [][]byte{canary})
 
 	// A remote-store-backed ExternalSecret stops the run before any write.
 	const remote, other = "shop-vault-app", "shop-other-app"
@@ -196,6 +196,6 @@ func TestIntegrationCredentialsAdoption(t *testing.T) {
 	require.NoError(t, err, "the remote-backed ExternalSecret is left alone")
 	_, err = e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, other, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "nothing was written")
-	_, records = e.journalOf("mut-remote")
+	_, records = e.journalOf("mut-remote:run-1")
 	require.Zero(t, count(records, store.RecordAuthorityCall))
 }

@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -282,4 +285,47 @@ func rulesOf(t *testing.T, dir string) []rbacv1.PolicyRule {
 // rbacWider is one right the plan must not have.
 func rbacWider() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}}}
+}
+
+// secretCreates counts, per name, the Secrets the API server created in the
+// namespace after resourceVersion from (ADDED events of its watch history),
+// up to now: it writes a marker Secret and replays the history until the
+// marker's creation.
+func (e *env) secretCreates(from string) map[string]int {
+	e.t.Helper()
+	marker := e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "zz-history-marker-" + randomSuffix(e.t)}})
+	ctx, cancel := context.WithTimeout(e.t.Context(), 30*time.Second)
+	defer cancel()
+	w, err := e.kube.Client().CoreV1().Secrets(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: from})
+	require.NoError(e.t, err, "opening watch")
+	defer w.Stop()
+	creates := map[string]int{}
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(e.t, ok, "watch closed before the marker was seen")
+			require.NotEqual(e.t, watch.Error, ev.Type, "watch error: %v", ev.Object)
+			m, err := meta.Accessor(ev.Object)
+			require.NoError(e.t, err)
+			if m.GetName() == marker.Name {
+				return creates
+			}
+			if ev.Type == watch.Added {
+				creates[m.GetName()]++
+			}
+		case <-ctx.Done():
+			e.t.Fatalf("the marker Secret never appeared in the watch history after %s", from)
+		}
+	}
+}
+
+// runsOf reads every run of a plan as the schema owner, oldest first.
+func (e *env) runsOf(mutation string) []*store.Operation {
+	e.t.Helper()
+	st, err := store.Open(e.t.Context(), e.journal.OwnerURL)
+	require.NoError(e.t, err)
+	defer st.Close()
+	runs, err := st.Runs(e.t.Context(), mutation)
+	require.NoError(e.t, err)
+	return runs
 }

@@ -9,9 +9,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/keyledger/keyledger/integration/platform"
 )
 
 // render credentials + apply-hook on the real control plane: the objects
@@ -99,4 +103,25 @@ func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 	r = e.keyledger([]string{"run", planPath}, asKubeconfig(e.serviceAccountKubeconfig("wider", wider)))
 	require.Equal(t, 77, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, outcome(t, r)["error"], "list secrets")
+}
+
+// The keyledger binary renders, without --image, the image of the versions
+// table's KEYLEDGER_IMAGE row: the tag `make image` builds.
+func TestIntegrationCredentialsRenderDefaultImage(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	want, err := platform.Version("KEYLEDGER_IMAGE")
+	require.NoError(t, err)
+	plan := credentialPlan(e.ns, "mut-image", []planSecret{standardSecret("shop-orders-cache-app")})
+	dir := filepath.Join(e.dir, "hook")
+	r := e.keyledger([]string{"render", "credentials", "--plan", e.writeCommand("plan.json", plan), "--out-dir", dir})
+	require.Equal(t, 0, r.Code, r.Stderr)
+	b, err := os.ReadFile(filepath.Join(dir, "5-job.yaml"))
+	require.NoError(t, err)
+	var job batchv1.Job
+	require.NoError(t, yaml.UnmarshalStrict(b, &job))
+	require.Equal(t, want, job.Spec.Template.Spec.Containers[0].Image)
+	make, err := os.ReadFile(filepath.Join(platform.RepoRoot(), "Makefile"))
+	require.NoError(t, err)
+	require.Contains(t, string(make), "IMAGE=$(KEYLEDGER_IMAGE) bash hack/image.sh", "make image builds the same tag")
 }

@@ -166,7 +166,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Equal(t, map[string]any{"accepted": 2.0, "repaired": 2.0, "skipped": 0.0}, outcome(t, r)["servers"])
 
-	_, records := e.journalOf("mut-repair")
+	_, records := e.journalOf("mut-repair:run-1")
 	for pod, uid := range map[string]types.UID{cachePod: cacheUID, busPod: busUID} {
 		var statuses []string
 		for _, p := range recordsOf(records, store.RecordProbe, "probe-server") {
@@ -191,7 +191,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEqual(t, uid, now.UID, "%s replaced", pod)
 	}
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-repair"), e.secretValues("shop-orders-cache-app", "shop-bus-users"))
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-repair:run-1"), e.secretValues("shop-orders-cache-app", "shop-bus-users"))
 
 	// An unknown answer (nothing listens) restarts nothing: exit 75.
 	silent := e.statefulSet("shop-silent")
@@ -206,7 +206,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	now, err := e.kube.Client().CoreV1().Pods(e.ns).Get(ctx, silent, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, silentPod.UID, now.UID, "an unknown answer never restarts a pod")
-	_, records = e.journalOf("mut-unknown")
+	_, records = e.journalOf("mut-unknown:run-1")
 	probes := recordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1)
 	require.Equal(t, "unknown", probes[0].Status)
@@ -223,7 +223,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	r = e.keyledger([]string{"run", e.writeCommand("stubborn.json", plan)}, e.asCredentialRunner(plan))
 	require.Equal(t, 2, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Equal(t, "server-still-refuses", outcome(t, r)["reason"])
-	_, records = e.journalOf("mut-stubborn")
+	_, records = e.journalOf("mut-stubborn:run-1")
 	deletes := recordsOf(records, store.RecordAuthorityCall, "delete-pod")
 	require.Len(t, deletes, 1, "deleted once, never twice")
 	require.Equal(t, string(stubbornUID), deletes[0].UID)

@@ -28,7 +28,8 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	out := outcome(t, r)
 	require.Equal(t, "completed", out["outcome"])
 	require.Equal(t, "CredentialPlan", out["kind"])
-	require.Equal(t, map[string]any{"planned": 3.0, "created": 3.0, "patched": 0.0, "unchanged": 0.0}, out["secrets"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 3.0, "patched": 0.0, "existing": 0.0, "unchanged": 0.0}, out["secrets"])
+	require.Equal(t, "mut-fresh:run-1", out["run"])
 	require.Equal(t, 3, apiRequests(t, r)["POST secrets"], "one request per absent Secret")
 	require.Zero(t, apiRequests(t, r)["GET secrets"])
 
@@ -37,7 +38,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 		s := e.getSecret(n)
 		before[n] = s
 		require.Equal(t, 1, e.secretWrites(n, from, s.ResourceVersion), "%s written once", n)
-		require.Equal(t, "mut-fresh", s.Annotations["keyledger.dev/created-by-mutation"])
+		require.Equal(t, "mut-fresh:run-1", s.Annotations["keyledger.dev/created-by-mutation"])
 		require.Equal(t, corev1.SecretTypeOpaque, s.Type)
 	}
 	requireAlphabet(t, before[names[0]].Data["password"], 32, alphanumericChars)
@@ -48,7 +49,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.NotEqual(t, before[names[0]].Data["password"], before[names[1]].Data["password"])
 
 	// The journal: preparation with names, one call and result per create.
-	op, records := e.journalOf("mut-fresh")
+	op, records := e.journalOf("mut-fresh:run-1")
 	require.Equal(t, store.StateCompleted, op.State)
 	require.Equal(t, "shop-orders-cache", op.Name)
 	prep := records[0]
@@ -62,13 +63,22 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	}
 	require.Len(t, recordsOf(records, store.RecordAuthorityResult, "create-secret"), 3)
 	values := e.secretValues(names...)
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh"), values)
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh:run-1"), values)
 
-	// Exact replay of the same mutation: nothing sent.
+	// The same plan again: a plan is desired state, so this is run 2, a new
+	// operation that reads the cluster again (a POST answering 409 and a GET
+	// per Secret) and writes nothing.
 	r = e.keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, "existing", outcome(t, r)["outcome"])
-	require.Zero(t, apiRequests(t, r)["POST secrets"])
+	out = outcome(t, r)
+	require.Equal(t, "existing", out["outcome"])
+	require.Equal(t, "mut-fresh", out["mutationId"])
+	require.Equal(t, "mut-fresh:run-2", out["run"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0}, out["secrets"])
+	require.Zero(t, apiRequests(t, r)["PATCH secrets"])
+	for _, n := range names {
+		require.Equal(t, before[n].ResourceVersion, e.getSecret(n).ResourceVersion, "%s not written by run 2", n)
+	}
 
 	// Forced second run (a new mutation of the same plan): a POST that
 	// answers 409 and a GET per Secret, no write, every value unchanged.
@@ -77,7 +87,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	out = outcome(t, r)
 	require.Equal(t, "existing", out["outcome"])
-	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "unchanged": 3.0}, out["secrets"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0}, out["secrets"])
 	reqs := apiRequests(t, r)
 	require.Equal(t, 3, reqs["POST secrets"])
 	require.Equal(t, 3, reqs["GET secrets"])
@@ -86,9 +96,9 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 		after := e.getSecret(n)
 		require.Equal(t, before[n].ResourceVersion, after.ResourceVersion, "%s not written", n)
 		require.Equal(t, before[n].Data, after.Data)
-		require.Equal(t, "mut-fresh", after.Annotations["keyledger.dev/created-by-mutation"], "the creator stays named")
+		require.Equal(t, "mut-fresh:run-1", after.Annotations["keyledger.dev/created-by-mutation"], "the creator stays named")
 	}
-	_, records = e.journalOf("mut-fresh-2")
+	_, records = e.journalOf("mut-fresh-2:run-1")
 	results := recordsOf(records, store.RecordAuthorityResult, "create-secret")
 	require.Len(t, results, 3)
 	for _, res := range results {
@@ -98,7 +108,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	for _, res := range recordsOf(records, store.RecordResolution, "create-secret") {
 		require.Equal(t, "kept-existing", res.Reason)
 	}
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh-2"), values)
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh-2:run-1"), values)
 }
 
 func TestIntegrationCredentialsPartialSecret(t *testing.T) {
@@ -127,14 +137,14 @@ func TestIntegrationCredentialsPartialSecret(t *testing.T) {
 	require.Equal(t, existing.UID, after.UID)
 	require.Equal(t, 1, e.secretWrites(existing.Name, existing.ResourceVersion, after.ResourceVersion), "one patch")
 
-	_, records := e.journalOf("mut-partial")
+	_, records := e.journalOf("mut-partial:run-1")
 	patches := recordsOf(records, store.RecordAuthorityCall, "patch-secret")
 	require.Len(t, patches, 1)
 	require.Equal(t, existing.ResourceVersion, patches[0].ResourceVersion, "the patch's precondition is the version read")
 	require.Equal(t, []any{"username", "admin-password"}, patches[0].Detail["addKeys"])
 	require.Equal(t, []any{"app.kubernetes.io/part-of"}, patches[0].Detail["addLabels"])
 	values := append(e.secretValues(existing.Name), canary)
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-partial"), values)
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-partial:run-1"), values)
 }
 
 // Crashed after every transition, then rerun: each Secret is written once.
@@ -183,10 +193,19 @@ func TestIntegrationCredentialsCrashAtEveryTransition(t *testing.T) {
 			if tc.kept {
 				require.Equal(t, canary, e.getSecret(a).Data["password"])
 			}
-			op, records := e.journalOf(mutation)
+			// The next sync is a new run: it finds everything in place.
+			r2 := e.keyledger([]string{"run", path}, as)
+			require.Equal(t, 0, r2.Code, "%s %s", r2.Stdout, r2.Stderr)
+			require.Equal(t, "existing", outcome(t, r2)["outcome"])
+			// Created exactly once each, from the API server's watch history
+			// (a kept Secret was created by the test, before the runs).
+			creates := e.secretCreates(from)
+			require.Equal(t, 1, creates[a], "%s created once", a)
+			require.Equal(t, 1, creates[b], "%s created once", b)
+			op, records := e.journalOf(mutation + ":run-1")
 			require.Equal(t, store.StateCompleted, op.State)
 			require.Equal(t, 1, count(records, store.RecordCompletion))
-			requireNoValues(t, r.Stdout+r.Stderr+e.journalText(mutation), e.secretValues(a, b))
+			requireNoValues(t, r.Stdout+r.Stderr+e.journalText(mutation+":run-1"), e.secretValues(a, b))
 		})
 	}
 }
@@ -221,8 +240,8 @@ func TestIntegrationCredentialsLostResponse(t *testing.T) {
 		require.Equal(t, 0, r.Code, "%s: %s %s", tc.fault, r.Stdout, r.Stderr)
 		s := e.getSecret(name)
 		require.Equal(t, 1, e.secretWrites(name, from, s.ResourceVersion), "%s: one write", tc.fault)
-		require.Equal(t, mutation, s.Annotations["keyledger.dev/created-by-mutation"])
-		_, records := e.journalOf(mutation)
+		require.Equal(t, mutation+":run-1", s.Annotations["keyledger.dev/created-by-mutation"])
+		_, records := e.journalOf(mutation + ":run-1")
 		require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), tc.calls, tc.fault)
 		res := recordsOf(records, store.RecordResolution, "create-secret")
 		require.Len(t, res, 1, tc.fault)

@@ -40,9 +40,10 @@ type CredentialScope struct {
 //
 //   - Secrets: create; get and JSON patch (whose first operation must test
 //     /metadata/resourceVersion) on the planned names.
-//   - ExternalSecrets: get, and delete with propagationPolicy Orphan and a UID
-//     precondition, on the adopted names.
-//   - Password generators: delete on the retired names.
+//   - ExternalSecrets: get, and delete with propagationPolicy Orphan and UID
+//     and resourceVersion preconditions, on the planned Secrets' names.
+//   - Password generators: get, and delete with UID and resourceVersion
+//     preconditions, on the retired names.
 //   - Pods: get, and delete with a UID precondition, on the server pods.
 //
 // No update, list or watch exists here; a name outside the scope is refused
@@ -125,7 +126,7 @@ func (c *Credentials) PatchSecret(ctx context.Context, name string, patch []byte
 	return c.secrets.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
 }
 
-// GetExternalSecret reads an adopted ExternalSecret.
+// GetExternalSecret reads the ExternalSecret of a planned Secret's name.
 func (c *Credentials) GetExternalSecret(ctx context.Context, name string) (*unstructured.Unstructured, error) {
 	if err := inScope("externalsecret", name, c.scope.ExternalSecrets); err != nil {
 		return nil, err
@@ -133,25 +134,41 @@ func (c *Credentials) GetExternalSecret(ctx context.Context, name string) (*unst
 	return c.external.Get(ctx, name, metav1.GetOptions{})
 }
 
-// OrphanExternalSecret deletes the ExternalSecret with this UID, leaving its
-// Secret in place (propagationPolicy Orphan: the garbage collector removes
-// the Secret's owner reference, then the ExternalSecret).
-func (c *Credentials) OrphanExternalSecret(ctx context.Context, name string, uid types.UID) error {
+// OrphanExternalSecret deletes the ExternalSecret exactly as it was read
+// (UID and resourceVersion preconditions: any change since answers 409),
+// leaving its Secret in place (propagationPolicy Orphan: the garbage
+// collector removes the Secret's owner reference, then the ExternalSecret).
+func (c *Credentials) OrphanExternalSecret(ctx context.Context, name string, uid types.UID, resourceVersion string) error {
 	if err := inScope("externalsecret", name, c.scope.ExternalSecrets); err != nil {
 		return err
 	}
+	if uid == "" || resourceVersion == "" {
+		return fmt.Errorf("delete of externalsecret %q refused: it needs UID and resourceVersion preconditions", name)
+	}
 	orphan := metav1.DeletePropagationOrphan
 	return c.external.Delete(ctx, name, metav1.DeleteOptions{
-		PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid},
+		PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion},
 	})
 }
 
-// DeletePasswordGenerator deletes a retired Password generator.
-func (c *Credentials) DeletePasswordGenerator(ctx context.Context, name string) error {
+// GetPasswordGenerator reads a retired Password generator.
+func (c *Credentials) GetPasswordGenerator(ctx context.Context, name string) (*unstructured.Unstructured, error) {
+	if err := inScope("password generator", name, c.scope.Generators); err != nil {
+		return nil, err
+	}
+	return c.generators.Get(ctx, name, metav1.GetOptions{})
+}
+
+// DeletePasswordGenerator deletes a retired Password generator exactly as it
+// was read (UID and resourceVersion preconditions).
+func (c *Credentials) DeletePasswordGenerator(ctx context.Context, name string, uid types.UID, resourceVersion string) error {
 	if err := inScope("password generator", name, c.scope.Generators); err != nil {
 		return err
 	}
-	return c.generators.Delete(ctx, name, metav1.DeleteOptions{})
+	if uid == "" || resourceVersion == "" {
+		return fmt.Errorf("delete of password generator %q refused: it needs UID and resourceVersion preconditions", name)
+	}
+	return c.generators.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion}})
 }
 
 // GetPod reads a server pod.

@@ -2,7 +2,9 @@ package credentials
 
 import (
 	"context"
+	"net/http"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -10,46 +12,62 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// checkAdoption reads every ExternalSecret the plan adopts, before anything
-// is written. One that is not generator-backed (its data comes from a
-// remote store) or produces another Secret is not ours to replace: refuse.
+// checkAdoption reads the ExternalSecret of every planned Secret's name,
+// listed in adopt or not, before anything is written. Absent: nothing to
+// adopt. Generator-backed and writing the Secret of its own name: adopted
+// (orphaned, then waited for). Anything else (its data comes from a remote
+// store, or it writes another Secret) is not ours to replace: refuse.
 func (f *family) checkAdoption(ctx context.Context, _ *workflow.Run, _ *progress) (*workflow.Decision, error) {
 	if f.adoptChecked {
 		return nil, nil
 	}
-	for _, a := range f.cmd.Spec.Adopt {
-		name := a.ExternalSecret
+	absent := 0
+	for _, name := range f.cmd.Spec.SecretNames() {
 		es, err := f.kube.GetExternalSecret(ctx, name)
 		if isNotFound(err) {
 			f.external[name] = nil
-			f.externalGone[name] = true
-			f.note(store.Record{Kind: store.RecordObservation, Step: "read-external-secret", Target: "externalsecret/" + name,
-				Status: reasonAbsent})
+			absent++
 			continue
 		}
 		if err != nil {
 			return nil, kubeErr(err)
 		}
-		backed, targetOK := generatorBacked(es), targetName(es) == name
-		obs := store.Record{Kind: store.RecordObservation, Step: "read-external-secret", Target: "externalsecret/" + name,
-			UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(),
-			Detail: map[string]any{"generatorBacked": backed, "terminating": es.GetDeletionTimestamp() != nil}}
-		reason := ""
-		switch {
-		case !backed:
-			reason = ReasonNotGeneratorBacked
-		case !targetOK:
-			reason = ReasonTargetMismatch
-		}
-		if reason != "" {
-			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{obs},
-				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name}}}, nil
+		obs := externalObservation(es)
+		if reason := f.invalidExternal(es); reason != "" {
+			return f.refuseExternal(reason, name, obs), nil
 		}
 		f.note(obs)
 		f.external[name] = es
 	}
+	f.note(store.Record{Kind: store.RecordObservation, Step: "read-external-secrets", Status: "checked",
+		Detail: map[string]any{"read": len(f.cmd.Spec.Secrets), "absent": absent}})
 	f.adoptChecked = true
 	return nil, nil
+}
+
+// invalidExternal is the reason an ExternalSecret may not be adopted, or "".
+func (f *family) invalidExternal(es *unstructured.Unstructured) string {
+	switch {
+	case !generatorBacked(es):
+		return ReasonNotGeneratorBacked
+	case targetName(es) != es.GetName():
+		return ReasonTargetMismatch
+	}
+	return ""
+}
+
+func (f *family) refuseExternal(reason, name string, records ...store.Record) *workflow.Decision {
+	return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: records,
+		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name, "listedInAdopt": f.listed(name)}}}
+}
+
+// externalObservation records a read of an ExternalSecret: identity,
+// version, and what was checked (never its spec).
+func externalObservation(es *unstructured.Unstructured) store.Record {
+	return store.Record{Kind: store.RecordObservation, Step: "read-external-secret", Target: "externalsecret/" + es.GetName(),
+		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: "present",
+		Detail: map[string]any{"generatorBacked": generatorBacked(es), "targetName": targetName(es) == es.GetName(),
+			"terminating": es.GetDeletionTimestamp() != nil}}
 }
 
 // generatorBacked: every spec.dataFrom entry has sourceRef.generatorRef and
@@ -86,22 +104,42 @@ func targetName(es *unstructured.Unstructured) string {
 	return es.GetName()
 }
 
-// orphanExternalSecrets deletes each adopted ExternalSecret with
-// propagationPolicy Orphan (so its Secret stays) and waits until the garbage
+// orphanExternalSecrets deletes, one at a time, each ExternalSecret found
+// by checkAdoption (or orphaned by an earlier process of this run) with
+// propagationPolicy Orphan, so its Secret stays, and waits until the garbage
 // collector has released the Secret and removed the ExternalSecret.
+// Right before each delete it reads the ExternalSecret again and checks it
+// again (an ExternalSecret switched to a remote store while the run waited
+// for another one stops the run before its delete); the delete carries that
+// read's UID and resourceVersion as preconditions.
 func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
-	for _, a := range f.cmd.Spec.Adopt {
-		name := a.ExternalSecret
-		if f.externalGone[name] {
+	for _, name := range f.cmd.Spec.SecretNames() {
+		if f.externalGone[name] || f.external[name] == nil && !p.externalDeleted[name] {
 			continue
 		}
-		es := f.external[name]
-		if !p.externalDeleted[name] && es != nil && es.GetDeletionTimestamp() == nil {
-			return &workflow.Decision{Call: f.orphanCall(name, es.GetUID())}, nil
-		}
-		var uid types.UID
-		if es != nil {
-			uid = es.GetUID()
+		uid := p.orphanUID[name]
+		if !p.externalDeleted[name] {
+			es, err := f.kube.GetExternalSecret(ctx, name)
+			switch {
+			case isNotFound(err):
+				f.externalGone[name] = true
+				f.note(store.Record{Kind: store.RecordObservation, Step: "read-external-secret", Target: "externalsecret/" + name, Status: reasonAbsent})
+				continue
+			case err != nil:
+				return nil, kubeErr(err)
+			}
+			obs := externalObservation(es)
+			if reason := f.invalidExternal(es); reason != "" {
+				return f.refuseExternal(reason, name, obs), nil
+			}
+			if es.GetDeletionTimestamp() == nil {
+				call := f.orphanCall(name, es.GetUID(), es.GetResourceVersion())
+				call.Observation = &obs
+				return &workflow.Decision{Call: call}, nil
+			}
+			// Already being deleted (by someone else): wait for it.
+			f.note(obs)
+			uid = string(es.GetUID())
 		}
 		gone, err := wait(ctx, func(ctx context.Context) (bool, error) {
 			cur, err := f.kube.GetExternalSecret(ctx, name)
@@ -110,14 +148,13 @@ func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *
 				return true, nil
 			case err != nil:
 				return false, err
-			case uid != "" && cur.GetUID() != uid:
+			case string(cur.GetUID()) != uid:
 				return false, errReplaced
 			}
 			return false, nil
 		})
 		if err == errReplaced {
-			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonExternalReplaced,
-				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name}}}, nil
+			return f.refuseExternal(ReasonExternalReplaced, name), nil
 		}
 		if err != nil && ctx.Err() == nil {
 			return nil, kubeErr(err)
@@ -127,7 +164,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *
 		}
 		f.externalGone[name] = true
 		f.note(store.Record{Kind: store.RecordObservation, Step: "wait-external-secret-gone", Target: "externalsecret/" + name,
-			UID: string(uid), Status: "gone"})
+			UID: uid, Status: "gone"})
 	}
 	return nil, nil
 }
@@ -138,25 +175,34 @@ func (replacedError) Error() string { return "replaced by another object of the 
 
 var errReplaced error = replacedError{}
 
-func (f *family) orphanCall(name string, uid types.UID) *workflow.Call {
+func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) *workflow.Call {
 	return &workflow.Call{
-		Step: stepOrphanExternalSecret, Target: "externalsecret/" + name, UID: string(uid),
-		Detail: map[string]any{"propagationPolicy": "Orphan"},
+		Step: stepOrphanExternalSecret, Target: "externalsecret/" + name, UID: string(uid), ResourceVersion: resourceVersion,
+		Detail: map[string]any{"propagationPolicy": "Orphan", "listedInAdopt": f.listed(name)},
 		Send: func(ctx context.Context) workflow.Answer {
-			err := f.kube.OrphanExternalSecret(ctx, name, uid)
+			err := f.kube.OrphanExternalSecret(ctx, name, uid, resourceVersion)
 			switch {
 			case err == nil:
-				return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(uid), Reason: "deleting"}
+				return workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, UID: string(uid), Reason: "deleting"}
 			case isNotFound(err):
-				return workflow.Answer{Status: workflow.Applied, Code: 404, UID: string(uid), Reason: reasonAbsent}
+				return workflow.Answer{Status: workflow.Applied, Code: http.StatusNotFound, UID: string(uid), Reason: reasonAbsent}
+			case apierrors.IsConflict(err):
+				// A precondition failed: settled by re-reading.
+				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonPreconditionFailed}
 			}
 			return answerFor(err)
 		},
 	}
 }
 
+// resolveOrphan re-reads after an orphan delete whose outcome is unknown:
+// gone or being deleted is ours; another UID is someone else's object
+// (refused, external-secret-replaced); the same one still there is checked
+// again exactly as before a first delete, and deleted again only if it is
+// still generator-backed, with the preconditions of this read.
 func (f *family) resolveOrphan(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	es, err := f.kube.GetExternalSecret(ctx, name)
+	summary := map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name, "listedInAdopt": f.listed(name)}
 	switch {
 	case isNotFound(err):
 		return workflow.Verdict{Kind: workflow.Ours, Reason: "gone", UID: call.UID}, nil
@@ -164,36 +210,92 @@ func (f *family) resolveOrphan(ctx context.Context, name string, call store.Reco
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	case string(es.GetUID()) != call.UID:
 		return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonExternalReplaced, UID: string(es.GetUID()),
-			Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name}}, nil
+			ResourceVersion: es.GetResourceVersion(), Summary: summary}, nil
 	case es.GetDeletionTimestamp() != nil:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "deleting", UID: call.UID}, nil
+		return workflow.Verdict{Kind: workflow.Ours, Reason: "deleting", UID: call.UID, ResourceVersion: es.GetResourceVersion()}, nil
 	}
-	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-present", UID: call.UID, Retry: f.orphanCall(name, es.GetUID())}, nil
+	v := workflow.Verdict{UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(),
+		Detail: externalObservation(es).Detail}
+	if reason := f.invalidExternal(es); reason != "" {
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, summary
+		return v, nil
+	}
+	v.Kind, v.Reason, v.Retry = workflow.NotApplied, "resource-version-unchanged", f.orphanCall(name, es.GetUID(), es.GetResourceVersion())
+	if es.GetResourceVersion() != call.ResourceVersion {
+		v.Reason = reasonResourceVersionMoved
+	}
+	return v, nil
 }
 
-// deleteGenerators deletes each retired Password generator once all adopted
-// ExternalSecrets are gone (nothing regenerates a value after that).
-func (f *family) deleteGenerators(_ context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+// deleteGenerators retires each listed Password generator once every
+// adopted ExternalSecret is gone (nothing regenerates a value after that).
+// Each is read first (the read is journaled with the call) and deleted with
+// that read's UID and resourceVersion as preconditions; an absent one is
+// journaled as such and not deleted.
+func (f *family) deleteGenerators(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
 	for _, g := range f.cmd.Spec.GeneratorNames() {
-		if _, done := p.generatorsDeleted[g]; !done {
-			return &workflow.Decision{Call: f.deleteGeneratorCall(g)}, nil
+		if _, done := p.generatorsDeleted[g]; done || f.generatorAbsent[g] {
+			continue
 		}
+		gen, err := f.kube.GetPasswordGenerator(ctx, g)
+		if isNotFound(err) {
+			f.generatorAbsent[g] = true
+			f.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g, Status: reasonAbsent})
+			continue
+		}
+		if err != nil {
+			return nil, kubeErr(err)
+		}
+		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g,
+			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: "present",
+			Detail: map[string]any{"terminating": gen.GetDeletionTimestamp() != nil}}
+		call := f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())
+		call.Observation = &obs
+		return &workflow.Decision{Call: call}, nil
 	}
 	return nil, nil
 }
 
-func (f *family) deleteGeneratorCall(name string) *workflow.Call {
+func (f *family) deleteGeneratorCall(name string, uid types.UID, resourceVersion string) *workflow.Call {
 	return &workflow.Call{
-		Step: stepDeleteGenerator, Target: "password/" + name,
+		Step: stepDeleteGenerator, Target: "password/" + name, UID: string(uid), ResourceVersion: resourceVersion,
 		Send: func(ctx context.Context) workflow.Answer {
-			err := f.kube.DeletePasswordGenerator(ctx, name)
+			err := f.kube.DeletePasswordGenerator(ctx, name, uid, resourceVersion)
 			switch {
 			case err == nil:
-				return workflow.Answer{Status: workflow.Applied, Code: 200, Reason: "deleted"}
+				return workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, UID: string(uid), Reason: "deleted"}
 			case isNotFound(err):
-				return workflow.Answer{Status: workflow.Applied, Code: 404, Reason: reasonAbsent}
+				return workflow.Answer{Status: workflow.Applied, Code: http.StatusNotFound, UID: string(uid), Reason: reasonAbsent}
+			case apierrors.IsConflict(err):
+				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonPreconditionFailed}
 			}
 			return answerFor(err)
 		},
 	}
+}
+
+// resolveDeleteGenerator re-reads after a generator delete whose outcome is
+// unknown. Gone, or being deleted: ours. Another UID: the generator the call
+// named is gone and someone created a new one; that one is not deleted
+// (ours, "replaced-not-deleted"). The same generator still there: deleted
+// again with the preconditions of this (journaled) read.
+func (f *family) resolveDeleteGenerator(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
+	gen, err := f.kube.GetPasswordGenerator(ctx, name)
+	switch {
+	case isNotFound(err):
+		return workflow.Verdict{Kind: workflow.Ours, Reason: "gone", UID: call.UID}, nil
+	case err != nil:
+		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
+	case string(gen.GetUID()) != call.UID:
+		return workflow.Verdict{Kind: workflow.Ours, Reason: reasonReplacedNotDeleted, UID: string(gen.GetUID()),
+			ResourceVersion: gen.GetResourceVersion(), Detail: map[string]any{"deletedUID": call.UID}}, nil
+	case gen.GetDeletionTimestamp() != nil:
+		return workflow.Verdict{Kind: workflow.Ours, Reason: "deleting", UID: call.UID, ResourceVersion: gen.GetResourceVersion()}, nil
+	}
+	v := workflow.Verdict{Kind: workflow.NotApplied, Reason: "resource-version-unchanged", UID: string(gen.GetUID()),
+		ResourceVersion: gen.GetResourceVersion(), Retry: f.deleteGeneratorCall(name, gen.GetUID(), gen.GetResourceVersion())}
+	if gen.GetResourceVersion() != call.ResourceVersion {
+		v.Reason = reasonResourceVersionMoved
+	}
+	return v, nil
 }

@@ -240,10 +240,12 @@ func TestRulesAndMatrix(t *testing.T) {
 		}
 		require.NotContains(t, r.Resources, "*")
 	}
-	require.Equal(t, []string{"delete"}, rules[3].Verbs)
+	require.Equal(t, []string{"get", "delete"}, rules[3].Verbs, "a generator is deleted with the preconditions of a read")
+	require.Equal(t, cmd.Spec.SecretNames(), rules[2].ResourceNames, "the ExternalSecret of every planned Secret is read, listed in adopt or not")
 	noAdopt := cmd.Spec
 	noAdopt.Adopt, noAdopt.Servers = nil, nil
-	require.Len(t, Rules(noAdopt), 2, "a rule whose resourceNames would be empty is left out")
+	require.Len(t, Rules(noAdopt), 3, "a rule whose resourceNames would be empty is left out")
+	require.Equal(t, "externalsecrets", Rules(noAdopt)[2].Resources[0], "without adopt, the ExternalSecrets are still read")
 
 	rights := SecretRights(cmd.Spec)
 	require.Equal(t, cmd.Spec.SecretNames(), rights.Names, "get and patch on exactly the planned Secrets")
@@ -256,7 +258,9 @@ func TestRulesAndMatrix(t *testing.T) {
 		"update secrets/shop-orders-cache-app in shop (want denied)":                                        true,
 		"delete pods/shop-bus-0 in shop (want allowed)":                                                     true,
 		"delete passwords.generators.external-secrets.io/shop-orders-cache-password in shop (want allowed)": true,
-		"get passwords.generators.external-secrets.io/shop-orders-cache-password in shop (want denied)":     true,
+		"get passwords.generators.external-secrets.io/shop-orders-cache-password in shop (want allowed)":    true,
+		"list passwords.generators.external-secrets.io in shop (want denied)":                               true,
+		"get externalsecrets.external-secrets.io/keyledger-matrix-probe in shop (want denied)":              true,
 		"delete externalsecrets.external-secrets.io/shop-orders-cache-app in shop (want allowed)":           true,
 	}
 	got := map[string]bool{}

@@ -2,24 +2,44 @@
 // CredentialPlan names up to 64 Secrets whose values are generated once
 // (crypto/rand, rejection sampling) and never replaced.
 //
+// A plan is desired state. Every run of it is an operation of its own in the
+// journal, "<mutationId>:run-<n>" (workflow.Plan.Runs, store.PrepareRun): a
+// run that finds the plan's newest run unfinished resumes it, otherwise it
+// starts the next one, so running the plan again converges again (a deleted
+// Secret is recreated, a refusing server repaired) while an interrupted run
+// never starts over. Concurrent runs meet on one operation.
+//
 // Decide walks five phases, each a short list of calls the engine journals
 // (authority_call before, authority_result after):
 //
-//  1. check-adoption: GET every ExternalSecret the plan adopts. One that is
-//     not generator-backed (spec.data, or a dataFrom without
+//  1. read-external-secret: GET the ExternalSecret of every planned Secret's
+//     name, listed in adopt or not. Absent: nothing to adopt. One that is not
+//     generator-backed (spec.data, or a dataFrom without
 //     sourceRef.generatorRef) or writes another Secret refuses the run before
-//     any write (exit 2).
-//  2. orphan-external-secret: DELETE with propagationPolicy Orphan and a UID
-//     precondition, then wait (bounded) until the garbage collector has
-//     released the Secret and the ExternalSecret is gone.
-//  3. delete-generator: DELETE each retired Password generator (404 is
-//     "absent"; the plan's identity may not read generators, so a lost
-//     answer is settled by deleting again, which is idempotent).
-//  4. create-secret / patch-secret: POST each Secret with its labels, the
-//     annotation keyledger.dev/created-by-mutation and its values: exactly one
-//     request for an absent Secret. 409 is settled by resolution, which reads
-//     the Secret: this mutation's annotation means ours, anything else is
-//     kept ("kept-existing"); then one JSON patch whose first operation tests
+//     any write (exit 2, the summary names it).
+//  2. orphan-external-secret: for each one found, GET it again right before
+//     the delete and check it again (refuse as above), then DELETE with
+//     propagationPolicy Orphan and that read's UID and resourceVersion as
+//     preconditions; wait (bounded) until it is gone. A lost answer or 409
+//     is resolved by reading again: gone or being deleted is ours; another
+//     UID is someone else's (external-secret-replaced); the same one is
+//     checked again and deleted again with the new read's preconditions.
+//  3. delete-generator: GET each listed Password generator (journaled with
+//     the call) and DELETE it with that read's UID and resourceVersion;
+//     absent is journaled and skipped. Resolution reads again: gone is ours;
+//     another UID means ours is gone and someone created a new one, which is
+//     not deleted ("replaced-not-deleted"); the same one is deleted again
+//     with the new read's preconditions.
+//  4. create-secret / patch-secret: POST each absent Secret (one batch) with
+//     its labels, the annotations keyledger.dev/created-by-mutation (the run,
+//     for people) and keyledger.dev/create-nonce (128 random bits; the call
+//     record holds its sha256 as Digest, committed before the POST) and its
+//     values: exactly one request for an absent Secret. A lost answer or 409
+//     is settled by reading the Secret: the call's nonce, type Opaque and
+//     exactly the planned keys mean ours ("created-by-this-mutation");
+//     anything else is kept ("kept-existing", lookAlike when it carries
+//     keyledger's annotations) and counted as existing, never as created.
+//     Then one JSON patch whose first operation tests
 //     /metadata/resourceVersion adds only what is absent (labels, planned
 //     keys) and, on adopted Secrets, removes ExternalSecret owner references,
 //     Argo CD's tracking-id annotation and app.kubernetes.io/instance label.
@@ -40,14 +60,14 @@
 // no record says (a read found a Secret complete) is kept in memory and
 // re-read after a restart.
 //
-// For create-if-absent, the create step's intended result is "a Secret of
-// this name exists and was never overwritten": resolution therefore answers
-// Ours both for this mutation's Secret ("created-by-this-mutation") and for
-// someone else's ("kept-existing"); the reason tells them apart.
+// Limits (MaxSecrets, MaxKeysPerSecret, MaxKeys, MaxLabelsPerSecret, the
+// 12 KiB of planned names, MaxMutationID) are chosen so that every record a
+// valid plan can produce fits the journal's 16 KiB detail limit; records
+// carry counts, never lists, of anything the cluster (not the plan) sizes.
 //
 // Nothing here journals or prints a value or a hash of one: records hold
-// names (Secrets, keys, labels), UIDs, resourceVersions and kebab-case
-// reasons. Literal `value`s in a plan are not secret by contract (render
-// ships the plan in a ConfigMap), so the plan file is read without
+// names (Secrets, keys, labels), UIDs, resourceVersions, nonce digests and
+// kebab-case reasons. Literal `value`s in a plan are not secret by contract
+// (render ships the plan in a ConfigMap), so the plan file is read without
 // RequirePrivate and its canonical digest is the operation's command digest.
 package credentials

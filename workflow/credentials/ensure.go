@@ -49,7 +49,7 @@ func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress
 				return nil, kubeErr(err)
 			}
 		}
-		d, err := f.reconcile(s, plan)
+		d, err := f.reconcile(s, plan, p)
 		if err != nil || d != nil {
 			return d, err
 		}
@@ -65,8 +65,8 @@ func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress
 }
 
 // reconcile decides for an existing Secret: refuse, patch, or nothing.
-func (f *family) reconcile(s *corev1.Secret, plan Secret) (*workflow.Decision, error) {
-	c := diff(s, plan, f.adopted(plan.Name))
+func (f *family) reconcile(s *corev1.Secret, plan Secret, p *progress) (*workflow.Decision, error) {
+	c := diff(s, plan, f.adopted(plan.Name, p))
 	obs := observation(s, c)
 	refuse := func(reason string) *workflow.Decision {
 		return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{obs},
@@ -92,7 +92,16 @@ func (f *family) reconcile(s *corev1.Secret, plan Secret) (*workflow.Decision, e
 	return &workflow.Decision{Call: call}, nil
 }
 
-func (f *family) adopted(name string) bool {
+// adopted: the plan lists the Secret's ExternalSecret in adopt, or this
+// run found (or orphaned) a generator-backed ExternalSecret of its name.
+// An adopted Secret also loses ExternalSecret owner references and Argo
+// CD's tracking metadata.
+func (f *family) adopted(name string, p *progress) bool {
+	return f.listed(name) || f.external[name] != nil || p.orphanUID[name] != ""
+}
+
+// listed: the plan names the Secret's ExternalSecret in adopt.
+func (f *family) listed(name string) bool {
 	return slices.Contains(f.cmd.Spec.ExternalSecretNames(), name)
 }
 
@@ -105,20 +114,25 @@ func observation(s *corev1.Secret, c change) store.Record {
 		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: d}
 }
 
-// createCall POSTs the planned Secret with fresh values. 201 is applied; 409
-// AlreadyExists is settled by resolution (the Secret is kept, never replaced).
+// createCall POSTs the planned Secret with fresh values and a fresh random
+// nonce in its annotation keyledger.dev/create-nonce. The call record
+// carries the nonce's digest (its Digest), committed before the POST is
+// sent: after a lost answer, only a Secret carrying that nonce is this
+// call's (see resolveCreate). 201 is applied; 409 AlreadyExists is settled
+// by resolution (the Secret is kept, never replaced).
 func (f *family) createCall(plan Secret) (*workflow.Call, error) {
-	s, err := newSecret(f.cmd.Spec.Namespace, f.cmd.Metadata.MutationID, plan)
+	nonce, err := newNonce()
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, len(plan.Keys))
-	for i, k := range plan.Keys {
-		keys[i] = k.Name
+	s, err := newSecret(f.cmd.Spec.Namespace, f.run, nonce, plan)
+	if err != nil {
+		return nil, err
 	}
 	return &workflow.Call{
-		Step: stepCreateSecret, Target: "secret/" + plan.Name,
-		Detail: map[string]any{"keys": keys},
+		Step: stepCreateSecret, Target: "secret/" + plan.Name, Digest: nonceDigest(nonce),
+		Detail:  map[string]any{"keys": plannedKeys(plan)},
+		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": plan.Name, "run": f.run},
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.CreateSecret(ctx, s)
 			for k := range s.Data {
@@ -136,11 +150,22 @@ func (f *family) createCall(plan Secret) (*workflow.Call, error) {
 	}, nil
 }
 
+func plannedKeys(plan Secret) []string {
+	keys := make([]string, len(plan.Keys))
+	for i, k := range plan.Keys {
+		keys[i] = k.Name
+	}
+	return keys
+}
+
 // resolveCreate re-reads after a create whose outcome is unknown (a lost
-// answer, or 409): absent means not applied (create again); carrying this
-// mutation's annotation means ours; anything else is kept, and the next
-// decision patches in what it lacks.
-func (f *family) resolveCreate(ctx context.Context, name string) (workflow.Verdict, error) {
+// answer, or 409). Absent: not applied (create again, with a new nonce).
+// This call's Secret: the nonce whose digest the call record holds, type
+// Opaque, exactly the planned keys, not being deleted: ours. Anything else
+// is a Secret this run did not create, whatever its annotations say: it is
+// kept ("kept-existing"; "lookAlike" when it carries keyledger's
+// annotations), and the next decision patches in only what it lacks.
+func (f *family) resolveCreate(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	s, err := f.kube.GetSecret(ctx, name)
 	if isNotFound(err) {
 		plan := f.plan(name)
@@ -154,16 +179,37 @@ func (f *family) resolveCreate(ctx context.Context, name string) (workflow.Verdi
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	}
 	v := workflow.Verdict{Kind: workflow.Ours, UID: string(s.UID), ResourceVersion: s.ResourceVersion}
-	if s.Annotations[AnnotationCreatedBy] == f.cmd.Metadata.MutationID {
-		v.Reason = reasonCreatedByThis
+	if createdBy(s, f.plan(name), call.Digest) {
+		v.Reason, v.Digest = reasonCreatedByThis, call.Digest
 		return v, nil
 	}
 	v.Reason = reasonKeptExisting
-	if by, ok := s.Annotations[AnnotationCreatedBy]; ok {
-		v.Detail = map[string]any{"createdBy": by}
-	}
+	_, nonce := s.Annotations[AnnotationNonce]
+	_, by := s.Annotations[AnnotationCreatedBy]
+	v.Detail = map[string]any{"lookAlike": nonce || by}
 	f.read[name] = s
 	return v, nil
+}
+
+// createdBy: s is the Secret the create call whose nonce digest is digest
+// made: it carries that nonce, is Opaque, holds exactly the planned keys
+// and is not being deleted. The annotation alone proves nothing (anyone
+// who may create Secrets can write it); the nonce was random, and its
+// digest journaled before the create was sent.
+func createdBy(s *corev1.Secret, plan Secret, digest string) bool {
+	nonce, ok := s.Annotations[AnnotationNonce]
+	if !ok || digest == "" || nonceDigest(nonce) != digest || s.DeletionTimestamp != nil || s.Type != corev1.SecretTypeOpaque {
+		return false
+	}
+	if len(s.Data) != len(plan.Keys) {
+		return false
+	}
+	for _, k := range plan.Keys {
+		if _, ok := s.Data[k.Name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // patchCall sends the one JSON patch that adds what s lacks.
@@ -208,7 +254,7 @@ func testFailed(err error) bool {
 // resourceVersion test, a lost answer): complete means ours; otherwise the
 // patch is recomputed against what is there now and sent again (bounded by
 // the engine's attempts per step and target).
-func (f *family) resolvePatch(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
+func (f *family) resolvePatch(ctx context.Context, name string, call store.Record, p *progress) (workflow.Verdict, error) {
 	s, err := f.kube.GetSecret(ctx, name)
 	if isNotFound(err) {
 		return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonSecretDeleted,
@@ -218,7 +264,7 @@ func (f *family) resolvePatch(ctx context.Context, name string, call store.Recor
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	}
 	plan := f.plan(name)
-	c := diff(s, plan, f.adopted(name))
+	c := diff(s, plan, f.adopted(name, p))
 	v := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: c.detail()}
 	if c.empty() {
 		v.Kind, v.Reason = workflow.Ours, reasonSecretComplete

@@ -22,6 +22,7 @@ const (
 	stepPatchSecret          = "patch-secret"
 	stepDeletePod            = "delete-pod"
 	stepProbe                = "probe-server"
+	stepReadGenerator        = "read-generator"
 )
 
 // Reasons, stable kebab-case words.
@@ -45,6 +46,8 @@ const (
 	reasonAbsent               = "absent"
 	reasonSecretComplete       = "complete"
 	reasonResourceVersionMoved = "resource-version-changed"
+	reasonPreconditionFailed   = "precondition-failed"
+	reasonReplacedNotDeleted   = "replaced-not-deleted"
 )
 
 // waitBound bounds each wait (an ExternalSecret gone, a replacement pod
@@ -61,20 +64,22 @@ type family struct {
 
 	// What this process learned from the authority that no record says
 	// (a read needs no record); rebuilt by reading again after a restart.
-	adoptChecked bool
-	external     map[string]*unstructured.Unstructured // nil value: absent
-	externalGone map[string]bool
-	complete     map[string]bool           // Secrets read and found complete
-	read         map[string]*corev1.Secret // a Secret Resolve just read, for Decide
-	probed       map[string]ProbeResult    // server pods probed in this process
-	notes        []store.Record            // records to append with the next decision
-	ending       error                     // ends the run once the notes are journaled
+	adoptChecked    bool
+	external        map[string]*unstructured.Unstructured // nil value: absent
+	externalGone    map[string]bool
+	generatorAbsent map[string]bool
+	complete        map[string]bool           // Secrets read and found complete
+	read            map[string]*corev1.Secret // a Secret Resolve just read, for Decide
+	probed          map[string]ProbeResult    // server pods probed in this process
+	notes           []store.Record            // records to append with the next decision
+	ending          error                     // ends the run once the notes are journaled
+	run             string                    // the run's operation (mutation ID in the journal)
 }
 
 func newFamily(cmd *Command, client *kube.Credentials) *family {
 	return &family{
 		cmd: cmd, kube: client,
-		external: map[string]*unstructured.Unstructured{}, externalGone: map[string]bool{},
+		external: map[string]*unstructured.Unstructured{}, externalGone: map[string]bool{}, generatorAbsent: map[string]bool{},
 		complete: map[string]bool{}, read: map[string]*corev1.Secret{}, probed: map[string]ProbeResult{},
 	}
 }
@@ -90,8 +95,9 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 		return workflow.Decision{}, err
 	}
 	p := fold(run.Records)
+	f.run = run.Op.MutationID
 	steps := []step{
-		f.checkAdoption,         // read every ExternalSecret to adopt; a remote-backed one refuses before any write
+		f.checkAdoption,         // read the ExternalSecret of every planned Secret; one not generator-backed refuses before any write
 		f.orphanExternalSecrets, // delete each with propagationPolicy Orphan, wait until it is gone
 		f.deleteGenerators,      // delete the retired Password generators
 		f.ensureSecrets,         // create each Secret, or patch in only what an existing one lacks
@@ -103,10 +109,22 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 			return workflow.Decision{}, err
 		}
 		if d != nil {
+			if d.Refuse != nil {
+				d.Refuse.Summary = f.withRun(d.Refuse.Summary)
+			}
 			return f.withNotes(*d), nil
 		}
 	}
 	return f.withNotes(workflow.Decision{Complete: &workflow.Completion{Outcome: p.outcome(), Summary: f.summary(p)}}), nil
+}
+
+// withRun adds the run's operation (its journal mutation ID) to a summary.
+func (f *family) withRun(summary map[string]any) map[string]any {
+	out := map[string]any{"run": f.run}
+	for k, v := range summary {
+		out[k] = v
+	}
+	return out
 }
 
 // withNotes attaches the records gathered since the last decision.
@@ -131,18 +149,25 @@ func (f *family) endWith(err error) (*workflow.Decision, error) {
 
 // Resolve re-reads the durable facts after a call whose outcome is unknown.
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	f.run = run.Op.MutationID
+	v, err := f.resolve(ctx, run, call)
+	if v.Kind == workflow.Theirs {
+		v.Summary = f.withRun(v.Summary)
+	}
+	return v, err
+}
+
+func (f *family) resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	_, name, _ := strings.Cut(call.Target, "/")
 	switch call.Step {
 	case stepCreateSecret:
-		return f.resolveCreate(ctx, name)
+		return f.resolveCreate(ctx, name, call)
 	case stepPatchSecret:
-		return f.resolvePatch(ctx, name, call)
+		return f.resolvePatch(ctx, name, call, fold(run.Records))
 	case stepOrphanExternalSecret:
 		return f.resolveOrphan(ctx, name, call)
 	case stepDeleteGenerator:
-		// The plan's identity may delete a generator but not read it: a
-		// delete is idempotent (a second one answers 404, "absent").
-		return workflow.Verdict{Kind: workflow.NotApplied, Reason: "unreadable-idempotent-delete", Retry: f.deleteGeneratorCall(name)}, nil
+		return f.resolveDeleteGenerator(ctx, name, call)
 	case stepDeletePod:
 		return f.resolveDeletePod(ctx, name, call)
 	}
@@ -154,6 +179,7 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 type progress struct {
 	created, exists, patched map[string]bool // Secrets by name
 	externalDeleted          map[string]bool
+	orphanUID                map[string]string // ExternalSecret -> UID its orphan delete named
 	generatorsDeleted        map[string]string // name -> reason (deleted or absent)
 	podDeletedUID            map[string]string // pod -> UID whose delete was called
 	podDeleted               map[string]bool
@@ -162,7 +188,7 @@ type progress struct {
 func fold(records []store.Record) *progress {
 	p := &progress{
 		created: map[string]bool{}, exists: map[string]bool{}, patched: map[string]bool{},
-		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{},
+		externalDeleted: map[string]bool{}, orphanUID: map[string]string{}, generatorsDeleted: map[string]string{},
 		podDeletedUID: map[string]string{}, podDeleted: map[string]bool{},
 	}
 	for _, r := range records {
@@ -171,6 +197,12 @@ func fold(records []store.Record) *progress {
 			r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
 		if r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod {
 			p.podDeletedUID[name] = r.UID
+		}
+		if r.Kind == store.RecordAuthorityCall && r.Step == stepOrphanExternalSecret {
+			p.orphanUID[name] = r.UID
+		}
+		if r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == reasonAbsent {
+			p.generatorsDeleted[name] = reasonAbsent
 		}
 		if !done {
 			continue
@@ -188,6 +220,9 @@ func fold(records []store.Record) *progress {
 			p.externalDeleted[name] = true
 		case stepDeleteGenerator:
 			p.generatorsDeleted[name] = r.Reason
+			if r.Reason == reasonReplacedNotDeleted {
+				p.generatorsDeleted[name] = "deleted"
+			}
 		case stepDeletePod:
 			p.podDeleted[name] = true
 		}
@@ -229,9 +264,11 @@ func (f *family) summary(p *progress) map[string]any {
 		}
 	}
 	out := map[string]any{
-		"namespace": s.Namespace, "owner": s.Owner,
+		"namespace": s.Namespace, "owner": s.Owner, "run": f.run,
+		// existing: found in place and not created by this run (whatever
+		// its annotations say); unchanged: not written by this run.
 		"secrets": map[string]int{
-			"planned": len(s.Secrets), "created": len(p.created), "patched": len(p.patched),
+			"planned": len(s.Secrets), "created": len(p.created), "patched": len(p.patched), "existing": len(p.exists),
 			"unchanged": len(s.Secrets) - len(p.created) - len(p.patched),
 		},
 		"externalSecretsDeleted": len(p.externalDeleted), "generatorsDeleted": generators,

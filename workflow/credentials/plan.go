@@ -20,7 +20,7 @@ const MaxAttempts = 5
 func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 	s := cmd.Spec
 	client, err := kube.NewCredentials(cfg, kube.CredentialScope{
-		Namespace: s.Namespace, Secrets: s.SecretNames(), ExternalSecrets: s.ExternalSecretNames(),
+		Namespace: s.Namespace, Secrets: s.SecretNames(), ExternalSecrets: s.SecretNames(),
 		Generators: s.GeneratorNames(), Pods: s.PodNames(),
 	})
 	if err != nil {
@@ -40,23 +40,36 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 		Rights:      &kube.Rights{Namespace: s.Namespace, Rules: Rules(s)},
 		Family:      newFamily(cmd, client),
 		MaxAttempts: MaxAttempts,
+		// A plan is desired state: every run is an operation of its own
+		// ("<mutationId>:run-<n>"), an interrupted run is resumed.
+		Runs: true,
 	}, nil
 }
 
 // Rules are exactly the rights a credential plan needs, and the Role that
-// render prints: a rule is left out when it would name no resource.
+// render prints: a rule is left out when it would name no resource. This is
+// the family's one declaration of its rights; the access matrix and the
+// Kubernetes adapter's scope follow from it.
+//
+//   - Secrets: create (namespace-wide: create cannot be narrowed by name);
+//     get and patch on the planned names.
+//   - ExternalSecrets: get and delete on every planned Secret's name (an
+//     ExternalSecret writes the Secret of its own name: each one is read
+//     before any write, and a generator-backed one is adopted whether the
+//     plan lists it or not).
+//   - Password generators: get and delete on the retired names (the delete
+//     carries the UID and resourceVersion of a journaled read).
+//   - Pods: get and delete on the server pods.
 func Rules(s Spec) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: s.SecretNames(), Verbs: []string{"get", "patch"}},
-	}
-	if names := s.ExternalSecretNames(); len(names) > 0 {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{kube.ExternalSecrets.Group}, Resources: []string{kube.ExternalSecrets.Resource},
-			ResourceNames: names, Verbs: []string{"get", "delete"}})
+		{APIGroups: []string{kube.ExternalSecrets.Group}, Resources: []string{kube.ExternalSecrets.Resource},
+			ResourceNames: s.SecretNames(), Verbs: []string{"get", "delete"}},
 	}
 	if names := s.GeneratorNames(); len(names) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{kube.PasswordGenerators.Group}, Resources: []string{kube.PasswordGenerators.Resource},
-			ResourceNames: names, Verbs: []string{"delete"}})
+			ResourceNames: names, Verbs: []string{"get", "delete"}})
 	}
 	if names := s.PodNames(); len(names) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: names, Verbs: []string{"get", "delete"}})
@@ -75,9 +88,10 @@ func SecretRights(s Spec) *kube.SecretRights {
 // AccessMatrix is what the identity running the plan must and must not be
 // allowed beyond Secrets (which SecretRights covers): every verb of Rules on
 // every ExternalSecret, generator and pod name it lists (allowed), and
-// (denied) get on the retired generators and list of pods and
-// ExternalSecrets. Two Secret probes stay as a second, independent check:
-// update on a planned Secret and get on one outside the plan are denied.
+// (denied) list of pods, ExternalSecrets and generators, and get on an
+// ExternalSecret outside the plan. Two Secret probes stay as a second,
+// independent check: update on a planned Secret and get on one outside the
+// plan are denied.
 func AccessMatrix(s Spec) []kube.AccessCheck {
 	ns := s.Namespace
 	var checks []kube.AccessCheck
@@ -97,10 +111,9 @@ func AccessMatrix(s Spec) []kube.AccessCheck {
 	secrets := s.SecretNames()
 	deny("update", "", "secrets", secrets[0])
 	deny("get", "", "secrets", kube.OtherSecretName(secrets...))
-	for _, g := range s.GeneratorNames() {
-		deny("get", kube.PasswordGenerators.Group, kube.PasswordGenerators.Resource, g)
-	}
+	deny("get", kube.ExternalSecrets.Group, kube.ExternalSecrets.Resource, kube.OtherSecretName(secrets...))
 	deny("list", "", "pods", "")
 	deny("list", kube.ExternalSecrets.Group, kube.ExternalSecrets.Resource, "")
+	deny("list", kube.PasswordGenerators.Group, kube.PasswordGenerators.Resource, "")
 	return checks
 }

@@ -49,7 +49,10 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	target := "pod/" + srv.Pod
 	deletedUID, deleteCalled := p.podDeletedUID[srv.Pod]
 	pod, err := f.kube.GetPod(ctx, srv.Pod)
-	if err != nil && !isNotFound(err) {
+	switch {
+	case isNotFound(err):
+		pod = nil // client-go returns an empty object with the error
+	case err != nil:
 		return nil, kubeErr(err)
 	}
 	if deleteCalled && (pod == nil || string(pod.UID) == deletedUID || !ready(pod)) {

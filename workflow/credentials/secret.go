@@ -1,6 +1,9 @@
 package credentials
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -13,9 +16,15 @@ import (
 
 // The metadata a planned Secret carries or loses.
 const (
-	// AnnotationCreatedBy names the mutation whose create made the Secret;
-	// after a lost response it tells this operation's Secret from another's.
+	// AnnotationCreatedBy names the run (journal mutation ID) whose create
+	// made the Secret. It is for people: anyone who may create Secrets can
+	// write it, so keyledger never decides anything from it.
 	AnnotationCreatedBy = "keyledger.dev/created-by-mutation"
+	// AnnotationNonce holds the random nonce of the create call that made
+	// the Secret; the call record journals its digest before the create is
+	// sent, so after a lost answer only the Secret with that nonce (and the
+	// planned type and keys) is the call's.
+	AnnotationNonce = "keyledger.dev/create-nonce"
 	// AnnotationArgoTracking is Argo CD's tracking id, removed from adopted
 	// Secrets so Argo CD does not prune them.
 	AnnotationArgoTracking = "argocd.argoproj.io/tracking-id"
@@ -27,8 +36,8 @@ const (
 )
 
 // newSecret is the Secret a create sends: the plan's labels, the
-// created-by annotation, and every key's value (generated now).
-func newSecret(namespace, mutationID string, plan Secret) (*corev1.Secret, error) {
+// created-by and nonce annotations, and every key's value (generated now).
+func newSecret(namespace, run, nonce string, plan Secret) (*corev1.Secret, error) {
 	data := make(map[string][]byte, len(plan.Keys))
 	for _, k := range plan.Keys {
 		v, err := value(k)
@@ -44,11 +53,27 @@ func newSecret(namespace, mutationID string, plan Secret) (*corev1.Secret, error
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: plan.Name, Namespace: namespace, Labels: labels,
-			Annotations: map[string]string{AnnotationCreatedBy: mutationID},
+			Annotations: map[string]string{AnnotationCreatedBy: run, AnnotationNonce: nonce},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
 	}, nil
+}
+
+// newNonce is 128 random bits, hex: the create call's proof of authorship.
+func newNonce() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("reading randomness: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// nonceDigest is what the journal holds of a nonce: sha256, so that a reader
+// of the journal cannot write a Secret that passes for the call's.
+func nonceDigest(nonce string) string {
+	sum := sha256.Sum256([]byte(nonce))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func value(k Key) ([]byte, error) {
@@ -88,7 +113,9 @@ func (c change) detail() map[string]any {
 		d["addLabels"] = c.AddLabels
 	}
 	if len(c.RemoveOwners) > 0 {
-		d["removeOwners"] = c.RemoveOwners
+		// A count: owner names come from the cluster, and a record's size
+		// must follow from the plan alone.
+		d["removeOwners"] = len(c.RemoveOwners)
 	}
 	if c.RemoveTracking {
 		d["removeTracking"] = true

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
@@ -15,6 +16,20 @@ import (
 const (
 	// MaxSecrets is the most Secrets one plan may name.
 	MaxSecrets = 64
+	// MaxKeysPerSecret and MaxKeys bound the planned keys of one Secret and
+	// of the whole plan, and MaxLabelsPerSecret a Secret's planned labels:
+	// with names of at most 253 characters (Kubernetes' own limit on keys
+	// and label names), every record a plan can produce (a create or patch
+	// call naming every key and label of one Secret, the read before it, a
+	// resolution) stays inside the journal's 16 KiB detail limit
+	// (TestLimitsFitTheJournal).
+	MaxKeysPerSecret   = 32
+	MaxKeys            = 256
+	MaxLabelsPerSecret = 16
+	// MaxMutationID is the longest mutationId of a plan: each run of it is
+	// journaled as "<mutationId>:run-<n>" (n up to 10 digits), which must
+	// stay a journal identifier of at most 128 characters.
+	MaxMutationID = command.MaxIdentifier - len(store.RunSuffix) - store.MaxRunNumberDigits
 	// MinLength and MaxLength bound a generated value's length.
 	MinLength = 16
 	MaxLength = 128
@@ -104,6 +119,9 @@ func Decode(f *command.File) (*Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validateMutationID(doc.Metadata.MutationID); err != nil {
+		return nil, err
+	}
 	if err := doc.Spec.validate(); err != nil {
 		return nil, err
 	}
@@ -112,6 +130,18 @@ func Decode(f *command.File) (*Command, error) {
 		return nil, command.Invalid("spec", fmt.Sprintf("the planned names take more than %d bytes", maxPreparationBytes))
 	}
 	return cmd, nil
+}
+
+// validateMutationID keeps room for the run suffix, and refuses an ID that
+// already names a run of another plan.
+func validateMutationID(id string) error {
+	if len(id) > MaxMutationID {
+		return command.Invalid("metadata.mutationId", fmt.Sprintf("at most %d characters for a CredentialPlan (each run is journaled as <mutationId>%s<n>)", MaxMutationID, store.RunSuffix))
+	}
+	if _, _, ok := store.SplitRunID(id); ok {
+		return command.Invalid("metadata.mutationId", "must not end in "+store.RunSuffix+"<n>: that names a run of another plan")
+	}
+	return nil
 }
 
 func (s *Spec) validate() error {
@@ -134,11 +164,15 @@ func (s *Spec) validate() error {
 		return command.Invalid("spec.secrets", fmt.Sprintf("at most %d Secrets", MaxSecrets))
 	}
 	planned := map[string]*Secret{}
+	keys := 0
 	for i := range s.Secrets {
 		sec := &s.Secrets[i]
 		field := fmt.Sprintf("spec.secrets[%d]", i)
 		if err := sec.validate(field); err != nil {
 			return err
+		}
+		if keys += len(sec.Keys); keys > MaxKeys {
+			return command.Invalid(field+".keys", fmt.Sprintf("the plan names more than %d keys in all (MaxKeys, so that every journal record fits)", MaxKeys))
 		}
 		if _, dup := planned[sec.Name]; dup {
 			return command.Invalid(field+".name", "names a Secret already planned")
@@ -185,6 +219,9 @@ func (sec *Secret) validate(field string) error {
 	if err := command.ValidName(sec.Name); err != nil {
 		return command.Invalid(field+".name", err.Error())
 	}
+	if len(sec.Labels) > MaxLabelsPerSecret {
+		return command.Invalid(field+".labels", fmt.Sprintf("at most %d labels per Secret (MaxLabelsPerSecret, so that every journal record fits)", MaxLabelsPerSecret))
+	}
 	for k, v := range sec.Labels {
 		lf := fmt.Sprintf("%s.labels[%q]", field, k)
 		if len(validation.IsQualifiedName(k)) > 0 {
@@ -199,6 +236,9 @@ func (sec *Secret) validate(field string) error {
 	}
 	if len(sec.Keys) == 0 {
 		return command.Required(field + ".keys")
+	}
+	if len(sec.Keys) > MaxKeysPerSecret {
+		return command.Invalid(field+".keys", fmt.Sprintf("at most %d keys per Secret (MaxKeysPerSecret, so that every journal record fits)", MaxKeysPerSecret))
 	}
 	seen := map[string]bool{}
 	for j, k := range sec.Keys {

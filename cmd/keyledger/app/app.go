@@ -61,7 +61,7 @@ Usage:
   keyledger history NS/NAME             list a Secret's retained versions (never values)
   keyledger history NS/NAME --version N --show-keys
                                         one version's key names and value digests
-  keyledger render credentials --plan FILE --image IMAGE
+  keyledger render credentials --plan FILE [--image IMAGE]
                                         print a credential plan's Argo CD PreSync hook objects
   keyledger apply-hook DIR              apply rendered hook objects in order and wait for the Job
   keyledger preflight --canary IP:PORT  prove the API server reachable, the canary not

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/keyledger/keyledger"
 	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/credentials"
 )
@@ -43,16 +44,17 @@ const (
 // applies, in order.
 var hookFiles = []string{"1-serviceaccount.yaml", "2-role.yaml", "3-rolebinding.yaml", "4-configmap.yaml", "5-job.yaml"}
 
-// renderCommand: `keyledger render credentials --plan FILE --image IMAGE`
-// prints the five Argo CD PreSync hook objects of a credential plan.
+// renderCommand: `keyledger render credentials --plan FILE [--image IMAGE]`
+// prints the five Argo CD PreSync hook objects of a credential plan. The
+// image defaults to the versions table's KEYLEDGER_IMAGE.
 func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	if len(args) == 0 || args[0] != "credentials" {
-		return usagef("render takes credentials --plan FILE --image IMAGE")
+		return usagef("render takes credentials --plan FILE [--image IMAGE]")
 	}
 	var planPath, image, outDir, databaseSecret string
 	fs := newFlagSet("render credentials", streams)
 	fs.StringVar(&planPath, "plan", "", "the CredentialPlan command file")
-	fs.StringVar(&image, "image", "", "the keyledger container image the Job runs")
+	fs.StringVar(&image, "image", keyledger.Image(), "the keyledger container image the Job runs (default: KEYLEDGER_IMAGE of versions.env, what make image builds)")
 	fs.StringVar(&outDir, "out-dir", "", "write the five objects as files here (for apply-hook) instead of stdout")
 	fs.StringVar(&databaseSecret, "database-secret", "keyledger-database", "Secret whose key \"url\" holds the journal database URL (read by the kubelet, not by the Job's Role)")
 	if err := parse(fs, args[1:]); err != nil {
@@ -60,11 +62,11 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	}
 	switch {
 	case fs.NArg() != 0:
-		return usagef("render credentials takes no arguments, only --plan and --image")
+		return usagef("render credentials takes no arguments, only flags (--plan, --image)")
 	case planPath == "":
 		return usagef("render credentials needs --plan FILE")
 	case image == "" || strings.ContainsAny(image, " \t\n"):
-		return usagef("render credentials needs --image IMAGE (no white space)")
+		return usagef("render credentials needs --image IMAGE (no white space; the default is the versions table's)")
 	}
 	if err := command.ValidName(databaseSecret); err != nil {
 		return usagef("--database-secret: %v", err)

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/keyledger/keyledger"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -60,8 +62,8 @@ func TestRenderCredentialsGolden(t *testing.T) {
 	require.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"shop-orders-cache-app", "shop-bus-users"}, Verbs: []string{"get", "patch"}},
-		{APIGroups: []string{"external-secrets.io"}, Resources: []string{"externalsecrets"}, ResourceNames: []string{"shop-orders-cache-app"}, Verbs: []string{"get", "delete"}},
-		{APIGroups: []string{"generators.external-secrets.io"}, Resources: []string{"passwords"}, ResourceNames: []string{"shop-orders-cache-password"}, Verbs: []string{"delete"}},
+		{APIGroups: []string{"external-secrets.io"}, Resources: []string{"externalsecrets"}, ResourceNames: []string{"shop-orders-cache-app", "shop-bus-users"}, Verbs: []string{"get", "delete"}},
+		{APIGroups: []string{"generators.external-secrets.io"}, Resources: []string{"passwords"}, ResourceNames: []string{"shop-orders-cache-password"}, Verbs: []string{"get", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{"shop-orders-cache-0", "shop-bus-0"}, Verbs: []string{"get", "delete"}},
 	}, role.Rules, "exactly the issue's rules, nothing else")
 	require.Equal(t, "0", role.Annotations[annotationSyncWave])
@@ -96,8 +98,8 @@ func TestHookName(t *testing.T) {
 
 func TestRenderAndApplyHookUsage(t *testing.T) {
 	t.Parallel()
-	_, err := render(t)
-	require.Equal(t, ExitUsage, ExitCode(err), "no image")
+	_, err := render(t, "--image", "")
+	require.Equal(t, ExitUsage, ExitCode(err), "an empty image")
 	_, err = render(t, "--image", "a b")
 	require.Equal(t, ExitUsage, ExitCode(err))
 	for _, args := range [][]string{{"render"}, {"render", "secrets"}, {"apply-hook"}, {"apply-hook", t.TempDir()}} {
@@ -166,4 +168,17 @@ func TestRenderJobReadsPlanFromSubPathMount(t *testing.T) {
 	}
 	require.Contains(t, cm.Data, "plan.json")
 	require.Equal(t, renderPlan, cm.Data["plan.json"])
+}
+
+// Without --image, the Job runs the versions table's image.
+func TestRenderDefaultImageIsTheVersionsTables(t *testing.T) {
+	t.Parallel()
+	out, err := render(t)
+	require.NoError(t, err)
+	docs := strings.Split(out, "\n---\n")
+	var job batchv1.Job
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	require.NotEmpty(t, keyledger.Image())
+	require.Equal(t, keyledger.Image(), job.Spec.Template.Spec.Containers[0].Image)
+	require.Equal(t, hookName("shop-orders-cache", []byte(renderPlan), Version, keyledger.Image()), job.Name)
 }
