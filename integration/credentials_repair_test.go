@@ -212,6 +212,15 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	require.Equal(t, "unknown", probes[0].Status)
 	require.Equal(t, "connection-refused", probes[0].Reason)
 	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "delete-pod"))
+	// Run again after exit 75: the interrupted run is resumed, not a new one.
+	r = e.keyledger([]string{"run", e.writeCommand("unknown.json", plan)}, e.asCredentialRunner(plan))
+	require.Equal(t, 75, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	runs := e.runsOf("mut-unknown")
+	require.Len(t, runs, 1, "exit 75 leaves the run open; the next run of the plan resumes it")
+	require.Equal(t, "mut-unknown:run-1", runs[0].MutationID)
+	_, records = e.journalOf("mut-unknown:run-1")
+	require.Len(t, recordsOf(records, store.RecordProbe, "probe-server"), 2, "probed again by the resumed run")
+	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), 1, "its Secret not created again")
 
 	// A replacement that still refuses: deleted once, then exit 2.
 	stubborn := startServer(t, "valkey", "127.0.0.5", "", "wrong-password-forever")
