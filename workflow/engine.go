@@ -242,6 +242,8 @@ type Engine struct {
 	// MaxAttempts bounds how many times one run sends the call of one step
 	// and target (default 3); a rerun may send it again.
 	MaxAttempts int
+	// dry, when set, holds every call back (DryRun).
+	dry *dryCalls
 }
 
 // The engine's events. Their names are also the failpoint names
@@ -327,7 +329,9 @@ func (m *machine) fire(ctx context.Context, event string, mv move) error {
 		return fmt.Errorf("state machine event %s from %s: %w", event, m.fsm.Current(), err)
 	}
 	m.e.Log.Debug("transition", "event", event, "state", m.fsm.Current(), "mutation_id", m.run.Op.MutationID)
-	failpoint.Hit("after-" + event)
+	if m.e.dry == nil {
+		failpoint.Hit("after-" + event)
+	}
 	return nil
 }
 
@@ -448,6 +452,15 @@ const sendConcurrency = 16
 // rejected one, resolving when any outcome is unknown. A batch of one is a
 // single call, which may be final.
 func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Record) error {
+	var planned []Answer
+	if m.e.dry != nil {
+		// A dry run: nothing is sent; stop before recording a call decided
+		// twice.
+		var err error
+		if planned, err = m.e.dry.answer(batch); err != nil {
+			return err
+		}
+	}
 	seen := map[string]bool{}
 	for _, c := range batch {
 		key := c.Step + " " + c.Target
@@ -483,8 +496,11 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
 		return err
 	}
-	answers := send(ctx, batch)
-	failpoint.Hit("after-send")
+	answers := planned
+	if m.e.dry == nil {
+		answers = send(ctx, batch)
+		failpoint.Hit("after-send")
+	}
 
 	results := make([]store.Record, len(batch))
 	var rejected, unknown bool

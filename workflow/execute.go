@@ -78,29 +78,8 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if len(plan.Access) > 0 || plan.Rights != nil {
-		mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
-		if err != nil {
-			return nil, &Unavailable{Dependency: "kubernetes", Err: err}
-		}
-		if plan.Rights != nil {
-			more, err := kube.CheckRules(ctx, deps.Kube, *plan.Rights)
-			if err != nil {
-				return nil, &Unavailable{Dependency: "kubernetes", Err: err}
-			}
-			mismatches = append(mismatches, more...)
-		}
-		if plan.SecretRights != nil {
-			more, err := kube.CheckSecretRights(ctx, deps.Kube, *plan.SecretRights)
-			if err != nil {
-				return nil, &Unavailable{Dependency: "kubernetes", Err: err}
-			}
-			mismatches = append(mismatches, more...)
-		}
-		if len(mismatches) > 0 {
-			return nil, &PermissionMismatch{Mismatches: mismatches}
-		}
-		log.Info("permission matrix holds", "checks", len(plan.Access))
+	if err := checkAccess(ctx, deps, plan, log); err != nil {
+		return nil, err
 	}
 	if plan.Precheck != nil {
 		if err := plan.Precheck(ctx); err != nil {
@@ -175,6 +154,30 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	}
 	res.Outcome = OutcomeUncertain
 	return res, err
+}
+
+// kubeCheckAccess runs the permission matrix and, when the plan bounds
+// them, the rules review of Secret grants; it returns every mismatch.
+func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error) {
+	mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Rights != nil {
+		more, err := kube.CheckRules(ctx, deps.Kube, *plan.Rights)
+		if err != nil {
+			return nil, err
+		}
+		mismatches = append(mismatches, more...)
+	}
+	if plan.SecretRights != nil {
+		more, err := kube.CheckSecretRights(ctx, deps.Kube, *plan.SecretRights)
+		if err != nil {
+			return nil, err
+		}
+		mismatches = append(mismatches, more...)
+	}
+	return mismatches, nil
 }
 
 // finish sets the outcome of a terminal operation. A replay of a completed

@@ -72,6 +72,13 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
 		return nil, nil
 	}
+	if workflow.IsDryRun(ctx) {
+		// keyledger plan: say which pod a run would probe; never contact it.
+		f.probed[srv.Pod] = ProbeResult{Status: workflow.StatusPlanned}
+		f.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID), Status: workflow.StatusPlanned,
+			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+		return nil, nil
+	}
 	res, err := f.probe(ctx, srv, pod)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,7 @@ const usage = `keyledger: exactly-once operations on Kubernetes Secrets, journal
 
 Usage:
   keyledger run COMMAND_FILE            run one command file (absolute path)
+  keyledger plan COMMAND_FILE           show what run would do; writes nothing
   keyledger migrate up|down|version|recover
                                         manage the journal schema (recover: clear
                                         the dirty mark an earlier version left)
@@ -70,7 +71,7 @@ Usage:
 Flags common to commands that need them:
   --database-url URL   journal database (default $KEYLEDGER_DATABASE_URL)
   --kubeconfig PATH    cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  -o table|json        output format of journal and history
+  -o table|json        output format of journal, history and plan
   -h, --help           usage of the program or of one command (exit 0)
 
 A failure prints one line on stderr saying what failed and what to do
@@ -114,6 +115,9 @@ func dispatch(ctx context.Context, cmd string, rest []string, streams IOStreams)
 	switch cmd {
 	case "run":
 		return runCommand(ctx, rest, streams, newLogger(streams.ErrOut))
+	case "plan":
+		// Only warnings and errors: plan's output is for reading.
+		return planCommand(ctx, rest, streams, slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	case "migrate":
 		return migrateCommand(ctx, rest, streams, newLogger(streams.ErrOut))
 	case "journal":

@@ -53,6 +53,8 @@ func TestEveryFailureSpeaks(t *testing.T) {
 		{"unknown-command", []string{"frobnicate"}, ExitUsage},
 		{"run-invalid-field", []string{"run", "--database-url", unreachableDB, badField}, ExitUsage},
 		{"run-no-kubeconfig", []string{"run", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid}, ExitUnavailable},
+		{"plan-invalid-field", []string{"plan", "--database-url", unreachableDB, badField}, ExitUsage},
+		{"plan-no-kubeconfig", []string{"plan", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid}, ExitUnavailable},
 		{"migrate-unreachable", []string{"migrate", "--database-url", unreachableDB, "up"}, ExitUnavailable},
 		{"migrate-direction", []string{"migrate", "sideways"}, ExitUsage},
 		{"journal-list-unreachable", []string{"journal", "list", "--database-url", unreachableDB}, ExitUnavailable},
@@ -117,7 +119,7 @@ func TestFailureLineJSON(t *testing.T) {
 func TestHelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"},
-		{"run", "--help"}, {"migrate", "--help"}, {"migrate", "up", "-h"},
+		{"run", "--help"}, {"plan", "--help"}, {"migrate", "--help"}, {"migrate", "up", "-h"},
 		{"journal", "--help"}, {"journal", "list", "--help"}, {"journal", "show", "--help"},
 		{"keyring", "--help"}, {"keyring", "inspect", "--help"},
 		{"history", "--help"}, {"history", "shop/db", "--help"},
@@ -158,6 +160,7 @@ func TestValidateBeforeTouching(t *testing.T) {
 		{"history-limit", []string{"KEYLEDGER_HISTORY_LIMIT", "0"}, []string{"run", "--database-url", unreachableDB, "--kubeconfig", broken, update}},
 		{"log-level", []string{"KEYLEDGER_LOG_LEVEL", "chatty"}, []string{"run", "--database-url", unreachableDB, "--kubeconfig", broken, valid}},
 		{"no-database", nil, []string{"run", "--kubeconfig", broken, valid}},
+		{"plan-family-field", nil, []string{"plan", "--database-url", unreachableDB, "--kubeconfig", broken, badFamily}},
 		{"bad-database-url", nil, []string{"run", "--database-url", "postgres://x:notaport/db", "--kubeconfig", broken, valid}},
 	}
 	for _, tc := range cases {
@@ -168,7 +171,9 @@ func TestValidateBeforeTouching(t *testing.T) {
 			var out, errOut bytes.Buffer
 			err := Run(context.Background(), tc.args, IOStreams{Out: &out, ErrOut: &errOut})
 			require.Equal(t, ExitUsage, ExitCode(err), "%v", err)
-			require.Contains(t, out.String(), `"outcome":"invalid"`)
+			if tc.args[0] == "run" {
+				require.Contains(t, out.String(), `"outcome":"invalid"`)
+			}
 			require.NotContains(t, errOut.String(), "kubernetes unavailable")
 		})
 	}

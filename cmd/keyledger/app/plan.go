@@ -1,0 +1,220 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// planCommand: `keyledger plan [-o table|json] FILE` shows what `run FILE`
+// would do, and writes nothing: it validates as run does, runs the
+// permission check and the reads a run makes, reads the journal (a terminal
+// operation is a replay), and drives the family's decisions with every call
+// held back (workflow.DryRun).
+func planCommand(ctx context.Context, args []string, streams IOStreams, log *slog.Logger) error {
+	var flags commonFlags
+	fs := newFlagSet("plan", streams)
+	flags.addDatabase(fs)
+	flags.addKube(fs)
+	flags.addOutput(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := flags.checkOutput(); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("plan takes exactly one command file, got %d arguments", fs.NArg())
+	}
+	pr, err := prepareRun(fs.Arg(0), &flags)
+	if err != nil {
+		return err
+	}
+	cfg, client, release, err := flags.kubeClient(nil)
+	if err != nil {
+		return err
+	}
+	defer release()
+	plan, err := pr.build(cfg, client)
+	if err != nil {
+		return err
+	}
+	deps := workflow.Deps{
+		Kube:      client,
+		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, pr.databaseURL) },
+		Log:       log,
+	}
+	res, err := workflow.DryRun(ctx, deps, plan)
+	if err != nil {
+		return err
+	}
+	out := toPlanJSON(pr, res)
+	if flags.output == "json" {
+		return json.NewEncoder(streams.Out).Encode(out)
+	}
+	return printPlan(streams.Out, out)
+}
+
+// planJSON is `keyledger plan -o json`.
+type planJSON struct {
+	Kind       string `json:"kind"`
+	MutationID string `json:"mutationId"`
+	// Journal is the operation's state in the journal, "new" when absent.
+	Journal string `json:"journal"`
+	// Replay: the operation is terminal; a run would send nothing.
+	Replay bool `json:"replay"`
+	// Reads are what the run would journal as observed (and probes).
+	Reads []plannedRecord `json:"reads"`
+	// Calls are what the run would send, in order, batch by batch.
+	Calls []plannedCall `json:"calls"`
+	// Outcome, Reason and Summary: the ending if every call is applied as
+	// intended (empty when Stopped).
+	Outcome string         `json:"outcome,omitempty"`
+	Reason  string         `json:"reason,omitempty"`
+	Summary map[string]any `json:"summary,omitempty"`
+	Stopped string         `json:"stopped,omitempty"`
+	// Writes is always 0: plan writes nothing, not even to the journal.
+	Writes int `json:"writes"`
+}
+
+type plannedCall struct {
+	Batch           int            `json:"batch"`
+	Verb            string         `json:"verb"`
+	Step            string         `json:"step"`
+	Target          string         `json:"target"`
+	UID             string         `json:"uid,omitempty"`
+	ResourceVersion string         `json:"resourceVersion,omitempty"`
+	Digest          string         `json:"digest,omitempty"`
+	Final           bool           `json:"final,omitempty"`
+	Detail          map[string]any `json:"detail,omitempty"`
+}
+
+type plannedRecord struct {
+	Kind            string         `json:"kind"`
+	Step            string         `json:"step"`
+	Target          string         `json:"target,omitempty"`
+	UID             string         `json:"uid,omitempty"`
+	ResourceVersion string         `json:"resourceVersion,omitempty"`
+	Status          string         `json:"status,omitempty"`
+	Reason          string         `json:"reason,omitempty"`
+	Detail          map[string]any `json:"detail,omitempty"`
+}
+
+// verbOf is the API verb of a call from its step name (steps begin with
+// their verb: create-secret, patch-secret, replace-keyring,
+// orphan-external-secret, delete-pod).
+func verbOf(step string) string {
+	verb, _, _ := strings.Cut(step, "-")
+	switch verb {
+	case "replace":
+		return "update"
+	case "orphan":
+		return "delete"
+	}
+	return verb
+}
+
+func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
+	out := planJSON{Kind: pr.kind, MutationID: pr.mutationID, Journal: res.Journal, Replay: res.Replay,
+		Outcome: string(res.Outcome), Reason: res.Reason, Summary: res.Summary, Stopped: res.Stopped,
+		Reads: []plannedRecord{}, Calls: []plannedCall{}}
+	for _, r := range res.Records {
+		switch r.Kind {
+		case store.RecordAuthorityCall:
+			detail := map[string]any{}
+			batch, final := 0, false
+			for k, v := range r.Detail {
+				switch k {
+				case "batch":
+					batch = toInt(v)
+				case "final":
+					final, _ = v.(bool)
+				default:
+					detail[k] = v
+				}
+			}
+			out.Calls = append(out.Calls, plannedCall{Batch: batch, Verb: verbOf(r.Step), Step: r.Step, Target: r.Target,
+				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: final, Detail: detail})
+		case store.RecordObservation, store.RecordProbe, store.RecordResolution:
+			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target, UID: r.UID,
+				ResourceVersion: r.ResourceVersion, Status: r.Status, Reason: r.Reason, Detail: r.Detail})
+		}
+	}
+	return out
+}
+
+func toInt(v any) int {
+	switch n := v.(type) {
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case float64:
+		return int(n)
+	}
+	return 0
+}
+
+func printPlan(w io.Writer, p planJSON) error {
+	fmt.Fprintf(w, "plan %s %s (journal: %s)\n", p.Kind, p.MutationID, p.Journal)
+	if p.Replay {
+		fmt.Fprintf(w, "already ended in the journal: a run would replay it (outcome %s%s) and send nothing\n",
+			p.Outcome, map[bool]string{true: ", reason " + p.Reason, false: ""}[p.Reason != ""])
+		return nil
+	}
+	if len(p.Reads) > 0 {
+		fmt.Fprintln(w, "\nreads:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  RECORD\tSTEP\tTARGET\tUID\tRV\tSTATUS\tDETAIL")
+		for _, r := range p.Reads {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Kind, r.Step, dash(r.Target), dash(shortUID(r.UID)),
+				dash(r.ResourceVersion), dash(r.Status), detailText(r.Detail))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "\nwould send:")
+	if len(p.Calls) == 0 {
+		fmt.Fprintln(w, "  nothing")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  BATCH\tVERB\tSTEP\tTARGET\tPRECONDITION\tDETAIL")
+		for _, c := range p.Calls {
+			pre := "-"
+			if c.UID != "" || c.ResourceVersion != "" {
+				pre = "uid " + dash(shortUID(c.UID)) + " rv " + dash(c.ResourceVersion)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", c.Batch, c.Verb, c.Step, c.Target, pre, detailText(c.Detail))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case p.Stopped != "":
+		fmt.Fprintf(w, "\nthen: %s\n", p.Stopped)
+	case p.Reason != "":
+		fmt.Fprintf(w, "\nwould end: %s (%s) %s\n", p.Outcome, p.Reason, detailText(p.Summary))
+	default:
+		fmt.Fprintf(w, "\nwould end: %s %s\n", p.Outcome, detailText(p.Summary))
+	}
+	fmt.Fprintln(w, "nothing was written (plan sends no call and journals nothing)")
+	return nil
+}
+
+// detailText prints a detail map as JSON with sorted keys, "-" when empty.
+func detailText(d map[string]any) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	b, _ := json.Marshal(d) // encoding/json sorts map keys
+	return string(b)
+}

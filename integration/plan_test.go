@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// planOutput is what the tests read of `keyledger plan -o json`.
+type planOutput struct {
+	Journal string `json:"journal"`
+	Replay  bool   `json:"replay"`
+	Calls   []struct {
+		Verb   string         `json:"verb"`
+		Step   string         `json:"step"`
+		Target string         `json:"target"`
+		Detail map[string]any `json:"detail"`
+	} `json:"calls"`
+	Reads   []map[string]any `json:"reads"`
+	Outcome string           `json:"outcome"`
+	Reason  string           `json:"reason"`
+	Stopped string           `json:"stopped"`
+	Writes  int              `json:"writes"`
+}
+
+// plan runs `keyledger plan -o json FILE` and decodes its output.
+func (e *env) plan(path string, opts ...runOption) planOutput {
+	e.t.Helper()
+	r := e.keyledger([]string{"plan", "-o", "json", path}, opts...)
+	require.Equal(e.t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	var p planOutput
+	require.NoError(e.t, json.Unmarshal([]byte(r.Stdout), &p), "stdout %s", r.Stdout)
+	return p
+}
+
+// planned lists a plan's calls as "VERB kind/name", the form secretEvents
+// uses: create is ADDED, update and patch MODIFIED, delete DELETED.
+func (p planOutput) planned() []string {
+	event := map[string]string{"create": "ADDED", "update": "MODIFIED", "patch": "MODIFIED", "delete": "DELETED"}
+	out := []string{}
+	for _, c := range p.Calls {
+		out = append(out, event[c.Verb]+" "+c.Target)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// secretEvents returns the writes the API server made to the namespace's
+// Secrets after resourceVersion from, as "TYPE secret/NAME", read from its
+// watch history: it writes a marker Secret and collects every event up to
+// the marker's creation (excluded).
+func (e *env) secretEvents(from string) []string {
+	e.t.Helper()
+	marker := e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "marker-" + randomSuffix(e.t)}})
+	ctx, cancel := context.WithTimeout(e.t.Context(), 20*time.Second)
+	defer cancel()
+	w, err := e.kube.Client().CoreV1().Secrets(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: from})
+	require.NoError(e.t, err)
+	defer w.Stop()
+	out := []string{}
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(e.t, ok, "watch closed before the marker")
+			require.NotEqual(e.t, watch.Error, ev.Type, "watch error: %v", ev.Object)
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			m, err := meta.Accessor(ev.Object)
+			require.NoError(e.t, err)
+			if m.GetUID() == marker.UID {
+				sort.Strings(out)
+				return out
+			}
+			out = append(out, fmt.Sprintf("%s secret/%s", ev.Type, m.GetName()))
+		case <-ctx.Done():
+			e.t.Fatalf("the marker Secret never appeared in the watch history after %s", from)
+		}
+	}
+}
+
+// journalCounts counts the journal's operations and records.
+func (e *env) journalCounts() [2]int {
+	e.t.Helper()
+	var n [2]int
+	conn := connect(e.t, e.journal.OwnerURL)
+	require.NoError(e.t, conn.QueryRow(e.t.Context(),
+		`SELECT (SELECT count(*) FROM keyledger.operations), (SELECT count(*) FROM keyledger.records)`).Scan(&n[0], &n[1]))
+	return n
+}
+
+// planThenRun plans path, proves the plan wrote nothing (watch history and
+// journal), runs it, and proves the run wrote exactly what the plan said.
+func (e *env) planThenRun(path string, as runOption) planOutput {
+	e.t.Helper()
+	journal, from := e.journalCounts(), e.secretsRV()
+	p := e.plan(path, as)
+	require.Zero(e.t, p.Writes)
+	require.Empty(e.t, e.secretEvents(from), "plan wrote to the API server")
+	require.Equal(e.t, journal, e.journalCounts(), "plan wrote to the journal")
+
+	from = e.secretsRV()
+	r := e.keyledger([]string{"run", path}, as)
+	require.Equal(e.t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(e.t, p.Outcome, outcome(e.t, r)["outcome"], "plan said how the run would end")
+	require.Equal(e.t, p.planned(), e.secretEvents(from), "the run wrote exactly what plan said")
+
+	// Planned again: the journal says the operation ended; a run would replay.
+	again := e.plan(path, as)
+	require.True(e.t, again.Replay)
+	require.Empty(e.t, again.Calls)
+	return p
+}
+
+// A credential plan: plan says "would create A, patch B" (the keys it adds,
+// never values), writes nothing, and the run then does exactly that.
+func TestIntegrationPlanCredentials(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	existing := e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-b"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"password": []byte("CANARY-plan-existing-0123456789")}})
+	secretB := standardSecret(existing.Name)
+	secretB.keys = append(secretB.keys, generated("admin-password", 24, "alphanumeric"))
+	plan := credentialPlan(e.ns, "mut-plan-creds", []planSecret{standardSecret("shop-a"), secretB})
+	path := e.writeCommand("plan.json", plan)
+
+	p := e.planThenRun(path, e.asCredentialRunner(plan))
+	require.Equal(t, "new", p.Journal)
+	require.Equal(t, []string{"ADDED secret/shop-a", "MODIFIED secret/shop-b"}, p.planned())
+	require.Equal(t, "completed", p.Outcome)
+	for _, c := range p.Calls {
+		if c.Verb == "patch" {
+			require.Equal(t, []any{"username", "admin-password"}, c.Detail["addKeys"], "the keys it adds")
+		}
+	}
+	out, err := json.Marshal(p)
+	require.NoError(t, err)
+	requireNoValues(t, string(out), e.secretValues("shop-a", "shop-b"))
+}
+
+// A key retirement: plan says "would update the keyring", the run does.
+func TestIntegrationPlanRetirement(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := e.createSecret(keyringSecret("keyring", standardKeyring()))
+	path := e.writeCommand("retire.json", retireCommand(s, "k-2026-07", "mut-plan-retire"))
+	p := e.planThenRun(path, e.asRetirerOf(s))
+	require.Equal(t, []string{"MODIFIED secret/keyring"}, p.planned())
+	require.Equal(t, "completed", p.Outcome)
+
+	// Retiring the active key: plan says the run would refuse, and sends nothing.
+	refused := e.plan(e.writeCommand("active.json", retireCommand(e.getSecret("keyring"), "k-2026-08", "mut-plan-active")), e.asRetirerOf(s))
+	require.Equal(t, "refused", refused.Outcome)
+	require.Equal(t, "key-active", refused.Reason)
+	require.Empty(t, refused.Calls)
+}
+
+// A versioned update: plan names the snapshot it would create and the
+// live Secret it would replace; the run does exactly that.
+func TestIntegrationPlanVersionedUpdate(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	live := e.createSecret(plainSecret("db", map[string][]byte{"password": vCanary("v1")}))
+	as := asKubeconfig(e.serviceAccountKubeconfig("writer-db", versionedRules("db")))
+	path := e.writeCommand("update.json", updateCommand(e.ns, "db", live.ResourceVersion, "mut-plan-update", map[string][]byte{"password": vCanary("v2")}))
+	p := e.planThenRun(path, as)
+	require.Len(t, p.Calls, 2, "%+v", p.Calls)
+	require.Equal(t, "create", p.Calls[0].Verb)
+	require.Equal(t, "update", p.Calls[1].Verb)
+	require.Equal(t, "secret/db", p.Calls[1].Target)
+	require.Equal(t, "completed", p.Outcome)
+}

@@ -1,0 +1,211 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// dryRunKey marks a context as a dry run's.
+type dryRunKey struct{}
+
+// IsDryRun reports whether ctx belongs to a dry run (keyledger plan): a
+// family that waits for the effect of one of its calls must not wait then
+// (the call was not sent) and should go on as if the effect were in place;
+// a family must not contact servers beyond the API server's reads.
+func IsDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
+
+// DryRunResult is what a run of the same plan would do, found by the same
+// engine and the same family decisions with every call held back.
+type DryRunResult struct {
+	// Journal is the operation's journal state: "new" when the mutation ID
+	// is not journaled yet.
+	Journal string
+	// Replay is true when the operation is terminal in the journal: a run
+	// would replay its ending and send nothing.
+	Replay bool
+	// Records are the records the run would journal, in order: the
+	// preparation, observations, calls (with "planned" results), probes and
+	// the ending. Calls are authority_call records.
+	Records []store.Record
+	// Outcome, Reason and Summary are the ending the run would reach if
+	// every call were applied as intended; empty when Stopped.
+	Outcome Outcome
+	Reason  string
+	Summary map[string]any
+	// Stopped says why the dry run could not decide further: what comes
+	// next depends on answers a dry run does not have.
+	Stopped string
+}
+
+// Calls returns the authority calls of the dry run, in order.
+func (r *DryRunResult) Calls() []store.Record {
+	var out []store.Record
+	for _, rec := range r.Records {
+		if rec.Kind == store.RecordAuthorityCall {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// StatusPlanned is the status of a dry run's result record: the call was
+// not sent.
+const StatusPlanned = "planned"
+
+// DryRun is Execute without a write: the permission matrix and the
+// precheck run as in Execute, the journal is only read (an operation
+// already terminal is reported as a replay), and the engine drives the
+// family with an in-memory journal and calls that are never sent: each
+// planned call is taken as applied as intended, and the family decides
+// again. The dry run stops where the next decision would depend on
+// something only a sent call can show (the same call decided twice).
+func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx = context.WithValue(ctx, dryRunKey{}, true)
+	if err := checkAccess(ctx, deps, plan, log); err != nil {
+		return nil, err
+	}
+	if plan.Precheck != nil {
+		if err := plan.Precheck(ctx); err != nil {
+			return nil, err
+		}
+	}
+	st, err := deps.OpenStore(ctx)
+	if err != nil {
+		return nil, &Unavailable{Dependency: "postgresql", Err: err}
+	}
+	defer st.Close()
+
+	res := &DryRunResult{}
+	op, records, err := st.Snapshot(ctx, plan.Prepare.MutationID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		p := plan.Prepare
+		op = &store.Operation{Kind: p.Kind, MutationID: p.MutationID, RequestID: p.RequestID, CommandDigest: p.CommandDigest,
+			Namespace: p.Namespace, Name: p.Name, ExpectedUID: p.ExpectedUID, State: store.StatePrepared, CreatedAt: time.Now().UTC()}
+		records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: p.CommandDigest}}
+		res.Journal = "new"
+		res.Records = append(res.Records, records...)
+	case err != nil:
+		var unreachable *store.UnreachableError
+		if errors.As(err, &unreachable) {
+			return nil, &Unavailable{Dependency: "postgresql", Err: err}
+		}
+		return nil, fmt.Errorf("reading journal: %w", err)
+	default:
+		res.Journal = string(op.State)
+		if op.CommandDigest != plan.Prepare.CommandDigest {
+			res.Outcome, res.Reason = OutcomeRefused, "mutation-id-reused"
+			return res, nil
+		}
+		if op.State.Terminal() {
+			res.Replay = true
+			run := &Run{Op: op, Records: records}
+			res.Summary = run.Ending()
+			res.Outcome, res.Reason = OutcomeExisting, ""
+			if op.State == store.StateRefused {
+				res.Outcome, res.Reason = OutcomeRefused, op.Reason
+			}
+			return res, nil
+		}
+	}
+	run := &Run{Op: op, Records: records}
+	before := len(records)
+	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: &dryCalls{}}
+	_, err = engine.Drive(ctx, run)
+	res.Records = append(res.Records, run.Records[before:]...)
+	var (
+		stop      *planStop
+		refused   *Refused
+		uncertain *Uncertain
+	)
+	switch {
+	case err == nil:
+		res.Outcome, res.Summary = Outcome(run.Op.Outcome), run.Ending()
+	case errors.As(err, &refused):
+		res.Outcome, res.Reason, res.Summary = OutcomeRefused, refused.Reason, run.Ending()
+	case errors.As(err, &stop):
+		res.Stopped = stop.Error()
+	case errors.As(err, &uncertain):
+		res.Stopped = "the next decision depends on answers a dry run does not have (" + uncertain.Reason + ")"
+	default:
+		return res, err
+	}
+	return res, nil
+}
+
+// checkAccess runs the permission matrix and the Secret rules review.
+func checkAccess(ctx context.Context, deps Deps, plan Plan, log *slog.Logger) error {
+	if len(plan.Access) == 0 && plan.Rights == nil {
+		return nil
+	}
+	mismatches, err := kubeCheckAccess(ctx, deps, plan)
+	if err != nil {
+		return &Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	if len(mismatches) > 0 {
+		return &PermissionMismatch{Mismatches: mismatches}
+	}
+	log.Info("permission matrix holds", "checks", len(plan.Access))
+	return nil
+}
+
+// dryCalls holds a dry run's calls back: each is answered as applied as
+// intended, and one decided twice stops the dry run.
+type dryCalls struct {
+	seen map[string]bool
+}
+
+// answer admits a batch and returns its planned answers.
+func (d *dryCalls) answer(batch []*Call) ([]Answer, error) {
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	for _, c := range batch {
+		if d.seen[c.Step+" "+c.Target] {
+			return nil, &planStop{step: c.Step, target: c.Target}
+		}
+	}
+	answers := make([]Answer, len(batch))
+	for i, c := range batch {
+		d.seen[c.Step+" "+c.Target] = true
+		answers[i] = Answer{Status: Applied, Reason: StatusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
+	}
+	return answers, nil
+}
+
+// planStop ends a dry run whose family decided a call it had already
+// planned: what follows depends on that call's real effect.
+type planStop struct{ step, target string }
+
+func (e *planStop) Error() string {
+	return fmt.Sprintf("%s %s: what follows depends on the effect of the calls above, which a dry run does not send", e.step, e.target)
+}
+
+// dryJournal is a dry run's journal: moves are checked and applied in
+// memory, nothing is written.
+type dryJournal struct{ run *Run }
+
+func (j *dryJournal) Transition(_ context.Context, p store.TransitionParams) (*store.Operation, error) {
+	op := *j.run.Op
+	if p.From != op.State || p.Revision != op.Revision {
+		return nil, store.ErrStateMoved
+	}
+	op.State, op.Revision = p.To, op.Revision+1
+	if p.Outcome != "" {
+		op.Outcome, op.Reason = p.Outcome, p.Reason
+	}
+	return &op, nil
+}
+
+func (j *dryJournal) Snapshot(context.Context, string) (*store.Operation, []store.Record, error) {
+	return j.run.Op, j.run.Records, nil
+}
