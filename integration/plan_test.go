@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ type planOutput struct {
 	Journal string `json:"journal"`
 	Replay  bool   `json:"replay"`
 	Calls   []struct {
+		Answer string         `json:"answer"`
 		Verb   string         `json:"verb"`
 		Step   string         `json:"step"`
 		Target string         `json:"target"`
@@ -42,12 +44,16 @@ func (e *env) plan(path string, opts ...runOption) planOutput {
 	return p
 }
 
-// planned lists a plan's calls as "VERB kind/name", the form secretEvents
-// uses: create is ADDED, update and patch MODIFIED, delete DELETED.
+// planned lists the writes of a plan's calls (those it expects applied)
+// as "TYPE kind/name", the form secretEvents uses: create is ADDED, update
+// and patch MODIFIED, delete DELETED.
 func (p planOutput) planned() []string {
 	event := map[string]string{"create": "ADDED", "update": "MODIFIED", "patch": "MODIFIED", "delete": "DELETED"}
 	out := []string{}
 	for _, c := range p.Calls {
+		if c.Answer != "applied" {
+			continue
+		}
 		out = append(out, event[c.Verb]+" "+c.Target)
 	}
 	sort.Strings(out)
@@ -100,22 +106,22 @@ func (e *env) journalCounts() [2]int {
 
 // planThenRun plans path, proves the plan wrote nothing (watch history and
 // journal), runs it, and proves the run wrote exactly what the plan said.
-func (e *env) planThenRun(path string, as runOption) planOutput {
+func (e *env) planThenRun(path string, as ...runOption) planOutput {
 	e.t.Helper()
 	journal, from := e.journalCounts(), e.secretsRV()
-	p := e.plan(path, as)
+	p := e.plan(path, as...)
 	require.Zero(e.t, p.Writes)
 	require.Empty(e.t, e.secretEvents(from), "plan wrote to the API server")
 	require.Equal(e.t, journal, e.journalCounts(), "plan wrote to the journal")
 
 	from = e.secretsRV()
-	r := e.keyledger([]string{"run", path}, as)
+	r := e.keyledger([]string{"run", path}, as...)
 	require.Equal(e.t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Equal(e.t, p.Outcome, outcome(e.t, r)["outcome"], "plan said how the run would end")
 	require.Equal(e.t, p.planned(), e.secretEvents(from), "the run wrote exactly what plan said")
 
 	// Planned again: the journal says the operation ended; a run would replay.
-	again := e.plan(path, as)
+	again := e.plan(path, as...)
 	require.True(e.t, again.Replay)
 	require.Empty(e.t, again.Calls)
 	return p
@@ -137,6 +143,8 @@ func TestIntegrationPlanCredentials(t *testing.T) {
 	require.Equal(t, "new", p.Journal)
 	require.Equal(t, []string{"ADDED secret/shop-a", "MODIFIED secret/shop-b"}, p.planned())
 	require.Equal(t, "completed", p.Outcome)
+	require.Len(t, p.Calls, 3, "create A; create B, which answers 409; patch B")
+	require.Equal(t, "already-exists", p.Calls[1].Answer)
 	for _, c := range p.Calls {
 		if c.Verb == "patch" {
 			require.Equal(t, []any{"username", "admin-password"}, c.Detail["addKeys"], "the keys it adds")
@@ -165,7 +173,8 @@ func TestIntegrationPlanRetirement(t *testing.T) {
 }
 
 // A versioned update: plan names the snapshot it would create and the
-// live Secret it would replace; the run does exactly that.
+// live Secret it would replace; at the retention limit also the snapshot it
+// would prune. The runs do exactly that.
 func TestIntegrationPlanVersionedUpdate(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -178,4 +187,14 @@ func TestIntegrationPlanVersionedUpdate(t *testing.T) {
 	require.Equal(t, "update", p.Calls[1].Verb)
 	require.Equal(t, "secret/db", p.Calls[1].Target)
 	require.Equal(t, "completed", p.Outcome)
+
+	// With one snapshot retained, the next update archives version 2 and
+	// prunes version 1 before the live write.
+	v2 := e.getSecret("db")
+	path = e.writeCommand("update-2.json", updateCommand(e.ns, "db", v2.ResourceVersion, "mut-plan-update-2", map[string][]byte{"password": vCanary("v3")}))
+	p = e.planThenRun(path, as, withEnv("KEYLEDGER_HISTORY_LIMIT=1"))
+	require.Len(t, p.Calls, 3, "%+v", p.Calls)
+	require.Equal(t, []string{"create-snapshot", "prune-snapshot", "replace-live"}, []string{p.Calls[0].Step, p.Calls[1].Step, p.Calls[2].Step})
+	require.Contains(t, p.planned(), "DELETED "+p.Calls[1].Target)
+	require.True(t, strings.HasSuffix(p.Calls[1].Target, "-v1"), "the pruned snapshot is version 1's: %s", p.Calls[1].Target)
 }

@@ -457,7 +457,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 		// A dry run: nothing is sent; stop before recording a call decided
 		// twice.
 		var err error
-		if planned, err = m.e.dry.answer(batch); err != nil {
+		if planned, err = m.e.dry.answer(ctx, batch); err != nil {
 			return err
 		}
 	}

@@ -375,7 +375,11 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 	}
 	// 3. The archive must be there, ours and final before the live write
 	// (a rerun checks it again: it may have been deleted since).
-	if reason := archiveProblem(inv, n, archived); reason != "" {
+	if workflow.IsDryRun(ctx) && archived.Reason == workflow.StatusPlanned {
+		// keyledger plan: the archive was not created; count it as the run
+		// will see it (retention includes it).
+		inv.genuine = append(append([]Snapshot{}, inv.genuine...), Snapshot{Name: snap.Name, Version: n})
+	} else if reason := archiveProblem(inv, n, archived); reason != "" {
 		return f.refuse(reason, live), nil
 	}
 	// 4. Retention.

@@ -94,6 +94,9 @@ type plannedCall struct {
 	Digest          string         `json:"digest,omitempty"`
 	Final           bool           `json:"final,omitempty"`
 	Detail          map[string]any `json:"detail,omitempty"`
+	// Answer is what the dry run took as the call's answer: "applied", or
+	// what a read showed it would answer (already-exists: a 409, no write).
+	Answer string `json:"answer"`
 }
 
 type plannedRecord struct {
@@ -108,14 +111,14 @@ type plannedRecord struct {
 }
 
 // verbOf is the API verb of a call from its step name (steps begin with
-// their verb: create-secret, patch-secret, replace-keyring,
-// orphan-external-secret, delete-pod).
+// their verb: create-secret, patch-secret, replace-keyring, delete-pod;
+// orphan-external-secret and prune-snapshot are deletes).
 func verbOf(step string) string {
 	verb, _, _ := strings.Cut(step, "-")
 	switch verb {
 	case "replace":
 		return "update"
-	case "orphan":
+	case "orphan", "prune":
 		return "delete"
 	}
 	return verb
@@ -125,9 +128,18 @@ func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 	out := planJSON{Kind: pr.kind, MutationID: pr.mutationID, Journal: res.Journal, Replay: res.Replay,
 		Outcome: string(res.Outcome), Reason: res.Reason, Summary: res.Summary, Stopped: res.Stopped,
 		Reads: []plannedRecord{}, Calls: []plannedCall{}}
-	for _, r := range res.Records {
+	for i, r := range res.Records {
 		switch r.Kind {
 		case store.RecordAuthorityCall:
+			answer := "applied"
+			for _, later := range res.Records[i+1:] {
+				if later.Kind == store.RecordAuthorityResult && later.Step == r.Step && later.Target == r.Target {
+					if later.Status != string(workflow.Applied) {
+						answer = later.Reason
+					}
+					break
+				}
+			}
 			detail := map[string]any{}
 			batch, final := 0, false
 			for k, v := range r.Detail {
@@ -141,7 +153,7 @@ func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 				}
 			}
 			out.Calls = append(out.Calls, plannedCall{Batch: batch, Verb: verbOf(r.Step), Step: r.Step, Target: r.Target,
-				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: final, Detail: detail})
+				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: final, Detail: detail, Answer: answer})
 		case store.RecordObservation, store.RecordProbe, store.RecordResolution:
 			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target, UID: r.UID,
 				ResourceVersion: r.ResourceVersion, Status: r.Status, Reason: r.Reason, Detail: r.Detail})
@@ -186,13 +198,13 @@ func printPlan(w io.Writer, p planJSON) error {
 		fmt.Fprintln(w, "  nothing")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  BATCH\tVERB\tSTEP\tTARGET\tPRECONDITION\tDETAIL")
+		fmt.Fprintln(tw, "  BATCH\tVERB\tSTEP\tTARGET\tPRECONDITION\tANSWER\tDETAIL")
 		for _, c := range p.Calls {
 			pre := "-"
 			if c.UID != "" || c.ResourceVersion != "" {
 				pre = "uid " + dash(shortUID(c.UID)) + " rv " + dash(c.ResourceVersion)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", c.Batch, c.Verb, c.Step, c.Target, pre, detailText(c.Detail))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Batch, c.Verb, c.Step, c.Target, pre, c.Answer, detailText(c.Detail))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
