@@ -60,7 +60,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	$(GO) test ./workflow/credentials/ -run '^$$' -fuzz FuzzDecode -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: demo
-demo: platform ## Bring up the local platform, retire a key, replay, show a refusal and the journal.
+demo: platform ## Bring up the local platform and walk through the three families (plan, run, replay, refusal, recreate, restore, history) and the journal.
 	$(GO) run ./integration/demo
 
 .PHONY: bench
