@@ -88,37 +88,16 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	}
 
 	res := &DryRunResult{}
-	op, records, err := st.Snapshot(ctx, plan.Prepare.MutationID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		p := plan.Prepare
-		op = &store.Operation{Kind: p.Kind, MutationID: p.MutationID, RequestID: p.RequestID, CommandDigest: p.CommandDigest,
-			Namespace: p.Namespace, Name: p.Name, ExpectedUID: p.ExpectedUID, State: store.StatePrepared, CreatedAt: time.Now().UTC()}
-		records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: p.CommandDigest}}
-		res.Journal = "new"
-		res.Records = append(res.Records, records...)
-	case err != nil:
+	op, records, err := dryPrepare(ctx, st, plan, res)
+	if err != nil {
 		var unreachable *store.UnreachableError
 		if errors.As(err, &unreachable) {
 			return nil, &Unavailable{Dependency: "postgresql", Err: err}
 		}
 		return nil, fmt.Errorf("reading journal: %w", err)
-	default:
-		res.Journal = string(op.State)
-		if op.CommandDigest != plan.Prepare.CommandDigest {
-			res.Outcome, res.Reason = OutcomeRefused, "mutation-id-reused"
-			return res, nil
-		}
-		if op.State.Terminal() {
-			res.Replay = true
-			run := &Run{Op: op, Records: records}
-			res.Summary = run.Ending()
-			res.Outcome, res.Reason = OutcomeExisting, ""
-			if op.State == store.StateRefused {
-				res.Outcome, res.Reason = OutcomeRefused, op.Reason
-			}
-			return res, nil
-		}
+	}
+	if op == nil || op.State.Terminal() {
+		return res, nil
 	}
 	run := &Run{Op: op, Records: records}
 	before := len(records)
@@ -143,6 +122,73 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// dryPrepare reads what Prepare (or PrepareRun) would find, without
+// writing: the operation a run would drive and its records. It returns a
+// nil or terminal operation when the run would end at once (a replay, a
+// reused mutation ID); res then says how.
+func dryPrepare(ctx context.Context, st *store.Store, plan Plan, res *DryRunResult) (*store.Operation, []store.Record, error) {
+	p := plan.Prepare
+	fresh := func(mutationID string, detail map[string]any) (*store.Operation, []store.Record, error) {
+		res.Journal = "new"
+		op := &store.Operation{Kind: p.Kind, MutationID: mutationID, RequestID: p.RequestID, CommandDigest: p.CommandDigest,
+			Namespace: p.Namespace, Name: p.Name, ExpectedUID: p.ExpectedUID, State: store.StatePrepared, CreatedAt: time.Now().UTC()}
+		records := []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: p.CommandDigest, Detail: detail}}
+		res.Records = append(res.Records, records...)
+		return op, records, nil
+	}
+	reused := func() (*store.Operation, []store.Record, error) {
+		res.Outcome, res.Reason = OutcomeRefused, "mutation-id-reused"
+		return nil, nil, nil
+	}
+	if plan.Runs {
+		// Desired state: every run is an operation of its own; an
+		// unfinished one is resumed, after a finished one comes the next.
+		runs, err := st.Runs(ctx, p.MutationID)
+		if err != nil {
+			return nil, nil, err
+		}
+		next := int64(1)
+		if len(runs) > 0 {
+			latest := runs[len(runs)-1]
+			switch {
+			case latest.CommandDigest != p.CommandDigest || latest.Kind != p.Kind:
+				return reused()
+			case !latest.State.Terminal():
+				res.Journal = string(latest.State)
+				return st.Snapshot(ctx, latest.MutationID)
+			}
+			if _, n, ok := store.SplitRunID(latest.MutationID); ok && latest.MutationID != p.MutationID {
+				next = n + 1
+			}
+		}
+		detail := map[string]any{"command": p.MutationID, "run": next}
+		for k, v := range p.Detail {
+			detail[k] = v
+		}
+		return fresh(store.RunID(p.MutationID, next), detail)
+	}
+	op, records, err := st.Snapshot(ctx, p.MutationID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fresh(p.MutationID, p.Detail)
+	case err != nil:
+		return nil, nil, err
+	}
+	res.Journal = string(op.State)
+	if op.CommandDigest != p.CommandDigest {
+		return reused()
+	}
+	if op.State.Terminal() {
+		res.Replay = true
+		res.Summary = (&Run{Op: op, Records: records}).Ending()
+		res.Outcome = OutcomeExisting
+		if op.State == store.StateRefused {
+			res.Outcome, res.Reason = OutcomeRefused, op.Reason
+		}
+	}
+	return op, records, nil
 }
 
 // checkAccess runs the permission matrix and the Secret rules review.
