@@ -5,7 +5,7 @@
 //   - a key retirement: plan, run, an exact replay, a refusal (the active
 //     key) and the permission matrix refusing a wider identity;
 //   - a credential plan: plan, run (creates), a rerun that writes nothing,
-//     a deleted Secret recreated by the next run;
+//     a deleted Secret recreated by the next run of the same plan;
 //   - versioned writes: create, update, restore version 1, history;
 //
 // and prints the journal. Everything it starts it stops again.
@@ -232,7 +232,7 @@ func credentialsDemo(ctx context.Context, kube *platform.Kube, bin, dir, databas
 	if err := cli("run", path); err != nil {
 		return err
 	}
-	step("keyledger run again: the Secrets are complete, nothing is written")
+	step("keyledger run again: the plan converges; the Secrets are complete, nothing is written")
 	if err := cli("run", path); err != nil {
 		return err
 	}
@@ -240,15 +240,15 @@ func credentialsDemo(ctx context.Context, kube *platform.Kube, bin, dir, databas
 	if err := client.CoreV1().Secrets(ns).Delete(ctx, "shop-orders-db", metav1.DeleteOptions{}); err != nil {
 		return err
 	}
-	second, err := writeJSON(dir, "credentials-2.json", planFor("cred-2"))
-	if err != nil {
+	step("keyledger plan, then run, of the same plan again: the missing Secret is created again, the other left alone")
+	if err := cli("plan", path); err != nil {
 		return err
 	}
-	step("keyledger plan, then run, of the same plan (mutation cred-2): the missing Secret is created again, the other left alone")
-	if err := cli("plan", second); err != nil {
+	if err := cli("run", path); err != nil {
 		return err
 	}
-	return cli("run", second)
+	step("keyledger journal show cred-1: every run of the plan")
+	return cli("journal", "show", "cred-1")
 }
 
 // versionedDemo creates a Secret at version 1, updates it, restores version
