@@ -107,7 +107,7 @@ func Run(ctx context.Context, args []string, streams IOStreams) error {
 	if errors.Is(err, errHelp) {
 		return nil
 	}
-	report(streams.ErrOut, name, err, cmd == "preflight" || wantsJSON(rest))
+	report(streams.ErrOut, name, err, cmd == "preflight" || wantsJSON(rest), rest...)
 	return err
 }
 

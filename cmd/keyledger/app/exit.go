@@ -137,6 +137,19 @@ func fileMessage(e *command.FileError) string {
 	return msg
 }
 
+// scrubPaths replaces every path-like argument (or flag value) in msg.
+func scrubPaths(msg string, args []string) string {
+	for _, a := range args {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+			a = v
+		}
+		if len(a) > 1 && strings.ContainsAny(a[:1], "/.~") {
+			msg = strings.ReplaceAll(msg, a, "(path)")
+		}
+	}
+	return msg
+}
+
 func fixFor(dependency string) string {
 	switch dependency {
 	case "postgresql":
@@ -170,8 +183,9 @@ type errorLine struct {
 }
 
 // report writes the one stderr line of a failed command: what failed and
-// what to do, as text or (jsonMode) as a JSON object.
-func report(w io.Writer, cmd string, err error, jsonMode bool) {
+// what to do, as text or (jsonMode) as a JSON object. A path given as an
+// argument (absolute, or starting with . or ~) never appears in it.
+func report(w io.Writer, cmd string, err error, jsonMode bool, args ...string) {
 	var done *reported
 	if err == nil || errors.As(err, &done) {
 		return
@@ -180,7 +194,7 @@ func report(w io.Writer, cmd string, err error, jsonMode bool) {
 	if f.Reason == ReasonUsage && cmd != "" {
 		f.Fix = "see keyledger " + cmd + " --help"
 	}
-	f.Message = strings.Join(strings.Fields(f.Message), " ")
+	f.Message = strings.Join(strings.Fields(scrubPaths(f.Message, args)), " ")
 	if jsonMode {
 		b, _ := json.Marshal(errorLine{Command: cmd, Error: f.Message, Reason: f.Reason, Fix: f.Fix, ExitCode: f.Code})
 		fmt.Fprintln(w, string(b))

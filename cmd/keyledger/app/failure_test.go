@@ -66,6 +66,7 @@ func TestEveryFailureSpeaks(t *testing.T) {
 		{"history-no-kubeconfig", []string{"history", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, "shop/db"}, ExitUnavailable},
 		{"render-no-image", []string{"render", "credentials", "--plan", valid}, ExitUsage},
 		{"apply-hook-no-dir", []string{"apply-hook"}, ExitUsage},
+		{"apply-hook-empty-dir", []string{"apply-hook", filepath.Join(dir, "secret-place")}, ExitUsage},
 		{"preflight-no-canary", []string{"preflight", "--api-server=127.0.0.1:1"}, ExitUsage},
 		{"preflight-ca-file", []string{"preflight", "--api-server=127.0.0.1:1", "--canary=127.0.0.1:2", "--ca-file", missingKubeconfig}, ExitUsage},
 		{"version-extra", []string{"version", "extra"}, ExitUsage},
