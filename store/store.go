@@ -423,7 +423,8 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return wrap("committing transaction", err)
+		// The commit may or may not have applied; a rerun reads the journal.
+		return unreachable("committing transaction", err)
 	}
 	s.txs.Add(1)
 	return nil
