@@ -9,7 +9,10 @@ import (
 )
 
 // Counter counts the requests that go through a transport, by method and
-// path shape. It never records bodies or headers.
+// path shape. It never records bodies or headers. Installed with
+// rest.Config.Wrap it sits under client-go's retry loop: every HTTP request
+// a client sends is counted once, a re-send again, so a test can compare
+// the requests sent with the calls journaled (TestIntegrationOneCallOneRequest).
 type Counter struct {
 	mu     sync.Mutex
 	counts map[string]int
