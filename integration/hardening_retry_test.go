@@ -89,4 +89,31 @@ func TestIntegrationOneCallOneRequest(t *testing.T) {
 			require.GreaterOrEqual(t, count(records, store.RecordResolution), 1, "%s: settled by re-reading", tc.name)
 		}
 	})
+	t.Run("credentials", func(t *testing.T) {
+		// A batch of creates: one is throttled (not applied) or answered
+		// 503 after it applied; each Secret is created once, and every
+		// request is a journaled call.
+		for i, tc := range []struct {
+			fault string
+			calls int // two creates, and a second one for the throttled create, which never applied
+		}{{"throttle:POST:/secrets#1", 3}, {"unavailable-retry-after:POST:/secrets#2", 2}} {
+			fault := tc.fault
+			names := []string{fmt.Sprintf("retry-creds-%d-a", i), fmt.Sprintf("retry-creds-%d-b", i)}
+			plan := credentialPlan(e.ns, fmt.Sprintf("mut-retry-creds-%d", i), []planSecret{standardSecret(names[0]), standardSecret(names[1])})
+			path := e.writeCommand(fmt.Sprintf("retry-creds-%d.json", i), plan)
+			from := e.secretsRV()
+			r := e.keyledger([]string{"run", path}, e.asCredentialRunner(plan), withEnv("KEYLEDGER_FAULT="+fault))
+			require.Equal(t, 0, r.Code, "%s: %s %s", fault, r.Stdout, r.Stderr)
+			for _, n := range names {
+				s := e.getSecret(n)
+				require.Equal(t, 1, e.secretWrites(n, from, s.ResourceVersion), "%s: %s created once", fault, n)
+			}
+			run, ok := outcome(t, r)["run"].(string)
+			require.True(t, ok, "%s: the outcome names the run: %s", fault, r.Stdout)
+			_, records := e.journalOf(run)
+			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "%s: %v", fault, kinds(records))
+			require.Equal(t, tc.calls, mutatingSecretRequests(t, r), "%s: one request per journaled call", fault)
+			require.GreaterOrEqual(t, count(records, store.RecordResolution), 1, "%s: settled by re-reading", fault)
+		}
+	})
 }
