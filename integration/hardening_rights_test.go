@@ -91,18 +91,32 @@ func (e *env) widenedIdentity(name string, rules []rbacv1.PolicyRule, w widening
 		})
 	}
 	path := e.serviceAccountKubeconfig(name, rules)
-	// The authorizer reads bindings from its informers: wait until it grants
-	// the widening, so that a pass can never be the authorizer lagging.
-	resource, sub, _ := strings.Cut(w.resource, "/")
-	user := "system:serviceaccount:" + e.ns + ":" + name
+	// Wait until the authorizer grants the widening, so that a pass can
+	// never be the authorizer lagging.
+	e.waitGranted(name, w.rule())
+	return path
+}
+
+// waitGranted returns once the API server's authorizer (which reads
+// bindings from its informers) grants rule's first right to the
+// ServiceAccount name.
+func (e *env) waitGranted(name string, rule rbacv1.PolicyRule) {
+	e.t.Helper()
+	resource, sub, _ := strings.Cut(rule.Resources[0], "/")
+	attrs := &authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: resource, Subresource: sub}
+	if len(rule.ResourceNames) > 0 {
+		attrs.Name = rule.ResourceNames[0]
+	}
 	for {
-		sar, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: w.verb, Group: w.group, Resource: resource, Subresource: sub},
-		}}, metav1.CreateOptions{})
+		sar, err := e.kube.Client().AuthorizationV1().SubjectAccessReviews().Create(e.t.Context(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               "system:serviceaccount:" + e.ns + ":" + name,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"},
+				ResourceAttributes: attrs,
+			}}, metav1.CreateOptions{})
 		require.NoError(e.t, err)
 		if sar.Status.Allowed {
-			return path
+			return
 		}
 	}
 }
@@ -152,6 +166,9 @@ func TestIntegrationRightsAreExact(t *testing.T) {
 			t.Run("exact", func(t *testing.T) {
 				cmd, rules := f.prepare(t, e, f.family+"-exact")
 				kubeconfig := e.serviceAccountKubeconfig(f.family+"-exact", rules)
+				for _, rule := range rules {
+					e.waitGranted(f.family+"-exact", rule)
+				}
 				r := e.runCmd(cmd, asKubeconfig(kubeconfig))
 				require.NotEqual(t, 77, r.Code, "the exact rules pass the check: %s %s", r.Stdout, r.Stderr)
 				if f.exactFully {
