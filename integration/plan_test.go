@@ -13,14 +13,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/keyledger/keyledger/store"
 )
 
 // planOutput is what the tests read of `keyledger plan -o json`.
 type planOutput struct {
-	Journal string `json:"journal"`
-	Replay  bool   `json:"replay"`
-	Calls   []struct {
+	Operation string `json:"operation"`
+	Journal   string `json:"journal"`
+	Replay    bool   `json:"replay"`
+	Calls     []struct {
 		Answer string         `json:"answer"`
 		Verb   string         `json:"verb"`
 		Step   string         `json:"step"`
@@ -144,6 +148,7 @@ func TestIntegrationPlanCredentials(t *testing.T) {
 
 	p := e.planThenRun(path, e.asCredentialRunner(plan))
 	require.Equal(t, "new", p.Journal)
+	require.Equal(t, "mut-plan-creds:run-1", p.Operation, "a credential plan's first run")
 	require.Equal(t, []string{"ADDED secret/shop-a", "MODIFIED secret/shop-b"}, p.planned())
 	require.Equal(t, "completed", p.Outcome)
 	require.Len(t, p.Calls, 3, "create A; create B, which answers 409; patch B")
@@ -200,4 +205,64 @@ func TestIntegrationPlanVersionedUpdate(t *testing.T) {
 	require.Equal(t, []string{"create-snapshot", "prune-snapshot", "replace-live"}, []string{p.Calls[0].Step, p.Calls[1].Step, p.Calls[2].Step})
 	require.Contains(t, p.planned(), "DELETED "+p.Calls[1].Target)
 	require.True(t, strings.HasSuffix(p.Calls[1].Target, "-v1"), "the pruned snapshot is version 1's: %s", p.Calls[1].Target)
+}
+
+// A credential plan that adopts an External Secrets leftover: plan lists
+// the ExternalSecret it would delete (Orphan), the generator and the
+// Secret patch, writes nothing, and the run then does exactly that.
+func TestIntegrationPlanCredentialsAdoption(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	installExternalSecretsCRDs(t)
+	ctx, dyn := t.Context(), e.dynamicClient()
+	ess, passwords := dyn.Resource(externalSecretsGVR).Namespace(e.ns), dyn.Resource(passwordsGVR).Namespace(e.ns)
+	const name, generator = "shop-orders-cache-app", "shop-orders-cache-password"
+	_, err := passwords.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Password",
+		"metadata": map[string]any{"name": generator}, "spec": map[string]any{"length": int64(32)},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	es, err := ess.Create(ctx, generatorBackedExternalSecret(name, generator), metav1.CreateOptions{})
+	require.NoError(t, err)
+	yes := true
+	e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{"app.kubernetes.io/instance": "shop"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "external-secrets.io/v1", Kind: "ExternalSecret", Name: name,
+			UID: es.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Data: map[string][]byte{"password": []byte("CANARY-plan-adopt-0123456789")}})
+	plan := credentialPlan(e.ns, "mut-plan-adopt", []planSecret{standardSecret(name)}, func(spec map[string]any) {
+		spec["adopt"] = []any{map[string]any{"externalSecret": name, "generators": []any{generator}}}
+	})
+	path := e.writeCommand("plan.json", plan)
+	as := e.asCredentialRunner(plan)
+
+	journal, from := e.journalCounts(), e.secretsRV()
+	p := e.plan(path, as)
+	require.Empty(t, p.Stopped)
+	require.Empty(t, e.secretEvents(from), "plan wrote to the API server")
+	require.Equal(t, journal, e.journalCounts(), "plan wrote to the journal")
+	_, err = ess.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err, "plan deleted nothing")
+	var steps []string
+	for _, c := range p.Calls {
+		steps = append(steps, c.Verb+" "+c.Step+" "+c.Target)
+	}
+	require.Contains(t, steps, "delete orphan-external-secret externalsecret/"+name)
+	require.Contains(t, steps, "delete delete-generator password/"+generator)
+
+	r := e.keyledger([]string{"run", path}, as)
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, p.Outcome, outcome(t, r)["outcome"])
+	_, records := e.journalOf("mut-plan-adopt:run-1")
+	var ran []string
+	for _, c := range records {
+		if c.Kind == store.RecordAuthorityCall {
+			ran = append(ran, c.Step+" "+c.Target)
+		}
+	}
+	var planned []string
+	for _, c := range p.Calls {
+		planned = append(planned, c.Step+" "+c.Target)
+	}
+	require.Equal(t, planned, ran, "the run sent the calls plan listed, in order")
 }

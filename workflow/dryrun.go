@@ -25,6 +25,9 @@ type DryRunResult struct {
 	// Journal is the operation's journal state: "new" when the mutation ID
 	// is not journaled yet.
 	Journal string
+	// Operation is the mutation ID of the operation a run would drive (a
+	// desired-state command's run: "<mutationId>:run-<n>").
+	Operation string
 	// Replay is true when the operation is terminal in the journal: a run
 	// would replay its ending and send nothing.
 	Replay bool
@@ -95,6 +98,9 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 			return nil, &Unavailable{Dependency: "postgresql", Err: err}
 		}
 		return nil, fmt.Errorf("reading journal: %w", err)
+	}
+	if op != nil {
+		res.Operation = op.MutationID
 	}
 	if op == nil || op.State.Terminal() {
 		return res, nil

@@ -66,6 +66,9 @@ func planCommand(ctx context.Context, args []string, streams IOStreams, log *slo
 type planJSON struct {
 	Kind       string `json:"kind"`
 	MutationID string `json:"mutationId"`
+	// Operation is the operation a run would drive (a credential plan's
+	// run: "<mutationId>:run-<n>").
+	Operation string `json:"operation,omitempty"`
 	// Journal is the operation's state in the journal, "new" when absent.
 	Journal string `json:"journal"`
 	// Replay: the operation is terminal; a run would send nothing.
@@ -125,7 +128,7 @@ func verbOf(step string) string {
 }
 
 func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
-	out := planJSON{Kind: pr.kind, MutationID: pr.mutationID, Journal: res.Journal, Replay: res.Replay,
+	out := planJSON{Kind: pr.kind, MutationID: pr.mutationID, Operation: res.Operation, Journal: res.Journal, Replay: res.Replay,
 		Outcome: string(res.Outcome), Reason: res.Reason, Summary: res.Summary, Stopped: res.Stopped,
 		Reads: []plannedRecord{}, Calls: []plannedCall{}}
 	for i, r := range res.Records {
@@ -175,7 +178,11 @@ func toInt(v any) int {
 }
 
 func printPlan(w io.Writer, p planJSON) error {
-	fmt.Fprintf(w, "plan %s %s (journal: %s)\n", p.Kind, p.MutationID, p.Journal)
+	op := p.MutationID
+	if p.Operation != "" && p.Operation != p.MutationID {
+		op += " as " + p.Operation
+	}
+	fmt.Fprintf(w, "plan %s %s (journal: %s)\n", p.Kind, op, p.Journal)
 	if p.Replay {
 		fmt.Fprintf(w, "already ended in the journal: a run would replay it (outcome %s%s) and send nothing\n",
 			p.Outcome, map[bool]string{true: ", reason " + p.Reason, false: ""}[p.Reason != ""])
