@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,4 +267,46 @@ func TestIntegrationPlanCredentialsAdoption(t *testing.T) {
 		planned = append(planned, c.Step+" "+c.Target)
 	}
 	require.Equal(t, planned, ran, "the run sent the calls plan listed, in order")
+}
+
+// A credential plan with a server lists the pod a run would probe and
+// never contacts it: whether the run then restarts the pod depends on the
+// server's answer, which only a run asks for.
+func TestIntegrationPlanCredentialsProbesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.7:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var dialed atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialed.Add(1)
+			c.Close()
+		}
+	}()
+	pod := e.statefulSet("shop-probed")
+	_, err = e.kube.PlayKubelet(t.Context(), e.ns, pod, "127.0.0.7")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	plan := credentialPlan(e.ns, "mut-plan-probe", []planSecret{standardSecret("shop-probed-app")}, func(spec map[string]any) {
+		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": pod, "port": port, "secret": "shop-probed-app", "passwordKey": "password"}}
+	})
+	journal, from := e.journalCounts(), e.secretsRV()
+	p := e.plan(e.writeCommand("plan.json", plan), e.asCredentialRunner(plan))
+	require.Empty(t, e.secretEvents(from), "plan wrote to the API server")
+	require.Equal(t, journal, e.journalCounts(), "plan wrote to the journal")
+	require.Zero(t, dialed.Load(), "plan never contacts a server")
+	require.Equal(t, []string{"ADDED secret/shop-probed-app"}, p.planned())
+	var probes []string
+	for _, r := range p.Reads {
+		if r["kind"] == "probe" {
+			probes = append(probes, fmt.Sprintf("%s %s", r["target"], r["status"]))
+		}
+	}
+	require.Equal(t, []string{"pod/" + pod + " planned"}, probes)
 }
