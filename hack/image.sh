@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds keyledger's container image FROM scratch with `docker build`.
-# Expects bin/keyledger from `make build` (static, version stamped). Stages
-# the build context in bin/image: the binary, the build host's CA bundle
+# Expects bin/keyledger from `make build` (static, version stamped), or the
+# binary named by $BINARY (the node tests build their own). Stages the build
+# context in bin/image (or $CONTEXT): the binary, the build host's CA bundle
 # (/etc/ssl/certs/ca-certificates.crt) and passwd/group entries for
 # UID/GID 10001. Tags the image $IMAGE (default KEYLEDGER_IMAGE of
 # versions.env, the default of `keyledger render credentials --image`) and
@@ -12,9 +13,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/versions.env"
 version=${VERSION:-dev}
 image=${IMAGE:-$KEYLEDGER_IMAGE}
-binary=$root/bin/keyledger
+binary=${BINARY:-$root/bin/keyledger}
 cabundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
-context=$root/bin/image
+context=${CONTEXT:-$root/bin/image}
 
 log() { printf 'image: %s\n' "$*" >&2; }
 

@@ -102,6 +102,9 @@ type privateOverlay struct {
 	// ForgetImmutable leaves out the generator's immutable option (an
 	// operator's mistake the audit must catch).
 	ForgetImmutable bool
+	// ImageName and ImageTag, when set, are the images: entry's newName and
+	// newTag (default: newTag test).
+	ImageName, ImageTag string
 }
 
 // write lays the overlay out at /private in fsys and returns its path.
@@ -120,6 +123,10 @@ func (o privateOverlay) write(t *testing.T, fsys filesys.FileSystem) string {
 			filled := strings.NewReplacer("API_SERVER_IP", o.APIServerIP, "API_SERVER_PORT", fmt.Sprint(o.APIServerPort)).Replace(string(data))
 			require.NoError(t, fsys.WriteFile("/private/api-egress/"+name, []byte(filled)))
 		}
+	}
+	image := "  newTag: test\n"
+	if o.ImageName != "" {
+		image = fmt.Sprintf("  newName: %s\n  newTag: %s\n", o.ImageName, o.ImageTag)
 	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -149,8 +156,7 @@ resources:
       value: %[6]q
 images:
 - name: keyledger
-  newTag: test
-`, o.Namespace, o.NameSuffix, components, immutable, o.SecretName, o.Canary)
+%[7]s`, o.Namespace, o.NameSuffix, components, immutable, o.SecretName, o.Canary, image)
 	require.NoError(t, fsys.WriteFile("/private/kustomization.yaml", []byte(kustomization)))
 	require.NoError(t, fsys.WriteFile("/private/command.json", o.Command))
 	return "/private"

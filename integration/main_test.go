@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild())
 	}
 	code := m.Run()
+	stopNodePlatform()
 	if shared.kube != nil {
 		if err := shared.kube.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping control plane:", err)

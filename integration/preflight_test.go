@@ -110,7 +110,8 @@ func TestIntegrationPreflight(t *testing.T) {
 			if tc.env != nil {
 				opts = append(opts, withEnv(tc.env...))
 			}
-			r := e.keyledger(append([]string{"preflight"}, tc.args...), opts...)
+			// Cases that cannot converge fail at a short deadline.
+			r := e.keyledger(append([]string{"preflight", "--wait", "1s"}, tc.args...), opts...)
 			require.Equal(t, tc.want.code, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 			require.Equal(t, 1, strings.Count(r.Stdout, "\n"), "exactly one line on stdout")
 			out := outcome(t, r)
@@ -126,6 +127,42 @@ func TestIntegrationPreflight(t *testing.T) {
 			require.Equal(t, tc.want.canaryFailure, stringOr(canary["failure"]), "%v", canary)
 		})
 	}
+}
+
+// The gate keeps checking until the fence has converged: a canary that
+// accepts the first connection and then goes away (as a pod's policy
+// arrives about a second after the pod started) passes on the second round;
+// a canary that stays reachable fails closed at the deadline after several
+// rounds.
+func TestIntegrationPreflightWaitsForTheFence(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	u, err := url.Parse(e.kube.Host())
+	require.NoError(t, err)
+
+	converging, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() {
+		c, err := converging.Accept()
+		if err == nil {
+			c.Close()
+		}
+		converging.Close() // the "policy" arrives after the first look
+	}()
+	r := e.keyledger([]string{"preflight", "--api-server", u.Host, "--canary", converging.Addr().String(), "--wait", "60s"},
+		withEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	out := outcome(t, r)
+	require.Equal(t, "ready", out["outcome"])
+	require.EqualValues(t, 2, out["checks"], "ready on the second round, once the canary went away")
+
+	r = e.keyledger([]string{"preflight", "--api-server", u.Host, "--canary", loopbackListener(t, ""), "--wait", "2s"},
+		withEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="))
+	require.Equal(t, 69, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	out = outcome(t, r)
+	require.Equal(t, "not-ready", out["outcome"])
+	require.GreaterOrEqual(t, out["checks"], float64(2), "kept checking until the deadline")
+	require.Contains(t, r.Stderr, `"wait":"2s"`)
 }
 
 func stringOr(v any) string {

@@ -79,6 +79,11 @@ type Kube struct {
 	kcmErr     error
 	kcmLog     *os.File
 	kcmHealthz string
+
+	// Set for a control plane started WithNode: the cluster CA that signs
+	// the API server's serving certificate and the API server's client
+	// certificate towards kubelets (see node.go).
+	cluster *clusterPKI
 }
 
 type kubeOptions struct {
@@ -86,6 +91,7 @@ type kubeOptions struct {
 	controllers  []string
 	buildOutput  io.Writer
 	startTimeout time.Duration
+	node         bool
 }
 
 // KubeOption configures StartKube.
@@ -113,6 +119,17 @@ func WithBuildOutput(w io.Writer) KubeOption {
 // WithStartTimeout bounds the start of each component (default 90s).
 func WithStartTimeout(d time.Duration) KubeOption {
 	return func(o *kubeOptions) { o.startTimeout = d }
+}
+
+// WithNode prepares the control plane for a real node (StartNode): the API
+// server binds the node address (NodeAddress, on the loopback interface) so
+// that pods reach it through the kubernetes Service, serves a certificate for
+// that address and the Service's ClusterIP and names, authorizes kubelets
+// with the Node authorizer and NodeRestriction, and kube-controller-manager
+// runs every controller and publishes the cluster CA to each namespace. It
+// changes machine-wide state (an address on lo), so it needs root.
+func WithNode() KubeOption {
+	return func(o *kubeOptions) { o.node = true; o.controllers = []string{"*"} }
 }
 
 // StartKube starts a control plane and returns once the API server serves,
@@ -322,12 +339,19 @@ func (k *Kube) startAPIServer(_ context.Context, o kubeOptions) error {
 		return err
 	}
 
+	bindAddress := "127.0.0.1"
+	if o.node {
+		if err := ensureNodeAddress(); err != nil {
+			return err
+		}
+		bindAddress = NodeAddress
+	}
 	cp := &k.env.ControlPlane
 	cp.Etcd.URL = &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))}
 	cp.Etcd.Out, cp.Etcd.Err = etcdLog, etcdLog
 
 	api := cp.APIServer
-	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(apiPort)
+	api.SecureServing.Address, api.SecureServing.Port = bindAddress, strconv.Itoa(apiPort)
 	api.Out, api.Err = apiLog, apiLog
 	args := api.Configure()
 	// RBAC only: no AlwaysAllow fallback, so non-admin users are really
@@ -339,7 +363,12 @@ func (k *Kube) startAPIServer(_ context.Context, o kubeOptions) error {
 	args.Set("api-audiences", serviceAccountIssuer)
 	args.Set("service-account-key-file", pub)
 	args.Set("service-account-signing-key-file", priv)
-	args.Set("advertise-address", "127.0.0.1")
+	args.Set("advertise-address", bindAddress)
+	if o.node {
+		if err := k.configureForNode(api, args); err != nil {
+			return err
+		}
+	}
 
 	k.env.ControlPlaneStartTimeout = o.startTimeout
 	k.env.ControlPlaneStopTimeout = 30 * time.Second
@@ -409,6 +438,13 @@ func (k *Kube) startKCM(_ context.Context, o kubeOptions) error {
 		"--kube-api-burst=200",
 		"--v=2",
 	)
+	if k.cluster != nil {
+		k.kcm.Args = append(k.kcm.Args,
+			"--root-ca-file="+k.cluster.caFile,
+			"--service-account-private-key-file="+filepath.Join(k.workDir, "sa.key"),
+			"--service-cluster-ip-range="+ServiceCIDR,
+		)
+	}
 	k.kcm.Stdout, k.kcm.Stderr = k.kcmLog, k.kcmLog
 	if err := k.kcm.Start(); err != nil {
 		return fmt.Errorf("starting kube-controller-manager: %w", err)

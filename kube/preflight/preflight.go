@@ -29,6 +29,13 @@ const (
 const (
 	DefaultAPITimeout    = 5 * time.Second
 	DefaultCanaryTimeout = 3 * time.Second
+	// DefaultWait bounds how long Wait keeps checking. NetworkPolicy
+	// enforcers fence a new pod asynchronously (kube-router about a second
+	// after the pod starts; Calico and Cilium also lag): a gate that looked
+	// once would see the canary reachable in that window.
+	DefaultWait = 30 * time.Second
+	// DefaultInterval is the pause between two checks of Wait.
+	DefaultInterval = 500 * time.Millisecond
 )
 
 // Options say what to check.
@@ -47,6 +54,11 @@ type Options struct {
 	// the canary connect. Zero means the default.
 	APITimeout    time.Duration
 	CanaryTimeout time.Duration
+	// Wait bounds Wait: it checks until both checks hold at once or this
+	// much time has passed (then the last report, not ready, stands).
+	// Interval is the pause between checks. Zero means the default.
+	Wait     time.Duration
+	Interval time.Duration
 }
 
 // Validate checks the options without touching the network.
@@ -63,7 +75,13 @@ func (o *Options) Validate() error {
 	if o.CanaryTimeout == 0 {
 		o.CanaryTimeout = DefaultCanaryTimeout
 	}
-	if o.APITimeout < 0 || o.CanaryTimeout < 0 {
+	if o.Wait == 0 {
+		o.Wait = DefaultWait
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.APITimeout < 0 || o.CanaryTimeout < 0 || o.Wait < 0 || o.Interval < 0 {
 		return errors.New("timeouts must be positive")
 	}
 	host, port, err := net.SplitHostPort(o.APIServer)
@@ -88,6 +106,8 @@ type Report struct {
 	Ready  bool         `json:"ready"`
 	API    APIResult    `json:"api"`
 	Canary CanaryResult `json:"canary"`
+	// Checks is how many times Wait checked (1 for Check).
+	Checks int `json:"checks"`
 }
 
 // APIResult describes the API server check.
@@ -158,7 +178,35 @@ func Check(ctx context.Context, o Options) (Report, error) {
 	r := Report{API: checkAPI(ctx, o.APIServer, tlsCfg, o.CAFile != "", o.APITimeout),
 		Canary: checkCanary(ctx, o.Canary, o.Expect, o.CanaryTimeout)}
 	r.Ready = r.API.OK && r.Canary.OK
+	r.Checks = 1
 	return r, nil
+}
+
+// Wait checks (as Check) until both checks hold in the same round or
+// o.Wait has passed since the first check started, and returns the report
+// of the last round: a gate that fails closed at its deadline instead of on
+// the first look. No check starts after the deadline, and a round that ends
+// after it does not count as ready unless it started before it.
+func Wait(ctx context.Context, o Options) (Report, error) {
+	if err := o.Validate(); err != nil {
+		return Report{}, err
+	}
+	deadline := time.Now().Add(o.Wait)
+	for checks := 1; ; checks++ {
+		r, err := Check(ctx, o)
+		if err != nil {
+			return Report{}, err
+		}
+		r.Checks = checks
+		if r.Ready || time.Now().Add(o.Interval).After(deadline) {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return r, nil
+		case <-time.After(o.Interval):
+		}
+	}
 }
 
 func checkAPI(ctx context.Context, addr string, cfg *tls.Config, verify bool, timeout time.Duration) APIResult {

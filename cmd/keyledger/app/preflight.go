@@ -37,6 +37,8 @@ func preflightCommand(ctx context.Context, args []string, streams IOStreams, log
 	fs.StringVar(&expect, "expect-canary", string(preflight.CanaryUnreachable), "unreachable (the gate) or reachable (the control run)")
 	fs.DurationVar(&o.APITimeout, "api-timeout", preflight.DefaultAPITimeout, "bound on the API server connect and handshake")
 	fs.DurationVar(&o.CanaryTimeout, "canary-timeout", preflight.DefaultCanaryTimeout, "bound on the canary connect")
+	fs.DurationVar(&o.Wait, "wait", preflight.DefaultWait,
+		"keep checking until both checks hold, at most this long (policies reach new pods asynchronously); then fail closed")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -47,7 +49,7 @@ func preflightCommand(ctx context.Context, args []string, streams IOStreams, log
 	if err := o.Validate(); err != nil {
 		return usageErr("preflight", err)
 	}
-	report, err := preflight.Check(ctx, o)
+	report, err := preflight.Wait(ctx, o)
 	if err != nil {
 		return usageErr("preflight", err)
 	}
@@ -58,13 +60,14 @@ func preflightCommand(ctx context.Context, args []string, streams IOStreams, log
 	b, _ := json.Marshal(line)
 	fmt.Fprintln(streams.Out, string(b))
 	if report.Ready {
-		log.Info("preflight ready", "api", report.API.Address, "canary", report.Canary.Address, "expect", string(report.Canary.Expect))
+		log.Info("preflight ready", "api", report.API.Address, "canary", report.Canary.Address, "expect", string(report.Canary.Expect), "checks", report.Checks)
 		return nil
 	}
 	err = &workflow.Unavailable{Dependency: "network", Err: errors.New(notReadyReason(report))}
 	f := describe(err)
 	log.Error("preflight not ready", "api_ok", report.API.OK, "api_failure", report.API.Failure,
 		"canary_ok", report.Canary.OK, "canary_reachable", report.Canary.Reachable, "expect", string(report.Canary.Expect),
+		"checks", report.Checks, "wait", o.Wait.String(),
 		"error", f.Message, "reason", f.Reason, "fix", f.Fix)
 	return &reported{err: err}
 }
