@@ -26,10 +26,11 @@ image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch 
 	VERSION=$(VERSION) IMAGE=$(KEYLEDGER_IMAGE) bash hack/image.sh
 
 .PHONY: platform
-platform: ## Install and start what tests need: Docker engine, control-plane binaries, PostgreSQL image.
+platform: ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images.
 	bash hack/deps.sh
 	bash hack/controlplane.sh >/dev/null
 	bash hack/postgres-image.sh >/dev/null
+	if [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/node.sh >/dev/null && bash hack/servers-image.sh >/dev/null; fi
 
 .PHONY: vet
 vet: ## go vet and gofmt check.

@@ -9,6 +9,16 @@ command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v nats-server >/dev/null || need+=(nats-server)
 command -v dockerd >/dev/null || need+=(docker.io)
+# The real node (integration tests; KEYLEDGER_NODE=off skips them): Debian's
+# CNI plugins, and what kube-proxy and kube-router call. containerd and runc
+# come with docker.io.
+if [[ ${KEYLEDGER_NODE:-} != off ]]; then
+  [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
+  command -v conntrack >/dev/null || need+=(conntrack)
+  command -v ipset >/dev/null || need+=(ipset)
+  command -v iptables >/dev/null || need+=(iptables)
+  command -v ip >/dev/null || need+=(iproute2)
+fi
 if [[ ${#need[@]} -gt 0 ]]; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     echo "deps: installing ${need[*]}" >&2

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild())
 	}
 	code := m.Run()
-	stopNodePlatform()
+	stopNodePlatform(code != 0)
 	if shared.kube != nil {
 		if err := shared.kube.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping control plane:", err)

@@ -83,8 +83,14 @@ func startNodePlatform() {
 	s.err = s.node.ImportImages(ctx, s.image, s.postgres)
 }
 
-func stopNodePlatform() {
+// stopNodePlatform tears the node down; after a failed run the control
+// plane's and node's logs are kept (their directory is printed).
+func stopNodePlatform(failed bool) {
 	s := &nodeShared
+	if failed && s.kube != nil {
+		s.kube.KeepWorkDir()
+		fmt.Fprintln(os.Stderr, "node: logs kept in", s.kube.WorkDir())
+	}
 	if s.node != nil {
 		if err := s.node.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping node:", err)
@@ -171,7 +177,16 @@ func (ne *nodeEnv) waitJob(name string, limit time.Duration) jobEnd {
 		}
 		return end.Complete || end.Failed, nil
 	})
-	require.NoError(ne.t, err, "Job %s did not finish within %s; node logs in %s", name, limit, ne.node.StateDir())
+	if err != nil {
+		var b strings.Builder
+		pods, _ := c.CoreV1().Pods(ne.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+		for i := range pods.Items {
+			b.WriteString(ne.describe(&pods.Items[i]))
+		}
+		j, _ := c.BatchV1().Jobs(ne.ns).Get(context.Background(), name, metav1.GetOptions{})
+		js, _ := json.Marshal(j.Status)
+		ne.t.Fatalf("Job %s did not finish within %s (status %s; node logs in %s):\n%s", name, limit, js, ne.node.StateDir(), b.String())
+	}
 	pods, err := c.CoreV1().Pods(ne.ns).List(ne.t.Context(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
 	require.NoError(ne.t, err)
 	require.Len(ne.t, pods.Items, 1, "one pod for Job %s (backoffLimit 0)", name)
@@ -188,6 +203,21 @@ func (ne *nodeEnv) logs(pod *corev1.Pod, container string) string {
 	return string(b)
 }
 
+// describe is a failed pod's story for a test failure: its containers'
+// states and whatever logs they left.
+func (ne *nodeEnv) describe(pod *corev1.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pod %s phase %s\n", pod.Name, pod.Status.Phase)
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			st, _ := json.Marshal(cs.State)
+			raw, err := ne.kube.Client().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: cs.Name}).Do(context.Background()).Raw()
+			fmt.Fprintf(&b, "container %s: %s\nlog: %s%v\n", cs.Name, st, raw, err)
+		}
+	}
+	return b.String()
+}
+
 // outcomeLine finds the one JSON line with an "outcome" member in a
 // container log (stdout and stderr are interleaved there; structured log
 // lines have no outcome member).
@@ -201,7 +231,9 @@ func outcomeLine(t *testing.T, log string) map[string]any {
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
 		}
-		if _, ok := m["outcome"]; ok {
+		// The outcome line; structured log lines (with "msg") may carry an
+		// outcome attribute too.
+		if _, ok := m["outcome"]; ok && m["msg"] == nil {
 			require.Nil(t, found, "more than one outcome line in:\n%s", log)
 			found = m
 		}

@@ -154,11 +154,24 @@ images:
 	})
 
 	t.Run("gate-fails-closed", func(t *testing.T) {
-		// Both fenced wrongly, run side by side: without the API-egress
-		// component the API server is unreachable; with a policy that also
-		// allows the canary, the canary is reachable.
+		// Two wrongly fenced Jobs, side by side in two namespaces (a
+		// namespace's retirement policies select all its retirement pods,
+		// and policies add up): without the API-egress component the API
+		// server is unreachable; with a policy that also allows the canary,
+		// the canary is reachable.
+		leakyNS := *ne
+		leakyNS.env = &env{t: t, kube: ne.kube, ns: ne.kube.Namespace(t), dir: t.TempDir()}
+		// The pod mounts the journal's CA before any container starts: the
+		// second namespace has the journal's Secrets too (the main container
+		// never starts there, so no database is needed).
+		for _, name := range []string{journalCluster + "-ca", journalCluster + "-app", "keyledger-operator-credentials"} {
+			sec := ne.getSecret(name)
+			copied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: sec.Type, Data: sec.Data}
+			_, err := ne.kube.Client().CoreV1().Secrets(leakyNS.ns).Create(t.Context(), copied, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
 		noEgress := ne.retirementOverlay("no-egress", s.Name, canary, command, false)
-		leaky := ne.retirementOverlay("leaky", s.Name, canary, command, true)
+		leaky := leakyNS.retirementOverlay("leaky", s.Name, canary, command, true)
 		host, _, err := net.SplitHostPort(canary)
 		require.NoError(t, err)
 		allowCanary := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allow-canary"}, Spec: networkingv1.NetworkPolicySpec{
@@ -166,18 +179,19 @@ images:
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 			Egress:      []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: host + "/32"}}}}},
 		}}
-		_, err = ne.kube.Client().NetworkingV1().NetworkPolicies(ne.ns).Create(t.Context(), allowCanary, metav1.CreateOptions{})
+		_, err = ne.kube.Client().NetworkingV1().NetworkPolicies(leakyNS.ns).Create(t.Context(), allowCanary, metav1.CreateOptions{})
 		require.NoError(t, err)
 		ne.applyAll(noEgress)
-		ne.applyAll(leaky)
+		leakyNS.applyAll(leaky)
 		for _, tc := range []struct {
+			env                *nodeEnv
 			job                string
 			apiOK, canaryReach bool
 		}{
-			{"keyledger-retire-no-egress", false, false},
-			{"keyledger-retire-leaky", true, true},
+			{ne, "keyledger-retire-no-egress", false, false},
+			{&leakyNS, "keyledger-retire-leaky", true, true},
 		} {
-			end := ne.waitJob(tc.job, 3*time.Minute)
+			end := tc.env.waitJob(tc.job, 3*time.Minute)
 			require.True(t, end.Failed, "%s must fail", tc.job)
 			pod := end.Pod
 			require.Equal(t, 69, containerExit(pod.Status.InitContainerStatuses, "preflight"), "%s: the gate exits 69", tc.job)
@@ -186,13 +200,12 @@ images:
 				require.Nil(t, cs.State.Terminated, "%s: main container never ran", tc.job)
 				require.Zero(t, cs.RestartCount)
 			}
-			out := outcomeLine(t, ne.logs(pod, "preflight"))
+			out := outcomeLine(t, tc.env.logs(pod, "preflight"))
 			require.Equal(t, "not-ready", out["outcome"])
 			require.Equal(t, tc.apiOK, out["api"].(map[string]any)["ok"], "%s: %v", tc.job, out)
 			require.Equal(t, tc.canaryReach, out["canary"].(map[string]any)["reachable"], "%s: %v", tc.job, out)
 			require.Greater(t, out["checks"], float64(1), "%s: the gate kept checking until its deadline", tc.job)
 		}
-		require.NoError(t, ne.kube.Client().NetworkingV1().NetworkPolicies(ne.ns).Delete(t.Context(), allowCanary.Name, metav1.DeleteOptions{}))
 		st, err := store.Open(t.Context(), ne.journal.OwnerURL)
 		require.NoError(t, err)
 		defer st.Close()
@@ -212,8 +225,8 @@ images:
 			}
 			ne.applyAll(objs)
 			end := ne.waitJob(job, 3*time.Minute)
+			require.True(t, end.Complete, "run %d failed: %s", i+1, ne.describe(end.Pod))
 			log := ne.logs(end.Pod, "keyledger")
-			require.True(t, end.Complete, "run %d failed:\npreflight: %s\nkeyledger: %s", i+1, ne.logs(end.Pod, "preflight"), log)
 			require.Equal(t, "ready", outcomeLine(t, ne.logs(end.Pod, "preflight"))["outcome"])
 			require.Equal(t, outcomeWord, outcomeLine(t, log)["outcome"], "run %d", i+1)
 

@@ -198,6 +198,10 @@ func (k *Kube) KubeconfigFile() string { return k.kubeconfig }
 // kube-controller-manager.log) and generated kubeconfigs.
 func (k *Kube) WorkDir() string { return k.workDir }
 
+// KeepWorkDir leaves the work directory in place at Stop (for a post-mortem
+// after a failed test).
+func (k *Kube) KeepWorkDir() { k.removeDir = false }
+
 // Stop stops kube-controller-manager, then the API server and etcd, and
 // removes the work directory unless WithWorkDir chose it. It is safe to call
 // on a partly started Kube.
@@ -240,6 +244,17 @@ func (k *Kube) Namespace(t *testing.T) string {
 	created, err := k.client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating test namespace: %v", err)
+	}
+	if k.cluster != nil {
+		// ServiceAccount admission (on with a node) refuses pods until the
+		// serviceaccount controller made the namespace's default account.
+		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := k.client.CoreV1().ServiceAccounts(created.Name).Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for the default ServiceAccount of %s: %v", created.Name, err)
+		}
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

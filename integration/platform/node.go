@@ -103,6 +103,7 @@ func StartNode(ctx context.Context, k *Kube) (_ *Node, retErr error) {
 			if err := n.Stop(); err != nil {
 				retErr = errors.Join(retErr, err)
 			}
+			k.removeDir = false // keep the component logs for the post-mortem
 			retErr = fmt.Errorf("%w (component logs in %s)", retErr, n.state)
 		}
 	}()
@@ -307,7 +308,8 @@ nodeStatusUpdateFrequency: 2s
 syncFrequency: 5s
 fileCheckFrequency: 5s
 maxPods: 60
-`, NodeAddress, n.kube.cluster.caFile, n.socket(), DNSServiceIP, resolv)
+podLogsDir: %q
+`, NodeAddress, n.kube.cluster.caFile, n.socket(), DNSServiceIP, resolv, filepath.Join(n.state, "pod-logs"))
 	path := filepath.Join(n.state, "kubelet.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		return err
@@ -365,6 +367,11 @@ metricsBindAddress: 127.0.0.1:0
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 iptables: {syncPeriod: 5s, minSyncPeriod: 0s}
 `, NodeAddress, PodCIDR, NodeName, kubeconfig)
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	config = strings.Replace(config, "metricsBindAddress: 127.0.0.1:0", "metricsBindAddress: 127.0.0.1:"+strconv.Itoa(metricsPort), 1)
 	path := filepath.Join(n.state, "kube-proxy.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		return err
@@ -441,8 +448,8 @@ func (n *Node) startDNS(ctx context.Context) error {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.ServiceSpec{
 		ClusterIP: DNSServiceIP, Selector: labels,
 		Ports: []corev1.ServicePort{
-			{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(5353)},
-			{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(5353)},
+			{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(53)},
+			{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(53)},
 		}}}
 	if _, err := c.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -450,9 +457,12 @@ func (n *Node) startDNS(ctx context.Context) error {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.PodSpec{
 		ServiceAccountName: name,
 		DNSPolicy:          corev1.DNSDefault,
+		// Port 53 in the pod, as cluster DNS serves it: NetworkPolicies
+		// match the port after the Service's translation.
+		SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "53"}}},
 		Containers: []corev1.Container{{
 			Name: "dns", Image: NodeToolImage, ImagePullPolicy: corev1.PullNever,
-			Args: []string{"dns", ":5353"},
+			Args: []string{"dns", ":53"},
 			SecurityContext: &corev1.SecurityContext{RunAsUser: ptrTo(int64(65534)), RunAsNonRoot: ptrTo(true),
 				AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true)},
 		}},
@@ -520,7 +530,7 @@ func (n *Node) poll(ctx context.Context, what string, limit time.Duration, cond 
 		for _, c := range n.procs {
 			select {
 			case <-c.done:
-				return false, fmt.Errorf("%s exited: %v (log: %s)", c.name, c.err, c.log.Name())
+				return false, fmt.Errorf("%s exited: %v (log: %s):\n%s", c.name, c.err, c.log.Name(), logTail(c.log.Name(), 20))
 			default:
 			}
 		}
@@ -532,7 +542,18 @@ func (n *Node) poll(ctx context.Context, what string, limit time.Duration, cond 
 	return nil
 }
 
-// Client-side helpers for tests.
+// logTail returns the last lines of a log file.
+func logTail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
 
 // StateDir holds the node components' logs and configuration.
 func (n *Node) StateDir() string { return n.state }

@@ -141,6 +141,9 @@ func (k *Kube) configureForNode(api *envtest.APIServer, args *envtest.Arguments)
 	api.SecureServing.CA = pki.caPEM
 	k.cluster = pki
 	args.Set("authorization-mode", "Node,RBAC")
+	// envtest turns ServiceAccount admission off; pods on a real node need
+	// it (it mounts the projected token of automounting pods).
+	args.Disable("disable-admission-plugins")
 	args.Set("enable-admission-plugins", "NodeRestriction")
 	args.Set("service-cluster-ip-range", ServiceCIDR)
 	args.Set("kubelet-preferred-address-types", "InternalIP")

@@ -129,6 +129,7 @@ func teardown(rec *ownerRecord, n *Node) error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, cleanNetwork()...)
+	removeContainerLogLinks(rec.State)
 	removeCgroups()
 	if rec.Run != "" {
 		if err := os.RemoveAll(rec.Run); err != nil {
@@ -256,6 +257,21 @@ func removeCgroups() {
 			for i := 0; i < 20 && syscall.Rmdir(d) == syscall.EBUSY; i++ {
 				time.Sleep(50 * time.Millisecond)
 			}
+		}
+	}
+}
+
+// removeContainerLogLinks removes the kubelet's symlinks in
+// /var/log/containers (a fixed path) that point into the node's state.
+func removeContainerLogLinks(state string) {
+	if state == "" {
+		return
+	}
+	entries, _ := os.ReadDir("/var/log/containers")
+	for _, e := range entries {
+		p := filepath.Join("/var/log/containers", e.Name())
+		if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, state+"/") {
+			_ = os.Remove(p)
 		}
 	}
 }
