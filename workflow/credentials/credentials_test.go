@@ -247,10 +247,10 @@ func TestRulesAndMatrix(t *testing.T) {
 	require.Len(t, Rules(noAdopt), 3, "a rule whose resourceNames would be empty is left out")
 	require.Equal(t, "externalsecrets", Rules(noAdopt)[2].Resources[0], "without adopt, the ExternalSecrets are still read")
 
-	rights := SecretRights(cmd.Spec)
-	require.Equal(t, cmd.Spec.SecretNames(), rights.Names, "get and patch on exactly the planned Secrets")
-	require.Equal(t, []string{"get", "patch"}, rights.Verbs)
-	require.Equal(t, []string{"create"}, rights.NamespaceWide)
+	require.Equal(t, cmd.Spec.SecretNames(), rules[1].ResourceNames, "get and patch on exactly the planned Secrets")
+	require.Equal(t, []string{"get", "patch"}, rules[1].Verbs)
+	require.Equal(t, []string{"create"}, rules[0].Verbs)
+	require.Empty(t, rules[0].ResourceNames, "create cannot be narrowed by name")
 
 	m := AccessMatrix(cmd.Spec)
 	want := map[string]bool{

@@ -77,18 +77,10 @@ func Rules(s Spec) []rbacv1.PolicyRule {
 	return rules
 }
 
-// SecretRights are the plan's exact rights on Secrets, proven with one rules
-// review however many Secrets the plan names: create (namespace-wide, as
-// create cannot be narrowed by name), get and patch on exactly the planned
-// names, and nothing else (no update, delete, list, watch, no other name).
-func SecretRights(s Spec) *kube.SecretRights {
-	return &kube.SecretRights{Namespace: s.Namespace, Names: s.SecretNames(), Verbs: []string{"get", "patch"}, NamespaceWide: []string{"create"}}
-}
-
 // AccessMatrix is what the identity running the plan must and must not be
-// allowed beyond Secrets (which SecretRights covers): every verb of Rules on
-// every ExternalSecret, generator and pod name it lists (allowed), and
-// (denied) list of pods, ExternalSecrets and generators, and get on an
+// allowed, asked one right at a time beside the rules review against Rules:
+// every verb of Rules on every ExternalSecret, generator and pod name it
+// lists (allowed), and (denied) list of pods, ExternalSecrets and generators, and get on an
 // ExternalSecret outside the plan. Two Secret probes stay as a second,
 // independent check: update on a planned Secret and get on one outside the
 // plan are denied.
