@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,18 +13,39 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// checkAdoption reads the ExternalSecret of every planned Secret's name,
-// listed in adopt or not, before anything is written. Absent: nothing to
-// adopt. Generator-backed and writing the Secret of its own name: adopted
-// (orphaned, then waited for). Anything else (its data comes from a remote
+// readConcurrency bounds the ExternalSecret reads in flight at once.
+const readConcurrency = 16
+
+// checkAdoption reads the ExternalSecret of every planned Secret's name
+// (concurrently), listed in adopt or not, before anything is written.
+// Absent: nothing to adopt. Generator-backed and writing the Secret of its
+// own name: adopted (orphaned, then waited for). Anything else (its data comes from a remote
 // store, or it writes another Secret) is not ours to replace: refuse.
 func (f *family) checkAdoption(ctx context.Context, _ *workflow.Run, _ *progress) (*workflow.Decision, error) {
 	if f.adoptChecked {
 		return nil, nil
 	}
 	absent := 0
-	for _, name := range f.cmd.Spec.SecretNames() {
-		es, err := f.kube.GetExternalSecret(ctx, name)
+	names := f.cmd.Spec.SecretNames()
+	type read struct {
+		es  *unstructured.Unstructured
+		err error
+	}
+	reads := make([]read, len(names))
+	sem := make(chan struct{}, readConcurrency)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, name)
+		}()
+	}
+	wg.Wait()
+	// Decided in plan order: the first that may not be adopted refuses.
+	for i, name := range names {
+		es, err := reads[i].es, reads[i].err
 		if isNotFound(err) {
 			f.external[name] = nil
 			absent++

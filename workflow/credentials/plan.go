@@ -79,20 +79,32 @@ func Rules(s Spec) []rbacv1.PolicyRule {
 
 // AccessMatrix is what the identity running the plan must and must not be
 // allowed, asked one right at a time beside the rules review against Rules:
-// every verb of Rules on every ExternalSecret, generator and pod name it
-// lists (allowed), and (denied) list of pods, ExternalSecrets and generators, and get on an
+// every verb of Rules on every generator and pod name it lists and on the
+// ExternalSecrets the plan adopts and the first planned one (allowed), and
+// (denied) list of pods, ExternalSecrets and generators, and get on an
 // ExternalSecret outside the plan. Two Secret probes stay as a second,
 // independent check: update on a planned Secret and get on one outside the
 // plan are denied.
 func AccessMatrix(s Spec) []kube.AccessCheck {
 	ns := s.Namespace
 	var checks []kube.AccessCheck
+	// The ExternalSecret rule names every planned Secret: the rules review
+	// proves each name; one review per verb and name would cost two
+	// requests per Secret, so only the adopted names and the first planned
+	// one are asked here, as the independent second check.
+	probed := map[string]bool{s.SecretNames()[0]: true}
+	for _, n := range s.ExternalSecretNames() {
+		probed[n] = true
+	}
 	for _, r := range Rules(s) {
 		if r.Resources[0] == "secrets" {
 			continue
 		}
 		for _, verb := range r.Verbs {
 			for _, name := range r.ResourceNames {
+				if r.Resources[0] == kube.ExternalSecrets.Resource && !probed[name] {
+					continue
+				}
 				checks = append(checks, kube.AccessCheck{Verb: verb, Group: r.APIGroups[0], Resource: r.Resources[0], Namespace: ns, Name: name, Allowed: true})
 			}
 		}
