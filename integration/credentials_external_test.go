@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -247,4 +248,83 @@ func TestIntegrationCredentialsGeneratorRecreatedAfterCrash(t *testing.T) {
 	require.Len(t, res, 1)
 	require.Equal(t, "replaced-not-deleted", res[0].Reason)
 	require.Equal(t, string(again.GetUID()), res[0].UID)
+}
+
+// An adoption plan crashed after every transition (orphan delete, generator
+// delete, the create batch, the patch of the adopted Secret), then run
+// again: the ExternalSecret and the generator are deleted once each, every
+// Secret is created once (the API server's watch history), and the adopted
+// value survives byte-identical.
+func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ess := e.externalSecrets()
+	passwords := e.dynamicClient().Resource(passwordsGVR).Namespace(e.ns)
+	// Calls: 1 orphan-external-secret, 2 delete-generator, 3 the creates
+	// (one 409 for the adopted Secret), 4 the patch of the adopted Secret.
+	crashes := []string{"after-prepare", "after-call", "after-send", "after-answer", "after-call#2", "after-send#2",
+		"after-answer#2", "after-send#3", "after-resolve", "after-send#4", "after-complete"}
+	for i, fp := range crashes {
+		t.Run(fp, func(t *testing.T) {
+			adopted, fresh, generator := fmt.Sprintf("adopt-crash-%d", i), fmt.Sprintf("adopt-crash-%d-new", i), fmt.Sprintf("adopt-crash-%d-password", i)
+			from := e.secretsRV()
+			es := e.adoptable(adopted, generator)
+			gen, err := passwords.Get(t.Context(), generator, metav1.GetOptions{})
+			require.NoError(t, err)
+			value := e.getSecret(adopted).Data["password"]
+			mutation := fmt.Sprintf("mut-adopt-crash-%d", i)
+			plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(adopted), standardSecret(fresh)}, func(spec map[string]any) {
+				spec["adopt"] = []any{map[string]any{"externalSecret": adopted, "generators": []any{generator}}}
+			})
+			path, as := e.writeCommand(mutation+".json", plan), e.asCredentialRunner(plan)
+			r := e.keyledger([]string{"run", path}, as, withFailpoint(fp))
+			require.Equal(t, 137, r.Code, "must die at %s: %s %s", fp, r.Stdout, r.Stderr)
+			r = e.keyledger([]string{"run", path}, as)
+			require.Equal(t, 0, r.Code, "%s: %s %s", fp, r.Stdout, r.Stderr)
+
+			_, err = ess.Get(t.Context(), adopted, metav1.GetOptions{})
+			require.True(t, apierrors.IsNotFound(err), "the ExternalSecret is gone: %v", err)
+			_, err = passwords.Get(t.Context(), generator, metav1.GetOptions{})
+			require.True(t, apierrors.IsNotFound(err), "the generator is gone: %v", err)
+			s := e.getSecret(adopted)
+			require.Equal(t, value, s.Data["password"], "the adopted value survives")
+			require.Equal(t, "app", string(s.Data["username"]))
+			require.Empty(t, s.OwnerReferences)
+			require.Len(t, e.getSecret(fresh).Data["password"], 32)
+			creates := e.secretCreates(from)
+			require.Equal(t, 1, creates[adopted], "created once (by the test)")
+			require.Equal(t, 1, creates[fresh], "created once")
+
+			op, records := e.journalOf(mutation + ":run-1")
+			require.Equal(t, store.StateCompleted, op.State)
+			// One delete each took effect; a call recorded again was sent
+			// again only after a re-read showed the first had not (same UID
+			// and resourceVersion), with the same preconditions.
+			for step, uid := range map[string]string{"orphan-external-secret": string(es.GetUID()), "delete-generator": string(gen.GetUID())} {
+				calls := recordsOf(records, store.RecordAuthorityCall, step)
+				require.NotEmpty(t, calls, step)
+				for _, c := range calls {
+					require.Equal(t, uid, c.UID, step)
+					require.Equal(t, calls[0].ResourceVersion, c.ResourceVersion, step)
+				}
+				took := 0
+				for _, r := range records {
+					if r.Step == step && (r.Kind == store.RecordAuthorityResult && r.Status == "applied" ||
+						r.Kind == store.RecordResolution && r.Status == "ours") {
+						took++
+					}
+				}
+				require.Equal(t, 1, took, "%s took effect once", step)
+				notApplied := 0
+				for _, r := range recordsOf(records, store.RecordResolution, step) {
+					if r.Status == "not-applied" {
+						require.Equal(t, "resource-version-unchanged", r.Reason, step)
+						notApplied++
+					}
+				}
+				require.Equal(t, len(calls)-1, notApplied, "%s: every call sent again follows a re-read that found it not applied", step)
+			}
+			requireNoValues(t, r.Stdout+r.Stderr+e.journalText(mutation+":run-1"), [][]byte{value})
+		})
+	}
 }
