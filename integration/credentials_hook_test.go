@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/integration/platform"
@@ -32,45 +33,60 @@ func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 	r := e.keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
 	require.Equal(t, 0, r.Code, r.Stderr)
 
-	done := make(chan result, 1)
-	go func() { done <- e.keyledger([]string{"apply-hook", dir, "--timeout", "90s"}) }()
-
 	// Play the Job's pod: wait for it, run keyledger as its ServiceAccount
 	// with the plan the ConfigMap holds, report the pod's phase.
-	var pod *corev1.Pod
-	require.Eventually(t, func() bool {
-		pods, err := c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "keyledger.dev/owner=shop-orders-cache"})
-		if err == nil && len(pods.Items) == 1 {
-			pod = &pods.Items[0]
-		}
-		return pod != nil
-	}, 60*time.Second, 100*time.Millisecond, "the Job's pod never appeared")
-	require.Equal(t, "shop-orders-cache-credentials", pod.Spec.ServiceAccountName)
-	cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, "shop-orders-cache-credentials", metav1.GetOptions{})
-	require.NoError(t, err)
-	fromConfigMap := filepath.Join(e.dir, "from-configmap.json")
-	require.NoError(t, os.WriteFile(fromConfigMap, []byte(cm.Data["plan.json"]), 0o644))
-	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, pod.Spec.ServiceAccountName, 600)
-	require.NoError(t, err)
-	kubeconfig, err := e.kube.KubeconfigForConfig(cfg, t.TempDir())
-	require.NoError(t, err)
-	run := e.keyledger([]string{"run", fromConfigMap}, asKubeconfig(kubeconfig))
-	require.Equal(t, 0, run.Code, "the run under the rendered Role succeeds: %s %s", run.Stdout, run.Stderr)
-	require.Equal(t, "completed", outcome(t, run)["outcome"])
+	playHook := func(want, run string) *rest.Config {
+		t.Helper()
+		done := make(chan result, 1)
+		go func() { done <- e.keyledger([]string{"apply-hook", dir, "--timeout", "90s"}) }()
+		var pod *corev1.Pod
+		require.Eventually(t, func() bool {
+			pods, err := c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "keyledger.dev/owner=shop-orders-cache"})
+			if err != nil {
+				return false
+			}
+			for i := range pods.Items { // the previous sync's pod may still be there
+				if p := &pods.Items[i]; p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
+					pod = p
+				}
+			}
+			return pod != nil
+		}, 60*time.Second, 100*time.Millisecond, "the Job's pod never appeared")
+		require.Equal(t, "shop-orders-cache-credentials", pod.Spec.ServiceAccountName)
+		cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, "shop-orders-cache-credentials", metav1.GetOptions{})
+		require.NoError(t, err)
+		fromConfigMap := filepath.Join(e.dir, "from-configmap.json")
+		require.NoError(t, os.WriteFile(fromConfigMap, []byte(cm.Data["plan.json"]), 0o644))
+		cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, pod.Spec.ServiceAccountName, 600)
+		require.NoError(t, err)
+		kubeconfig, err := e.kube.KubeconfigForConfig(cfg, t.TempDir())
+		require.NoError(t, err)
+		r := e.keyledger([]string{"run", fromConfigMap}, asKubeconfig(kubeconfig))
+		require.Equal(t, 0, r.Code, "the run under the rendered Role succeeds: %s %s", r.Stdout, r.Stderr)
+		require.Equal(t, want, outcome(t, r)["outcome"])
+		require.Equal(t, run, outcome(t, r)["run"])
 
-	pod.Status.Phase = corev1.PodSucceeded
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "keyledger", Image: "keyledger:test", ImageID: "keyledger:test",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
-			StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
-	_, err = c.CoreV1().Pods(e.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	select {
-	case r = <-done:
-	case <-time.After(90 * time.Second):
-		t.Fatal("apply-hook did not return")
+		pod.Status.Phase = corev1.PodSucceeded
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "keyledger", Image: "keyledger:test", ImageID: "keyledger:test",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+				StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
+		_, err = c.CoreV1().Pods(e.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		select {
+		case r = <-done:
+		case <-time.After(90 * time.Second):
+			t.Fatal("apply-hook did not return")
+		}
+		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+		require.Contains(t, r.Stdout, `"outcome":"succeeded"`)
+		return cfg
 	}
-	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Contains(t, r.Stdout, `"outcome":"succeeded"`)
+	cfg := playHook("completed", "mut-hook:run-1")
+	// The next sync (apply-hook again: the same Job name deleted first) is
+	// run 2 of the plan: it converges, writing nothing.
+	rv := e.getSecret("shop-orders-cache-app").ResourceVersion
+	playHook("existing", "mut-hook:run-2")
+	require.Equal(t, rv, e.getSecret("shop-orders-cache-app").ResourceVersion)
 
 	// What the rendered Role allows, asked as its ServiceAccount (what
 	// `kubectl auth can-i --as` would answer).
