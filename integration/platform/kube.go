@@ -218,6 +218,9 @@ func (k *Kube) Stop() error {
 			errs = append(errs, fmt.Errorf("stopping API server and etcd: %w", err))
 		}
 		k.env = nil
+		if k.cluster != nil {
+			removeNodeAddress()
+		}
 	}
 	for _, f := range k.logs {
 		_ = f.Close()

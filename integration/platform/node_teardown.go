@@ -80,7 +80,9 @@ func reapDeadNode() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "node: tearing down the node left by test process %d\n", rec.TestPID)
-	return teardown(rec, nil)
+	err = teardown(rec, nil)
+	removeNodeAddress()
+	return err
 }
 
 func alive(pid int) bool {
@@ -340,8 +342,8 @@ func unescapeMount(s string) string {
 
 // cleanNetwork removes what the node added to the machine's network: the
 // iptables chains of kube-proxy and kube-router (KUBE-*) and the rules that
-// jump to them, their ipsets, the guard rule, the cni0 bridge, leftover pod
-// network namespaces and the node address on lo.
+// jump to them, their ipsets, the guard rule, the cni0 bridge and leftover
+// pod network namespaces.
 func cleanNetwork() []error {
 	var errs []error
 	for _, table := range []string{"filter", "nat", "mangle", "raw"} {
@@ -385,8 +387,14 @@ func cleanNetwork() []error {
 			}
 		}
 	}
-	_ = exec.Command("ip", "addr", "del", NodeAddress+"/32", "dev", "lo").Run()
 	return errs
+}
+
+// removeNodeAddress takes NodeAddress off lo. The control plane's Stop does
+// it once the API server (bound to it) has stopped: removed earlier, the
+// API server's connections to itself hang its shutdown.
+func removeNodeAddress() {
+	_ = exec.Command("ip", "addr", "del", NodeAddress+"/32", "dev", "lo").Run()
 }
 
 // splitRule splits an iptables -S rule into arguments, keeping quoted

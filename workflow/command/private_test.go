@@ -1,56 +1,51 @@
 package command
 
 import (
-	"os"
+	"errors"
+	"io/fs"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 )
 
-// A caller that reads without RequirePrivate (the kind is not known yet)
-// and then checks File.RequirePrivate refuses exactly what Read with
-// RequirePrivate refuses, judged on the mode of the descriptor it read.
-func TestFileRequirePrivate(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	valid := []byte(doc(`{"keyId":"k1"}`))
+// A file holding values must be private. A Kubernetes Secret volume file
+// is group-readable by the pod's fsGroup (the kubelet adds group read), so
+// --fs-group accepts group read by exactly that group, held by the process,
+// and nothing more.
+func TestPrivateWithFSGroup(t *testing.T) {
+	held := processGroups
+	t.Cleanup(func() { processGroups = held })
+	processGroups = func() (int, []int) { return 10001, []int{10001, 20} }
 	cases := []struct {
 		name    string
-		mode    os.FileMode
-		private bool
+		perm    fs.FileMode
+		gid     uint32
+		fsGroup int
+		ok      bool
 	}{
-		{"0600", 0o600, true},
-		{"0400", 0o400, true},
-		{"0700", 0o700, true},
-		{"0640 group readable", 0o640, false},
-		{"0604 world readable", 0o604, false},
-		{"0620 group writable", 0o620, false},
-		{"0601 world executable", 0o601, false},
-		{"0644", 0o644, false},
+		{"owner-only", 0o600, 0, 0, true},
+		{"owner-only-with-fs-group", 0o400, 10001, 10001, true},
+		{"group-read-without-fs-group", 0o640, 10001, 0, false},
+		{"secret-volume-file", 0o440, 10001, 10001, true},
+		{"supplementary-group", 0o440, 20, 20, true},
+		{"group-not-held", 0o440, 30, 30, false},
+		{"other-group-than-fs-group", 0o440, 20, 10001, false},
+		{"group-write", 0o460, 10001, 10001, false},
+		{"group-exec", 0o450, 10001, 10001, false},
+		{"world-read", 0o444, 10001, 10001, false},
+		{"root-group-never-trusted", 0o440, 0, 0, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			path := writeFile(t, dir, tc.name+".json", valid, tc.mode)
-			f, err := Read(path, ReadOptions{})
-			require.NoError(t, err)
-			require.Equal(t, tc.mode, f.Mode, "the mode of the opened file is kept")
-			_, strictErr := Read(path, ReadOptions{RequirePrivate: true})
-			err = f.RequirePrivate()
-			if tc.private {
-				require.NoError(t, err)
-				require.NoError(t, strictErr)
+			err := private("/etc/keyledger/command.json", tc.perm, tc.gid, tc.fsGroup)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("want accepted, got %v", err)
+				}
 				return
 			}
-			require.ErrorIs(t, err, &FileError{Reason: ReasonNotPrivate})
-			require.ErrorIs(t, strictErr, &FileError{Reason: ReasonNotPrivate})
-			require.Equal(t, strictErr.Error(), err.Error(), "same refusal either way")
+			var fe *FileError
+			if !errors.As(err, &fe) || fe.Reason != ReasonNotPrivate {
+				t.Fatalf("want %s, got %v", ReasonNotPrivate, err)
+			}
 		})
 	}
-	// The mode is the one read, not the file's mode at check time.
-	path := writeFile(t, dir, "later.json", valid, 0o600)
-	f, err := Read(path, ReadOptions{})
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(path, 0o644))
-	require.NoError(t, f.RequirePrivate())
 }

@@ -22,6 +22,14 @@ type ReadOptions struct {
 	// RequirePrivate refuses a file whose mode grants any group or world
 	// permission (mode&0o077 != 0). Set it when the file holds secret values.
 	RequirePrivate bool
+	// FSGroup, when at least 0, is the group of a Kubernetes volume file
+	// (the pod's fsGroup): the kubelet adds group read to every file of a
+	// Secret volume it chowns to that group, so such a file can never be
+	// 0600. A private file may then be group-readable, but only when its
+	// group is FSGroup and this process holds FSGroup; world bits and group
+	// write are refused all the same. Zero (the default) turns it off: root's
+	// group is never trusted.
+	FSGroup int
 }
 
 // File is a command file read from disk with a valid envelope.
@@ -39,16 +47,46 @@ type File struct {
 	// descriptor that was read), for RequirePrivate checks made once the
 	// kind is known.
 	Mode fs.FileMode
+	// Gid is the file's group (fstat on the same descriptor).
+	Gid uint32
+	// fsGroup is ReadOptions.FSGroup.
+	fsGroup int
 }
 
 // RequirePrivate refuses f, as Read with ReadOptions.RequirePrivate would,
 // when its mode grants any group or world permission. Callers that learn
 // only from the envelope's kind that the file holds values check it here.
 func (f *File) RequirePrivate() error {
-	if perm := f.Mode.Perm(); perm&0o077 != 0 {
-		return notPrivate(f.Path, perm)
+	return private(f.Path, f.Mode.Perm(), f.Gid, f.fsGroup)
+}
+
+// private refuses a mode with any world bit or group write or execute, and
+// group read unless the file's group is fsGroup and this process holds it.
+func private(path string, perm fs.FileMode, gid uint32, fsGroup int) error {
+	switch {
+	case perm&0o077 == 0:
+		return nil
+	case perm&0o037 != 0 || fsGroup <= 0:
+		return notPrivate(path, perm)
+	case gid != uint32(fsGroup) || !holdsGroup(fsGroup):
+		return &FileError{Path: path, Reason: ReasonNotPrivate, Detail: fmt.Sprintf(
+			"mode %#o grants group read to a group other than --fs-group %d held by this process", perm, fsGroup)}
 	}
 	return nil
+}
+
+// holdsGroup reports whether this process's effective or supplementary
+// groups include gid.
+func holdsGroup(gid int) bool {
+	egid, groups := processGroups()
+	return egid == gid || slices.Contains(groups, gid)
+}
+
+// processGroups is this process's effective and supplementary groups (a
+// variable for tests).
+var processGroups = func() (int, []int) {
+	groups, _ := os.Getgroups()
+	return os.Getegid(), groups
 }
 
 func notPrivate(path string, perm fs.FileMode) error {
@@ -73,7 +111,7 @@ func Read(path string, opts ReadOptions) (*File, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
-	data, mode, err := readFile(path, opts)
+	data, mode, gid, err := readFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +119,7 @@ func Read(path string, opts ReadOptions) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{Path: path, Bytes: data, Digest: digestBytes(data), Envelope: *env, Mode: mode}, nil
+	return &File{Path: path, Bytes: data, Digest: digestBytes(data), Envelope: *env, Mode: mode, Gid: gid, fsGroup: opts.FSGroup}, nil
 }
 
 func checkPath(path string) error {
@@ -100,43 +138,49 @@ func checkPath(path string) error {
 	return nil
 }
 
-func readFile(path string, opts ReadOptions) ([]byte, fs.FileMode, error) {
+func readFile(path string, opts ReadOptions) ([]byte, fs.FileMode, uint32, error) {
 	refuse := func(reason, detail string, err error) error {
 		return &FileError{Path: path, Reason: reason, Detail: detail, Err: err}
 	}
 	fd, err := openNoSymlinks(path)
 	switch {
 	case errors.Is(err, syscall.ELOOP):
-		return nil, 0, refuse(ReasonSymlink, "refusing to follow a symbolic link in the path", nil)
+		return nil, 0, 0, refuse(ReasonSymlink, "refusing to follow a symbolic link in the path", nil)
 	case errors.Is(err, errNoOpenat2):
-		return nil, 0, refuse(ReasonNoSafeOpen, "this kernel has no openat2 (Linux 5.6 or later is needed) to open the path without following symbolic links", nil)
+		return nil, 0, 0, refuse(ReasonNoSafeOpen, "this kernel has no openat2 (Linux 5.6 or later is needed) to open the path without following symbolic links", nil)
 	case err != nil:
-		return nil, 0, refuse(ReasonUnreadable, "", &fs.PathError{Op: "open", Path: path, Err: err})
+		return nil, 0, 0, refuse(ReasonUnreadable, "", &fs.PathError{Op: "open", Path: path, Err: err})
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 
 	info, err := f.Stat() // fstat on the opened descriptor
 	if err != nil {
-		return nil, 0, refuse(ReasonUnreadable, "", err)
+		return nil, 0, 0, refuse(ReasonUnreadable, "", err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, 0, refuse(ReasonNotRegular, "want a regular file, got "+fileType(info.Mode()), nil)
+		return nil, 0, 0, refuse(ReasonNotRegular, "want a regular file, got "+fileType(info.Mode()), nil)
 	}
-	if perm := info.Mode().Perm(); opts.RequirePrivate && perm&0o077 != 0 {
-		return nil, 0, notPrivate(path, perm)
+	var gid uint32
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		gid = st.Gid
+	}
+	if opts.RequirePrivate {
+		if err := private(path, info.Mode().Perm(), gid, opts.FSGroup); err != nil {
+			return nil, 0, 0, err
+		}
 	}
 	if info.Size() > MaxSize {
-		return nil, 0, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
+		return nil, 0, 0, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
 	}
 	data, err := readLimited(f, MaxSize)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return nil, 0, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
+		return nil, 0, 0, refuse(ReasonTooLarge, fmt.Sprintf("want at most %d bytes", MaxSize), nil)
 	case err != nil:
-		return nil, 0, refuse(ReasonUnreadable, "", err)
+		return nil, 0, 0, refuse(ReasonUnreadable, "", err)
 	}
-	return data, info.Mode().Perm(), nil
+	return data, info.Mode().Perm(), gid, nil
 }
 
 var (

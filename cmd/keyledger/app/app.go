@@ -209,6 +209,7 @@ type commonFlags struct {
 	databaseURL string
 	kubeconfig  string
 	output      string
+	fsGroup     int
 }
 
 // errHelp ends a command whose --help printed its usage: exit 0.
@@ -265,6 +266,15 @@ func (c *commonFlags) addDatabase(fs *flag.FlagSet) {
 
 func (c *commonFlags) addKube(fs *flag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+}
+
+// addFSGroup is --fs-group, for a command file read from a Kubernetes
+// Secret volume: the kubelet makes such files group-readable by the pod's
+// fsGroup, so a file holding values may be group-readable by that group
+// (held by this process) and no other.
+func (c *commonFlags) addFSGroup(fs *flag.FlagSet) {
+	fs.IntVar(&c.fsGroup, "fs-group", 0,
+		"the pod's fsGroup when the command file is a Secret volume file: group read by this group (held by this process) is accepted for files holding values")
 }
 
 func (c *commonFlags) addOutput(fs *flag.FlagSet) {

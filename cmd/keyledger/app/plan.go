@@ -23,6 +23,7 @@ func planCommand(ctx context.Context, args []string, streams IOStreams, log *slo
 	fs := newFlagSet("plan", streams)
 	flags.addDatabase(fs)
 	flags.addKube(fs)
+	flags.addFSGroup(fs)
 	flags.addOutput(fs)
 	if err := parse(fs, args); err != nil {
 		return err

@@ -78,6 +78,7 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	fs := newFlagSet("run", streams)
 	flags.addDatabase(fs)
 	flags.addKube(fs)
+	flags.addFSGroup(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -153,7 +154,10 @@ type preparedRun struct {
 // contacts nothing. The result carries kind and mutation ID as soon as the
 // envelope is read, even when a later check fails.
 func prepareRun(path string, flags *commonFlags) (*preparedRun, error) {
-	f, err := command.Read(path, command.ReadOptions{})
+	if flags.fsGroup < 0 {
+		return nil, usagef("--fs-group must be a group ID above 0, got %d", flags.fsGroup)
+	}
+	f, err := command.Read(path, command.ReadOptions{FSGroup: flags.fsGroup})
 	if err != nil {
 		return nil, err
 	}
