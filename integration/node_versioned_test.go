@@ -110,7 +110,7 @@ func TestIntegrationNodeVersionedJob(t *testing.T) {
 	restored := run("restore", map[string]any{
 		"apiVersion": "keyledger.dev/v1", "kind": "SecretRestore",
 		"metadata": map[string]any{"requestId": "req-node-restore", "mutationId": "mut-node-restore"},
-		"spec": map[string]any{"namespace": ne.ns, "name": live.Name, "version": 1, "expectedResourceVersion": afterUpdate.ResourceVersion},
+		"spec":     map[string]any{"namespace": ne.ns, "name": live.Name, "version": 1, "expectedResourceVersion": afterUpdate.ResourceVersion},
 	})
 	require.Equal(t, "completed", restored["outcome"])
 	afterRestore := ne.getSecret(live.Name)
@@ -122,7 +122,7 @@ func TestIntegrationNodeVersionedJob(t *testing.T) {
 	objs := ne.versionedOverlay("no-fs-group", live.Name, canary, map[string]any{
 		"apiVersion": "keyledger.dev/v1", "kind": "SecretRestore",
 		"metadata": map[string]any{"requestId": "req-node-nofsgroup", "mutationId": "mut-node-nofsgroup"},
-		"spec": map[string]any{"namespace": ne.ns, "name": live.Name, "version": 2, "expectedResourceVersion": afterRestore.ResourceVersion},
+		"spec":     map[string]any{"namespace": ne.ns, "name": live.Name, "version": 2, "expectedResourceVersion": afterRestore.ResourceVersion},
 	})
 	job := find(t, objs, "Job", "keyledger-versioned")
 	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
