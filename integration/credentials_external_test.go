@@ -328,3 +328,63 @@ func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 		})
 	}
 }
+
+// A delete recorded but not applied (crash after the call record) is
+// resolved by reading the ExternalSecret again and checking it again: one
+// switched to a remote store meanwhile is refused and never deleted; one
+// only relabelled is deleted with the new read's resourceVersion.
+func TestIntegrationCredentialsOrphanResolutionRevalidates(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx, ess := t.Context(), e.externalSecrets()
+	for _, tc := range []struct {
+		name   string
+		change func(es *unstructured.Unstructured) *unstructured.Unstructured
+		code   int
+	}{
+		{"switched", func(es *unstructured.Unstructured) *unstructured.Unstructured {
+			remote := remoteExternalSecret(es.GetName())
+			remote.SetUID(es.GetUID())
+			remote.SetResourceVersion(es.GetResourceVersion())
+			return remote
+		}, 2},
+		{"relabelled", func(es *unstructured.Unstructured) *unstructured.Unstructured {
+			es.SetLabels(map[string]string{"team": "orders"})
+			return es
+		}, 0},
+	} {
+		name := "revalidate-" + tc.name
+		es := e.adoptable(name, "")
+		mutation := "mut-" + name
+		plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(name)}, func(spec map[string]any) {
+			spec["adopt"] = []any{map[string]any{"externalSecret": name}}
+		})
+		path, as := e.writeCommand(mutation+".json", plan), e.asCredentialRunner(plan)
+		r := e.keyledger([]string{"run", path}, as, withFailpoint("after-call"))
+		require.Equal(t, 137, r.Code, "%s: %s %s", tc.name, r.Stdout, r.Stderr)
+		changed, err := ess.Update(ctx, tc.change(es), metav1.UpdateOptions{})
+		require.NoError(t, err)
+
+		r = e.keyledger([]string{"run", path}, as)
+		require.Equal(t, tc.code, r.Code, "%s: stdout %s stderr %s", tc.name, r.Stdout, r.Stderr)
+		_, records := e.journalOf(mutation + ":run-1")
+		calls := recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
+		res := recordsOf(records, store.RecordResolution, "orphan-external-secret")
+		require.NotEmpty(t, res, tc.name)
+		if tc.code == 2 {
+			require.Equal(t, "external-secret-not-generator-backed", outcome(t, r)["reason"])
+			now, err := ess.Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err, "never deleted")
+			require.Nil(t, now.GetDeletionTimestamp())
+			require.Len(t, calls, 1, "not sent again")
+			require.Equal(t, "theirs", res[0].Status)
+			continue
+		}
+		_, err = ess.Get(ctx, name, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "deleted: %v", err)
+		require.Len(t, calls, 2)
+		require.Equal(t, "not-applied", res[0].Status)
+		require.Equal(t, "resource-version-changed", res[0].Reason)
+		require.Equal(t, changed.GetResourceVersion(), calls[1].ResourceVersion, "sent again with the new read's preconditions")
+	}
+}
