@@ -1,92 +1,83 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/integration/platform"
 )
 
-// render credentials + apply-hook on the real control plane: the objects
-// apply, the Job's pod is played (the test runs keyledger as the pod would,
-// with a token of the rendered ServiceAccount and the plan from the
-// rendered ConfigMap), and the rendered Role allows exactly the run.
+// The rendered hook's identity on the real control plane: the rendered
+// ServiceAccount, Role and RoleBinding apply, a run as that ServiceAccount
+// with the plan the rendered ConfigMap holds completes (and the next run,
+// as the next sync would start it, converges writing nothing), and the Role
+// allows exactly the run. The Job itself runs in a pod on the real node
+// (TestIntegrationNodeCredentialsHook); nothing here pretends to be a
+// kubelet.
 func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx, c := t.Context(), e.kube.Client()
+	ctx := t.Context()
 	plan := credentialPlan(e.ns, "mut-hook", []planSecret{standardSecret("shop-orders-cache-app"), standardSecret("shop-bus-users")})
 	planPath := e.writeCommand("plan.json", plan)
 	dir := filepath.Join(e.dir, "hook")
 	r := e.keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
 	require.Equal(t, 0, r.Code, r.Stderr)
 
-	// Play the Job's pod: wait for it, run keyledger as its ServiceAccount
-	// with the plan the ConfigMap holds, report the pod's phase.
-	playHook := func(want, run string) *rest.Config {
-		t.Helper()
-		done := make(chan result, 1)
-		go func() { done <- e.keyledger([]string{"apply-hook", dir, "--timeout", "90s"}) }()
-		var pod *corev1.Pod
-		require.Eventually(t, func() bool {
-			pods, err := c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "keyledger.dev/owner=shop-orders-cache"})
-			if err != nil {
-				return false
+	var saName, fromConfigMap string
+	a := e.applier()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, entry := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, entry.Name()))
+		require.NoError(t, err)
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, yaml.Unmarshal(data, &obj.Object), entry.Name())
+		switch obj.GetKind() {
+		case "ServiceAccount", "Role", "RoleBinding":
+			_, err := a.apply(ctx, obj, e.ns, false)
+			require.NoError(t, err, "applying the rendered %s", obj.GetKind())
+			if obj.GetKind() == "ServiceAccount" {
+				saName = obj.GetName()
 			}
-			for i := range pods.Items { // the previous sync's pod may still be there
-				if p := &pods.Items[i]; p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
-					pod = p
-				}
-			}
-			return pod != nil
-		}, 60*time.Second, 100*time.Millisecond, "the Job's pod never appeared")
-		require.Equal(t, "shop-orders-cache-credentials", pod.Spec.ServiceAccountName)
-		cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, "shop-orders-cache-credentials", metav1.GetOptions{})
-		require.NoError(t, err)
-		fromConfigMap := filepath.Join(e.dir, "from-configmap.json")
-		require.NoError(t, os.WriteFile(fromConfigMap, []byte(cm.Data["plan.json"]), 0o644))
-		cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, pod.Spec.ServiceAccountName, 600)
-		require.NoError(t, err)
-		kubeconfig, err := e.kube.KubeconfigForConfig(cfg, t.TempDir())
-		require.NoError(t, err)
+		case "ConfigMap":
+			planJSON, ok, err := unstructured.NestedString(obj.Object, "data", "plan.json")
+			require.NoError(t, err)
+			require.True(t, ok, "the rendered ConfigMap holds plan.json")
+			fromConfigMap = filepath.Join(e.dir, "from-configmap.json")
+			require.NoError(t, os.WriteFile(fromConfigMap, []byte(planJSON), 0o644))
+		}
+	}
+	require.Equal(t, "shop-orders-cache-credentials", saName)
+	require.NotEmpty(t, fromConfigMap)
+	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, saName, 600)
+	require.NoError(t, err)
+	kubeconfig, err := e.kube.KubeconfigForConfig(cfg, t.TempDir())
+	require.NoError(t, err)
+	for i, want := range []string{"completed", "existing"} {
+		rv := ""
+		if i > 0 {
+			rv = e.getSecret("shop-orders-cache-app").ResourceVersion
+		}
 		r := e.keyledger([]string{"run", fromConfigMap}, asKubeconfig(kubeconfig))
 		require.Equal(t, 0, r.Code, "the run under the rendered Role succeeds: %s %s", r.Stdout, r.Stderr)
 		require.Equal(t, want, outcome(t, r)["outcome"])
-		require.Equal(t, run, outcome(t, r)["run"])
-
-		pod.Status.Phase = corev1.PodSucceeded
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "keyledger", Image: "keyledger:test", ImageID: "keyledger:test",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
-				StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
-		_, err = c.CoreV1().Pods(e.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		require.NoError(t, err)
-		select {
-		case r = <-done:
-		case <-time.After(90 * time.Second):
-			t.Fatal("apply-hook did not return")
+		require.Equal(t, fmt.Sprintf("mut-hook:run-%d", i+1), outcome(t, r)["run"])
+		if i > 0 {
+			require.Equal(t, rv, e.getSecret("shop-orders-cache-app").ResourceVersion, "the next run writes nothing")
 		}
-		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-		require.Contains(t, r.Stdout, `"outcome":"succeeded"`)
-		return cfg
 	}
-	cfg := playHook("completed", "mut-hook:run-1")
-	// The next sync (apply-hook again: the same Job name deleted first) is
-	// run 2 of the plan: it converges, writing nothing.
-	rv := e.getSecret("shop-orders-cache-app").ResourceVersion
-	playHook("existing", "mut-hook:run-2")
-	require.Equal(t, rv, e.getSecret("shop-orders-cache-app").ResourceVersion)
 
 	// What the rendered Role allows, asked as its ServiceAccount (what
 	// `kubectl auth can-i --as` would answer).

@@ -22,6 +22,13 @@ import (
 
 // server is a real Valkey-protocol (redis-server) or NATS server process on
 // a loopback address, playing the container of one pod.
+//
+// These repair tests keep the PlayKubelet stand-in on purpose: they need pod
+// states a real node cannot give quickly or at all (a pod whose IP is a
+// loopback address with a server that never answers, one that refuses
+// forever, one whose replacement appears only when the test says). The
+// repair as users get it, a StatefulSet's real pod restarted by the hook Job
+// and recreated by the kubelet, is TestIntegrationNodeIncident316.
 type server struct {
 	t          *testing.T
 	protocol   string

@@ -290,6 +290,8 @@ func TestIntegrationPlanCredentialsProbesNothing(t *testing.T) {
 		}
 	}()
 	pod := e.statefulSet("shop-probed")
+	// A stand-in kubelet: the pod's IP must be a loopback address whose
+	// listener counts dials, which a real pod cannot be.
 	_, err = e.kube.PlayKubelet(t.Context(), e.ns, pod, "127.0.0.7")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
