@@ -47,8 +47,9 @@ const (
 	NodeToolImage = "keyledger.local/nodetool:1"
 )
 
-// nodeStateRoot holds the owner record of the one node this machine runs.
-const nodeStateRoot = "/run/keyledger-node"
+// nodeStateRoot holds the owner record of the one node this machine runs
+// (a variable so tests of the record's rules use a directory of their own).
+var nodeStateRoot = "/run/keyledger-node"
 
 // Node is a real Kubernetes node on this machine, attached to a Kube
 // started WithNode: containerd (its own instance), the kubelet, kube-proxy

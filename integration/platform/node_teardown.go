@@ -95,7 +95,9 @@ func alive(pid int) bool {
 // the guard rule, the bridge, pod network namespaces, the node address) and
 // the pods' cgroups.
 func (n *Node) Stop() error {
-	if n == nil {
+	// Only the machine's claimant tears down: a start that failed to claim
+	// (another live test process runs a node) must not touch that node.
+	if n == nil || n.owner.TestPID != os.Getpid() {
 		return nil
 	}
 	return teardown(&n.owner, n)
