@@ -117,12 +117,7 @@ func (o privateOverlay) write(t *testing.T, fsys filesys.FileSystem) string {
 	components := ""
 	if o.APIServerIP != "" {
 		components = "components:\n- api-egress\n"
-		for _, name := range []string{"kustomization.yaml", "api-egress.yaml"} {
-			data, err := fsys.ReadFile("/deploy/components/api-egress/" + name)
-			require.NoError(t, err)
-			filled := strings.NewReplacer("API_SERVER_IP", o.APIServerIP, "API_SERVER_PORT", fmt.Sprint(o.APIServerPort)).Replace(string(data))
-			require.NoError(t, fsys.WriteFile("/private/api-egress/"+name, []byte(filled)))
-		}
+		fillAPIEgress(t, fsys, "/private", o.APIServerIP, o.APIServerPort)
 	}
 	image := "  newTag: test\n"
 	if o.ImageName != "" {
@@ -160,6 +155,18 @@ images:
 	require.NoError(t, fsys.WriteFile("/private/kustomization.yaml", []byte(kustomization)))
 	require.NoError(t, fsys.WriteFile("/private/command.json", o.Command))
 	return "/private"
+}
+
+// fillAPIEgress copies components/api-egress into dir/api-egress with the
+// API server endpoint filled in, as deploy/README.md tells an operator to.
+func fillAPIEgress(t *testing.T, fsys filesys.FileSystem, dir, ip string, port int) {
+	t.Helper()
+	for _, name := range []string{"kustomization.yaml", "api-egress.yaml"} {
+		data, err := fsys.ReadFile("/deploy/components/api-egress/" + name)
+		require.NoError(t, err)
+		filled := strings.NewReplacer("API_SERVER_IP", ip, "API_SERVER_PORT", fmt.Sprint(port)).Replace(string(data))
+		require.NoError(t, fsys.WriteFile(dir+"/api-egress/"+name, []byte(filled)))
+	}
 }
 
 // renderPrivate renders o on top of a fresh copy of deploy/.

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,12 +24,7 @@ func (ne *nodeEnv) versionedOverlay(suffix, live, canary string, command map[str
 	require.NoError(t, err)
 	fsys := deployFS(t)
 	apiIP, apiPort := ne.apiEndpoint()
-	for _, name := range []string{"kustomization.yaml", "api-egress.yaml"} {
-		data, err := fsys.ReadFile("/deploy/components/api-egress/" + name)
-		require.NoError(t, err)
-		filled := strings.NewReplacer("API_SERVER_IP", apiIP, "API_SERVER_PORT", fmt.Sprint(apiPort)).Replace(string(data))
-		require.NoError(t, fsys.WriteFile("/my-write/api-egress/"+name, []byte(filled)))
-	}
+	fillAPIEgress(t, fsys, "/my-write", apiIP, apiPort)
 	require.NoError(t, fsys.WriteFile("/my-write/command.json", cmd))
 	require.NoError(t, fsys.WriteFile("/my-write/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
