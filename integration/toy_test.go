@@ -60,11 +60,7 @@ func (f *toyFamily) call(cm *corev1.ConfigMap) *workflow.Call {
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.cms.Update(ctx, desired, metav1.UpdateOptions{})
 			if err != nil {
-				fail := kube.Classify(err)
-				if fail.Definite {
-					return workflow.Answer{Status: workflow.Rejected, Code: fail.Code, Reason: fail.Reason}
-				}
-				return workflow.Answer{Status: workflow.Unknown, Code: fail.Code, Reason: fail.Reason}
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 		},

@@ -95,7 +95,7 @@ func (c *Credentials) CreateSecret(ctx context.Context, s *corev1.Secret) (*core
 	if s.Namespace != "" && s.Namespace != c.scope.Namespace {
 		return nil, fmt.Errorf("secret namespace is not the plan's")
 	}
-	return c.secrets.Create(ctx, s, metav1.CreateOptions{})
+	return wrapped(c.secrets.Create(ctx, s, metav1.CreateOptions{}))
 }
 
 // GetSecret reads a planned Secret.
@@ -103,7 +103,7 @@ func (c *Credentials) GetSecret(ctx context.Context, name string) (*corev1.Secre
 	if err := inScope("secret", name, c.scope.Secrets); err != nil {
 		return nil, err
 	}
-	return c.secrets.Get(ctx, name, metav1.GetOptions{})
+	return wrapped(c.secrets.Get(ctx, name, metav1.GetOptions{}))
 }
 
 // PatchSecret sends a JSON patch (RFC 6902) to a planned Secret. The patch's
@@ -123,7 +123,8 @@ func (c *Credentials) PatchSecret(ctx context.Context, name string, patch []byte
 		ops[0].Op != "test" || ops[0].Path != "/metadata/resourceVersion" || ops[0].Value == "" {
 		return nil, fmt.Errorf("patch of secret %q refused: its first operation must test /metadata/resourceVersion", name)
 	}
-	return c.secrets.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	got, err := c.secrets.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	return got, wrapPatch(err)
 }
 
 // GetExternalSecret reads the ExternalSecret of a planned Secret's name.
@@ -131,7 +132,7 @@ func (c *Credentials) GetExternalSecret(ctx context.Context, name string) (*unst
 	if err := inScope("externalsecret", name, c.scope.ExternalSecrets); err != nil {
 		return nil, err
 	}
-	return c.external.Get(ctx, name, metav1.GetOptions{})
+	return wrapped(c.external.Get(ctx, name, metav1.GetOptions{}))
 }
 
 // OrphanExternalSecret deletes the ExternalSecret exactly as it was read
@@ -146,9 +147,9 @@ func (c *Credentials) OrphanExternalSecret(ctx context.Context, name string, uid
 		return fmt.Errorf("delete of externalsecret %q refused: it needs UID and resourceVersion preconditions", name)
 	}
 	orphan := metav1.DeletePropagationOrphan
-	return c.external.Delete(ctx, name, metav1.DeleteOptions{
+	return wrap(c.external.Delete(ctx, name, metav1.DeleteOptions{
 		PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion},
-	})
+	}))
 }
 
 // GetPasswordGenerator reads a retired Password generator.
@@ -156,7 +157,7 @@ func (c *Credentials) GetPasswordGenerator(ctx context.Context, name string) (*u
 	if err := inScope("password generator", name, c.scope.Generators); err != nil {
 		return nil, err
 	}
-	return c.generators.Get(ctx, name, metav1.GetOptions{})
+	return wrapped(c.generators.Get(ctx, name, metav1.GetOptions{}))
 }
 
 // DeletePasswordGenerator deletes a retired Password generator exactly as it
@@ -168,7 +169,7 @@ func (c *Credentials) DeletePasswordGenerator(ctx context.Context, name string, 
 	if uid == "" || resourceVersion == "" {
 		return fmt.Errorf("delete of password generator %q refused: it needs UID and resourceVersion preconditions", name)
 	}
-	return c.generators.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion}})
+	return wrap(c.generators.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion}}))
 }
 
 // GetPod reads a server pod.
@@ -176,7 +177,7 @@ func (c *Credentials) GetPod(ctx context.Context, name string) (*corev1.Pod, err
 	if err := inScope("pod", name, c.scope.Pods); err != nil {
 		return nil, err
 	}
-	return c.pods.Get(ctx, name, metav1.GetOptions{})
+	return wrapped(c.pods.Get(ctx, name, metav1.GetOptions{}))
 }
 
 // DeletePod deletes the server pod with this UID (its controller replaces it).
@@ -184,5 +185,5 @@ func (c *Credentials) DeletePod(ctx context.Context, name string, uid types.UID)
 	if err := inScope("pod", name, c.scope.Pods); err != nil {
 		return err
 	}
-	return c.pods.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	return wrap(c.pods.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}))
 }

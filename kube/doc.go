@@ -3,4 +3,10 @@
 // counting, and the narrow per-workflow adapters that expose only the verbs a
 // workflow may use (a retirement gets Get and Replace on one Secret, nothing
 // else).
+//
+// Every API error an adapter returns is a *Error carrying its Failure: a
+// typed Reason (kube.ReasonNotFound, kube.ReasonConflict, ...) that
+// errors.Is matches, the HTTP status, and whether the API server definitely
+// did not apply the request. Families never read HTTP codes or compare
+// reason strings; workflow.KubeAnswer turns a failed call into its answer.
 package kube

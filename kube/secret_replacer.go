@@ -25,7 +25,7 @@ func NewSecretReplacer(client Interface, namespace, name string) *SecretReplacer
 
 // Get reads the Secret.
 func (r *SecretReplacer) Get(ctx context.Context) (*corev1.Secret, error) {
-	return r.secrets.Get(ctx, r.name, metav1.GetOptions{})
+	return wrapped(r.secrets.Get(ctx, r.name, metav1.GetOptions{}))
 }
 
 // Replace sends s as a full replacement. s must be the bound Secret and carry
@@ -38,5 +38,5 @@ func (r *SecretReplacer) Replace(ctx context.Context, s *corev1.Secret) (*corev1
 	if s.ResourceVersion == "" {
 		return nil, fmt.Errorf("replace of %s/%s refused: no resourceVersion precondition", s.Namespace, s.Name)
 	}
-	return r.secrets.Update(ctx, s, metav1.UpdateOptions{})
+	return wrapped(r.secrets.Update(ctx, s, metav1.UpdateOptions{}))
 }

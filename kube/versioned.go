@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -53,7 +54,7 @@ func (v *VersionedSecrets) Name() string { return v.name }
 
 // GetLive reads the live Secret.
 func (v *VersionedSecrets) GetLive(ctx context.Context) (*corev1.Secret, error) {
-	return v.secrets.Get(ctx, v.name, metav1.GetOptions{})
+	return wrapped(v.secrets.Get(ctx, v.name, metav1.GetOptions{}))
 }
 
 // CreateLive creates the live Secret; the API server refuses it with 409
@@ -65,7 +66,7 @@ func (v *VersionedSecrets) CreateLive(ctx context.Context, s *corev1.Secret) (*c
 	if s.ResourceVersion != "" || s.UID != "" {
 		return nil, fmt.Errorf("create of %s/%s refused: a new Secret carries no UID or resourceVersion", s.Namespace, s.Name)
 	}
-	return v.secrets.Create(ctx, s, metav1.CreateOptions{})
+	return wrapped(v.secrets.Create(ctx, s, metav1.CreateOptions{}))
 }
 
 // ReplaceLive sends s as a full replacement of the live Secret. s must carry
@@ -78,7 +79,7 @@ func (v *VersionedSecrets) ReplaceLive(ctx context.Context, s *corev1.Secret) (*
 	if s.ResourceVersion == "" || s.UID == "" {
 		return nil, fmt.Errorf("replace of %s/%s refused: no UID or resourceVersion precondition", s.Namespace, s.Name)
 	}
-	return v.secrets.Update(ctx, s, metav1.UpdateOptions{})
+	return wrapped(v.secrets.Update(ctx, s, metav1.UpdateOptions{}))
 }
 
 // DeleteLive deletes the live Secret if it still has uid and
@@ -95,7 +96,7 @@ func (v *VersionedSecrets) CreateSnapshot(ctx context.Context, s *corev1.Secret)
 	if s.Immutable == nil || !*s.Immutable {
 		return nil, fmt.Errorf("snapshot create of %s/%s refused: a snapshot is immutable", s.Namespace, s.Name)
 	}
-	return v.secrets.Create(ctx, s, metav1.CreateOptions{})
+	return wrapped(v.secrets.Create(ctx, s, metav1.CreateOptions{}))
 }
 
 // GetSnapshot reads one snapshot Secret.
@@ -103,7 +104,7 @@ func (v *VersionedSecrets) GetSnapshot(ctx context.Context, name string) (*corev
 	if !strings.HasPrefix(name, SnapshotPrefix) {
 		return nil, fmt.Errorf("snapshot get of %s refused: not a snapshot name", name)
 	}
-	return v.secrets.Get(ctx, name, metav1.GetOptions{})
+	return wrapped(v.secrets.Get(ctx, name, metav1.GetOptions{}))
 }
 
 // DeleteSnapshot deletes one snapshot Secret if it still has uid and
@@ -131,7 +132,7 @@ func (v *VersionedSecrets) ListMetadata(ctx context.Context) ([]metav1.PartialOb
 		}
 		raw, err := req.Do(ctx).Raw()
 		if err != nil {
-			return nil, err
+			return nil, wrap(err)
 		}
 		var list metav1.PartialObjectMetadataList
 		if err := json.Unmarshal(raw, &list); err != nil {
@@ -171,7 +172,7 @@ func (v *VersionedSecrets) delete(ctx context.Context, name string, uid types.UI
 	obj, err := v.rest.Delete().Namespace(v.namespace).Resource("secrets").Name(name).
 		Body(&opts).Do(ctx).Get()
 	if err != nil {
-		if Classify(err).Reason == "not-found" {
+		if err = wrap(err); errors.Is(err, ReasonNotFound) {
 			return Deleted, nil
 		}
 		return DeletionUnknown, err

@@ -2,10 +2,8 @@ package credentials
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -202,17 +200,8 @@ func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) 
 		Step: stepOrphanExternalSecret, Target: "externalsecret/" + name, UID: string(uid), ResourceVersion: resourceVersion,
 		Detail: map[string]any{"propagationPolicy": "Orphan", "listedInAdopt": f.listed(name)},
 		Send: func(ctx context.Context) workflow.Answer {
-			err := f.kube.OrphanExternalSecret(ctx, name, uid, resourceVersion)
-			switch {
-			case err == nil:
-				return workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, UID: string(uid), Reason: "deleting"}
-			case isNotFound(err):
-				return workflow.Answer{Status: workflow.Applied, Code: http.StatusNotFound, UID: string(uid), Reason: reasonAbsent}
-			case apierrors.IsConflict(err):
-				// A precondition failed: settled by re-reading.
-				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonPreconditionFailed}
-			}
-			return answerFor(err)
+			// A failed precondition (409) is settled by re-reading.
+			return deleteAnswer(uid, "deleting", f.kube.OrphanExternalSecret(ctx, name, uid, resourceVersion))
 		},
 	}
 }
@@ -282,16 +271,7 @@ func (f *family) deleteGeneratorCall(name string, uid types.UID, resourceVersion
 	return &workflow.Call{
 		Step: stepDeleteGenerator, Target: "password/" + name, UID: string(uid), ResourceVersion: resourceVersion,
 		Send: func(ctx context.Context) workflow.Answer {
-			err := f.kube.DeletePasswordGenerator(ctx, name, uid, resourceVersion)
-			switch {
-			case err == nil:
-				return workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, UID: string(uid), Reason: "deleted"}
-			case isNotFound(err):
-				return workflow.Answer{Status: workflow.Applied, Code: http.StatusNotFound, UID: string(uid), Reason: reasonAbsent}
-			case apierrors.IsConflict(err):
-				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonPreconditionFailed}
-			}
-			return answerFor(err)
+			return deleteAnswer(uid, "deleted", f.kube.DeletePasswordGenerator(ctx, name, uid, resourceVersion))
 		},
 	}
 }

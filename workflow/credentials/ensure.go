@@ -2,12 +2,10 @@ package credentials
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
@@ -138,14 +136,13 @@ func (f *family) createCall(plan Secret) (*workflow.Call, error) {
 			for k := range s.Data {
 				clear(s.Data[k])
 			}
-			switch {
-			case err == nil:
-				return workflow.Answer{Status: workflow.Applied, Code: http.StatusCreated, Reason: reasonCreated,
-					UID: string(got.UID), ResourceVersion: got.ResourceVersion}
-			case apierrors.IsAlreadyExists(err):
-				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonAlreadyExists}
+			if err != nil {
+				// 409 already-exists is Unknown: resolution reads the
+				// occupant and checks the nonce.
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
-			return answerFor(err)
+			return workflow.Answer{Status: workflow.Applied, Code: http.StatusCreated, Reason: reasonCreated,
+				UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 		},
 	}, nil
 }
@@ -225,29 +222,15 @@ func (f *family) patchCall(s *corev1.Secret, plan Secret, c change) (*workflow.C
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.PatchSecret(ctx, name, patch)
 			clear(patch)
-			if err == nil {
-				return workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, Reason: "patched",
-					UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+			if err != nil {
+				// A failed resourceVersion test (kube.ReasonTestFailed,
+				// 422) is Unknown: the Secret changed since read.
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
-			if testFailed(err) {
-				return workflow.Answer{Status: workflow.Unknown, Code: http.StatusUnprocessableEntity, Reason: reasonTestFailed}
-			}
-			return answerFor(err)
+			return workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, Reason: "patched",
+				UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 		},
 	}, nil
-}
-
-// testFailed recognises the API server's answer to a JSON patch that could
-// not be applied to the stored object: 422 with no object named in the
-// details (validation failures name the Secret). Our patch's first operation
-// tests the resourceVersion, so this means the Secret changed since read.
-func testFailed(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
-	}
-	st := status.Status()
-	return st.Code == http.StatusUnprocessableEntity && (st.Details == nil || st.Details.Kind == "" && st.Details.Name == "")
 }
 
 // resolvePatch re-reads after a patch whose outcome is unknown (a failed

@@ -3,11 +3,13 @@ package credentials
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
@@ -283,17 +285,20 @@ func (f *family) summary(p *progress) map[string]any {
 // be asked. After calls were sent the engine reports it as uncertain.
 func kubeErr(err error) error { return &workflow.Unavailable{Dependency: "kubernetes", Err: err} }
 
-func isNotFound(err error) bool { return err != nil && kube.Classify(err).Reason == "not-found" }
+func isNotFound(err error) bool { return errors.Is(err, kube.ReasonNotFound) }
 
-// answerFor classifies a failed call: definite refusals are Rejected, the
-// rest Unknown (settled by re-reading).
-func answerFor(err error) workflow.Answer {
-	fail := kube.Classify(err)
-	status := workflow.Unknown
-	if fail.Definite {
-		status = workflow.Rejected
+// deleteAnswer is the answer to a delete of the object with uid, sent with
+// preconditions: done (reason ok) when err is nil, else workflow.KubeAnswer's
+// reading of the failure (a 404 is gone: applied to this UID).
+func deleteAnswer(uid types.UID, ok string, err error) workflow.Answer {
+	a := workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, Reason: ok}
+	if err != nil {
+		a = workflow.KubeAnswer(workflow.KubeDelete, err)
 	}
-	return workflow.Answer{Status: status, Code: fail.Code, Reason: fail.Reason}
+	if a.Status == workflow.Applied {
+		a.UID = string(uid)
+	}
+	return a
 }
 
 // wait polls cond until it is done, fails, or waitBound passes.

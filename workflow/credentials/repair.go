@@ -167,14 +167,7 @@ func (f *family) deletePodCall(name string, uid types.UID) *workflow.Call {
 		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid),
 		Detail: map[string]any{"why": "refused-credentials"},
 		Send: func(ctx context.Context) workflow.Answer {
-			err := f.kube.DeletePod(ctx, name, uid)
-			switch {
-			case err == nil:
-				return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(uid), Reason: "deleted"}
-			case isNotFound(err):
-				return workflow.Answer{Status: workflow.Applied, Code: 404, UID: string(uid), Reason: reasonAbsent}
-			}
-			return answerFor(err)
+			return deleteAnswer(uid, "deleted", f.kube.DeletePod(ctx, name, uid))
 		},
 	}
 }

@@ -70,7 +70,7 @@ type family struct {
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	s, err := f.secret.Get(ctx)
 	if err != nil {
-		if kube.Classify(err).Reason == "not-found" {
+		if errors.Is(err, kube.ReasonNotFound) {
 			return refuse(ReasonSecretAbsent, nil, nil), nil
 		}
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
@@ -121,12 +121,7 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.secret.Replace(ctx, desired)
 			if err != nil {
-				fail := kube.Classify(err)
-				status := workflow.Unknown
-				if fail.Definite {
-					status = workflow.Rejected
-				}
-				return workflow.Answer{Status: status, Code: fail.Code, Reason: fail.Reason}
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			// Verify the returned object is what was intended; anything
 			// else is settled by re-reading, never assumed.
@@ -145,7 +140,7 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	s, err := f.secret.Get(ctx)
 	if err != nil {
-		if kube.Classify(err).Reason == "not-found" {
+		if errors.Is(err, kube.ReasonNotFound) {
 			return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonSecretAbsent}, nil
 		}
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
@@ -238,7 +233,7 @@ func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
 func Inspect(ctx context.Context, client kube.Interface, namespace, name, dataKey string) ([]byte, error) {
 	s, err := kube.NewSecretReplacer(client, namespace, name).Get(ctx)
 	if err != nil {
-		if kube.Classify(err).Reason == "not-found" {
+		if errors.Is(err, kube.ReasonNotFound) {
 			return nil, &workflow.Refused{Reason: ReasonSecretAbsent}
 		}
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}

@@ -2,6 +2,7 @@ package versioned
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,17 +13,6 @@ import (
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
-// answerOf classifies a failed call: a definite refusal is Rejected,
-// anything else (lost, timeout, 5xx, 409) Unknown and settled by re-reading.
-func answerOf(err error) workflow.Answer {
-	fail := kube.Classify(err)
-	status := workflow.Unknown
-	if fail.Definite {
-		status = workflow.Rejected
-	}
-	return workflow.Answer{Status: status, Code: fail.Code, Reason: fail.Reason}
-}
-
 func (f *family) createCall() *workflow.Call {
 	desired := f.created()
 	return &workflow.Call{
@@ -32,7 +22,7 @@ func (f *family) createCall() *workflow.Call {
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.api.CreateLive(ctx, desired.DeepCopy())
 			if err != nil {
-				return answerOf(err)
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			if !f.isCreated(got) {
 				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
@@ -61,7 +51,7 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 			if err != nil {
 				// 409 (slot occupied) is Unknown: resolution reads the
 				// occupant and verifies it.
-				return answerOf(err)
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			if !sameSource(got, snap) {
 				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
@@ -88,7 +78,7 @@ func (f *family) deleteSnapshotCall(step string, s Snapshot, c counts) *workflow
 				// leaves the snapshot in place: resolution re-reads it and
 				// the delete is retried, this run or the next (exit 75),
 				// never ending the operation.
-				a := answerOf(err)
+				a := workflow.KubeAnswer(workflow.KubeWrite, err)
 				a.Status = workflow.Unknown
 				return a
 			}
@@ -114,7 +104,7 @@ func (f *family) replaceCall(live *corev1.Secret, base map[string][]byte, n int6
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.api.ReplaceLive(ctx, desired.DeepCopy())
 			if err != nil {
-				return answerOf(err)
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			if got.UID != live.UID || got.ResourceVersion == live.ResourceVersion ||
 				got.Annotations[AnnotationVersion] != desired.Annotations[AnnotationVersion] || !sameData(got.Data, desired.Data) {
@@ -133,7 +123,7 @@ func (f *family) deleteLiveCall(live *corev1.Secret) *workflow.Call {
 		Send: func(ctx context.Context) workflow.Answer {
 			gone, err := f.api.DeleteLive(ctx, live.UID, live.ResourceVersion)
 			if err != nil {
-				return answerOf(err)
+				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(live.UID), Detail: map[string]any{"deletion": string(gone)}}
 		},
@@ -146,7 +136,7 @@ func (f *family) deleteLiveCall(live *corev1.Secret) *workflow.Call {
 func (f *family) confirmDeleted(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	s, err := f.api.GetLive(ctx)
 	switch {
-	case err != nil && kube.Classify(err).Reason == "not-found":
+	case errors.Is(err, kube.ReasonNotFound):
 		return f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}), nil
 	case err != nil:
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}

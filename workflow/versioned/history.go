@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -75,7 +76,7 @@ func ReadHistory(ctx context.Context, client kube.Interface, journal workflow.Jo
 	f := &family{cmd: &Command{Namespace: namespace, Name: name}, api: kube.NewVersionedSecrets(client, namespace, name), journal: journal}
 	live, err := f.api.GetLive(ctx)
 	if err != nil {
-		if kube.Classify(err).Reason == "not-found" {
+		if errors.Is(err, kube.ReasonNotFound) {
 			return nil, &workflow.Refused{Reason: ReasonSecretAbsent}
 		}
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
@@ -107,7 +108,7 @@ func ReadHistory(ctx context.Context, client kube.Interface, journal workflow.Jo
 		}
 		s, err := f.api.GetSnapshot(ctx, meta.Name)
 		if err != nil {
-			if kube.Classify(err).Reason == "not-found" {
+			if errors.Is(err, kube.ReasonNotFound) {
 				continue // deleted since the list
 			}
 			return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}

@@ -2,6 +2,7 @@ package versioned
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -100,7 +101,7 @@ func (f *family) resolveSnapshot(ctx context.Context, run *workflow.Run, call st
 	}
 	name := call.Target[len("secret/"):]
 	occupant, err := f.api.GetSnapshot(ctx, name)
-	absent := err != nil && kube.Classify(err).Reason == "not-found"
+	absent := errors.Is(err, kube.ReasonNotFound)
 	if err != nil && !absent {
 		return undetermined(err), nil
 	}
@@ -220,7 +221,7 @@ func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call sto
 	} else {
 		prev, err := f.api.GetSnapshot(ctx, snapName)
 		if err != nil {
-			if kube.Classify(err).Reason == "not-found" {
+			if errors.Is(err, kube.ReasonNotFound) {
 				return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
 			}
 			return undetermined(err), nil
@@ -276,7 +277,7 @@ func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced stri
 		return v
 	}
 	switch {
-	case err != nil && kube.Classify(err).Reason == "not-found":
+	case errors.Is(err, kube.ReasonNotFound):
 		return deletion(found(workflow.Ours, "", nil), kube.Deleted), true
 	case err != nil:
 		return undetermined(err), true

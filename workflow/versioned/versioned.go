@@ -184,7 +184,7 @@ func (f *family) readLive(ctx context.Context) (*corev1.Secret, error) {
 	}
 	s, err := f.api.GetLive(ctx)
 	if err != nil {
-		if kube.Classify(err).Reason != "not-found" {
+		if !errors.Is(err, kube.ReasonNotFound) {
 			return nil, err
 		}
 		s = nil
@@ -570,7 +570,7 @@ func (f *family) loadTarget(ctx context.Context, run *workflow.Run, live *corev1
 	}
 	s, err := f.api.GetSnapshot(ctx, want.Name)
 	if err != nil {
-		if kube.Classify(err).Reason == "not-found" {
+		if errors.Is(err, kube.ReasonNotFound) {
 			return nil, ReasonVersionAbsent, nil
 		}
 		return nil, "", &workflow.Unavailable{Dependency: "kubernetes", Err: err}
