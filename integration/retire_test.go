@@ -343,7 +343,7 @@ func pgListener(t *testing.T) (url string, connections *atomic.Int32) {
 func TestIntegrationRetirePermissionMatrix(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	exact := func(name string) []rbacv1.PolicyRule { return retirementRules(name) }
+	exact := retirementRules
 	cases := []struct {
 		name  string
 		rules func(secret string) []rbacv1.PolicyRule

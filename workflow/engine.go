@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/looplab/fsm"
@@ -439,7 +440,7 @@ func (m *machine) complete(ctx context.Context, c Completion, before []store.Rec
 }
 
 func (m *machine) refuse(ctx context.Context, reason string, summary map[string]any, before []store.Record) error {
-	records := append(before, store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason, Detail: summary})
+	records := append(slices.Clip(before), store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason, Detail: summary})
 	return m.fire(ctx, eventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }
 

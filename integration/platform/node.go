@@ -264,10 +264,6 @@ state = %q
 	})
 }
 
-func (n *Node) ctr(ctx context.Context, args ...string) ([]byte, error) {
-	return exec.CommandContext(ctx, "ctr", append([]string{"--address", n.socket(), "-n", "k8s.io"}, args...)...).CombinedOutput()
-}
-
 func (n *Node) startKubelet(ctx context.Context) error {
 	user, err := n.kube.env.AddUser(envtest.User{Name: "system:node:" + NodeName, Groups: []string{"system:nodes"}}, nil)
 	if err != nil {

@@ -19,7 +19,7 @@ func ValidIdentifier(s string) error {
 	case len(s) > MaxIdentifier:
 		return errors.New("must be at most 128 characters")
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 			c == '.' || c == '_' || c == ':' || c == '-') {

@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -173,7 +174,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *
 			}
 			return false, nil
 		})
-		if err == errReplaced {
+		if errors.Is(err, errReplaced) {
 			return f.refuseExternal(ReasonExternalReplaced, name), nil
 		}
 		if err != nil && ctx.Err() == nil {

@@ -42,7 +42,7 @@ func parseCanonical(s string, max int64) (int64, error) {
 	if s == "" || len(s) > 19 || s[0] == '0' {
 		return 0, errMalformed
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if s[i] < '0' || s[i] > '9' {
 			return 0, errMalformed
 		}

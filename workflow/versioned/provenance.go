@@ -209,20 +209,3 @@ func newNonce() string {
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b)
 }
-
-// foreignNames lists at most maxListed foreign names at or above version
-// from, for a refusal's summary (the journal's records are bounded).
-func foreignNames(inv inventory, from int64) (names []string, count int, highest int64) {
-	const maxListed = 20
-	for _, o := range inv.foreign {
-		if o.Version < from {
-			continue
-		}
-		count++
-		if len(names) < maxListed {
-			names = append(names, o.Name)
-		}
-		highest = max(highest, o.Version)
-	}
-	return names, count, highest
-}

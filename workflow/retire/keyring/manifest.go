@@ -192,7 +192,7 @@ func writeString(b *bytes.Buffer, s string) {
 
 // plainASCII reports whether s needs no escaping in a JSON string.
 func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
 			return false
 		}

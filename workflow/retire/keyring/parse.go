@@ -256,7 +256,7 @@ func memberName(name string) string {
 	if len(name) > 32 {
 		return "(name withheld)"
 	}
-	for i := 0; i < len(name); i++ {
+	for i := range len(name) {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
 			return "(name withheld)"

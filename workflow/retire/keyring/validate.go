@@ -113,7 +113,7 @@ func ValidIdentifier(s string) bool {
 	if len(s) == 0 || len(s) > MaxIdentifierLen {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
@@ -152,7 +152,7 @@ func validDigest(s string) bool {
 	if !ok || len(hexPart) != 64 {
 		return false
 	}
-	for i := 0; i < len(hexPart); i++ {
+	for i := range len(hexPart) {
 		c := hexPart[i]
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
