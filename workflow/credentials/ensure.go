@@ -157,12 +157,14 @@ func plannedKeys(plan Secret) []string {
 
 // resolveCreate re-reads after a create whose outcome is unknown (a lost
 // answer, or 409). Absent: not applied (create again, with a new nonce).
-// This call's Secret: the nonce whose digest the call record holds, type
-// Opaque, exactly the planned keys, not being deleted: ours. Anything else
+// This operation's Secret: the nonce of one of its create calls for this
+// Secret (each journaled before its send: with concurrent runs of one
+// operation, an earlier attempt may land after a later one was decided),
+// type Opaque, exactly the planned keys, not being deleted: ours. Anything else
 // is a Secret this run did not create, whatever its annotations say: it is
 // kept ("kept-existing"; "lookAlike" when it carries keyledger's
 // annotations), and the next decision patches in only what it lacks.
-func (f *family) resolveCreate(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
+func (f *family) resolveCreate(ctx context.Context, run *workflow.Run, name string, call store.Record) (workflow.Verdict, error) {
 	s, err := f.kube.GetSecret(ctx, name)
 	if isNotFound(err) {
 		plan := f.plan(name)
@@ -176,8 +178,8 @@ func (f *family) resolveCreate(ctx context.Context, name string, call store.Reco
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	}
 	v := workflow.Verdict{Kind: workflow.Ours, UID: string(s.UID), ResourceVersion: s.ResourceVersion}
-	if createdBy(s, f.plan(name), call.Digest) {
-		v.Reason, v.Digest = reasonCreatedByThis, call.Digest
+	if digest, ok := createdBy(s, f.plan(name), createDigests(run, call.Target)...); ok {
+		v.Reason, v.Digest = reasonCreatedByThis, digest
 		return v, nil
 	}
 	v.Reason = reasonKeptExisting
@@ -188,25 +190,41 @@ func (f *family) resolveCreate(ctx context.Context, name string, call store.Reco
 	return v, nil
 }
 
-// createdBy: s is the Secret the create call whose nonce digest is digest
-// made: it carries that nonce, is Opaque, holds exactly the planned keys
-// and is not being deleted. The annotation alone proves nothing (anyone
-// who may create Secrets can write it); the nonce was random, and its
-// digest journaled before the create was sent.
-func createdBy(s *corev1.Secret, plan Secret, digest string) bool {
+// createdBy reports whether s is the Secret one of the create calls whose
+// nonce digests are given made, and which: it carries that call's nonce, is
+// Opaque, holds exactly the planned keys and is not being deleted. The
+// annotation alone proves nothing (anyone who may create Secrets can write
+// it); the nonce was random, and its digest journaled before the create was
+// sent.
+func createdBy(s *corev1.Secret, plan Secret, digests ...string) (string, bool) {
 	nonce, ok := s.Annotations[AnnotationNonce]
-	if !ok || digest == "" || nonceDigest(nonce) != digest || s.DeletionTimestamp != nil || s.Type != corev1.SecretTypeOpaque {
-		return false
-	}
-	if len(s.Data) != len(plan.Keys) {
-		return false
+	if !ok || s.DeletionTimestamp != nil || s.Type != corev1.SecretTypeOpaque || len(s.Data) != len(plan.Keys) {
+		return "", false
 	}
 	for _, k := range plan.Keys {
 		if _, ok := s.Data[k.Name]; !ok {
-			return false
+			return "", false
 		}
 	}
-	return true
+	have := nonceDigest(nonce)
+	for _, d := range digests {
+		if d != "" && d == have {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// createDigests lists the nonce digests of every create call this operation
+// journaled for target.
+func createDigests(run *workflow.Run, target string) []string {
+	var digests []string
+	for _, r := range run.Records {
+		if r.Kind == store.RecordAuthorityCall && r.Step == stepCreateSecret && r.Target == target {
+			digests = append(digests, r.Digest)
+		}
+	}
+	return digests
 }
 
 // patchCall sends the one JSON patch that adds what s lacks.

@@ -163,7 +163,7 @@ func (f *family) resolve(ctx context.Context, run *workflow.Run, call store.Reco
 	_, name, _ := strings.Cut(call.Target, "/")
 	switch call.Step {
 	case stepCreateSecret:
-		return f.resolveCreate(ctx, name, call)
+		return f.resolveCreate(ctx, run, name, call)
 	case stepPatchSecret:
 		return f.resolvePatch(ctx, name, call, fold(run.Records))
 	case stepOrphanExternalSecret:

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
@@ -131,25 +132,48 @@ func TestCreatedByNeedsTheNonce(t *testing.T) {
 	s, err := newSecret("ns", "m1:run-1", nonce, plan)
 	require.NoError(t, err)
 	digest := nonceDigest(nonce)
-	require.True(t, createdBy(s, plan, digest))
+	ours := func(s *corev1.Secret, digests ...string) bool {
+		_, ok := createdBy(s, plan, digests...)
+		return ok
+	}
+	require.True(t, ours(s, digest))
 
 	other, err := newNonce()
 	require.NoError(t, err)
 	require.NotEqual(t, nonce, other)
-	require.False(t, createdBy(s, plan, nonceDigest(other)), "another call's nonce")
-	require.False(t, createdBy(s, plan, ""), "a call without a nonce digest")
+	require.False(t, ours(s, nonceDigest(other)), "another call's nonce")
+	require.False(t, ours(s, ""), "a call without a nonce digest")
+	require.False(t, ours(s), "no call at all")
+	got, ok := createdBy(s, plan, nonceDigest(other), digest)
+	require.True(t, ok, "an earlier attempt's nonce of the same operation")
+	require.Equal(t, digest, got, "the matching attempt is named")
 
 	lookAlike := s.DeepCopy()
 	lookAlike.Annotations[AnnotationNonce] = "forged"
-	require.False(t, createdBy(lookAlike, plan, digest), "same annotations, not the nonce")
+	require.False(t, ours(lookAlike, digest), "same annotations, not the nonce")
 	extra := s.DeepCopy()
 	extra.Data["more"] = []byte("x")
-	require.False(t, createdBy(extra, plan, digest), "not exactly the planned keys")
+	require.False(t, ours(extra, digest), "not exactly the planned keys")
 	missing := s.DeepCopy()
 	delete(missing.Data, "user")
-	require.False(t, createdBy(missing, plan, digest))
+	require.False(t, ours(missing, digest))
 	typed := s.DeepCopy()
 	typed.Type = corev1.SecretTypeBasicAuth
-	require.False(t, createdBy(typed, plan, digest), "not the planned type")
+	require.False(t, ours(typed, digest), "not the planned type")
 	require.NotContains(t, digest, nonce, "the journal holds a digest of the nonce, not the nonce")
+}
+
+// Every create attempt of the operation for one Secret proves ownership
+// (each nonce digest was journaled before its send); attempts for other
+// Secrets and other records do not count.
+func TestCreateDigestsAreEveryAttemptForTheTarget(t *testing.T) {
+	t.Parallel()
+	run := &workflow.Run{Records: []store.Record{
+		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:first"},
+		{Kind: store.RecordResolution, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:resolution"},
+		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/b", Digest: "sha256:other-secret"},
+		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:second"},
+	}}
+	require.Equal(t, []string{"sha256:first", "sha256:second"}, createDigests(run, "secret/a"))
+	require.Empty(t, createDigests(run, "secret/c"))
 }
