@@ -8,26 +8,15 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/keyledger/keyledger/kube"
-
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/workflow"
 )
-
-// hookObjects are the five objects render writes, decoded.
-type hookObjects struct {
-	serviceAccount *corev1.ServiceAccount
-	role           *rbacv1.Role
-	roleBinding    *rbacv1.RoleBinding
-	configMap      *corev1.ConfigMap
-	job            *batchv1.Job
-}
 
 // applyHookCommand: `keyledger apply-hook DIR` applies the five files render
 // --out-dir wrote, in order, as Argo CD would run the PreSync hooks: each
@@ -54,22 +43,22 @@ func applyHookCommand(ctx context.Context, args []string, streams IOStreams) err
 		return err
 	}
 	defer release()
-	if err := applyHook(ctx, client, objs, timeout); err != nil {
+	if err := applyHook(ctx, kube.NewHook(client, objs.Job.Namespace), objs, timeout); err != nil {
 		return err
 	}
-	b, _ := json.Marshal(map[string]string{"job": objs.job.Name, "namespace": objs.job.Namespace, "outcome": "succeeded"})
+	b, _ := json.Marshal(map[string]string{"job": objs.Job.Name, "namespace": objs.Job.Namespace, "outcome": "succeeded"})
 	fmt.Fprintln(streams.Out, string(b))
 	return nil
 }
 
 // readHook decodes the five files strictly, each of the kind its name says.
-func readHook(dir string) (*hookObjects, error) {
-	o := &hookObjects{serviceAccount: &corev1.ServiceAccount{}, role: &rbacv1.Role{}, roleBinding: &rbacv1.RoleBinding{},
-		configMap: &corev1.ConfigMap{}, job: &batchv1.Job{}}
+func readHook(dir string) (*kube.HookObjects, error) {
+	o := &kube.HookObjects{ServiceAccount: &corev1.ServiceAccount{}, Role: &rbacv1.Role{}, RoleBinding: &rbacv1.RoleBinding{},
+		ConfigMap: &corev1.ConfigMap{}, Job: &batchv1.Job{}}
 	targets := []struct {
 		into metav1.Object
 		kind string
-	}{{o.serviceAccount, "ServiceAccount"}, {o.role, "Role"}, {o.roleBinding, "RoleBinding"}, {o.configMap, "ConfigMap"}, {o.job, "Job"}}
+	}{{o.ServiceAccount, "ServiceAccount"}, {o.Role, "Role"}, {o.RoleBinding, "RoleBinding"}, {o.ConfigMap, "ConfigMap"}, {o.Job, "Job"}}
 	entries, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(entries) != len(hookFiles) {
 		return nil, usagef("apply-hook: %s must hold exactly the %d files render --out-dir writes", dir, len(hookFiles))
@@ -97,126 +86,29 @@ func readHook(dir string) (*hookObjects, error) {
 	return o, nil
 }
 
-// applyHook replaces each object in order, then waits for the Job.
-func applyHook(ctx context.Context, c kube.Interface, o *hookObjects, timeout time.Duration) error {
-	ns := o.job.Namespace
-	background := metav1.DeletePropagationBackground
-	del := metav1.DeleteOptions{PropagationPolicy: &background}
-	type resource struct {
-		name   string
-		get    func(context.Context) error
-		delete func(context.Context) error
-		create func(context.Context) error
-	}
-	sa, roles, bindings, cms, jobs := c.CoreV1().ServiceAccounts(ns), c.RbacV1().Roles(ns), c.RbacV1().RoleBindings(ns),
-		c.CoreV1().ConfigMaps(ns), c.BatchV1().Jobs(ns)
-	steps := []resource{
-		{"serviceaccount/" + o.serviceAccount.Name,
-			func(ctx context.Context) error {
-				_, err := sa.Get(ctx, o.serviceAccount.Name, metav1.GetOptions{})
-				return err
-			},
-			func(ctx context.Context) error { return sa.Delete(ctx, o.serviceAccount.Name, del) },
-			func(ctx context.Context) error {
-				_, err := sa.Create(ctx, o.serviceAccount, metav1.CreateOptions{})
-				return err
-			}},
-		{"role/" + o.role.Name,
-			func(ctx context.Context) error {
-				_, err := roles.Get(ctx, o.role.Name, metav1.GetOptions{})
-				return err
-			},
-			func(ctx context.Context) error { return roles.Delete(ctx, o.role.Name, del) },
-			func(ctx context.Context) error {
-				_, err := roles.Create(ctx, o.role, metav1.CreateOptions{})
-				return err
-			}},
-		{"rolebinding/" + o.roleBinding.Name,
-			func(ctx context.Context) error {
-				_, err := bindings.Get(ctx, o.roleBinding.Name, metav1.GetOptions{})
-				return err
-			},
-			func(ctx context.Context) error { return bindings.Delete(ctx, o.roleBinding.Name, del) },
-			func(ctx context.Context) error {
-				_, err := bindings.Create(ctx, o.roleBinding, metav1.CreateOptions{})
-				return err
-			}},
-		{"configmap/" + o.configMap.Name,
-			func(ctx context.Context) error {
-				_, err := cms.Get(ctx, o.configMap.Name, metav1.GetOptions{})
-				return err
-			},
-			func(ctx context.Context) error { return cms.Delete(ctx, o.configMap.Name, del) },
-			func(ctx context.Context) error {
-				_, err := cms.Create(ctx, o.configMap, metav1.CreateOptions{})
-				return err
-			}},
-		{"job/" + o.job.Name,
-			func(ctx context.Context) error { _, err := jobs.Get(ctx, o.job.Name, metav1.GetOptions{}); return err },
-			func(ctx context.Context) error { return jobs.Delete(ctx, o.job.Name, del) },
-			func(ctx context.Context) error { _, err := jobs.Create(ctx, o.job, metav1.CreateOptions{}); return err }},
-	}
+// applyHook replaces each object in order, then waits for the Job; it maps
+// each step's failure to its outcome (exit code).
+func applyHook(ctx context.Context, hook *kube.Hook, o *kube.HookObjects, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for _, s := range steps {
-		if err := s.delete(ctx); err != nil && !apierrors.IsNotFound(err) {
-			return &workflow.Unavailable{Dependency: "kubernetes", Err: fmt.Errorf("deleting %s: %w", s.name, err)}
+	for _, obj := range o.InOrder() {
+		ref := kube.HookRef(obj)
+		if err := hook.Delete(ctx, obj); err != nil {
+			return &workflow.Unavailable{Dependency: "kubernetes", Err: fmt.Errorf("deleting %s: %w", ref, err)}
 		}
-		if err := poll(ctx, func() (bool, error) {
-			err := s.get(ctx)
-			if apierrors.IsNotFound(err) {
-				return true, nil
-			}
-			return false, err
-		}); err != nil {
-			return fmt.Errorf("waiting for the old %s to go: %w", s.name, err)
+		if err := hook.WaitGone(ctx, obj); err != nil {
+			return fmt.Errorf("waiting for the old %s to go: %w", ref, err)
 		}
-		if err := s.create(ctx); err != nil {
-			return &workflow.Unavailable{Dependency: "kubernetes", Err: fmt.Errorf("creating %s: %w", s.name, err)}
+		if err := hook.Create(ctx, obj); err != nil {
+			return &workflow.Unavailable{Dependency: "kubernetes", Err: fmt.Errorf("creating %s: %w", ref, err)}
 		}
 	}
-	var failed bool
-	err := poll(ctx, func() (bool, error) {
-		j, err := jobs.Get(ctx, o.job.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range j.Status.Conditions {
-			if c.Status != corev1.ConditionTrue {
-				continue
-			}
-			switch c.Type {
-			case batchv1.JobComplete:
-				return true, nil
-			case batchv1.JobFailed:
-				failed = true
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	failed, err := hook.WaitJob(ctx, o.Job.Name)
 	switch {
 	case err != nil:
 		return &workflow.Uncertain{Reason: "hook-job-unfinished", Err: err}
 	case failed:
-		return &workflow.Refused{Reason: "hook-job-failed", Detail: "job " + o.job.Name + " failed; see its pod's output"}
+		return &workflow.Refused{Reason: "hook-job-failed", Detail: "job " + o.Job.Name + " failed; see its pod's output"}
 	}
 	return nil
-}
-
-// poll calls cond every 250ms until it is done, fails, or ctx ends.
-func poll(ctx context.Context, cond func() (bool, error)) error {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		done, err := cond()
-		if err != nil || done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }

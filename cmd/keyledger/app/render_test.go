@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger"
+	"github.com/keyledger/keyledger/workflow/credentials"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -66,15 +67,15 @@ func TestRenderCredentialsGolden(t *testing.T) {
 		{APIGroups: []string{"generators.external-secrets.io"}, Resources: []string{"passwords"}, ResourceNames: []string{"shop-orders-cache-password"}, Verbs: []string{"get", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{"shop-orders-cache-0", "shop-bus-0"}, Verbs: []string{"get", "delete"}},
 	}, role.Rules, "exactly the issue's rules, nothing else")
-	require.Equal(t, "0", role.Annotations[annotationSyncWave])
-	require.Equal(t, "BeforeHookCreation", role.Annotations[annotationHookDelete])
+	require.Equal(t, "0", role.Annotations["argocd.argoproj.io/sync-wave"])
+	require.Equal(t, "BeforeHookCreation", role.Annotations["argocd.argoproj.io/hook-delete-policy"])
 
 	var job batchv1.Job
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
-	require.Equal(t, hookName("shop-orders-cache", []byte(renderPlan), Version, "registry.example/keyledger:v1"), job.Name)
+	require.Equal(t, credentials.HookJobName("shop-orders-cache", []byte(renderPlan), Version, "registry.example/keyledger:v1"), job.Name)
 	require.Regexp(t, `^shop-orders-cache-credentials-[0-9a-f]{8}$`, job.Name)
-	require.Equal(t, "1", job.Annotations[annotationSyncWave])
-	require.Equal(t, "BeforeHookCreation,HookSucceeded", job.Annotations[annotationHookDelete])
+	require.Equal(t, "1", job.Annotations["argocd.argoproj.io/sync-wave"])
+	require.Equal(t, "BeforeHookCreation,HookSucceeded", job.Annotations["argocd.argoproj.io/hook-delete-policy"])
 	require.NotNil(t, job.Spec.TTLSecondsAfterFinished)
 	pod := job.Spec.Template.Spec
 	require.True(t, *pod.SecurityContext.RunAsNonRoot)
@@ -82,18 +83,6 @@ func TestRenderCredentialsGolden(t *testing.T) {
 	require.True(t, *c.ReadOnlyRootFilesystem)
 	require.False(t, *c.AllowPrivilegeEscalation)
 	require.Equal(t, "ALL", string(c.Capabilities.Drop[0]))
-}
-
-func TestHookName(t *testing.T) {
-	t.Parallel()
-	long := strings.Repeat("a", 60)
-	plan := []byte("{}")
-	name := hookName(long, plan, "v1", "img")
-	require.Equal(t, strings.Repeat("a", 42)+"-credentials-", name[:55])
-	require.Len(t, name, 63)
-	require.NotEqual(t, name, hookName(long, plan, "v2", "img"), "a new version renames the Job")
-	require.NotEqual(t, name, hookName(long, plan, "v1", "img2"), "a new image renames the Job")
-	require.NotEqual(t, name, hookName(long, []byte("{ }"), "v1", "img"), "a new plan renames the Job")
 }
 
 func TestRenderAndApplyHookUsage(t *testing.T) {
@@ -112,7 +101,7 @@ func TestRenderAndApplyHookUsage(t *testing.T) {
 	require.NoError(t, err)
 	objs, err := readHook(dir)
 	require.NoError(t, err)
-	require.Equal(t, "shop", objs.job.Namespace)
+	require.Equal(t, "shop", objs.Job.Namespace)
 	require.NoError(t, os.Rename(filepath.Join(dir, "2-role.yaml"), filepath.Join(dir, "2-x.yaml")))
 	_, err = readHook(dir)
 	require.Equal(t, ExitUsage, ExitCode(err))
@@ -180,5 +169,5 @@ func TestRenderDefaultImageIsTheVersionsTables(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
 	require.NotEmpty(t, keyledger.Image())
 	require.Equal(t, keyledger.Image(), job.Spec.Template.Spec.Containers[0].Image)
-	require.Equal(t, hookName("shop-orders-cache", []byte(renderPlan), Version, keyledger.Image()), job.Name)
+	require.Equal(t, credentials.HookJobName("shop-orders-cache", []byte(renderPlan), Version, keyledger.Image()), job.Name)
 }

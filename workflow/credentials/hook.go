@@ -1,0 +1,160 @@
+package credentials
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Argo CD hook annotations.
+const (
+	annotationHook       = "argocd.argoproj.io/hook"
+	annotationSyncWave   = "argocd.argoproj.io/sync-wave"
+	annotationHookDelete = "argocd.argoproj.io/hook-delete-policy"
+	// planFile is the ConfigMap key; planPath is where the Job's container
+	// reads it: a subPath mount of that one key, so the kubelet bind-mounts
+	// the resolved file and the container sees a regular file (a ConfigMap
+	// mounted as a directory holds plan.json as a symlink into ..data/,
+	// which `run` refuses to open).
+	planFile = "plan.json"
+	planPath = "/etc/keyledger/plan.json"
+	// hookUser is the non-root user the Job runs as: the image's UID 10001.
+	hookUser = 10001
+	// hookTTL is the Job's ttlSecondsAfterFinished.
+	hookTTL = 3600
+)
+
+// HookJobName is the hook Job's name: <owner[:42]>-credentials-<h8>, h8 the
+// first 8 hex digits of sha256(plan.json bytes + version + image), so a new
+// plan, version or image is a new Job.
+func HookJobName(owner string, plan []byte, version, image string) string {
+	h := sha256.New()
+	h.Write(plan)
+	h.Write([]byte(version))
+	h.Write([]byte(image))
+	if len(owner) > 42 {
+		owner = owner[:42]
+	}
+	return owner + "-credentials-" + hex.EncodeToString(h.Sum(nil))[:8]
+}
+
+// Hook returns the five Argo CD PreSync hook objects that run cmd in the
+// cluster, as YAML documents in apply order: the ServiceAccount, its Role
+// (exactly Rules of the plan), the RoleBinding, the ConfigMap holding plan
+// (the command file's bytes, as read), and the Job that runs `keyledger run`
+// on it with image. version is keyledger's version (it names the Job);
+// databaseSecret is the Secret whose key "url" the kubelet passes to the Job
+// as KEYLEDGER_DATABASE_URL.
+func Hook(cmd *Command, plan []byte, image, version, databaseSecret string) ([][]byte, error) {
+	s := cmd.Spec
+	name := s.Owner + "-credentials"
+	meta := func(n, wave, policy string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Name: n, Namespace: s.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger", "app.kubernetes.io/component": "credentials",
+				"keyledger.dev/owner": s.Owner},
+			Annotations: map[string]string{annotationHook: "PreSync", annotationSyncWave: wave, annotationHookDelete: policy},
+		}
+	}
+	const before = "BeforeHookCreation"
+	yes, no := true, false
+	user := int64(hookUser)
+	ttl, backoff := int32(hookTTL), int32(2)
+	objects := []any{
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(name, "0", before)},
+		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta(name, "0", before),
+			Rules: Rules(s)},
+		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta(name, "0", before),
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: s.Namespace}}},
+		&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta(name, "0", before),
+			Data: map[string]string{planFile: string(plan)}},
+		&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: meta(HookJobName(s.Owner, plan, version, image), "1", before+",HookSucceeded"),
+			Spec: batchv1.JobSpec{
+				BackoffLimit: &backoff, TTLSecondsAfterFinished: &ttl,
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger",
+						"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner}},
+					Spec: corev1.PodSpec{
+						ServiceAccountName: name,
+						RestartPolicy:      corev1.RestartPolicyNever,
+						SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user,
+							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+						Containers: []corev1.Container{{
+							Name: "keyledger", Image: image, Args: []string{"run", planPath},
+							Env: []corev1.EnvVar{{Name: "KEYLEDGER_DATABASE_URL", ValueFrom: &corev1.EnvVarSource{
+								SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: databaseSecret}, Key: "url"}}}},
+							SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
+								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+							VolumeMounts: []corev1.VolumeMount{{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true}},
+						}},
+						Volumes: []corev1.Volume{{Name: "plan", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: name},
+							Items:                []corev1.KeyToPath{{Key: planFile, Path: planFile}},
+						}}}},
+					},
+				},
+			},
+		},
+	}
+	docs := make([][]byte, len(objects))
+	for i, o := range objects {
+		d, err := toYAML(o)
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = d
+	}
+	return docs, nil
+}
+
+// toYAML encodes an object without the empty status and creation
+// timestamps the Go types carry.
+func toYAML(o any) ([]byte, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	prune(m)
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimLeft(out, "\n"), nil
+}
+
+// prune drops creationTimestamp: null and empty objects left by the types.
+func prune(m map[string]any) {
+	for k, v := range m {
+		switch x := v.(type) {
+		case nil:
+			if k == "creationTimestamp" {
+				delete(m, k)
+			}
+		case map[string]any:
+			prune(x)
+			if len(x) == 0 && (k == "resources" || k == "status" || k == "strategy") {
+				delete(m, k)
+			}
+		case []any:
+			for _, e := range x {
+				if em, ok := e.(map[string]any); ok {
+					prune(em)
+				}
+			}
+		}
+	}
+}
