@@ -2,7 +2,8 @@
 // configuration, the permission matrix (SelfSubjectAccessReviews), request
 // counting, and the narrow per-workflow adapters that expose only the verbs a
 // workflow may use (a retirement gets Get and Replace on one Secret, nothing
-// else).
+// else; `keyledger apply-hook` gets Hook: delete, wait until gone, create of
+// the credentials hook's five kinds in one namespace, and waiting for its Job).
 //
 // Every API error an adapter returns is a *Error carrying its Failure: a
 // typed Reason (kube.ReasonNotFound, kube.ReasonConflict, ...) that

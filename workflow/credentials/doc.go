@@ -70,4 +70,10 @@
 // kebab-case reasons. Literal `value`s in a plan are not secret by contract
 // (render ships the plan in a ConfigMap), so the plan file is read without
 // RequirePrivate and its canonical digest is the operation's command digest.
+//
+// Hook renders the Argo CD PreSync hook that runs a plan in the cluster
+// (`keyledger render credentials`): a ServiceAccount, a Role holding exactly
+// Rules of the plan, its RoleBinding, a ConfigMap with the plan's bytes and
+// the Job running `keyledger run` on them, named by HookJobName so that a new
+// plan, version or image is a new Job. Applying it is kube.Hook's.
 package credentials
