@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS keyledger.operations_mutation_id_pattern;
