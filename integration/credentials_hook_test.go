@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
@@ -131,4 +133,80 @@ func TestIntegrationCredentialsRenderDefaultImage(t *testing.T) {
 	make, err := os.ReadFile(filepath.Join(platform.RepoRoot(), "Makefile"))
 	require.NoError(t, err)
 	require.Contains(t, string(make), "IMAGE=$(KEYLEDGER_IMAGE) bash hack/image.sh", "make image builds the same tag")
+}
+
+// `keyledger apply-hook` on the real control plane, which runs the Job
+// controller but no kubelet: each rendered object replaces the one of its
+// name by delete, wait until gone, create (Argo CD's BeforeHookCreation),
+// again at the next sync; the wait for a Job no pod ever runs ends at
+// --timeout with 75 hook-job-unfinished; an identity without the rights stops
+// at the first delete with 69 and changes nothing. The Job succeeding in its
+// pod is TestIntegrationNodeCredentialsHook's.
+func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx, c := t.Context(), e.kube.Client()
+	planPath := e.writeCommand("plan.json", credentialPlan(e.ns, "mut-apply", []planSecret{standardSecret("shop-orders-cache-app")}))
+	dir := filepath.Join(e.dir, "hook")
+	r := e.keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
+	require.Equal(t, 0, r.Code, r.Stderr)
+	b, err := os.ReadFile(filepath.Join(dir, "5-job.yaml"))
+	require.NoError(t, err)
+	var job batchv1.Job
+	require.NoError(t, yaml.UnmarshalStrict(b, &job))
+	const name = "shop-orders-cache-credentials"
+	// A ConfigMap of the hook's name, as an earlier sync left it.
+	stale, err := c.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Data: map[string]string{"plan.json": "{}"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	r = e.keyledger([]string{"apply-hook", dir, "--timeout", "20s"}, asKubeconfig(e.serviceAccountKubeconfig("no-rights", nil)))
+	require.Equal(t, 69, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stderr, "kubernetes unavailable: deleting serviceaccount/"+name+":")
+	require.Contains(t, r.Stderr, "forbidden")
+	cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, stale.UID, cm.UID, "nothing was replaced")
+
+	uids := func() []types.UID {
+		t.Helper()
+		var out []types.UID
+		for _, get := range []func() (metav1.Object, error){
+			func() (metav1.Object, error) {
+				return c.CoreV1().ServiceAccounts(e.ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			func() (metav1.Object, error) { return c.RbacV1().Roles(e.ns).Get(ctx, name, metav1.GetOptions{}) },
+			func() (metav1.Object, error) {
+				return c.RbacV1().RoleBindings(e.ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			func() (metav1.Object, error) { return c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{}) },
+			func() (metav1.Object, error) { return c.BatchV1().Jobs(e.ns).Get(ctx, job.Name, metav1.GetOptions{}) },
+		} {
+			o, err := get()
+			require.NoError(t, err)
+			out = append(out, o.GetUID())
+		}
+		return out
+	}
+	plan, err := os.ReadFile(planPath)
+	require.NoError(t, err)
+	var before []types.UID
+	for sync := range 2 {
+		r := e.keyledger([]string{"apply-hook", dir, "--timeout", "5s"})
+		require.Equal(t, 75, r.Code, "sync %d: stdout %s stderr %s", sync, r.Stdout, r.Stderr)
+		require.Contains(t, r.Stderr, "[hook-job-unfinished, exit 75]")
+		require.Empty(t, r.Stdout, "no success line")
+		got := uids()
+		if sync == 0 {
+			require.NotEqual(t, stale.UID, got[3], "the stale ConfigMap was replaced")
+		} else {
+			for i := range got {
+				require.NotEqual(t, before[i], got[i], "sync %d replaces object %d", sync, i)
+			}
+		}
+		cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, string(plan), cm.Data["plan.json"])
+		before = got
+	}
 }
