@@ -38,20 +38,11 @@ func planCommand(ctx context.Context, args []string, streams IOStreams, log *slo
 	if err != nil {
 		return err
 	}
-	cfg, client, release, err := flags.kubeClient(nil)
+	deps, plan, release, err := pr.connect(&flags, log, nil)
 	if err != nil {
 		return err
 	}
 	defer release()
-	plan, err := pr.build(cfg, client)
-	if err != nil {
-		return err
-	}
-	deps := workflow.Deps{
-		Kube:      client,
-		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, pr.databaseURL) },
-		Log:       log,
-	}
 	res, err := workflow.DryRun(ctx, deps, plan)
 	if err != nil {
 		return err

@@ -96,23 +96,13 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	}
 
 	var counter kube.Counter
-	cfg, client, release, err := flags.kubeClient(func(rt http.RoundTripper) http.RoundTripper {
+	deps, plan, release, err := pr.connect(&flags, log, func(rt http.RoundTripper) http.RoundTripper {
 		return counter.Wrap(faultWrap(rt))
 	})
 	if err != nil {
 		return err
 	}
 	defer release()
-	plan, err := pr.build(cfg, client)
-	if err != nil {
-		return err
-	}
-
-	deps := workflow.Deps{
-		Kube:      client,
-		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, pr.databaseURL) },
-		Log:       log,
-	}
 	res, err := workflow.Execute(ctx, deps, plan)
 	transactions := int64(0)
 	if res != nil {
@@ -147,6 +137,27 @@ type preparedRun struct {
 	databaseURL      string
 	// build makes the family's plan once the cluster configuration is loaded.
 	build func(cfg *rest.Config, client kube.Interface) (workflow.Plan, error)
+}
+
+// connect loads the cluster configuration (wrap, when set, wraps the
+// transport), builds the family's plan and the engine's dependencies: what
+// run and plan share once the command is validated.
+func (pr *preparedRun) connect(flags *commonFlags, log *slog.Logger, wrap func(http.RoundTripper) http.RoundTripper) (workflow.Deps, workflow.Plan, func(), error) {
+	cfg, client, release, err := flags.kubeClient(wrap)
+	if err != nil {
+		return workflow.Deps{}, workflow.Plan{}, nil, err
+	}
+	plan, err := pr.build(cfg, client)
+	if err != nil {
+		release()
+		return workflow.Deps{}, workflow.Plan{}, nil, err
+	}
+	deps := workflow.Deps{
+		Kube:      client,
+		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, pr.databaseURL) },
+		Log:       log,
+	}
+	return deps, plan, release, nil
 }
 
 // prepareRun reads and validates the command file, its family's fields,
