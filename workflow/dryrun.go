@@ -68,27 +68,12 @@ const StatusPlanned = "planned"
 // again. The dry run stops where the next decision would depend on
 // something only a sent call can show (the same call decided twice).
 func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
-	log := deps.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	ctx = context.WithValue(ctx, dryRunKey{}, true)
-	if err := checkAccess(ctx, deps, plan, log); err != nil {
+	st, log, err := begin(ctx, deps, plan) // the journal is only read
+	if err != nil {
 		return nil, err
 	}
-	if plan.Precheck != nil {
-		if err := plan.Precheck(ctx); err != nil {
-			return nil, err
-		}
-	}
-	st, err := deps.OpenStore(ctx)
-	if err != nil {
-		return nil, &Unavailable{Dependency: "postgresql", Err: err}
-	}
 	defer st.Close()
-	if jb, ok := plan.Family.(JournalBound); ok {
-		jb.BindJournal(st) // reads only
-	}
 
 	res := &DryRunResult{}
 	op, records, err := dryPrepare(ctx, st, plan, res)

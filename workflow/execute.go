@@ -71,30 +71,40 @@ type Result struct {
 	Transactions int64
 }
 
-// Execute runs one operation: permission matrix, preparation, then the state
-// machine until the operation is terminal or its outcome is uncertain.
-func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
+// begin is what Execute and DryRun do before the journal is read: the
+// permission matrix, the family's precheck, then the journal opened and
+// bound to a family that reads it. The caller closes the store.
+func begin(ctx context.Context, deps Deps, plan Plan) (*store.Store, *slog.Logger, error) {
 	log := deps.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if err := checkAccess(ctx, deps, plan, log); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if plan.Precheck != nil {
 		if err := plan.Precheck(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-
 	st, err := deps.OpenStore(ctx)
 	if err != nil {
-		return nil, &Unavailable{Dependency: "postgresql", Err: err}
+		return nil, nil, &Unavailable{Dependency: "postgresql", Err: err}
 	}
-	defer st.Close()
 	if jb, ok := plan.Family.(JournalBound); ok {
 		jb.BindJournal(st)
 	}
+	return st, log, nil
+}
+
+// Execute runs one operation: permission matrix, preparation, then the state
+// machine until the operation is terminal or its outcome is uncertain.
+func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
+	st, log, err := begin(ctx, deps, plan)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
 	res := &Result{}
 	defer func() { res.Transactions = st.Transactions() }()
 
