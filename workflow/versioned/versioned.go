@@ -455,7 +455,7 @@ func archiveProblem(inv inventory, n int64, rec store.Record) string {
 // completes once it is gone.
 func (f *family) prune(run *workflow.Run, inv inventory, protected []int64) (workflow.Decision, bool, error) {
 	excess := len(inv.genuine) - f.limit
-	var c counts
+	var victims []Snapshot
 	for _, s := range inv.genuine {
 		if excess <= 0 {
 			break
@@ -464,15 +464,11 @@ func (f *family) prune(run *workflow.Run, inv inventory, protected []int64) (wor
 			continue
 		}
 		excess--
-		rec, ok := settled(run, StepPruneSnapshot, "secret/"+s.Name)
-		switch {
-		case ok:
-			c.add(rec)
-		case s.Terminating:
-			c.Pending++
-		default:
-			return workflow.Decision{Call: f.deleteSnapshotCall(StepPruneSnapshot, s, c)}, false, nil
-		}
+		victims = append(victims, s)
+	}
+	call, c := f.nextDelete(run, StepPruneSnapshot, victims)
+	if call != nil {
+		return workflow.Decision{Call: call}, false, nil
 	}
 	if c.Pending > 0 {
 		return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonPrunePending,
@@ -481,22 +477,33 @@ func (f *family) prune(run *workflow.Run, inv inventory, protected []int64) (wor
 	return workflow.Decision{}, true, nil
 }
 
-// purge deletes every snapshot keyledger made for the live UID, then
-// confirms with a fresh list that none is left. One still present blocks
-// the live delete with *workflow.Uncertain (exit 75): rerunning the same
-// command checks again.
-func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool, error) {
+// nextDelete walks snapshots to delete under step: each already settled in
+// the journal is counted, each terminating one is pending, and the first
+// of the rest is the next delete call (nil when there is none).
+func (f *family) nextDelete(run *workflow.Run, step string, snapshots []Snapshot) (*workflow.Call, counts) {
 	var c counts
-	for _, s := range inv.genuine {
-		rec, ok := settled(run, StepDeleteSnapshot, "secret/"+s.Name)
+	for _, s := range snapshots {
+		rec, ok := settled(run, step, "secret/"+s.Name)
 		switch {
 		case ok:
 			c.add(rec)
 		case s.Terminating:
 			c.Pending++
 		default:
-			return workflow.Decision{Call: f.deleteSnapshotCall(StepDeleteSnapshot, s, c)}, false, nil
+			return f.deleteSnapshotCall(step, s, c), c
 		}
+	}
+	return nil, c
+}
+
+// purge deletes every snapshot keyledger made for the live UID, then
+// confirms with a fresh list that none is left. One still present blocks
+// the live delete with *workflow.Uncertain (exit 75): rerunning the same
+// command checks again.
+func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool, error) {
+	call, c := f.nextDelete(run, StepDeleteSnapshot, inv.genuine)
+	if call != nil {
+		return workflow.Decision{Call: call}, false, nil
 	}
 	if !f.empty {
 		after, err := readInventory(ctx, f, run, live)
