@@ -2,7 +2,8 @@
 # Builds the PostgreSQL image the integration tests run, from Debian packages
 # (no image registry), at POSTGRES_MAJOR / POSTGRES_DEBIAN_SUITE from
 # versions.env. The tag names its content:
-#   keyledger-postgres:<major>-<suite>-<first 12 hex of sha256 of this script>
+#   keyledger-postgres:<major>-<suite>-<first 12 hex of sha256 of this script
+#   and hack/lib/debian-image.sh>
 # (the entrypoint is part of this script). Prints the tag on stdout; progress
 # goes to stderr. A cached image is reused at once. Needs root (or working
 # user namespaces for mmdebstrap) and a Docker engine (see hack/docker.sh).
@@ -15,10 +16,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/versions.env"
 
 log() { printf 'postgres-image: %s\n' "$*" >&2; }
+# shellcheck source=lib/debian-image.sh
+source "$root/hack/lib/debian-image.sh"
 
 major=$POSTGRES_MAJOR
 suite=$POSTGRES_DEBIAN_SUITE
-hash=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
+hash=$(debian_image_hash "${BASH_SOURCE[0]}")
 tag=keyledger-postgres:$major-$suite-$hash
 
 if docker image inspect "$tag" >/dev/null 2>&1; then
@@ -70,16 +73,7 @@ unset POSTGRES_PASSWORD
 exec postgres -D "$PGDATA" "$@"
 ENTRYPOINT
 
-mirrors=()
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-  [[ -f $f ]] || continue
-  if grep -v '^[[:space:]]*#' "$f" | grep -qw -- "$suite"; then
-    mirrors+=("$f")
-  fi
-done
-if [[ ${#mirrors[@]} -eq 0 ]]; then
-  log "no apt source under /etc/apt names $suite; using mmdebstrap's default mirror"
-fi
+debian_mirrors "$suite"
 
 bindir=/usr/lib/postgresql/$major/bin
 start=$(date +%s)
@@ -88,25 +82,16 @@ log "building $tag from Debian $suite packages with mmdebstrap (first run only, 
 # entrypoint makes its own), drop LLVM and its libz3 (JIT is off) to save ~150 MB, and add
 # the entrypoint and an empty data directory owned by postgres.
 rootfs_tar() {
-  mmdebstrap --variant=minbase --format=tar \
-    --include="postgresql-$major" \
-    --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/info/*' \
-    --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
+  debian_rootfs "$suite" "postgresql-$major" \
     --customize-hook="rm -rf \"\$1/var/lib/postgresql/$major\" \"\$1/etc/postgresql/$major\"" \
     --customize-hook="rm -rf \"\$1/usr/lib/postgresql/$major/lib/bitcode\" \"\$1/usr/lib/postgresql/$major/lib/llvmjit.so\" \"\$1/usr/lib/postgresql/$major/lib/llvmjit_types.bc\"" \
     --customize-hook='for p in $(chroot "$1" dpkg-query -W -f="\${Package}\n" "libllvm*" "libz3-*" 2>/dev/null); do chroot "$1" dpkg --purge --force-depends "$p" >&2; done' \
     --customize-hook="upload \"$work/entrypoint\" /usr/local/bin/keyledger-postgres-entrypoint" \
     --customize-hook='chmod 0755 "$1/usr/local/bin/keyledger-postgres-entrypoint"' \
-    --customize-hook='chroot "$1" install -d -o postgres -g postgres -m 0700 /var/lib/postgresql/data' \
-    --customize-hook='rm -rf "$1"/var/cache/debconf/*-old "$1"/var/log/*.log "$1"/var/log/apt/*' \
-    "$suite" - "${mirrors[@]}"
+    --customize-hook='chroot "$1" install -d -o postgres -g postgres -m 0700 /var/lib/postgresql/data'
 }
 
-# Imported untagged first, so a half-written tarball never gets the cached tag.
-if ! id=$(rootfs_tar | docker import \
+debian_build "$tag" rootfs_tar \
   --change "ENV PATH=$bindir:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   --change 'ENV PGDATA=/var/lib/postgresql/data' \
   --change 'ENV LANG=C.UTF-8' \
@@ -114,13 +99,7 @@ if ! id=$(rootfs_tar | docker import \
   --change 'WORKDIR /var/lib/postgresql' \
   --change 'EXPOSE 5432/tcp' \
   --change 'ENTRYPOINT ["/usr/local/bin/keyledger-postgres-entrypoint"]' \
-  --message "keyledger PostgreSQL $major from Debian $suite" \
-  -); then
-  if [[ -n ${id:-} ]]; then docker image rm "$id" >/dev/null 2>&1 || true; fi
-  log "building $tag failed"
-  exit 1
-fi
-docker tag "$id" "$tag"
+  --message "keyledger PostgreSQL $major from Debian $suite"
 
 log "built $tag in $(($(date +%s) - start)) s"
 echo "$tag"

@@ -4,7 +4,8 @@
 # nats-server, from Debian packages (no image registry), at
 # POSTGRES_DEBIAN_SUITE from versions.env (the one Debian suite the test
 # images use). The tag names its content:
-#   keyledger-servers:<suite>-<first 12 hex of sha256 of this script>
+#   keyledger-servers:<suite>-<first 12 hex of sha256 of this script and
+#   hack/lib/debian-image.sh>
 # Prints the tag on stdout; progress goes to stderr. A cached image is reused
 # at once. Needs root (or user namespaces for mmdebstrap) and a Docker engine.
 set -euo pipefail
@@ -13,10 +14,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/versions.env"
 
 log() { printf 'servers-image: %s\n' "$*" >&2; }
+# shellcheck source=lib/debian-image.sh
+source "$root/hack/lib/debian-image.sh"
 
 suite=$POSTGRES_DEBIAN_SUITE
-hash=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
-tag=keyledger-servers:$suite-$hash
+tag=keyledger-servers:$suite-$(debian_image_hash "${BASH_SOURCE[0]}")
 
 if docker image inspect "$tag" >/dev/null 2>&1; then
   echo "$tag"
@@ -24,39 +26,15 @@ if docker image inspect "$tag" >/dev/null 2>&1; then
 fi
 command -v mmdebstrap >/dev/null 2>&1 || { log "mmdebstrap is missing (apt-get install mmdebstrap)"; exit 1; }
 
-mirrors=()
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-  [[ -f $f ]] || continue
-  if grep -v '^[[:space:]]*#' "$f" | grep -qw -- "$suite"; then
-    mirrors+=("$f")
-  fi
-done
-
+debian_mirrors "$suite"
 start=$(date +%s)
 log "building $tag from Debian $suite packages with mmdebstrap (first run only, a few minutes)"
-rootfs_tar() {
-  mmdebstrap --variant=minbase --format=tar \
-    --include="redis-server,nats-server" \
-    --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/info/*' \
-    --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --customize-hook='rm -rf "$1"/var/cache/debconf/*-old "$1"/var/log/*.log "$1"/var/log/apt/*' \
-    "$suite" - "${mirrors[@]}"
-}
-# Imported untagged first, so a half-written tarball never gets the cached tag.
-if ! id=$(rootfs_tar | docker import \
+rootfs_tar() { debian_rootfs "$suite" "redis-server,nats-server"; }
+debian_build "$tag" rootfs_tar \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV LANG=C.UTF-8' \
   --change 'USER 65534:65534' \
   --change 'WORKDIR /tmp' \
-  --message "keyledger test servers (redis-server, nats-server) from Debian $suite" \
-  -); then
-  if [[ -n ${id:-} ]]; then docker image rm "$id" >/dev/null 2>&1 || true; fi
-  log "building $tag failed"
-  exit 1
-fi
-docker tag "$id" "$tag"
+  --message "keyledger test servers (redis-server, nats-server) from Debian $suite"
 log "built $tag in $(($(date +%s) - start)) s"
 echo "$tag"
