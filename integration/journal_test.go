@@ -56,14 +56,15 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		want   string
 		tables int
 	}{
-		{[]string{"migrate", "version"}, `"version":3,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "version"}, `"version":4,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "down"}, `"version":3,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, `"version":2,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, `"version":1,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":true`, 0},
 		{[]string{"migrate", "version"}, `"version":0,"dirty":false,"changed":false`, 0},
 		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":false`, 0},
-		{[]string{"migrate", "up"}, `"version":3,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "up"}, `"version":3,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "up"}, `"version":4,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "up"}, `"version":4,"dirty":false,"changed":false`, 2},
 	}
 	conn := connect(t, e.journal.OwnerURL)
 	for _, s := range steps {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -189,4 +190,78 @@ SELECT 1 / 0;`)},
 	require.NoError(t, connect(t, db).QueryRow(t.Context(),
 		`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'keyledger' AND table_name IN ('operations', 'records')`).Scan(&tables))
 	require.Equal(t, 2, tables)
+}
+
+// Migration 4 moves an authority call's control data (batch, final) out of
+// the free-form detail into typed columns: a journal written by the engine
+// before it reads back with both typed and nothing left in detail; down
+// puts the keys back where the older engine reads them.
+func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
+	t.Parallel()
+	db := freshDatabase(t)
+	ctx := context.WithoutCancel(t.Context())
+	upTo := func(version uint) fs.FS {
+		src := fstest.MapFS{}
+		entries, err := fs.ReadDir(migrations.FS, ".")
+		require.NoError(t, err)
+		for _, entry := range entries {
+			var n uint
+			_, err := fmt.Sscanf(entry.Name(), "%d_", &n)
+			require.NoError(t, err, entry.Name())
+			if n <= version {
+				b, err := fs.ReadFile(migrations.FS, entry.Name())
+				require.NoError(t, err)
+				src[entry.Name()] = &fstest.MapFile{Data: b}
+			}
+		}
+		return src
+	}
+	status, err := store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, upTo(3))
+	require.NoError(t, err)
+	require.Equal(t, uint(3), status.Version)
+
+	// What the engine of migration 3 wrote: a call whose detail held the
+	// control keys beside the family's own.
+	conn := connect(t, db)
+	var opID int64
+	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO keyledger.operations
+		(kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
+		VALUES ('SecretUpdate', 'm-old', 'r', $1, 'ns', 'db', '') RETURNING id`, "sha256:"+strings.Repeat("c", 64)).Scan(&opID))
+	_, err = conn.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step, target, attempt, detail) VALUES
+		($1, 'preparation', 'preparation', '', NULL, '{"keys":["a"]}'),
+		($1, 'authority_call', 'replace-live', 'secret/db', 1, '{"batch":2,"final":true,"version":3}'),
+		($1, 'authority_result', 'replace-live', 'secret/db', NULL, '{"code":200}')`, opID)
+	require.NoError(t, err)
+
+	status, err = store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, upTo(4))
+	require.NoError(t, err)
+	require.Equal(t, uint(4), status.Version)
+	st, err := store.Open(ctx, db)
+	require.NoError(t, err)
+	defer st.Close()
+	_, records, err := st.Snapshot(ctx, "m-old")
+	require.NoError(t, err)
+	require.Len(t, records, 3)
+	call := records[1]
+	require.Equal(t, store.RecordAuthorityCall, call.Kind)
+	require.Equal(t, 2, call.Batch)
+	require.True(t, call.Final)
+	require.Equal(t, map[string]any{"version": float64(3)}, call.Detail, "the control keys left detail; the family's stayed")
+	for _, r := range []store.Record{records[0], records[2]} {
+		require.Zero(t, r.Batch, "%s carries no batch", r.Kind)
+		require.False(t, r.Final, "%s carries no final", r.Kind)
+	}
+
+	// Only a call may carry control data, and every call carries a batch.
+	_, err = conn.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step, batch) VALUES ($1, 'observation', 'read-live', 1)`, opID)
+	require.Equal(t, "23514", sqlState(err), "check_violation: %v", err)
+	_, err = conn.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step, target, attempt) VALUES ($1, 'authority_call', 'replace-live', 'secret/db', 2)`, opID)
+	require.Equal(t, "23514", sqlState(err), "check_violation: %v", err)
+
+	status, err = store.MigrateSource(ctx, db, store.MigrateDown, store.DefaultOperatorRole, upTo(4))
+	require.NoError(t, err)
+	require.Equal(t, uint(3), status.Version)
+	var detail map[string]any
+	require.NoError(t, conn.QueryRow(ctx, `SELECT detail FROM keyledger.records WHERE operation_id = $1 AND kind = 'authority_call'`, opID).Scan(&detail))
+	require.Equal(t, map[string]any{"batch": float64(2), "final": true, "version": float64(3)}, detail)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -27,14 +26,13 @@ type StepRecordsParams struct {
 // the nonce a call carried.
 func (s *Store) StepRecords(ctx context.Context, p StepRecordsParams) ([][]Record, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT r.operation_id, r.id, r.kind, r.step, r.target, coalesce(r.attempt, 0), r.uid, r.resource_version,
-		       r.digest, r.status, r.reason, r.detail, r.created_at
+		SELECT operation_id, `+recordColumns+`
 		FROM keyledger.records r
-		JOIN keyledger.operations o ON o.id = r.operation_id
-		WHERE o.target_namespace = $1 AND o.target_name = $2 AND r.step = $3
+		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.target_namespace = $1 AND o.target_name = $2)
+		  AND r.step = $3
 		  AND EXISTS (SELECT 1 FROM keyledger.records c
 		              WHERE c.operation_id = r.operation_id AND c.kind = 'authority_call' AND c.step = $3 AND c.uid = $4)
-		ORDER BY r.operation_id, r.id`, p.Namespace, p.Name, p.Step, p.CallUID)
+		ORDER BY operation_id, id`, p.Namespace, p.Name, p.Step, p.CallUID)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s records: %w", p.Step, redact(err))
 	}
@@ -44,17 +42,9 @@ func (s *Store) StepRecords(ctx context.Context, p StepRecordsParams) ([][]Recor
 	}
 	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (opRecord, error) {
 		var x opRecord
-		var kind string
-		var raw []byte
-		if err := row.Scan(&x.op, &x.r.ID, &kind, &x.r.Step, &x.r.Target, &x.r.Attempt, &x.r.UID, &x.r.ResourceVersion,
-			&x.r.Digest, &x.r.Status, &x.r.Reason, &raw, &x.r.CreatedAt); err != nil {
-			return x, err
-		}
-		x.r.Kind = RecordKind(kind)
-		if err := json.Unmarshal(raw, &x.r.Detail); err != nil {
-			return x, &localError{fmt.Errorf("decoding record %d detail: %w", x.r.ID, err)}
-		}
-		return x, nil
+		var err error
+		x.r, err = scanRecord(row, &x.op)
+		return x, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading %s records: %w", p.Step, redact(err))

@@ -167,8 +167,13 @@ type Record struct {
 	Digest          string
 	Status          string
 	Reason          string
-	Detail          map[string]any
-	CreatedAt       time.Time
+	// Batch and Final are an authority_call's control data: the batch of
+	// calls it was sent in (numbered from 1 within the operation) and
+	// whether it is the operation's last call. Other kinds carry neither.
+	Batch     int
+	Final     bool
+	Detail    map[string]any
+	CreatedAt time.Time
 }
 
 // PrepareParams describe a new operation.
@@ -301,15 +306,19 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 		if err != nil {
 			return &localError{fmt.Errorf("encoding %s record detail: %w", r.Kind, err)}
 		}
-		var attempt *int
+		var attempt, batch *int
 		if r.Attempt > 0 {
 			attempt = &r.Attempt
 		}
+		if r.Kind == RecordAuthorityCall {
+			batch = &r.Batch
+		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO keyledger.records
-			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, raw); err != nil {
+			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
+			batch, r.Final, raw); err != nil {
 			return wrap(fmt.Sprintf("appending %s record", r.Kind), err)
 		}
 	}
@@ -365,29 +374,37 @@ type querier interface {
 
 func queryRecords(ctx context.Context, q querier, operationID int64) ([]Record, error) {
 	rows, err := q.Query(ctx, `
-		SELECT id, kind, step, target, coalesce(attempt, 0), uid, resource_version, digest, status, reason, detail, created_at
-		FROM keyledger.records WHERE operation_id = $1 ORDER BY id`, operationID)
+		SELECT `+recordColumns+` FROM keyledger.records WHERE operation_id = $1 ORDER BY id`, operationID)
 	if err != nil {
 		return nil, wrap("reading records", err)
 	}
-	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
-		var r Record
-		var kind string
-		var raw []byte
-		if err := row.Scan(&r.ID, &kind, &r.Step, &r.Target, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
-			&r.Reason, &raw, &r.CreatedAt); err != nil {
-			return r, err
-		}
-		r.Kind = RecordKind(kind)
-		if err := json.Unmarshal(raw, &r.Detail); err != nil {
-			return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
-		}
-		return r, nil
-	})
+	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
 	if err != nil {
 		return nil, wrap("reading records", err)
 	}
 	return records, nil
+}
+
+// recordColumns are the columns scanRecord reads, in its order.
+const recordColumns = `id, kind, step, target, coalesce(attempt, 0), uid, resource_version, digest, status, reason,
+	coalesce(batch, 0), final, detail, created_at`
+
+// scanRecord reads one record selected with recordColumns, after any
+// columns in before.
+func scanRecord(row pgx.Row, before ...any) (Record, error) {
+	var r Record
+	var kind string
+	var raw []byte
+	dest := append(before, &r.ID, &kind, &r.Step, &r.Target, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
+		&r.Reason, &r.Batch, &r.Final, &raw, &r.CreatedAt)
+	if err := row.Scan(dest...); err != nil {
+		return r, err
+	}
+	r.Kind = RecordKind(kind)
+	if err := json.Unmarshal(raw, &r.Detail); err != nil {
+		return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
+	}
+	return r, nil
 }
 
 // ListParams filter List.

@@ -51,53 +51,98 @@ func (r *Run) LastCall() (store.Record, bool) {
 // lastBatch is the number of the newest batch of calls (0 before any).
 func (r *Run) lastBatch() int {
 	if c, ok := r.LastCall(); ok {
-		return detailInt(c.Detail, "batch")
+		return c.Batch
 	}
 	return 0
 }
 
-// openCalls returns the calls of the newest batch that are not settled: no
-// applied answer and no "ours" resolution after them. With
-// store.RecordAuthorityResult it returns those with no answer at all.
-func (r *Run) openCalls(settledBy store.RecordKind) []store.Record {
-	batch := r.lastBatch()
-	var open []store.Record
-	for i, c := range r.Records {
-		if c.Kind != store.RecordAuthorityCall || detailInt(c.Detail, "batch") != batch {
+// Settlement is what the journal says settled the newest call of one step
+// on one target as done.
+type Settlement struct {
+	// Call is the newest authority_call record of the step on the target.
+	Call store.Record
+	// By is the record that settled it: its applied result, or an "ours"
+	// resolution after its answer was lost.
+	By store.Record
+}
+
+// Settled reports whether the newest call of step on target is settled as
+// done: the newest answer or resolution after it is an applied result or an
+// "ours" verdict. This is the one definition of settlement: the engine's
+// (which calls are still open) and every family's (what is already done).
+func (r *Run) Settled(step, target string) (Settlement, bool) {
+	return settlement(r.Records, step, target)
+}
+
+func settlement(records []store.Record, step, target string) (Settlement, bool) {
+	var s Settlement
+	called, settled := false, false
+	for _, rec := range records {
+		if rec.Step != step || rec.Target != target {
 			continue
 		}
-		settled := false
-		for _, later := range r.Records[i+1:] {
-			if later.Step != c.Step || later.Target != c.Target {
-				continue
+		switch rec.Kind {
+		case store.RecordAuthorityCall:
+			s, called, settled = Settlement{Call: rec}, true, false
+		case store.RecordAuthorityResult, store.RecordResolution:
+			if called {
+				s.By = rec
+				settled = rec.Kind == store.RecordAuthorityResult && rec.Status == string(Applied) ||
+					rec.Kind == store.RecordResolution && rec.Status == string(Ours)
 			}
-			if settledBy == store.RecordAuthorityResult {
-				settled = settled || later.Kind == store.RecordAuthorityResult
-				continue
-			}
-			settled = settled || later.Kind == store.RecordAuthorityResult && later.Status == string(Applied) ||
-				later.Kind == store.RecordResolution && later.Status == string(Ours)
 		}
-		if !settled {
+	}
+	if !settled {
+		return Settlement{}, false
+	}
+	return s, true
+}
+
+// batchCalls returns the calls of the newest batch in records, in order.
+func batchCalls(records []store.Record, batch int) []store.Record {
+	var calls []store.Record
+	for _, c := range records {
+		if c.Kind == store.RecordAuthorityCall && c.Batch == batch {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// unsettled returns the calls of the newest batch that are not settled as
+// done (Settled).
+func (r *Run) unsettled() []store.Record {
+	var open []store.Record
+	for _, c := range batchCalls(r.Records, r.lastBatch()) {
+		if _, ok := r.Settled(c.Step, c.Target); !ok {
 			open = append(open, c)
 		}
 	}
 	return open
 }
 
-// detailInt reads a number from a record's detail, whether it was built in
-// this process (int) or read back from the journal (float64).
-func detailInt(d map[string]any, key string) int {
-	switch v := d[key].(type) {
-	case int:
-		return v
-	case int64:
-		return int(v)
-	case float64:
-		return int(v)
+// unanswered returns the calls of the newest batch with no answer recorded
+// after them (left in calling: sent or not, nobody knows).
+func (r *Run) unanswered() []store.Record {
+	batch := r.lastBatch()
+	var open []store.Record
+	for i, c := range r.Records {
+		if c.Kind != store.RecordAuthorityCall || c.Batch != batch {
+			continue
+		}
+		answered := slices.ContainsFunc(r.Records[i+1:], func(later store.Record) bool {
+			return later.Kind == store.RecordAuthorityResult && later.Step == c.Step && later.Target == c.Target
+		})
+		if !answered {
+			open = append(open, c)
+		}
 	}
-	return 0
+	return open
 }
+
+// callKey names a step on a target: sends are counted, and a batch's calls
+// kept distinct, by it.
+func callKey(step, target string) string { return step + " " + target }
 
 // Attempts counts the authority calls recorded for step on target.
 func (r *Run) Attempts(step, target string) int {
@@ -110,13 +155,17 @@ func (r *Run) Attempts(step, target string) int {
 	return n
 }
 
-// Decision is what Decide returns: exactly one of Complete, Refuse or Call,
-// or only Notes.
+// Decision is what Decide returns: exactly one of Complete, Refuse, Call,
+// Calls or End, or only Notes.
 type Decision struct {
 	// Notes are records appended before the decision takes effect (for
 	// example probe outcomes). Notes alone append without moving the state,
 	// and the engine asks Decide again.
 	Notes []store.Record
+	// End ends the run with this error (an *Uncertain or *Unavailable)
+	// once Notes are journaled, without moving the state: what the
+	// decision learned is kept, and a rerun decides again from it.
+	End error
 	// Complete ends the operation as done (for example an exact replay).
 	Complete *Completion
 	// Refuse ends the operation fail-closed.
@@ -396,7 +445,7 @@ func (m *machine) step(ctx context.Context) error {
 		// Found on resume, or left by a concurrent run: the calls may have
 		// been sent. Never re-send blindly: resolve from durable facts.
 		var lost []store.Record
-		for _, c := range m.run.openCalls(store.RecordAuthorityResult) {
+		for _, c := range m.run.unanswered() {
 			lost = append(lost, store.Record{Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target,
 				Status: "lost", Reason: "no-result-recorded"})
 		}
@@ -414,7 +463,23 @@ func (m *machine) step(ctx context.Context) error {
 }
 
 func (m *machine) decide(ctx context.Context, d Decision) error {
+	acts := 0
+	for _, set := range []bool{d.Complete != nil, d.Refuse != nil, d.Call != nil, len(d.Calls) > 0, d.End != nil} {
+		if set {
+			acts++
+		}
+	}
+	if acts > 1 {
+		return errors.New("family decided more than one thing at once")
+	}
 	switch {
+	case d.End != nil:
+		if len(d.Notes) > 0 {
+			if err := m.note(ctx, d.Notes...); err != nil {
+				return err
+			}
+		}
+		return d.End
 	case d.Complete != nil:
 		c := *d.Complete
 		c.Records = append(append([]store.Record{}, d.Notes...), c.Records...)
@@ -464,7 +529,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	}
 	seen := map[string]bool{}
 	for _, c := range batch {
-		key := c.Step + " " + c.Target
+		key := callKey(c.Step, c.Target)
 		switch {
 		case len(batch) > 1 && c.Final:
 			return errors.New("a final call cannot be sent in a batch")
@@ -478,20 +543,15 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)
 	for _, c := range batch {
-		m.sent[c.Step+" "+c.Target]++
+		m.sent[callKey(c.Step, c.Target)]++
 		if c.Observation != nil {
 			records = append(records, *c.Observation)
 		}
-		detail := map[string]any{}
-		for k, v := range c.Detail {
-			detail[k] = v
-		}
-		detail["final"], detail["batch"] = c.Final, batchNo
 		// Attempt numbers count every send of this step and target over
 		// the operation's life, across runs.
 		records = append(records, store.Record{
 			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: m.run.Attempts(c.Step, c.Target) + 1,
-			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Detail: detail,
+			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Batch: batchNo, Final: c.Final, Detail: c.Detail,
 		})
 	}
 	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
@@ -584,7 +644,7 @@ func withCode(detail map[string]any, code int) map[string]any {
 // leaves the outcome uncertain; calls not applied are sent again (bounded);
 // when every call is ours the batch is done.
 func (m *machine) resolve(ctx context.Context) error {
-	open := m.run.openCalls(store.RecordResolution)
+	open := m.run.unsettled()
 	if len(open) == 0 {
 		return errors.New("resolving without an open call")
 	}
@@ -649,7 +709,7 @@ func (m *machine) resolve(ctx context.Context) error {
 		return m.refuse(ctx, rejected.Reason, summary, notes)
 	case len(retries) > 0:
 		for _, r := range retries {
-			if m.sent[r.Step+" "+r.Target] >= m.e.MaxAttempts {
+			if m.sent[callKey(r.Step, r.Target)] >= m.e.MaxAttempts {
 				if err := m.note(ctx, notes...); err != nil {
 					return err
 				}
@@ -658,7 +718,7 @@ func (m *machine) resolve(ctx context.Context) error {
 		}
 		return m.calls(ctx, retries, notes...)
 	}
-	if final, _ := open[0].Detail["final"].(bool); len(open) == 1 && final {
+	if len(open) == 1 && open[0].Final {
 		return m.complete(ctx, Completion{Outcome: OutcomeConverged, Summary: last.Summary}, notes)
 	}
 	return m.fire(ctx, eventAnswer, move{records: notes})
@@ -686,33 +746,17 @@ func (r *Run) rejection(call store.Record) (store.Record, bool) {
 // pending, not yet journaled) and those that were not: a refused batch
 // names what it changed.
 func (m *machine) batchSummary(summary map[string]any, pending []store.Record) map[string]any {
-	batch := m.run.lastBatch()
 	records := append(append([]store.Record{}, m.run.Records...), pending...)
-	var targets []string
-	applied := map[string]bool{}
-	for i, c := range records {
-		if c.Kind != store.RecordAuthorityCall || detailInt(c.Detail, "batch") != batch {
-			continue
-		}
-		targets = append(targets, c.Target)
-		for _, later := range records[i+1:] {
-			if later.Step == c.Step && later.Target == c.Target &&
-				(later.Kind == store.RecordAuthorityResult && later.Status == string(Applied) ||
-					later.Kind == store.RecordResolution && later.Status == string(Ours)) {
-				applied[c.Target] = true
-			}
-		}
-	}
 	out := map[string]any{}
 	for k, v := range summary {
 		out[k] = v
 	}
 	done, notDone := []string{}, []string{}
-	for _, t := range targets {
-		if applied[t] {
-			done = append(done, t)
+	for _, c := range batchCalls(records, m.run.lastBatch()) {
+		if _, ok := settlement(records, c.Step, c.Target); ok {
+			done = append(done, c.Target)
 		} else {
-			notDone = append(notDone, t)
+			notDone = append(notDone, c.Target)
 		}
 	}
 	out["applied"], out["notApplied"] = done, notDone

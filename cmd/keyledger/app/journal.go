@@ -141,6 +141,8 @@ type recordJSON struct {
 	Step            string         `json:"step"`
 	Target          string         `json:"target,omitempty"`
 	Attempt         int            `json:"attempt,omitempty"`
+	Batch           int            `json:"batch,omitempty"`
+	Final           bool           `json:"final,omitempty"`
 	UID             string         `json:"uid,omitempty"`
 	ResourceVersion string         `json:"resourceVersion,omitempty"`
 	Digest          string         `json:"digest,omitempty"`
@@ -161,8 +163,8 @@ func toJSON(op *store.Operation, records []store.Record) operationJSON {
 	}
 	for _, r := range records {
 		out.Records = append(out.Records, recordJSON{
-			Kind: string(r.Kind), Step: r.Step, Target: r.Target, Attempt: r.Attempt, UID: r.UID, ResourceVersion: r.ResourceVersion,
-			Digest: r.Digest, Status: r.Status, Reason: r.Reason, Detail: r.Detail, CreatedAt: r.CreatedAt,
+			Kind: string(r.Kind), Step: r.Step, Target: r.Target, Attempt: r.Attempt, Batch: r.Batch, Final: r.Final, UID: r.UID,
+			ResourceVersion: r.ResourceVersion, Digest: r.Digest, Status: r.Status, Reason: r.Reason, Detail: r.Detail, CreatedAt: r.CreatedAt,
 		})
 	}
 	return out
@@ -224,18 +226,24 @@ func printOperation(streams IOStreams, output string, op *store.Operation, recor
 		op.MutationID, op.Kind, op.RequestID, op.Namespace, op.Name, dash(op.ExpectedUID), op.State,
 		dash(op.Outcome), dash(op.Reason), op.CommandDigest)
 	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tRECORD\tSTEP\tTARGET\tATTEMPT\tUID\tRV\tSTATUS\tREASON\tDETAIL")
+	fmt.Fprintln(tw, "#\tRECORD\tSTEP\tTARGET\tATTEMPT\tBATCH\tUID\tRV\tSTATUS\tREASON\tDETAIL")
 	for i, r := range records {
-		attempt := "-"
+		attempt, batch := "-", "-"
 		if r.Attempt > 0 {
 			attempt = fmt.Sprint(r.Attempt)
+		}
+		if r.Kind == store.RecordAuthorityCall {
+			batch = fmt.Sprint(r.Batch)
+			if r.Final {
+				batch += " final"
+			}
 		}
 		detail := "-"
 		if len(r.Detail) > 0 {
 			b, _ := json.Marshal(r.Detail)
 			detail = string(b)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, dash(r.Target), attempt, dash(shortUID(r.UID)),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, dash(r.Target), attempt, batch, dash(shortUID(r.UID)),
 			dash(r.ResourceVersion), dash(r.Status), dash(r.Reason), detail)
 	}
 	return tw.Flush()

@@ -1,0 +1,83 @@
+package workflow
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// Settled is the one definition of "done": the newest call of a step on a
+// target, settled by the newest answer or resolution after it.
+func TestSettled(t *testing.T) {
+	t.Parallel()
+	call := func(attempt, batch int) store.Record {
+		return store.Record{Kind: store.RecordAuthorityCall, Step: "s", Target: "secret/a", Attempt: attempt, Batch: batch}
+	}
+	result := func(status AnswerStatus) store.Record {
+		return store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/a", Status: string(status)}
+	}
+	resolution := func(kind VerdictKind) store.Record {
+		return store.Record{Kind: store.RecordResolution, Step: "s", Target: "secret/a", Status: string(kind)}
+	}
+	other := store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/b", Status: string(Applied)}
+	tests := []struct {
+		name    string
+		records []store.Record
+		settled bool
+		by      store.RecordKind
+		attempt int
+	}{
+		{"never called", []store.Record{other}, false, "", 0},
+		{"applied", []store.Record{call(1, 1), result(Applied)}, true, store.RecordAuthorityResult, 1},
+		{"sent, no answer yet", []store.Record{call(1, 1)}, false, "", 0},
+		{"rejected", []store.Record{call(1, 1), result(Rejected)}, false, "", 0},
+		{"lost, not resolved", []store.Record{call(1, 1), result(Unknown)}, false, "", 0},
+		{"lost, resolved ours", []store.Record{call(1, 1), result(Unknown), resolution(Ours)}, true, store.RecordResolution, 1},
+		{"lost, undetermined, then ours on a rerun", []store.Record{call(1, 1), result(Unknown), resolution(Undetermined), resolution(Ours)}, true, store.RecordResolution, 1},
+		{"lost, resolved theirs", []store.Record{call(1, 1), result(Unknown), resolution(Theirs)}, false, "", 0},
+		{"not applied, sent again, open", []store.Record{call(1, 1), result(Unknown), resolution(NotApplied), call(2, 2)}, false, "", 0},
+		{"not applied, sent again, applied", []store.Record{call(1, 1), result(Unknown), resolution(NotApplied), call(2, 2), result(Applied)}, true, store.RecordAuthorityResult, 2},
+		{"an older call's answer does not settle a newer call", []store.Record{call(1, 1), result(Applied), call(2, 2)}, false, "", 0},
+		{"another target's answer settles nothing", []store.Record{call(1, 1), other}, false, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			run := &Run{Records: tt.records}
+			s, ok := run.Settled("s", "secret/a")
+			require.Equal(t, tt.settled, ok)
+			require.Equal(t, tt.by, s.By.Kind)
+			require.Equal(t, tt.attempt, s.Call.Attempt)
+		})
+	}
+}
+
+// The engine's open calls are exactly the newest batch's calls that
+// Settled does not settle; unanswered ones are those with no answer at all.
+func TestOpenCallsFollowSettled(t *testing.T) {
+	t.Parallel()
+	rec := func(kind store.RecordKind, target string, batch int, status string) store.Record {
+		return store.Record{Kind: kind, Step: "create", Target: target, Batch: batch, Status: status}
+	}
+	run := &Run{Records: []store.Record{
+		rec(store.RecordAuthorityCall, "secret/old", 1, ""),
+		rec(store.RecordAuthorityResult, "secret/old", 0, string(Applied)),
+		rec(store.RecordAuthorityCall, "secret/a", 2, ""),
+		rec(store.RecordAuthorityCall, "secret/b", 2, ""),
+		rec(store.RecordAuthorityCall, "secret/c", 2, ""),
+		rec(store.RecordAuthorityResult, "secret/a", 0, string(Applied)),
+		rec(store.RecordAuthorityResult, "secret/b", 0, string(Unknown)),
+	}}
+	targets := func(records []store.Record) []string {
+		var out []string
+		for _, r := range records {
+			out = append(out, r.Target)
+		}
+		return out
+	}
+	require.Equal(t, []string{"secret/b", "secret/c"}, targets(run.unsettled()))
+	require.Equal(t, []string{"secret/c"}, targets(run.unanswered()))
+	require.Equal(t, 2, run.lastBatch())
+}
