@@ -13,4 +13,13 @@
 // The receipt's retiredAt is the operation's preparation time from the
 // journal, so every run of the same command (a retry, a rerun after a crash,
 // a concurrent duplicate) computes byte-identical keyring bytes.
+//
+// Decide and Resolve reach the API server only through the secrets interface
+// (get and replace of the one bound Secret), which *kube.SecretReplacer
+// implements; they keep nothing between decisions, every one reads the
+// Secret afresh. The package's unit tests (go test -short) drive the family
+// through the engine and an in-memory journal against a scripted double of
+// that interface: every answer a replace can get, someone else's writes,
+// resumes from each state a crash can leave, and replays. The integration
+// suite proves the same on the real API server and PostgreSQL.
 package retire

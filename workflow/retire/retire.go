@@ -20,19 +20,24 @@ const stepReplace = "replace-keyring"
 // Plan builds the engine's plan for one retirement.
 func Plan(cmd *Command, client kube.Interface) workflow.Plan {
 	return workflow.Plan{
-		Prepare: store.PrepareParams{
-			Kind:          command.KindKeyRetirement,
-			MutationID:    cmd.Metadata.MutationID,
-			RequestID:     cmd.Metadata.RequestID,
-			CommandDigest: cmd.Digest,
-			Namespace:     cmd.Spec.Namespace,
-			Name:          cmd.Spec.SecretName,
-			ExpectedUID:   cmd.Spec.ExpectedUID,
-			Detail:        map[string]any{"keyId": cmd.Spec.KeyID, "retirementId": cmd.Spec.RetirementID},
-		},
-		Access: AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
-		Rights: &kube.Rights{Namespace: cmd.Spec.Namespace, Rules: Rules(cmd.Spec.SecretName)},
-		Family: &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)},
+		Prepare: preparation(cmd),
+		Access:  AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
+		Rights:  &kube.Rights{Namespace: cmd.Spec.Namespace, Rules: Rules(cmd.Spec.SecretName)},
+		Family:  &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)},
+	}
+}
+
+// preparation is the operation a retirement journals.
+func preparation(cmd *Command) store.PrepareParams {
+	return store.PrepareParams{
+		Kind:          command.KindKeyRetirement,
+		MutationID:    cmd.Metadata.MutationID,
+		RequestID:     cmd.Metadata.RequestID,
+		CommandDigest: cmd.Digest,
+		Namespace:     cmd.Spec.Namespace,
+		Name:          cmd.Spec.SecretName,
+		ExpectedUID:   cmd.Spec.ExpectedUID,
+		Detail:        map[string]any{"keyId": cmd.Spec.KeyID, "retirementId": cmd.Spec.RetirementID},
 	}
 }
 
@@ -60,10 +65,21 @@ func AccessMatrix(namespace, name string) []kube.AccessCheck {
 	}
 }
 
+// secrets is everything a retirement asks of the API server: get and
+// replace (compare-and-set on the resourceVersion) of the one Secret the
+// adapter is bound to. *kube.SecretReplacer is the real one; the unit tests
+// script a double.
+type secrets interface {
+	Get(ctx context.Context) (*corev1.Secret, error)
+	Replace(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
+}
+
+var _ secrets = (*kube.SecretReplacer)(nil)
+
 // family implements workflow.Family for one retirement.
 type family struct {
 	cmd    *Command
-	secret *kube.SecretReplacer
+	secret secrets
 }
 
 // Decide reads the Secret and decides: already done, refuse, or replace.
@@ -183,6 +199,9 @@ func (f *family) ours(r keyring.Retirement, m *keyring.Manifest) bool {
 		r.RequestID == md.RequestID && r.MaterialDigest == spec.ExpectedMaterialDigest
 }
 
+// reasonOf is the stable reason of a refusal: a *refusal of the Secret, or a
+// *keyring.Error of its manifest or of the retirement. Any other error is
+// invalid-keyring: its text never becomes a reason.
 func reasonOf(err error) string {
 	var r *refusal
 	if errors.As(err, &r) {

@@ -1,7 +1,6 @@
 package retire
 
 import (
-	"errors"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +44,8 @@ type refusal struct{ reason string }
 func (r *refusal) Error() string { return r.reason }
 
 // readKeyring checks that s is a valid keyring Secret for spec and decodes
-// its manifest. Every refusal is a *refusal with a stable reason.
+// its manifest. Every refusal is a *refusal, or the manifest's
+// *keyring.Error, each with a stable reason (reasonOf).
 func readKeyring(s *corev1.Secret, spec Spec) (*keyring.Manifest, error) {
 	switch {
 	case string(s.UID) != spec.ExpectedUID:
@@ -70,11 +70,7 @@ func readKeyring(s *corev1.Secret, spec Spec) (*keyring.Manifest, error) {
 	}
 	m, err := keyring.Parse(data)
 	if err != nil {
-		var kerr *keyring.Error
-		if errors.As(err, &kerr) {
-			return nil, &refusal{kerr.Reason}
-		}
-		return nil, &refusal{keyring.ReasonMalformed}
+		return nil, err
 	}
 	if s.Annotations[AnnotationGeneration] != strconv.FormatInt(m.Generation, 10) ||
 		s.Annotations[AnnotationCatalogDigest] != m.CatalogDigest() {

@@ -1,0 +1,648 @@
+package retire
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/retire/keyring"
+	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
+)
+
+// scene is one scenario: the API double holding the keyring Secret, the
+// in-memory journal, and the command retiring fxKey.
+type scene struct {
+	t       *testing.T
+	api     *apiDouble
+	journal *memJournal
+	cmd     *Command
+	// before is the manifest the Secret held at the start; start the
+	// Secret itself (nil when absent).
+	before *keyring.Manifest
+	start  *corev1.Secret
+}
+
+// newScene makes the double hold s (absent when nil) and a command for it.
+func newScene(t *testing.T, m *keyring.Manifest, s *corev1.Secret, spec ...func(*Spec)) *scene {
+	sc := &scene{t: t, journal: newMemJournal(), before: m}
+	if s == nil {
+		sc.api = newAPIDouble(t, keyringSecret(m))
+		sc.api.theirDelete()
+		sc.api.foreign = 0
+		sc.cmd = retirement("00000000-0000-4000-8000-000000000001", spec...)
+		return sc
+	}
+	sc.api = newAPIDouble(t, s)
+	sc.start = sc.api.now()
+	sc.cmd = retirement(string(sc.start.UID), spec...)
+	return sc
+}
+
+// run runs the command once, on the journal j (the scene's when nil).
+func (sc *scene) run(j journal) (*workflow.Result, error) {
+	if j == nil {
+		j = sc.journal
+	}
+	return operate(context.Background(), j, workflow.Plan{
+		Prepare: preparation(sc.cmd),
+		Family:  &family{cmd: sc.cmd, secret: sc.api},
+	})
+}
+
+// operation is the journaled operation and its records.
+func (sc *scene) operation() (*store.Operation, []store.Record) {
+	sc.t.Helper()
+	op, records, err := sc.journal.Snapshot(context.Background(), fxMutation)
+	require.NoError(sc.t, err)
+	return op, records
+}
+
+// crashingJournal dies once, right before committing the first transition
+// crash matches: the process ending between two journal moves. The
+// transition is not committed.
+type crashingJournal struct {
+	journal
+	crash   func(p store.TransitionParams) bool
+	crashed bool
+}
+
+var errCrash = errors.New("process ended before the journal commit")
+
+func (c *crashingJournal) Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error) {
+	if !c.crashed && c.crash(p) {
+		c.crashed = true
+		return nil, errCrash
+	}
+	return c.journal.Transition(ctx, p)
+}
+
+// leaving matches the first transition out of state st.
+func leaving(st store.State) func(p store.TransitionParams) bool {
+	return func(p store.TransitionParams) bool { return p.From == st }
+}
+
+// runWant is what one run of the command ends with.
+type runWant struct {
+	outcome workflow.Outcome
+	// reason is the refusal's or the uncertainty's.
+	reason   string
+	replayed bool
+	// unavailable: the run ended before any call with the API server
+	// unavailable (no outcome).
+	unavailable bool
+}
+
+func completed() runWant { return runWant{outcome: workflow.OutcomeCompleted} }
+func converged() runWant { return runWant{outcome: workflow.OutcomeConverged} }
+func existing() runWant  { return runWant{outcome: workflow.OutcomeExisting} }
+func replayed(w runWant) runWant {
+	if w.outcome == workflow.OutcomeCompleted || w.outcome == workflow.OutcomeConverged {
+		w.outcome = workflow.OutcomeExisting
+	}
+	w.replayed = true
+	return w
+}
+func refused(reason string) runWant { return runWant{outcome: workflow.OutcomeRefused, reason: reason} }
+func uncertain(reason string) runWant {
+	return runWant{outcome: workflow.OutcomeUncertain, reason: reason}
+}
+
+// The Secret at the end of a scenario.
+type ending int
+
+const (
+	// unchanged: the Secret is exactly as the scenario started.
+	unchanged ending = iota
+	// retired: the Secret holds this operation's retirement.
+	retired
+	// absent: the Secret does not exist.
+	absent
+	// theirs: someone else's version, without this operation's receipt.
+	theirsOnly
+)
+
+// row is one scenario of the retirement table.
+type row struct {
+	name string
+	// manifest is what the Secret holds (standardKeyring when nil);
+	// secret changes the Secret; missing starts without it.
+	manifest func(t testing.TB) *keyring.Manifest
+	secret   []secretOption
+	missing  bool
+	spec     func(*Spec)
+	// script scripts the double's calls.
+	script func(d *apiDouble)
+	// crash, when set, ends the first run right before the matching
+	// journal commit; the following runs use the journal as it was left.
+	crash func(p store.TransitionParams) bool
+	// runs is what each run of the same command ends with, in order.
+	runs []runWant
+
+	// After the last run: the Secret, the writes this operation's
+	// Replace stored, the calls the double received, the journal.
+	end            ending
+	writes         int
+	gets, replaces int
+	trail          []string
+}
+
+var (
+	begun    = []string{"preparation", "observation", "call 1"}
+	appliedT = []string{"result applied", "completion completed"}
+)
+
+func join(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// retireRows: the one call kind (replace-keyring) under every answer, with
+// someone else's writes, resumes from each state a crash can leave, and
+// replays.
+func retireRows() []row {
+	return []row{
+		{
+			name: "applied", runs: []runWant{completed()},
+			end: retired, writes: 1, gets: 1, replaces: 1,
+			trail: join(begun, appliedT),
+		},
+		{
+			name:   "lost-after-apply: resolution finds our receipt",
+			script: func(d *apiDouble) { d.on(verbReplace, lostAfter) },
+			runs:   []runWant{converged()},
+			end:    retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+		},
+		{
+			name:   "lost-before-apply: unchanged resourceVersion, sent again",
+			script: func(d *apiDouble) { d.on(verbReplace, lostBefore) },
+			runs:   []runWant{completed()},
+			end:    retired, writes: 1, gets: 2, replaces: 2,
+			trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+		},
+		{
+			name:   "500 not applied: sent again",
+			script: func(d *apiDouble) { d.on(verbReplace, serverError) },
+			runs:   []runWant{completed()},
+			end:    retired, writes: 1, gets: 2, replaces: 2,
+			trail: join(begun, []string{"result unknown server-error", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+		},
+		{
+			name:   "409: someone else replaced the Secret",
+			script: func(d *apiDouble) { d.on(verbReplace, theirs(annotate)) },
+			runs:   []runWant{refused(ReasonChangedConcurrent)},
+			end:    theirsOnly, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown conflict", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+		},
+		{
+			name: "409: someone else retired the key with another receipt",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, theirs(func(d *apiDouble) {
+					d.theirUpdate(holding(retiredBy(d.t, standardKeyring(), "mut-other", fxKey)))
+				}))
+			},
+			runs: []runWant{refused(ReasonReceiptConflict)},
+			end:  theirsOnly, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown conflict", "resolution theirs receipt-conflict", "refusal receipt-conflict"}),
+		},
+		{
+			name:   "409 with no change found: sent again",
+			script: func(d *apiDouble) { d.on(verbReplace, conflict) },
+			runs:   []runWant{completed()},
+			end:    retired, writes: 1, gets: 2, replaces: 2,
+			trail: join(begun, []string{"result unknown conflict", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+		},
+		{
+			name:   "404 on replace and on resolve: someone else deleted the Secret",
+			script: func(d *apiDouble) { d.on(verbReplace, theirs((*apiDouble).theirDelete)) },
+			runs:   []runWant{refused(ReasonSecretAbsent)},
+			end:    absent, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown not-found", "resolution theirs secret-absent", "refusal secret-absent"}),
+		},
+		{
+			name: "lost-after-apply, then deleted: 404 on resolve",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, lostAfter)
+				d.on(verbGet, fault{}, theirs((*apiDouble).theirDelete))
+			},
+			runs: []runWant{refused(ReasonSecretAbsent)},
+			end:  absent, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution theirs secret-absent", "refusal secret-absent"}),
+		},
+		{
+			name: "lost-after-apply, then edited by someone else: our receipt stays ours",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, lostAfter)
+				d.on(verbGet, fault{}, theirs(annotate))
+			},
+			runs: []runWant{converged()},
+			end:  retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+		},
+		{
+			name: "lost-after-apply, then re-created by someone else: uid-changed on resolve",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, lostAfter)
+				d.on(verbGet, fault{}, theirs(func(d *apiDouble) {
+					d.theirDelete()
+					d.create(keyringSecret(standardKeyring()))
+				}))
+			},
+			runs: []runWant{refused(ReasonUIDChanged)},
+			end:  theirsOnly, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution theirs uid-changed", "refusal uid-changed"}),
+		},
+		{
+			name:   "422: rejected, nothing written",
+			script: func(d *apiDouble) { d.on(verbReplace, invalid) },
+			runs:   []runWant{refused("invalid")},
+			end:    unchanged, gets: 1, replaces: 1,
+			trail: join(begun, []string{"result rejected invalid", "refusal invalid"}),
+		},
+		{
+			name: "result-mismatch: a stale object came back, settled by re-reading",
+			script: func(d *apiDouble) {
+				stale := d.now()
+				d.on(verbReplace, fault{answer: func(s *corev1.Secret) { *s = *stale }})
+			},
+			runs: []runWant{converged()},
+			end:  retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+		},
+		{
+			name: "result-mismatch: an unreadable object came back, settled by re-reading",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, fault{answer: func(s *corev1.Secret) { s.Type = corev1.SecretTypeTLS }})
+			},
+			runs: []runWant{converged()},
+			end:  retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+		},
+		{
+			name: "result-mismatch: the precondition's resourceVersion came back",
+			script: func(d *apiDouble) {
+				rv := d.now().ResourceVersion
+				d.on(verbReplace, fault{answer: func(s *corev1.Secret) { s.ResourceVersion = rv }})
+			},
+			runs: []runWant{converged()},
+			end:  retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+		},
+		{
+			name: "result-mismatch: a webhook put the old keyring back, someone else's",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, fault{admit: func(s *corev1.Secret) {
+					holding(standardKeyring())(s)
+					s.Annotations["example.com/reverted"] = "yes"
+				}})
+			},
+			runs: []runWant{refused(ReasonChangedConcurrent)},
+			end:  theirsOnly, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown result-mismatch", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+		},
+		{
+			name: "500 on the resolving read: uncertain, a rerun settles it",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, lostAfter)
+				d.on(verbGet, fault{}, serverError)
+			},
+			runs: []runWant{uncertain("read-failed"), converged()},
+			end:  retired, writes: 1, gets: 3, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution undetermined read-failed", "resolution ours", "completion converged"}),
+		},
+		{
+			name:   "lost three times: attempts exhausted, a rerun completes",
+			script: func(d *apiDouble) { d.on(verbReplace, lostBefore, lostBefore, lostBefore) },
+			runs:   []runWant{uncertain("attempts-exhausted"), completed()},
+			end:    retired, writes: 1, gets: 5, replaces: 4,
+			trail: join(begun,
+				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"},
+				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 3"},
+				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged"},
+				[]string{"resolution not-applied resource-version-unchanged", "call 4"}, appliedT),
+		},
+		{
+			name:   "500 on the first read: unavailable before any call, a rerun completes",
+			script: func(d *apiDouble) { d.on(verbGet, serverError) },
+			runs:   []runWant{{unavailable: true}, completed()},
+			end:    retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, appliedT),
+		},
+
+		// Resumes: the first run ends right before a journal commit.
+		{
+			name: "resume from prepared", crash: leaving(store.StatePrepared),
+			runs: []runWant{uncertain("interrupted"), completed()},
+			end:  retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, appliedT),
+		},
+		{
+			name: "resume from calling, the write applied", crash: leaving(store.StateCalling),
+			runs: []runWant{uncertain("interrupted"), converged()},
+			end:  retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result lost no-result-recorded", "resolution ours", "completion converged"}),
+		},
+		{
+			name: "resume from calling, the write not applied", crash: leaving(store.StateCalling),
+			script: func(d *apiDouble) { d.on(verbReplace, lostBefore) },
+			runs:   []runWant{uncertain("interrupted"), completed()},
+			end:    retired, writes: 1, gets: 2, replaces: 2,
+			trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+		},
+		{
+			name: "resume from calling, not applied and changed since", crash: leaving(store.StateCalling),
+			script: func(d *apiDouble) {
+				d.on(verbReplace, lostBefore)
+				d.on(verbGet, fault{}, theirs(annotate))
+			},
+			runs: []runWant{uncertain("interrupted"), refused(ReasonChangedConcurrent)},
+			end:  theirsOnly, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result lost no-result-recorded", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+		},
+		{
+			name: "resume from resolving, the write applied", crash: leaving(store.StateResolving),
+			script: func(d *apiDouble) { d.on(verbReplace, lostAfter) },
+			runs:   []runWant{uncertain("interrupted"), converged()},
+			end:    retired, writes: 1, gets: 3, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+		},
+		{
+			name: "resume from resolving, the write not applied", crash: leaving(store.StateResolving),
+			script: func(d *apiDouble) { d.on(verbReplace, lostBefore) },
+			runs:   []runWant{uncertain("interrupted"), completed()},
+			end:    retired, writes: 1, gets: 3, replaces: 2,
+			trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+		},
+
+		// Replays.
+		{
+			name: "replay of a completed operation: nothing read, nothing written",
+			runs: []runWant{completed(), replayed(completed())},
+			end:  retired, writes: 1, gets: 1, replaces: 1,
+			trail: join(begun, appliedT),
+		},
+		{
+			name:   "replay of a converged operation",
+			script: func(d *apiDouble) { d.on(verbReplace, lostAfter) },
+			runs:   []runWant{converged(), replayed(converged())},
+			end:    retired, writes: 1, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+		},
+		{
+			name: "replay of a refused operation",
+			spec: func(s *Spec) { s.KeyID = "k-2026-08" },
+			runs: []runWant{refused(keyring.ReasonKeyActive), replayed(refused(keyring.ReasonKeyActive))},
+			end:  unchanged, gets: 1,
+			trail: []string{"preparation", "observation", "refusal key-active"},
+		},
+		{
+			name: "our receipt already in place (the journal was lost): existing, nothing written",
+			manifest: func(t testing.TB) *keyring.Manifest {
+				return retiredBy(t, standardKeyring(), fxMutation, fxKey)
+			},
+			runs: []runWant{existing()},
+			end:  unchanged, gets: 1,
+			trail: []string{"preparation", "observation", "completion existing"},
+		},
+		{
+			name: "someone else's receipt already in place: receipt-conflict",
+			manifest: func(t testing.TB) *keyring.Manifest {
+				return retiredBy(t, standardKeyring(), "mut-other", fxKey)
+			},
+			runs: []runWant{refused(ReasonReceiptConflict)},
+			end:  unchanged, gets: 1,
+			trail: []string{"preparation", "observation", "refusal receipt-conflict"},
+		},
+	}
+}
+
+// refusalRows: every refusal Decide reaches, before any call: each reason
+// readKeyring gives (the Secret's shape, then the manifest's parse) and each
+// the retirement itself gives. None sends a call or writes.
+func refusalRows() []row {
+	shape := []string{"preparation"}
+	observed := []string{"preparation", "observation"}
+	refusal := func(name, reason string, before []string, m func(testing.TB) *keyring.Manifest, spec func(*Spec), secret ...secretOption) row {
+		return row{
+			name: name + ": " + reason, manifest: m, spec: spec, secret: secret,
+			runs: []runWant{refused(reason)}, end: unchanged, gets: 1,
+			trail: join(before, []string{"refusal " + reason}),
+		}
+	}
+	other := func(keyID string) func(*Spec) {
+		return func(s *Spec) {
+			s.KeyID, s.ExpectedMaterialDigest = keyID, keyring.MaterialDigest(keyringtest.Material(keyID))
+		}
+	}
+	raw := func(data string) secretOption {
+		return func(s *corev1.Secret) { s.Data[fxDataKey] = []byte(data) }
+	}
+	gone := func(n int) []keyringtest.Option {
+		var opts []keyringtest.Option
+		for i := range n {
+			r := receiptBy("mut-old", "k-2020-"+string(rune('a'+i/26))+string(rune('a'+i%26)), int64(i+1))
+			r.RetirementID = r.RetirementID + "-" + r.KeyID
+			opts = append(opts, keyringtest.WithRetirement(r))
+		}
+		return opts
+	}
+	rows := []row{
+		{
+			name: "absent Secret: secret-absent", missing: true,
+			runs: []runWant{refused(ReasonSecretAbsent)}, end: absent, gets: 1,
+			trail: []string{"preparation", "refusal secret-absent"},
+		},
+		refusal("re-created Secret", ReasonUIDChanged, shape, nil, func(s *Spec) { s.ExpectedUID = "00000000-0000-4000-8000-00000000beef" }),
+		refusal("deletion pending", ReasonTerminating, shape, nil, nil, func(s *corev1.Secret) {
+			now := metav1.Unix(1_780_000_100, 0)
+			s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
+		}),
+		refusal("TLS Secret", ReasonWrongType, shape, nil, nil, func(s *corev1.Secret) { s.Type = corev1.SecretTypeTLS }),
+		refusal("immutable Secret", ReasonImmutable, shape, nil, nil, func(s *corev1.Secret) {
+			yes := true
+			s.Immutable = &yes
+		}),
+		refusal("two data entries", ReasonDataEntries, shape, nil, nil, func(s *corev1.Secret) { s.Data["extra"] = []byte("x") }),
+		refusal("no entry under dataKey", ReasonDataEntries, shape, nil, func(s *Spec) { s.DataKey = "other.json" }),
+		refusal("no keyring label", ReasonNotManaged, shape, nil, nil, func(s *corev1.Secret) { delete(s.Labels, LabelKeyring) }),
+		refusal("another keyring label value", ReasonNotManaged, shape, nil, nil, func(s *corev1.Secret) { s.Labels[LabelKeyring] = "adopted" }),
+		refusal("kubectl apply copy", ReasonLastApplied, shape, nil, nil, func(s *corev1.Secret) {
+			s.Annotations[annotationLastApplied] = "{}"
+		}),
+		refusal("generation annotation behind", ReasonCatalogDrifted, shape, nil, nil, func(s *corev1.Secret) {
+			s.Annotations[AnnotationGeneration] = "3"
+		}),
+		refusal("catalog digest annotation stale", ReasonCatalogDrifted, shape, nil, nil, func(s *corev1.Secret) {
+			s.Annotations[AnnotationCatalogDigest] = keyring.MaterialDigest([]byte("another catalog"))
+		}),
+		refusal("trailing newline", keyring.ReasonNonCanonical, shape, nil, nil, func(s *corev1.Secret) {
+			s.Data[fxDataKey] = append(s.Data[fxDataKey], '\n')
+		}),
+		refusal("oversize manifest", keyring.ReasonTooLarge, shape, nil, nil, func(s *corev1.Secret) {
+			s.Data[fxDataKey] = append(s.Data[fxDataKey], make([]byte, keyring.MaxManifestBytes)...)
+		}),
+		refusal("not JSON", keyring.ReasonMalformed, shape, nil, nil, raw("{")),
+		refusal("another schema", keyring.ReasonUnsupportedSchema, shape, func(testing.TB) *keyring.Manifest {
+			m := standardKeyring()
+			m.Schema = "keyledger.dev/keyring/v0"
+			return m
+		}, nil),
+		refusal("receipt for a present key", keyring.ReasonRetiredKeyPresent, shape, func(testing.TB) *keyring.Manifest {
+			return keyringtest.New(append(standardOptions(), keyringtest.WithRetirement(receiptBy("mut-old", "k-2026-06", 4)))...)
+		}, nil),
+
+		refusal("key not in the keyring", keyring.ReasonKeyAbsent, observed, nil, other("k-2025-01")),
+		refusal("the active key", keyring.ReasonKeyActive, observed, nil, other("k-2026-08")),
+		refusal("other material", keyring.ReasonMaterialDigestMismatch, observed, nil, func(s *Spec) {
+			s.ExpectedMaterialDigest = keyring.MaterialDigest([]byte("something else"))
+		}),
+		refusal("retirementId already used", keyring.ReasonDuplicateRetirementID, observed, func(testing.TB) *keyring.Manifest {
+			r := receiptBy("mut-old", "k-2026-05", 4)
+			r.RetirementID = fxRetirement
+			return keyringtest.New(append(standardOptions(), keyringtest.WithRetirement(r))...)
+		}, nil),
+		refusal("receipts full", keyring.ReasonTooManyRetirements, observed, func(testing.TB) *keyring.Manifest {
+			return keyringtest.New(append(append(standardOptions(), gone(keyring.MaxRetirements)...),
+				keyringtest.WithGeneration(keyring.MaxRetirements))...)
+		}, nil),
+		refusal("last generation", keyring.ReasonGenerationOverflow, observed, func(testing.TB) *keyring.Manifest {
+			return keyringtest.New(append(standardOptions(), keyringtest.WithGeneration(math.MaxInt64))...)
+		}, nil),
+		// A receipt for the key is ours only with this operation's every
+		// identity: one field off is someone else's.
+		receiptOff("retirementId", func(r *keyring.Retirement) { r.RetirementID = "ret-8" }),
+		receiptOff("mutationId", func(r *keyring.Retirement) { r.MutationID = "mut-8" }),
+		receiptOff("requestId", func(r *keyring.Retirement) { r.RequestID = "req-8" }),
+		receiptOff("materialDigest", func(r *keyring.Retirement) { r.MaterialDigest = keyring.MaterialDigest([]byte("other")) }),
+	}
+	return rows
+}
+
+// receiptOff is a row whose Secret holds this operation's receipt for fxKey
+// with one field changed by off: receipt-conflict, nothing written.
+func receiptOff(field string, off func(r *keyring.Retirement)) row {
+	return row{
+		name: "receipt with another " + field + ": receipt-conflict",
+		manifest: func(t testing.TB) *keyring.Manifest {
+			m := retiredBy(t, standardKeyring(), fxMutation, fxKey)
+			off(&m.Retirements[len(m.Retirements)-1])
+			return m
+		},
+		runs: []runWant{refused(ReasonReceiptConflict)}, end: unchanged, gets: 1,
+		trail: []string{"preparation", "observation", "refusal receipt-conflict"},
+	}
+}
+
+// standardOptions builds standardKeyring's keys (generation 4).
+func standardOptions() []keyringtest.Option {
+	return []keyringtest.Option{
+		keyringtest.WithKey("k-2026-06", "2026-06-01T00:00:00Z", keyringtest.Material("k-2026-06")),
+		keyringtest.WithKey("k-2026-07", "2026-07-01T00:00:00Z", keyringtest.Material("k-2026-07")),
+		keyringtest.WithKey("k-2026-08", "2026-08-01T00:00:00Z", keyringtest.Material("k-2026-08")),
+		keyringtest.WithActive("k-2026-08"),
+		keyringtest.WithGeneration(4),
+	}
+}
+
+// TestRetireTable drives the family through the engine and the in-memory
+// journal against the API double, row by row.
+func TestRetireTable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range append(retireRows(), refusalRows()...) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.check(t)
+		})
+	}
+}
+
+func (tc row) check(t *testing.T) {
+	m := standardKeyring()
+	if tc.manifest != nil {
+		m = tc.manifest(t)
+	}
+	var s *corev1.Secret
+	if !tc.missing {
+		s = keyringSecret(m, tc.secret...)
+	}
+	var spec []func(*Spec)
+	if tc.spec != nil {
+		spec = append(spec, tc.spec)
+	}
+	sc := newScene(t, m, s, spec...)
+	if tc.script != nil {
+		tc.script(sc.api)
+	}
+	require.NotEmpty(t, tc.runs, "a row says what each run ends with")
+	for i, want := range tc.runs {
+		var j journal = sc.journal
+		if i == 0 && tc.crash != nil {
+			j = &crashingJournal{journal: sc.journal, crash: tc.crash}
+		}
+		res, err := sc.run(j)
+		requireRun(t, i, want, res, err)
+	}
+
+	op, records := sc.operation()
+	require.Equal(t, tc.trail, trail(records), "the journal's records")
+	require.Len(t, sc.api.replaced, tc.writes, "writes this operation stored")
+	require.Equal(t, tc.gets, sc.api.gets, "gets received")
+	require.Equal(t, tc.replaces, sc.api.replaces, "replaces received")
+	now := sc.api.now()
+	switch tc.end {
+	case unchanged:
+		require.Equal(t, sc.start, now, "the Secret is untouched")
+	case retired:
+		requireRetired(t, now, m, op.CreatedAt)
+		if tc.writes == 1 {
+			require.Equal(t, sc.api.replaced[0].Data, now.Data, "the one write stored the keyring")
+		}
+	case absent:
+		require.Nil(t, now, "the Secret is absent")
+	case theirsOnly:
+		require.NotNil(t, now)
+		require.NotEqual(t, sc.start, now, "someone else changed the Secret")
+		if got, err := keyring.Parse(now.Data[fxDataKey]); err == nil {
+			r, ok := got.Receipt(fxKey)
+			require.False(t, ok && r.MutationID == fxMutation, "no receipt of this operation")
+		}
+	}
+}
+
+// requireRun checks what the i-th run ended with.
+func requireRun(t *testing.T, i int, want runWant, res *workflow.Result, err error) {
+	t.Helper()
+	var (
+		refusedErr   *workflow.Refused
+		uncertainErr *workflow.Uncertain
+		unavailable  *workflow.Unavailable
+	)
+	switch {
+	case want.unavailable:
+		require.ErrorAs(t, err, &unavailable, "run %d", i)
+		return
+	case want.outcome == workflow.OutcomeRefused:
+		require.ErrorAs(t, err, &refusedErr, "run %d", i)
+		require.Equal(t, want.reason, refusedErr.Reason, "run %d", i)
+	case want.outcome == workflow.OutcomeUncertain:
+		require.ErrorAs(t, err, &uncertainErr, "run %d", i)
+		require.Equal(t, want.reason, uncertainErr.Reason, "run %d", i)
+		if want.reason == "interrupted" {
+			require.ErrorIs(t, err, errCrash, "run %d", i)
+		}
+	default:
+		require.NoError(t, err, "run %d", i)
+	}
+	require.Equal(t, want.outcome, res.Outcome, "run %d", i)
+	require.Equal(t, want.replayed, res.Replayed, "run %d replayed", i)
+}

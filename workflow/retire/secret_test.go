@@ -1,0 +1,133 @@
+package retire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/retire/keyring"
+)
+
+// An error that is neither a refusal of the Secret nor a keyring refusal is
+// refused with one fixed word: its text never becomes a reason.
+func TestReasonOfUnknownError(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "invalid-keyring", reasonOf(errors.New("secret text")))
+	require.Equal(t, ReasonImmutable, reasonOf(fmt.Errorf("reading: %w", &refusal{ReasonImmutable})))
+	require.EqualError(t, &refusal{ReasonImmutable}, ReasonImmutable)
+	require.Equal(t, keyring.ReasonKeyActive, reasonOf(fmt.Errorf("retiring: %w", &keyring.Error{Reason: keyring.ReasonKeyActive})))
+}
+
+// withManifest returns a copy carrying the manifest and its annotations,
+// with the read resourceVersion as precondition, and never changes the
+// Secret it was given (the read object is what summaries describe).
+func TestWithManifestCopies(t *testing.T) {
+	t.Parallel()
+	m := standardKeyring()
+	s := keyringSecret(m)
+	s.Annotations, s.ResourceVersion = nil, "41"
+	read := s.DeepCopy()
+	next := retiredBy(t, m, fxMutation, fxKey)
+	out := withManifest(s, fxDataKey, next)
+	require.Equal(t, read, s, "the read Secret is unchanged")
+	require.Equal(t, "41", out.ResourceVersion)
+	require.Equal(t, map[string][]byte{fxDataKey: next.Encode()}, out.Data)
+	require.Equal(t, map[string]string{AnnotationGeneration: "5", AnnotationCatalogDigest: next.CatalogDigest()}, out.Annotations)
+}
+
+// The double answers as the API server does, and as kube.Classify and the
+// adapter's errors.Is read real answers.
+func TestAPIDoubleIsTheAPIServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newAPIDouble(t, keyringSecret(standardKeyring()))
+	read, err := d.Get(ctx)
+	require.NoError(t, err)
+
+	stale := read.DeepCopy()
+	stale.Annotations["example.com/a"] = "1"
+	written, err := d.Replace(ctx, stale)
+	require.NoError(t, err)
+	require.NotEqual(t, read.ResourceVersion, written.ResourceVersion, "a write moves the resourceVersion")
+	require.Equal(t, read.UID, written.UID)
+
+	again, err := d.Replace(ctx, written.DeepCopy())
+	require.NoError(t, err)
+	require.Equal(t, written.ResourceVersion, again.ResourceVersion, "a write that changes nothing keeps it")
+	require.Len(t, d.replaced, 1, "and is not a write")
+
+	_, err = d.Replace(ctx, stale)
+	require.ErrorIs(t, err, kube.ReasonConflict, "a stale resourceVersion is 409")
+	require.Equal(t, 409, kube.Classify(err).Code)
+
+	otherUID := written.DeepCopy()
+	otherUID.UID = "00000000-0000-4000-8000-00000000beef"
+	_, err = d.Replace(ctx, otherUID)
+	require.ErrorIs(t, err, kube.ReasonConflict, "another UID is 409")
+
+	yes := true
+	d.theirUpdate(func(s *corev1.Secret) { s.Immutable = &yes })
+	frozen := d.now()
+	frozen.Data[fxDataKey] = []byte("{}")
+	_, err = d.Replace(ctx, frozen)
+	require.ErrorIs(t, err, kube.ReasonInvalid, "changed data of an immutable Secret is 422")
+	require.True(t, kube.Classify(err).Definite)
+
+	d.theirDelete()
+	_, err = d.Get(ctx)
+	require.ErrorIs(t, err, kube.ReasonNotFound)
+	_, err = d.Replace(ctx, written)
+	require.ErrorIs(t, err, kube.ReasonNotFound)
+
+	_, err = d.Replace(ctx, &corev1.Secret{})
+	require.ErrorContains(t, err, "adapter is bound to", "like the adapter, another Secret is refused before sending")
+	unconditional := written.DeepCopy()
+	unconditional.ResourceVersion = ""
+	_, err = d.Replace(ctx, unconditional)
+	require.ErrorContains(t, err, "no resourceVersion precondition")
+
+	for f, r := range map[*fault]kube.Reason{&lostBefore: kube.ReasonLost, &conflict: kube.ReasonConflict, &notFound: kube.ReasonNotFound,
+		&invalid: kube.ReasonInvalid, &serverError: kube.ReasonServerError} {
+		require.ErrorIs(t, adapterError(f.err), r)
+	}
+	require.Equal(t, 2, d.gets, "every get counted")
+	require.Equal(t, 8, d.replaces, "every replace counted, refused ones too")
+}
+
+// The call is journaled before it is sent with the read's identity as its
+// precondition and the intended catalog digest; its result names the
+// object the API server stored.
+func TestRetireCallRecord(t *testing.T) {
+	t.Parallel()
+	m := standardKeyring()
+	sc := newScene(t, m, keyringSecret(m))
+	_, err := sc.run(nil)
+	require.NoError(t, err)
+	op, records := sc.operation()
+	want := retiredBy(t, m, fxMutation, fxKey)
+	want.Retirements[len(want.Retirements)-1].RetiredAt = op.CreatedAt.UTC().Format(keyring.TimeLayout)
+	stored := sc.api.now()
+
+	obs, call, result, done := records[1], records[2], records[3], records[4]
+	require.Equal(t, store.Record{ID: obs.ID, Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + fxSecret,
+		UID: string(sc.start.UID), ResourceVersion: sc.start.ResourceVersion, Digest: m.CatalogDigest(),
+		Detail: map[string]any{"generation": int64(4), "keys": 3}}, obs)
+	require.Equal(t, stepReplace, call.Step)
+	require.Equal(t, "secret/"+fxSecret, call.Target)
+	require.Equal(t, string(sc.start.UID), call.UID)
+	require.Equal(t, sc.start.ResourceVersion, call.ResourceVersion, "the precondition is the resourceVersion read")
+	require.Equal(t, want.CatalogDigest(), call.Digest, "the intended catalog digest is journaled before the call")
+	require.Equal(t, int64(5), call.Detail["generation"])
+	require.Equal(t, stored.ResourceVersion, result.ResourceVersion)
+	require.Equal(t, want.CatalogDigest(), result.Digest)
+	require.Equal(t, map[string]any{
+		"secret":     map[string]any{"namespace": fxNamespace, "name": fxSecret, "uid": string(sc.start.UID)},
+		"generation": int64(5), "catalogDigest": want.CatalogDigest(),
+	}, done.Detail)
+}
