@@ -162,7 +162,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *
 			f.note(obs)
 			uid = string(es.GetUID())
 		}
-		gone, err := wait(ctx, func(ctx context.Context) (bool, error) {
+		gone, err := f.wait(ctx, func(ctx context.Context) (bool, error) {
 			cur, err := f.kube.GetExternalSecret(ctx, name)
 			switch {
 			case isNotFound(err):

@@ -59,10 +59,38 @@ var (
 	waitPoll  = 100 * time.Millisecond
 )
 
+// authority is the family's whole view of the API server: exactly the
+// methods of kube.Credentials it calls. Unit tests put a scripted double
+// behind it; a run always has the real adapter (Plan).
+type authority interface {
+	GetSecret(ctx context.Context, name string) (*corev1.Secret, error)
+	CreateSecret(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
+	PatchSecret(ctx context.Context, name string, patch []byte) (*corev1.Secret, error)
+	GetExternalSecret(ctx context.Context, name string) (*unstructured.Unstructured, error)
+	OrphanExternalSecret(ctx context.Context, name string, uid types.UID, resourceVersion string) error
+	GetPasswordGenerator(ctx context.Context, name string) (*unstructured.Unstructured, error)
+	DeletePasswordGenerator(ctx context.Context, name string, uid types.UID, resourceVersion string) error
+	GetPod(ctx context.Context, name string) (*corev1.Pod, error)
+	DeletePod(ctx context.Context, name string, uid types.UID) error
+}
+
+var _ authority = (*kube.Credentials)(nil)
+
+// prober checks a server's credentials at addr: Probe in a run, a script
+// in unit tests.
+type prober func(ctx context.Context, protocol, addr string, user, password []byte) ProbeResult
+
+// waiter polls cond until it is done, fails, or the wait's bound passes
+// (done false, no error): poll in a run; unit tests poll a fixed number of
+// times without sleeping.
+type waiter func(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error)
+
 // family implements workflow.Family for one credential plan.
 type family struct {
-	cmd  *Command
-	kube *kube.Credentials
+	cmd   *Command
+	kube  authority
+	probe prober
+	poll  waiter
 
 	// What this process learned from the authority that no record says
 	// (a read needs no record); rebuilt by reading again after a restart.
@@ -78,9 +106,9 @@ type family struct {
 	run             string                    // the run's operation (mutation ID in the journal)
 }
 
-func newFamily(cmd *Command, client *kube.Credentials) *family {
+func newFamily(cmd *Command, client authority) *family {
 	return &family{
-		cmd: cmd, kube: client,
+		cmd: cmd, kube: client, probe: Probe, poll: poll,
 		external: map[string]*unstructured.Unstructured{}, externalGone: map[string]bool{}, generatorAbsent: map[string]bool{},
 		complete: map[string]bool{}, read: map[string]*corev1.Secret{}, probed: map[string]ProbeResult{},
 	}
@@ -301,11 +329,17 @@ func deleteAnswer(uid types.UID, ok string, err error) workflow.Answer {
 	return a
 }
 
-// wait polls cond until it is done, fails, or waitBound passes.
-func wait(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
+// wait polls cond with the family's waiter; a dry run does not wait.
+func (f *family) wait(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
 	if workflow.IsDryRun(ctx) {
 		return true, nil // keyledger plan: the call was not sent; take its effect as in place
 	}
+	return f.poll(ctx, cond)
+}
+
+// poll looks at cond every waitPoll until it is done, fails, or waitBound
+// passes.
+func poll(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, waitBound)
 	defer cancel()
 	t := time.NewTicker(waitPoll)

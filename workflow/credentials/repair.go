@@ -79,7 +79,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
 		return nil, nil
 	}
-	res, err := f.probe(ctx, srv, pod)
+	res, err := f.probeServer(ctx, srv, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +100,8 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	}
 }
 
-// probe reads the server's Secret and probes the pod's IP.
-func (f *family) probe(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, error) {
+// probeServer reads the server's Secret and probes the pod's IP.
+func (f *family) probeServer(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, error) {
 	if pod.Status.PodIP == "" {
 		return ProbeResult{Status: ProbeUnknown, Reason: "no-pod-ip"}, nil
 	}
@@ -117,7 +117,7 @@ func (f *family) probe(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeR
 	if !ok {
 		return ProbeResult{Status: ProbeUnknown, Reason: "password-key-absent"}, nil
 	}
-	res := Probe(ctx, srv.Protocol, podAddress(pod.Status.PodIP, srv.Port), user, password)
+	res := f.probe(ctx, srv.Protocol, podAddress(pod.Status.PodIP, srv.Port), user, password)
 	for k := range s.Data {
 		clear(s.Data[k])
 	}
@@ -128,7 +128,7 @@ func (f *family) probe(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeR
 // deletedUID, Ready and with an IP. It returns nil when the bound passes.
 func (f *family) waitReplacement(ctx context.Context, name, deletedUID string) (*corev1.Pod, error) {
 	var found *corev1.Pod
-	ok, err := wait(ctx, func(ctx context.Context) (bool, error) {
+	ok, err := f.wait(ctx, func(ctx context.Context) (bool, error) {
 		pod, err := f.kube.GetPod(ctx, name)
 		switch {
 		case isNotFound(err):

@@ -1,0 +1,386 @@
+package credentials
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// row is one scenario of a family table: a plan, what the namespace holds
+// and which faults are scripted before the first run, then what must hold
+// after it.
+type row struct {
+	name  string
+	spec  func(Spec) Spec
+	setup func(e *env)
+	check func(t *testing.T, e *env, r result)
+}
+
+func runTable(t *testing.T, rows []row) {
+	t.Helper()
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			spec := basePlan()
+			if tc.spec != nil {
+				spec = tc.spec(spec)
+			}
+			e := newEnv(t, spec)
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			tc.check(t, e, e.run())
+			e.noOverwrite()
+		})
+	}
+}
+
+// someone returns a someone-else's-write hook.
+func someone(write func(k *fakeKube)) func(k *fakeKube) { return write }
+
+// TestCreateSecretTable: the create-secret call (a batch of POSTs, each
+// with a nonce whose digest is journaled before the send) against every
+// answer the API server can give.
+func TestCreateSecretTable(t *testing.T) {
+	t.Parallel()
+	runTable(t, []row{
+		{name: "applied", check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
+			require.Equal(t, []string{"create-secret secret/shop-app applied/created", "create-secret secret/shop-bus applied/created"},
+				r.trail(store.RecordAuthorityResult, ""))
+			for _, n := range []string{secretApp, secretBus} {
+				e.requirePlanned(n, true)
+				require.Equal(t, 1, e.k.written("secret/"+n), "%s written once", n)
+				require.Zero(t, e.k.count(opGetSecret, n), "a created Secret is not read")
+			}
+			require.Equal(t, nonceDigest(e.secret(secretApp).Annotations[AnnotationNonce]), callOf(r, stepCreateSecret, "secret/"+secretApp).Digest,
+				"the call record holds the digest of the nonce the Secret carries")
+		}},
+		{name: "lost-after-apply", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
+			require.Equal(t, []string{"create-secret secret/shop-app ours/created-by-this-mutation"}, r.trail(store.RecordResolution, ""))
+			e.requirePlanned(secretApp, true)
+			require.Equal(t, 1, e.k.written("secret/"+secretApp), "applied once, never sent again")
+			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
+		}},
+		{name: "lost-before-apply", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultLoseBefore})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
+			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 2, e.k.count(opCreateSecret, secretApp), "sent again after the read found it absent")
+			require.Equal(t, 1, e.k.written("secret/"+secretApp))
+			calls := callsOf(r, stepCreateSecret, "secret/"+secretApp)
+			require.Len(t, calls, 2)
+			require.NotEqual(t, calls[0].Digest, calls[1].Digest, "each attempt has its own nonce")
+			require.Equal(t, calls[1].Digest, nonceDigest(e.secret(secretApp).Annotations[AnnotationNonce]))
+		}},
+		{name: "409 someone else's Secret created right before ours", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, before: someone(func(k *fakeKube) {
+				k.putSecret(theirSecret(secretApp, map[string]string{"password": "theirs"}))
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount(), "kept and patched, never counted as created")
+			require.Equal(t, []string{"create-secret secret/shop-app unknown/already-exists", "create-secret secret/shop-bus applied/created",
+				"patch-secret secret/shop-app applied/patched"}, r.trail(store.RecordAuthorityResult, ""))
+			require.Equal(t, []string{"create-secret secret/shop-app ours/kept-existing"}, r.trail(store.RecordResolution, ""))
+			s := e.secret(secretApp)
+			require.Equal(t, "theirs", string(s.Data["password"]), "an existing value is never replaced")
+			require.Equal(t, "shop", s.Labels["app.kubernetes.io/part-of"], "what it lacked is patched in")
+			require.NotContains(t, s.Annotations, AnnotationNonce)
+			require.Equal(t, 1, e.k.written("secret/"+secretApp), "one patch, no create")
+		}},
+		{name: "409 look-alike carrying keyledger's annotations and another nonce", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, before: someone(func(k *fakeKube) {
+				k.putSecret(theirSecret(secretApp, map[string]string{"password": "copied"}, func(s *corev1.Secret) {
+					s.Annotations = map[string]string{AnnotationNonce: "0123456789abcdef0123456789abcdef", AnnotationCreatedBy: "m-1:run-1"}
+					s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
+				}))
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
+			res := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+secretApp)
+			require.Equal(t, "kept-existing", res.Reason)
+			require.Equal(t, true, res.Detail["lookAlike"])
+			require.Equal(t, "copied", string(e.secret(secretApp).Data["password"]))
+			require.Zero(t, e.k.written("secret/"+secretApp), "complete: not written")
+		}},
+		{name: "422 rejected", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultAnswer, err: errInvalid("Secret", secretApp)})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/invalid", r.ending())
+			require.Equal(t, []any{"secret/" + secretBus}, r.summary()["applied"], "the refusal names what the batch applied")
+			require.Equal(t, []any{"secret/" + secretApp}, r.summary()["notApplied"])
+			require.Nil(t, e.secret(secretApp))
+			require.Equal(t, 1, e.k.written("secret/"+secretBus))
+			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp), "a rejected create is not sent again")
+		}},
+		{name: "500 not applied", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 2, e.k.count(opCreateSecret, secretApp))
+			require.Equal(t, 1, e.k.written("secret/"+secretApp))
+		}},
+		{name: "404 namespace absent every time", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultAnswer, err: errNotFound(grNamespaces, nsShop), times: 100})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/attempts-exhausted", r.ending())
+			require.Equal(t, MaxAttempts, e.k.count(opCreateSecret, secretApp), "bounded by MaxAttempts")
+			require.Nil(t, e.secret(secretApp))
+			require.Equal(t, store.StateResolving, r.op.State, "left for a rerun to settle")
+		}},
+		{name: "lost-after-apply then deleted by someone before the resolution's read", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose},
+				&fault{op: opGetSecret, name: secretApp, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 2, e.k.written("secret/"+secretApp), "created again: the plan is desired state")
+			e.requirePlanned(secretApp, true)
+		}},
+		{name: "lost-after-apply then replaced by someone else's", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose},
+				&fault{op: opGetSecret, name: secretApp, before: someone(func(k *fakeKube) {
+					delete(k.secrets, secretApp)
+					k.putSecret(theirSecret(secretApp, map[string]string{"password": "theirs"}, func(s *corev1.Secret) {
+						s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
+					}))
+				})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"create-secret secret/shop-app ours/kept-existing"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount(), "not counted as created: the nonce is not ours")
+			require.Equal(t, "theirs", string(e.secret(secretApp).Data["password"]))
+		}},
+	})
+}
+
+// partial is a Secret someone else made, lacking the planned key and label.
+func partial(e *env) {
+	e.k.putSecret(theirSecret(secretApp, map[string]string{"other": "kept"}))
+}
+
+// TestPatchSecretTable: the patch-secret call (one JSON patch whose first
+// operation tests the resourceVersion read) after a create found the
+// Secret in place.
+func TestPatchSecretTable(t *testing.T) {
+	t.Parallel()
+	patched := func(t *testing.T, e *env) {
+		t.Helper()
+		s := e.secret(secretApp)
+		require.Equal(t, "kept", string(s.Data["other"]))
+		require.Len(t, s.Data["password"], 32)
+		require.Equal(t, "shop", s.Labels["app.kubernetes.io/part-of"])
+	}
+	runTable(t, []row{
+		{name: "applied", setup: partial, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
+			patched(t, e)
+			require.Equal(t, 1, e.k.written("secret/"+secretApp))
+			call := callOf(r, stepPatchSecret, "secret/"+secretApp)
+			require.Equal(t, []any{"password"}, call.Detail["addKeys"])
+			require.Equal(t, []any{"app.kubernetes.io/part-of"}, call.Detail["addLabels"])
+		}},
+		{name: "lost-after-apply", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultApplyThenLose})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app ours/complete")
+			patched(t, e)
+			require.Equal(t, 1, e.k.written("secret/"+secretApp), "not sent again")
+			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
+		}},
+		{name: "lost-before-apply", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app not-applied/resource-version-unchanged")
+			patched(t, e)
+			require.Equal(t, 2, e.k.count(opPatchSecret, secretApp))
+			require.Equal(t, 1, e.k.written("secret/"+secretApp))
+		}},
+		{name: "422 someone else's write between read and patch", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
+				s := k.secrets[secretApp]
+				s.Data["theirs"] = []byte("added")
+				k.stamp(s)
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"patch-secret secret/shop-app unknown/test-failed", "patch-secret secret/shop-app applied/patched"},
+				r.trail(store.RecordAuthorityResult, stepPatchSecret))
+			res := firstRecordOf(r, store.RecordAuthorityResult, stepPatchSecret, "secret/"+secretApp)
+			require.EqualValues(t, 422, res.Detail["code"])
+			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app not-applied/resource-version-changed")
+			patched(t, e)
+			require.Equal(t, "added", string(e.secret(secretApp).Data["theirs"]), "their write is kept")
+			require.Equal(t, 1, e.k.written("secret/"+secretApp), "the recomputed patch applied once")
+		}},
+		{name: "422 someone else added the planned key first", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
+				s := k.secrets[secretApp]
+				s.Data["password"] = []byte("theirs")
+				k.stamp(s)
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			s := e.secret(secretApp)
+			require.Equal(t, "theirs", string(s.Data["password"]), "never overwritten")
+			require.Equal(t, "shop", s.Labels["app.kubernetes.io/part-of"])
+			calls := callsOf(r, stepPatchSecret, "secret/"+secretApp)
+			require.Len(t, calls, 2)
+			require.Nil(t, calls[1].Detail["addKeys"], "the recomputed patch adds only the label")
+		}},
+		{name: "404 deleted by someone before the patch", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretDeleted, r.ending())
+			require.Equal(t, "m-1:run-1", r.summary()["run"])
+			require.Nil(t, e.secret(secretApp), "not recreated by this run")
+		}},
+		{name: "made immutable by someone before the patch", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
+				yes := true
+				k.secrets[secretApp].Immutable = &yes
+				k.stamp(k.secrets[secretApp])
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretImmutable, r.ending())
+			require.NotContains(t, e.secret(secretApp).Data, "password")
+		}},
+		{name: "immutable before the run", setup: func(e *env) {
+			yes := true
+			e.k.putSecret(theirSecret(secretApp, map[string]string{"other": "kept"}, func(s *corev1.Secret) { s.Immutable = &yes }))
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretImmutable, r.ending())
+			require.Zero(t, e.k.count(opPatchSecret, secretApp), "refused before any patch")
+		}},
+		{name: "wrong type", setup: func(e *env) {
+			e.k.putSecret(theirSecret(secretApp, nil, func(s *corev1.Secret) { s.Type = corev1.SecretTypeDockerConfigJson }))
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
+			require.Equal(t, "read-secret", r.records[len(r.records)-2].Step, "the read is journaled with the refusal")
+		}},
+		{name: "terminating", setup: func(e *env) {
+			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, terminating))
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
+		}},
+		{name: "500 not applied", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, 2, e.k.count(opPatchSecret, secretApp))
+			patched(t, e)
+		}},
+		{name: "422 invalid rejected", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultAnswer, err: errInvalid("Secret", secretApp)})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/invalid", r.ending())
+			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
+			require.NotContains(t, e.secret(secretApp).Data, "password")
+		}},
+	})
+}
+
+// TestReruns: a plan is desired state; each run is a new operation.
+func TestReruns(t *testing.T) {
+	t.Parallel()
+	t.Run("a second run writes nothing", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, basePlan())
+		first := e.run()
+		require.Equal(t, "completed", first.ending())
+		rvs := map[string]string{secretApp: e.secret(secretApp).ResourceVersion, secretBus: e.secret(secretBus).ResourceVersion}
+		mark := e.k.mark()
+		r := e.run()
+		require.Equal(t, "existing", r.ending())
+		require.Equal(t, "m-1:run-2", r.op.MutationID, "a new operation")
+		require.Equal(t, counts(2, 0, 0, 2, 2), r.secretsCount())
+		for n, rv := range rvs {
+			require.Equal(t, rv, e.secret(n).ResourceVersion, "%s not written", n)
+			require.Equal(t, 1, e.k.countSince(mark, opCreateSecret, n), "a POST (409) per Secret")
+			require.Equal(t, 1, e.k.countSince(mark, opGetSecret, n), "and one GET")
+			require.Zero(t, e.k.countSince(mark, opPatchSecret, n))
+		}
+		require.Equal(t, []string{"create-secret secret/shop-app ours/kept-existing", "create-secret secret/shop-bus ours/kept-existing"},
+			r.trail(store.RecordResolution, ""), "the first run's Secrets carry another operation's nonce")
+	})
+	t.Run("a Secret deleted by hand is recreated, alone", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, basePlan())
+		require.Equal(t, "completed", e.run().ending())
+		app := e.secret(secretApp)
+		delete(e.k.secrets, secretBus)
+		r := e.run()
+		require.Equal(t, "completed", r.ending())
+		require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
+		require.Equal(t, app.ResourceVersion, e.secret(secretApp).ResourceVersion, "the other Secret is not written")
+		require.Equal(t, 2, e.k.written("secret/"+secretBus))
+		e.requirePlanned(secretBus, true)
+		require.Equal(t, []string{"create-secret secret/shop-app unknown/already-exists", "create-secret secret/shop-bus applied/created"},
+			r.trail(store.RecordAuthorityResult, ""))
+	})
+}
+
+func terminating(s *corev1.Secret) {
+	now := metav1Now()
+	s.DeletionTimestamp = &now
+	s.Finalizers = []string{"example.com/hold"}
+}
+
+// callsOf is every authority call of step on target.
+func callsOf(r result, step, target string) []store.Record {
+	var out []store.Record
+	for _, rec := range r.records {
+		if rec.Kind == store.RecordAuthorityCall && rec.Step == step && rec.Target == target {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func callOf(r result, step, target string) store.Record {
+	return recordOf(r, store.RecordAuthorityCall, step, target)
+}
+
+// firstRecordOf is the oldest record of kind for step on target.
+func firstRecordOf(r result, kind store.RecordKind, step, target string) store.Record {
+	for _, rec := range r.records {
+		if rec.Kind == kind && rec.Step == step && rec.Target == target {
+			return rec
+		}
+	}
+	return store.Record{}
+}
+
+// recordOf is the newest record of kind for step on target.
+func recordOf(r result, kind store.RecordKind, step, target string) store.Record {
+	for i := len(r.records) - 1; i >= 0; i-- {
+		if rec := r.records[i]; rec.Kind == kind && rec.Step == step && rec.Target == target {
+			return rec
+		}
+	}
+	return store.Record{}
+}
