@@ -103,6 +103,8 @@ type fault struct {
 	before   func(k *fakeKube)
 	// times is how many matching requests it applies to (default 1).
 	times int
+	// after is how many matching requests pass untouched first.
+	after int
 }
 
 func newFakeKube() *fakeKube {
@@ -129,6 +131,10 @@ func (k *fakeKube) begin(op, name string) *fault {
 	for i, f := range k.faults {
 		if f.op != op || f.name != name {
 			continue
+		}
+		if f.after > 0 {
+			f.after--
+			return nil
 		}
 		if f.times <= 1 {
 			k.faults = append(k.faults[:i:i], k.faults[i+1:]...)
@@ -682,3 +688,7 @@ func applyAt(node any, tokens []string, op string, value any) (any, error) {
 var grNamespaces = schema.GroupResource{Resource: "namespaces"}
 
 func metav1Now() metav1.Time { return metav1.Now() }
+
+func setNested(obj map[string]any, value string, fields ...string) error {
+	return unstructured.SetNestedField(obj, value, fields...)
+}

@@ -1,0 +1,317 @@
+package credentials
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// adoptable puts in place what External Secrets left: a generator-backed
+// ExternalSecret owning its Secret (with Argo CD's tracking), and the
+// Password generator it used.
+func adoptable(e *env) {
+	es := e.k.putExternal(generatorBackedES(secretApp))
+	e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "from-generator"}, ownedBy(es)))
+	e.k.putGenerator(generatorApp)
+}
+
+// requireAdopted: the Secret kept its value and lost every trace of its
+// ExternalSecret and of Argo CD's tracking.
+func requireAdopted(t *testing.T, e *env) {
+	t.Helper()
+	s := e.secret(secretApp)
+	require.Equal(t, "from-generator", string(s.Data["password"]), "an adopted value is kept")
+	require.Empty(t, s.OwnerReferences)
+	require.NotContains(t, s.Annotations, AnnotationArgoTracking)
+	require.NotContains(t, s.Labels, LabelArgoInstance)
+	require.Equal(t, "shop", s.Labels["app.kubernetes.io/part-of"])
+}
+
+func (e *env) externalExists(name string) bool {
+	e.k.mu.Lock()
+	defer e.k.mu.Unlock()
+	_, ok := e.k.external[name]
+	return ok
+}
+
+func (e *env) generatorExists(name string) bool {
+	e.k.mu.Lock()
+	defer e.k.mu.Unlock()
+	_, ok := e.k.generators[name]
+	return ok
+}
+
+// TestOrphanExternalSecretTable: the orphan-external-secret call (DELETE
+// with propagationPolicy Orphan and the UID and resourceVersion of the read
+// right before it), then the bounded wait until it is gone.
+func TestOrphanExternalSecretTable(t *testing.T) {
+	t.Parallel()
+	adopt := withAdoption
+	es := "externalsecret/" + secretApp
+	runTable(t, []row{
+		{name: "applied", spec: adopt, setup: adoptable, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.False(t, e.externalExists(secretApp))
+			requireAdopted(t, e)
+			require.Equal(t, 1, e.k.written(es))
+			require.Equal(t, float64(1), r.summary()["externalSecretsDeleted"])
+			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
+			call := callOf(r, stepOrphanExternalSecret, es)
+			require.Equal(t, "Orphan", call.Detail["propagationPolicy"])
+			require.Equal(t, true, call.Detail["listedInAdopt"])
+			require.NotEmpty(t, call.UID)
+			require.NotEmpty(t, call.ResourceVersion)
+			require.Contains(t, r.trail(store.RecordObservation, "wait-external-secret-gone"), "wait-external-secret-gone externalsecret/shop-app gone/")
+			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app applied/deleting", "delete-generator password/shop-app-password applied/deleted",
+				"create-secret secret/shop-app unknown/already-exists", "create-secret secret/shop-bus applied/created",
+				"patch-secret secret/shop-app applied/patched"}, r.trail(store.RecordAuthorityResult, ""), "orphan, retire, then create and patch")
+		}},
+		{name: "lost-after-apply, collected before the read", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultApplyThenLose})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app ours/gone"}, r.trail(store.RecordResolution, stepOrphanExternalSecret))
+			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
+			requireAdopted(t, e)
+		}},
+		{name: "lost-after-apply, still terminating at the read", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.gcHold[secretApp] = 1
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultApplyThenLose})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app ours/deleting"}, r.trail(store.RecordResolution, stepOrphanExternalSecret))
+			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
+			requireAdopted(t, e)
+		}},
+		{name: "lost-before-apply", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultLoseBefore})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app not-applied/resource-version-unchanged"},
+				r.trail(store.RecordResolution, stepOrphanExternalSecret))
+			require.Equal(t, 2, e.k.count(opOrphanExternal, secretApp))
+			require.Equal(t, 1, e.k.written(es))
+			requireAdopted(t, e)
+		}},
+		{name: "409 someone else's write, still generator-backed", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) { k.stamp(k.external[secretApp]) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			res := firstRecordOf(r, store.RecordAuthorityResult, stepOrphanExternalSecret, es)
+			require.Equal(t, "unknown/precondition-failed", res.Status+"/"+res.Reason)
+			require.EqualValues(t, 409, res.Detail["code"])
+			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app not-applied/resource-version-changed"},
+				r.trail(store.RecordResolution, stepOrphanExternalSecret))
+			calls := callsOf(r, stepOrphanExternalSecret, es)
+			require.Len(t, calls, 2)
+			require.NotEqual(t, calls[0].ResourceVersion, calls[1].ResourceVersion, "sent again with the new read's preconditions")
+			requireAdopted(t, e)
+		}},
+		{name: "409 someone switched it to a remote store", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) {
+				remoteES(k.external[secretApp])
+				k.stamp(k.external[secretApp])
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+			require.Equal(t, secretApp, r.summary()["externalSecret"])
+			require.True(t, e.externalExists(secretApp), "their ExternalSecret stays")
+			require.True(t, e.generatorExists(generatorApp), "nothing after the refusal runs")
+			require.Zero(t, e.k.written(es))
+			require.Len(t, e.secret(secretApp).OwnerReferences, 1, "the Secret is not touched")
+		}},
+		{name: "409 someone replaced it", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) {
+				delete(k.external, secretApp)
+				k.putExternal(generatorBackedES(secretApp))
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonExternalReplaced, r.ending())
+			require.True(t, e.externalExists(secretApp), "the new one is someone else's: not deleted")
+			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
+			require.Equal(t, "m-1:run-1", r.summary()["run"])
+		}},
+		{name: "404 someone deleted it first", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) { delete(k.external, secretApp) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app applied/absent"}, r.trail(store.RecordAuthorityResult, stepOrphanExternalSecret))
+			requireAdopted(t, e)
+			require.Zero(t, e.k.written(es))
+		}},
+		{name: "500 not applied", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, 2, e.k.count(opOrphanExternal, secretApp))
+			requireAdopted(t, e)
+		}},
+		{name: "not gone within the bound", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.gcHold[secretApp] = 100
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonExternalNotGone, r.ending())
+			require.True(t, e.generatorExists(generatorApp), "no generator is deleted while the ExternalSecret may still write")
+			require.Empty(t, callsOf(r, stepCreateSecret, "secret/"+secretBus), "nor any Secret created")
+			e.k.gcHold[secretApp] = 0
+			again := e.run()
+			require.Equal(t, "completed", again.ending(), "a rerun settles it")
+			require.Equal(t, r.op.MutationID, again.op.MutationID, "by resuming the same operation")
+			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp), "never deleted twice")
+			requireAdopted(t, e)
+		}},
+		{name: "replaced while waiting", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.gcHold[secretApp] = 100
+			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 2, before: someone(func(k *fakeKube) {
+				delete(k.external, secretApp)
+				k.putExternal(generatorBackedES(secretApp))
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonExternalReplaced, r.ending())
+			require.True(t, e.generatorExists(generatorApp))
+		}},
+		{name: "already being deleted by someone", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			e.k.gcHold[secretApp] = 2
+			e.k.script(&fault{op: opGetExternal, name: secretApp, before: someone(func(k *fakeKube) {
+				now := metav1Now()
+				k.external[secretApp].SetDeletionTimestamp(&now)
+				k.stamp(k.external[secretApp])
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Zero(t, e.k.count(opOrphanExternal, secretApp), "no delete of its own")
+			require.Equal(t, float64(0), r.summary()["externalSecretsDeleted"])
+			require.False(t, e.externalExists(secretApp))
+		}},
+		{name: "not generator-backed: refused before any write", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			remoteES(e.k.external[secretApp])
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+			require.Equal(t, true, r.summary()["listedInAdopt"])
+			require.Empty(t, r.calls(), "no call at all")
+			require.Empty(t, e.k.writes)
+		}},
+		{name: "writes another Secret: refused before any write", spec: adopt, setup: func(e *env) {
+			adoptable(e)
+			_ = setNested(e.k.external[secretApp].Object, "elsewhere", "spec", "target", "name")
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonTargetMismatch, r.ending())
+			require.Empty(t, r.calls())
+		}},
+		{name: "unlisted generator-backed ExternalSecret is adopted too", setup: func(e *env) {
+			es := e.k.putExternal(generatorBackedES(secretBus))
+			e.k.putSecret(theirSecret(secretBus, map[string]string{"user": "bus", "password": "from-generator"}, ownedBy(es)))
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, false, callOf(r, stepOrphanExternalSecret, "externalsecret/"+secretBus).Detail["listedInAdopt"])
+			require.False(t, e.externalExists(secretBus))
+			s := e.secret(secretBus)
+			require.Equal(t, "from-generator", string(s.Data["password"]))
+			require.Empty(t, s.OwnerReferences)
+			require.NotContains(t, s.Labels, LabelArgoInstance)
+		}},
+		{name: "unlisted and not generator-backed: refused", setup: func(e *env) {
+			es := generatorBackedES(secretBus)
+			remoteES(es)
+			e.k.putExternal(es)
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+			require.Equal(t, false, r.summary()["listedInAdopt"])
+			require.Empty(t, e.k.writes)
+		}},
+	})
+}
+
+// TestDeleteGeneratorTable: the delete-generator call (DELETE with the UID
+// and resourceVersion of the read journaled with it), once no ExternalSecret
+// can regenerate a value.
+func TestDeleteGeneratorTable(t *testing.T) {
+	t.Parallel()
+	gen := "password/" + generatorApp
+	withGenerator := func(e *env) { e.k.putGenerator(generatorApp) }
+	runTable(t, []row{
+		{name: "applied", spec: withAdoption, setup: withGenerator, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.False(t, e.generatorExists(generatorApp))
+			require.Equal(t, 1, e.k.written(gen))
+			require.Equal(t, float64(1), r.summary()["generatorsDeleted"])
+			obs := recordOf(r, store.RecordObservation, stepReadGenerator, gen)
+			require.Equal(t, "present", obs.Status)
+			require.Equal(t, obs.UID, callOf(r, stepDeleteGenerator, gen).UID, "the delete names the read's UID")
+			require.Equal(t, obs.ResourceVersion, callOf(r, stepDeleteGenerator, gen).ResourceVersion)
+		}},
+		{name: "absent: journaled, not deleted", spec: withAdoption, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"read-generator password/shop-app-password absent/"}, r.trail(store.RecordObservation, stepReadGenerator))
+			require.Equal(t, float64(0), r.summary()["generatorsDeleted"])
+			require.Zero(t, e.k.count(opDeleteGenerator, generatorApp))
+		}},
+		{name: "lost-after-apply", spec: withAdoption, setup: func(e *env) {
+			withGenerator(e)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultApplyThenLose})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-generator password/shop-app-password ours/gone"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, float64(1), r.summary()["generatorsDeleted"])
+			require.Equal(t, 1, e.k.count(opDeleteGenerator, generatorApp))
+		}},
+		{name: "lost-before-apply", spec: withAdoption, setup: func(e *env) {
+			withGenerator(e)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultLoseBefore})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-generator password/shop-app-password not-applied/resource-version-unchanged"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 2, e.k.count(opDeleteGenerator, generatorApp))
+			require.False(t, e.generatorExists(generatorApp))
+		}},
+		{name: "409 someone else's write", spec: withAdoption, setup: func(e *env) {
+			withGenerator(e)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, before: someone(func(k *fakeKube) { k.stamp(k.generators[generatorApp]) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-generator password/shop-app-password not-applied/resource-version-changed"}, r.trail(store.RecordResolution, ""))
+			require.False(t, e.generatorExists(generatorApp))
+		}},
+		{name: "409 someone replaced it", spec: withAdoption, setup: func(e *env) {
+			withGenerator(e)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, before: someone(func(k *fakeKube) {
+				delete(k.generators, generatorApp)
+				k.putGenerator(generatorApp)
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-generator password/shop-app-password ours/replaced-not-deleted"}, r.trail(store.RecordResolution, ""))
+			require.True(t, e.generatorExists(generatorApp), "someone else's new generator is not deleted")
+			require.Equal(t, 1, e.k.count(opDeleteGenerator, generatorApp))
+		}},
+		{name: "404 someone deleted it first", spec: withAdoption, setup: func(e *env) {
+			withGenerator(e)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, before: someone(func(k *fakeKube) { delete(k.generators, generatorApp) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-generator password/shop-app-password applied/absent"}, r.trail(store.RecordAuthorityResult, stepDeleteGenerator))
+			require.Equal(t, float64(0), r.summary()["generatorsDeleted"], "not counted: this run deleted nothing")
+		}},
+		{name: "500 not applied", spec: withAdoption, setup: func(e *env) {
+			withGenerator(e)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, 2, e.k.count(opDeleteGenerator, generatorApp))
+			require.False(t, e.generatorExists(generatorApp))
+		}},
+	})
+}

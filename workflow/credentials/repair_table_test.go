@@ -1,0 +1,162 @@
+package credentials
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// staleServer starts the Valkey pod with a password no plan generates; the
+// NATS pod does not run (its probe is skipped).
+func staleServer(e *env) { e.k.putPod(podApp, "stale") }
+
+func (e *env) pod(name string) string {
+	e.k.mu.Lock()
+	defer e.k.mu.Unlock()
+	if p, ok := e.k.pods[name]; ok {
+		return string(p.UID)
+	}
+	return ""
+}
+
+// TestDeletePodTable: the probes, and the delete-pod call that repairs a
+// server refusing the password its Secret holds (UID precondition), then
+// the bounded wait for the replacement and the probe again.
+func TestDeletePodTable(t *testing.T) {
+	t.Parallel()
+	pod := "pod/" + podApp
+	// repaired: the pod that refused (named by the first probe) is gone,
+	// its replacement accepted.
+	repaired := func(t *testing.T, e *env, r result) {
+		t.Helper()
+		before := firstRecordOf(r, store.RecordProbe, stepProbe, pod).UID
+		require.NotEmpty(t, before)
+		require.Equal(t, "completed", r.ending())
+		require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, r.summary()["servers"])
+		require.NotEqual(t, before, e.pod(podApp), "a new pod")
+		require.Equal(t, []string{"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 accepted/ok",
+			"probe-server pod/shop-bus-0 skipped/pod-absent"}, r.trail(store.RecordProbe, ""))
+	}
+	start := staleServer
+	runTable(t, []row{
+		{name: "applied", spec: withServers, setup: start, check: func(t *testing.T, e *env, r result) {
+			repaired(t, e, r)
+			require.Equal(t, 1, e.k.written(pod))
+			require.Equal(t, firstRecordOf(r, store.RecordProbe, stepProbe, pod).UID, callOf(r, stepDeletePod, pod).UID, "the delete names the refusing pod")
+			require.Equal(t, e.pod(podApp), recordOf(r, store.RecordProbe, stepProbe, pod).UID, "the probe after the delete names the replacement")
+		}},
+		{name: "lost-after-apply", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultApplyThenLose})
+		}, check: func(t *testing.T, e *env, r result) {
+			repaired(t, e, r)
+			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/replaced"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
+		}},
+		{name: "lost-before-apply", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultLoseBefore})
+		}, check: func(t *testing.T, e *env, r result) {
+			repaired(t, e, r)
+			require.Equal(t, []string{"delete-pod pod/shop-app-0 not-applied/still-running"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 2, e.k.count(opDeletePod, podApp))
+			require.Equal(t, 1, e.k.written(pod))
+		}},
+		{name: "409 someone else restarted it first", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.script(&fault{op: opDeletePod, name: podApp, before: someone(func(k *fakeKube) {
+				delete(k.pods, podApp)
+				k.replace(podApp)
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			repaired(t, e, r)
+			require.Equal(t, "unknown/precondition-failed", func() string {
+				res := recordOf(r, store.RecordAuthorityResult, stepDeletePod, pod)
+				return res.Status + "/" + res.Reason
+			}())
+			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/replaced"}, r.trail(store.RecordResolution, ""))
+			require.Zero(t, e.k.written(pod), "their restart, not ours")
+		}},
+		{name: "404 someone deleted it first", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.script(&fault{op: opDeletePod, name: podApp, before: someone(func(k *fakeKube) {
+				delete(k.pods, podApp)
+				k.replace(podApp)
+			})})
+			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultAnswer, err: errNotFound(grPods, podApp)})
+		}, check: func(t *testing.T, e *env, r result) {
+			repaired(t, e, r)
+		}},
+		{name: "500 not applied", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			repaired(t, e, r)
+			require.Equal(t, 2, e.k.count(opDeletePod, podApp))
+		}},
+		{name: "the replacement still refuses", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.probes[podApp] = []ProbeResult{{Status: ProbeRefused, Reason: "wrongpass"}, {Status: ProbeRefused, Reason: "wrongpass"}}
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonServerStillRefuses, r.ending())
+			require.Equal(t, podApp, r.summary()["pod"])
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp), "deleted once, never twice")
+		}},
+		{name: "the replacement is not ready within the bound", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.noReplacement[podApp] = true
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonReplacementNotReady, r.ending())
+			require.Equal(t, []string{"wait-replacement pod/shop-app-0 not-ready/" + ReasonReplacementNotReady}, r.trail(store.RecordObservation, "wait-replacement"),
+				"journaled before the run ends")
+			e.k.mu.Lock()
+			e.k.noReplacement[podApp] = false
+			e.k.replace(podApp)
+			e.k.mu.Unlock()
+			again := e.run()
+			require.Equal(t, "completed", again.ending())
+			require.Equal(t, r.op.MutationID, again.op.MutationID)
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp), "the rerun does not delete again")
+			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, again.summary()["servers"])
+		}},
+		{name: "an unknown probe answer restarts nothing", spec: withServers, setup: func(e *env) {
+			start(e)
+			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "timeout"}}
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 skipped/pod-absent"},
+				r.trail(store.RecordProbe, ""), "every probe journaled before the run ends")
+			require.Zero(t, e.k.count(opDeletePod, podApp))
+			again := e.run()
+			require.Equal(t, r.op.MutationID, again.op.MutationID)
+			require.Equal(t, 3, e.k.probed[podApp], "the rerun probes again (refused), then the replacement")
+			require.Equal(t, "completed", again.ending())
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 skipped/pod-absent",
+				"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 accepted/ok", "probe-server pod/shop-bus-0 skipped/pod-absent"},
+				again.trail(store.RecordProbe, ""))
+			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, again.summary()["servers"],
+				"the summary counts each server's newest probe")
+			require.Equal(t, 1, e.k.written(pod))
+		}},
+		{name: "a server accepting the password is left alone", spec: withServers, setup: func(e *env) {
+			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "in-place"}, func(s *corev1.Secret) {
+				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
+			}))
+			e.k.putPod(podApp, "in-place")
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 0.0}, r.summary()["servers"])
+			require.Zero(t, e.k.count(opDeletePod, podApp))
+		}},
+		{name: "no pod IP is an unknown answer", spec: withServers, setup: func(e *env) {
+			p := e.k.putPod(podApp, "stale")
+			e.k.pods[p.Name].Status.PodIP = ""
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
+			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/no-pod-ip")
+		}},
+	})
+}
