@@ -247,6 +247,7 @@ var (
 		field.Invalid(field.NewPath("metadata", "annotations"), "x", "rejected by a validating admission policy"),
 	})}
 	serverError = fault{err: apierrors.NewInternalError(errors.New("etcdserver: request timed out"))}
+	forbidden   = fault{err: apierrors.NewForbidden(secretsResource, "keyring", errors.New("denied by a validating admission policy"))}
 )
 
 // theirs is a fault in which someone else moves right before the call.

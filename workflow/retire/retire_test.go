@@ -137,8 +137,10 @@ type row struct {
 	secret   []secretOption
 	missing  bool
 	spec     func(*Spec)
-	// script scripts the double's calls.
+	// script scripts the double's calls; with, when set, scripts them
+	// with the whole scene at hand (another run of the command).
 	script func(d *apiDouble)
+	with   func(sc *scene)
 	// crash, when set, ends the first run right before the matching
 	// journal commit; the following runs use the journal as it was left.
 	crash func(p store.TransitionParams) bool
@@ -261,6 +263,38 @@ func retireRows() []row {
 			runs: []runWant{refused(ReasonUIDChanged)},
 			end:  theirsOnly, writes: 1, gets: 2, replaces: 1,
 			trail: join(begun, []string{"result unknown lost", "resolution theirs uid-changed", "refusal uid-changed"}),
+		},
+		{
+			name: "lost-before-apply, then someone else's write: changed-concurrently",
+			script: func(d *apiDouble) {
+				d.on(verbReplace, lostBefore)
+				d.on(verbGet, fault{}, theirs(annotate))
+			},
+			runs: []runWant{refused(ReasonChangedConcurrent)},
+			end:  theirsOnly, gets: 2, replaces: 1,
+			trail: join(begun, []string{"result unknown lost", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+		},
+		{
+			name: "a concurrent run of the same command wins the race: written once",
+			with: func(sc *scene) {
+				sc.api.on(verbReplace, theirs(func(*apiDouble) {
+					// The other process, start to end, while this one's
+					// replace is in flight.
+					res, err := sc.run(nil)
+					require.NoError(sc.t, err)
+					require.Equal(sc.t, workflow.OutcomeCompleted, res.Outcome)
+				}))
+			},
+			runs: []runWant{completed()},
+			end:  retired, writes: 1, gets: 2, replaces: 2,
+			trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+		},
+		{
+			name:   "403: rejected, nothing written",
+			script: func(d *apiDouble) { d.on(verbReplace, forbidden) },
+			runs:   []runWant{refused("forbidden")},
+			end:    unchanged, gets: 1, replaces: 1,
+			trail: join(begun, []string{"result rejected forbidden", "refusal forbidden"}),
 		},
 		{
 			name:   "422: rejected, nothing written",
@@ -582,6 +616,9 @@ func (tc row) check(t *testing.T) {
 	sc := newScene(t, m, s, spec...)
 	if tc.script != nil {
 		tc.script(sc.api)
+	}
+	if tc.with != nil {
+		tc.with(sc)
 	}
 	require.NotEmpty(t, tc.runs, "a row says what each run ends with")
 	for i, want := range tc.runs {

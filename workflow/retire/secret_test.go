@@ -119,6 +119,8 @@ func TestRetireCallRecord(t *testing.T) {
 		UID: string(sc.start.UID), ResourceVersion: sc.start.ResourceVersion, Digest: m.CatalogDigest(),
 		Detail: map[string]any{"generation": int64(4), "keys": 3}}, obs)
 	require.Equal(t, stepReplace, call.Step)
+	require.True(t, call.Final, "the one call is final")
+	require.Equal(t, 1, call.Batch)
 	require.Equal(t, "secret/"+fxSecret, call.Target)
 	require.Equal(t, string(sc.start.UID), call.UID)
 	require.Equal(t, sc.start.ResourceVersion, call.ResourceVersion, "the precondition is the resourceVersion read")
