@@ -250,7 +250,12 @@ func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
 // manifest with every key's material replaced by its digest. dataKey may be
 // empty when the Secret has exactly one data entry.
 func Inspect(ctx context.Context, client kube.Interface, namespace, name, dataKey string) ([]byte, error) {
-	s, err := kube.NewSecretReplacer(client, namespace, name).Get(ctx)
+	return inspect(ctx, kube.NewSecretReplacer(client, namespace, name), dataKey)
+}
+
+// inspect is Inspect through the seam.
+func inspect(ctx context.Context, secret secrets, dataKey string) ([]byte, error) {
+	s, err := secret.Get(ctx)
 	if err != nil {
 		if errors.Is(err, kube.ReasonNotFound) {
 			return nil, &workflow.Refused{Reason: ReasonSecretAbsent}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
+	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 )
 
 // An error that is neither a refusal of the Secret nor a keyring refusal is
@@ -132,4 +134,38 @@ func TestRetireCallRecord(t *testing.T) {
 		"secret":     map[string]any{"namespace": fxNamespace, "name": fxSecret, "uid": string(sc.start.UID)},
 		"generation": int64(5), "catalogDigest": want.CatalogDigest(),
 	}, done.Detail)
+}
+
+// keyring inspect prints the catalog (digests, never material), finds the
+// data key when there is one entry, and refuses as a retirement would.
+func TestInspect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := standardKeyring()
+	d := newAPIDouble(t, keyringSecret(m))
+
+	for _, key := range []string{fxDataKey, ""} {
+		catalog, err := inspect(ctx, d, key)
+		require.NoError(t, err)
+		require.Equal(t, m.Catalog(), catalog)
+		keyringtest.AssertNoMaterial(t, string(catalog), keyringtest.Material("k-2026-06"),
+			keyringtest.Material("k-2026-07"), keyringtest.Material("k-2026-08"))
+	}
+
+	_, err := inspect(ctx, d, "other.json")
+	var refused *workflow.Refused
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, ReasonDataEntries, refused.Reason)
+
+	d.on(verbGet, serverError)
+	_, err = inspect(ctx, d, fxDataKey)
+	var unavailable *workflow.Unavailable
+	require.ErrorAs(t, err, &unavailable)
+	require.Equal(t, "kubernetes", unavailable.Dependency)
+
+	d.theirDelete()
+	_, err = inspect(ctx, d, fxDataKey)
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, ReasonSecretAbsent, refused.Reason)
+	require.Empty(t, d.replaced, "inspect only reads")
 }
