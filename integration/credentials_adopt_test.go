@@ -68,7 +68,7 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	wp, err := credentials.Plan(cmd, cfg)
 	require.NoError(t, err)
 	res, err := workflow.Execute(ctx, workflow.Deps{Kube: client,
-		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, e.journal.OperatorURL) }}, wp)
+		OpenStore: workflow.PostgresStore(e.journal.OperatorURL)}, wp)
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
 	require.True(t, wrote.Load())

@@ -118,7 +118,7 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 	wp, err := credentials.Plan(cmd, cfg)
 	require.NoError(t, err)
 	_, err = workflow.Execute(ctx, workflow.Deps{Kube: client,
-		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, e.journal.OperatorURL) }}, wp)
+		OpenStore: workflow.PostgresStore(e.journal.OperatorURL)}, wp)
 	var refused *workflow.Refused
 	require.True(t, errors.As(err, &refused), "refused: %v", err)
 

@@ -101,7 +101,7 @@ func toyPlan(client kube.Interface, namespace, name, mutation string) workflow.P
 func runToy(ctx context.Context, client kube.Interface, databaseURL, namespace, name, mutation string) (*workflow.Result, error) {
 	deps := workflow.Deps{
 		Kube:      client,
-		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, databaseURL) },
+		OpenStore: workflow.PostgresStore(databaseURL),
 		Log:       slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 	}
 	return workflow.Execute(ctx, deps, toyPlan(client, namespace, name, mutation))

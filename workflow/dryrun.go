@@ -74,6 +74,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 		return nil, err
 	}
 	defer st.Close()
+	bindJournal(st, plan.Family)
 
 	res := &DryRunResult{}
 	op, records, err := dryPrepare(ctx, st, plan, res)
@@ -119,7 +120,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 // writing: the operation a run would drive and its records. It returns a
 // nil or terminal operation when the run would end at once (a replay, a
 // reused mutation ID); res then says how.
-func dryPrepare(ctx context.Context, st *store.Store, plan Plan, res *DryRunResult) (*store.Operation, []store.Record, error) {
+func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*store.Operation, []store.Record, error) {
 	p := plan.Prepare
 	fresh := func(mutationID string, detail map[string]any) (*store.Operation, []store.Record, error) {
 		res.Journal = "new"

@@ -47,16 +47,52 @@ type JournalReader interface {
 
 // JournalBound is implemented by a family that decides from other
 // operations' records too (the versioned family proves from them which
-// snapshots it created): Execute hands it the journal once it is open.
+// snapshots it created): Operate and DryRun hand it the journal once it is
+// open, before its first decision.
 type JournalBound interface {
 	BindJournal(j JournalReader)
+}
+
+// Store is the journal a run drives: what Execute, DryRun and the engine
+// use of it. *store.Store (PostgreSQL) is the one a command runs with;
+// workflowtest.Journal is an in-memory stand-in with the same semantics for
+// unit tests of decision logic, which proves no PostgreSQL claim.
+type Store interface {
+	Journal
+	JournalReader
+	// Prepare journals a new operation (created=true) or returns the one
+	// journaled under the mutation ID (store.ErrDigestMismatch when it is
+	// another command's).
+	Prepare(ctx context.Context, p store.PrepareParams) (op *store.Operation, created bool, err error)
+	// PrepareRun journals or resumes one run of a desired-state command
+	// (see store.PrepareRun).
+	PrepareRun(ctx context.Context, p store.PrepareParams) (op *store.Operation, created bool, err error)
+	// Runs returns every run of a desired-state command, oldest first.
+	Runs(ctx context.Context, id string) ([]*store.Operation, error)
+	// Transactions is the number of transactions committed so far.
+	Transactions() int64
+	Close()
+}
+
+var _ Store = (*store.Store)(nil)
+
+// PostgresStore returns a Deps.OpenStore that opens the PostgreSQL journal
+// at databaseURL.
+func PostgresStore(databaseURL string) func(ctx context.Context) (Store, error) {
+	return func(ctx context.Context) (Store, error) {
+		st, err := store.Open(ctx, databaseURL)
+		if err != nil {
+			return nil, err // never a typed nil in the interface
+		}
+		return st, nil
+	}
 }
 
 // Deps are the run's connections. OpenStore is called only after the
 // permission matrix held, so a refused run never contacts PostgreSQL.
 type Deps struct {
 	Kube      kube.Interface
-	OpenStore func(ctx context.Context) (*store.Store, error)
+	OpenStore func(ctx context.Context) (Store, error)
 	Log       *slog.Logger
 }
 
@@ -67,18 +103,16 @@ type Result struct {
 	Outcome Outcome
 	// Replayed is true when the operation was already terminal in the journal.
 	Replayed bool
-	// Transactions is the number of journal transactions this run committed.
+	// Transactions is the number of journal transactions committed while
+	// this run was operating (by this run alone, unless the Store is shared).
 	Transactions int64
 }
 
 // begin is what Execute and DryRun do before the journal is read: the
-// permission matrix, the family's precheck, then the journal opened and
-// bound to a family that reads it. The caller closes the store.
-func begin(ctx context.Context, deps Deps, plan Plan) (*store.Store, *slog.Logger, error) {
-	log := deps.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+// permission matrix, the family's precheck, then the journal opened. The
+// caller closes the store.
+func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, error) {
+	log := orDiscard(deps.Log)
 	if err := checkAccess(ctx, deps, plan, log); err != nil {
 		return nil, nil, err
 	}
@@ -91,22 +125,48 @@ func begin(ctx context.Context, deps Deps, plan Plan) (*store.Store, *slog.Logge
 	if err != nil {
 		return nil, nil, &Unavailable{Dependency: "postgresql", Err: err}
 	}
-	if jb, ok := plan.Family.(JournalBound); ok {
-		jb.BindJournal(st)
-	}
 	return st, log, nil
 }
 
-// Execute runs one operation: permission matrix, preparation, then the state
-// machine until the operation is terminal or its outcome is uncertain.
+// bindJournal hands the open journal to a family that reads other
+// operations' records (JournalBound), before its first decision.
+func bindJournal(st Store, f Family) {
+	if jb, ok := f.(JournalBound); ok {
+		jb.BindJournal(st)
+	}
+}
+
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
+// Execute runs one operation: permission matrix, precheck, the journal
+// opened, then Operate: preparation, then the state machine until the
+// operation is terminal or its outcome is uncertain.
 func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	st, log, err := begin(ctx, deps, plan)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
+	return Operate(ctx, st, plan, log)
+}
+
+// Operate is Execute once the permission matrix held and the journal is
+// open: it binds st to a JournalBound family, prepares the operation (or
+// the next run, plan.Runs) or resumes it, drives it until it is terminal or
+// its outcome is uncertain, and says how it ended. plan.Access, Rights,
+// SecretRights and Precheck are not looked at. It does not close st.
+// Unit tests call it with an in-memory journal (workflowtest.NewJournal).
+func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Result, error) {
+	log = orDiscard(log)
+	bindJournal(st, plan.Family)
 	res := &Result{}
-	defer func() { res.Transactions = st.Transactions() }()
+	start := st.Transactions()
+	defer func() { res.Transactions = st.Transactions() - start }()
 
 	prepare := st.Prepare
 	if plan.Runs {

@@ -154,7 +154,7 @@ func (pr *preparedRun) connect(flags *commonFlags, log *slog.Logger, wrap func(h
 	}
 	deps := workflow.Deps{
 		Kube:      client,
-		OpenStore: func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, pr.databaseURL) },
+		OpenStore: workflow.PostgresStore(pr.databaseURL),
 		Log:       log,
 	}
 	return deps, plan, release, nil

@@ -1,0 +1,208 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
+)
+
+// scripted is a family whose Decide and Resolve are the test's functions;
+// it counts the calls it sends and remembers the journal bound to it.
+type scripted struct {
+	decide  func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision
+	resolve func(run *workflow.Run, call store.Record) workflow.Verdict
+	sent    int
+	bound   workflow.JournalReader
+}
+
+func (f *scripted) Decide(_ context.Context, run *workflow.Run) (workflow.Decision, error) {
+	return f.decide(run, func(a workflow.Answer) func(context.Context) workflow.Answer {
+		return func(context.Context) workflow.Answer { f.sent++; return a }
+	}), nil
+}
+
+func (f *scripted) Resolve(_ context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	return f.resolve(run, call), nil
+}
+
+func (f *scripted) BindJournal(j workflow.JournalReader) { f.bound = j }
+
+func toy(mutation string) store.PrepareParams {
+	return store.PrepareParams{Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
+		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 1), Namespace: "ns", Name: "name"}
+}
+
+// ours reports whether run holds an "ours" resolution of step.
+func ours(run *workflow.Run, step string) bool {
+	for _, r := range run.Records {
+		if r.Kind == store.RecordResolution && r.Step == step && r.Status == string(workflow.Ours) {
+			return true
+		}
+	}
+	return false
+}
+
+func kinds(records []store.Record) []store.RecordKind {
+	out := make([]store.RecordKind, len(records))
+	for i, r := range records {
+		out[i] = r.Kind
+	}
+	return out
+}
+
+func noResolve(*workflow.Run, store.Record) workflow.Verdict {
+	return workflow.Verdict{Kind: workflow.Undetermined}
+}
+
+// Operate drives a family on any journal: each branch below ends where the
+// journal says, with the records it says, in the transactions it says.
+func TestOperateWithTheInMemoryJournal(t *testing.T) {
+	t.Parallel()
+	final := func(a workflow.Answer) func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		return func(_ *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+			return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true,
+				Summary: map[string]any{"wrote": "x"}, Send: send(a)}}
+		}
+	}
+	cases := []struct {
+		name         string
+		family       *scripted
+		outcome      workflow.Outcome
+		err          error
+		state        store.State
+		records      []store.RecordKind
+		sent         int
+		transactions int64
+	}{
+		{
+			name: "complete",
+			family: &scripted{decide: func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+				return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeExisting}}
+			}, resolve: noResolve},
+			outcome: workflow.OutcomeExisting, state: store.StateCompleted,
+			records:      []store.RecordKind{store.RecordPreparation, store.RecordCompletion},
+			transactions: 2,
+		},
+		{
+			name: "refuse",
+			family: &scripted{decide: func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+				return workflow.Decision{Refuse: &workflow.Refusal{Reason: "key-active"}}
+			}, resolve: noResolve},
+			outcome: workflow.OutcomeRefused, err: &workflow.Refused{Reason: "key-active"}, state: store.StateRefused,
+			records:      []store.RecordKind{store.RecordPreparation, store.RecordRefusal},
+			transactions: 2,
+		},
+		{
+			name:    "a call applied",
+			family:  &scripted{decide: final(workflow.Answer{Status: workflow.Applied, UID: "u1"}), resolve: noResolve},
+			outcome: workflow.OutcomeCompleted, state: store.StateCompleted,
+			records: []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
+				store.RecordCompletion},
+			sent: 1, transactions: 3,
+		},
+		{
+			name: "a lost answer resolved ours",
+			family: &scripted{decide: final(workflow.Answer{Status: workflow.Unknown, Reason: "lost"}),
+				resolve: func(*workflow.Run, store.Record) workflow.Verdict {
+					return workflow.Verdict{Kind: workflow.Ours, UID: "u1", Summary: map[string]any{"wrote": "x"}}
+				}},
+			outcome: workflow.OutcomeConverged, state: store.StateCompleted,
+			records: []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
+				store.RecordResolution, store.RecordCompletion},
+			sent: 1, transactions: 4,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			j := workflowtest.NewJournal()
+			res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: c.family}, nil)
+			if c.err != nil {
+				require.Equal(t, c.err, err)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, c.outcome, res.Outcome)
+			require.Equal(t, c.sent, c.family.sent)
+			require.Equal(t, c.transactions, res.Transactions)
+			require.Same(t, j, c.family.bound, "the journal is bound to a JournalBound family")
+			op, records, err := j.Snapshot(t.Context(), "m")
+			require.NoError(t, err)
+			require.Equal(t, c.state, op.State)
+			require.Equal(t, c.records, kinds(records))
+			require.Equal(t, op, res.Run.Op, "the run's view is the journal's")
+			require.Equal(t, c.records, kinds(res.Run.Records))
+
+			again, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: c.family}, nil)
+			require.Equal(t, c.err, err)
+			require.True(t, again.Replayed, "a terminal operation is replayed")
+			require.EqualValues(t, 1, again.Transactions, "a replay commits only its prepare")
+			require.Equal(t, c.sent, c.family.sent, "a replay sends nothing")
+		})
+	}
+}
+
+// An operation found in calling (a crash after its call was recorded) is
+// never sent again: the call is resolved from the durable facts.
+func TestOperateResumesCallingByResolving(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := workflowtest.NewJournal()
+	op, _, err := j.Prepare(ctx, toy("m"))
+	require.NoError(t, err)
+	_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
+		Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "write", Target: "secret/x", Attempt: 1, UID: "u0"}}})
+	require.NoError(t, err)
+
+	var resolved []store.Record
+	f := &scripted{
+		decide: func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+			if ours(run, "write") {
+				return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeConverged}}
+			}
+			return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Send: send(workflow.Answer{Status: workflow.Applied})}}
+		},
+		resolve: func(_ *workflow.Run, call store.Record) workflow.Verdict {
+			resolved = append(resolved, call)
+			return workflow.Verdict{Kind: workflow.Ours, UID: "u1"}
+		},
+	}
+	res, err := workflow.Operate(ctx, j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+	require.NoError(t, err)
+	require.False(t, res.Replayed)
+	require.Equal(t, workflow.OutcomeConverged, res.Outcome)
+	require.Zero(t, f.sent, "the recorded call is not sent again")
+	require.Len(t, resolved, 1)
+	require.Equal(t, "u0", resolved[0].UID)
+	_, records, err := j.Snapshot(ctx, "m")
+	require.NoError(t, err)
+	require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
+		store.RecordResolution, store.RecordCompletion}, kinds(records))
+	require.Equal(t, "lost", records[2].Status, "the missing answer is journaled as lost")
+}
+
+// A mutation ID journaled for another command is refused before anything
+// is driven.
+func TestOperateRefusesAReusedMutationID(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := workflowtest.NewJournal()
+	_, _, err := j.Prepare(ctx, toy("m"))
+	require.NoError(t, err)
+	other := toy("m")
+	other.CommandDigest = "sha256:" + fmt.Sprintf("%064d", 2)
+	f := &scripted{decide: func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		t.Fatal("a reused mutation ID is never decided")
+		return workflow.Decision{}
+	}, resolve: noResolve}
+	_, err = workflow.Operate(ctx, j, workflow.Plan{Prepare: other, Family: f}, nil)
+	var refused *workflow.Refused
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, "mutation-id-reused", refused.Reason)
+}

@@ -1,0 +1,432 @@
+package workflowtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// Journal is an in-memory journal with the semantics store.Store has on
+// PostgreSQL for everything workflow.Operate, workflow.DryRun and the engine
+// use: Prepare, PrepareRun, Transition (a compare-and-set on state and
+// revision, only along store.Edges, terminal moves with an outcome and
+// their ending record, nothing appended to a finished operation), Snapshot,
+// StepRecords, Runs, Load and Transactions. A move the database would
+// refuse is refused here with an error carrying the same SQLSTATE
+// (SQLState() string) and worded as store.Store words it, and changes
+// nothing: each call is one transaction.
+//
+// Record details are stored as JSON and decoded afresh on every read, as
+// the jsonb column does: a number comes back as float64 whatever type was
+// written (an int written as 3 reads back as float64(3)), a []string as
+// []any, and no caller can alias the journal's state through a map or a
+// slice it passed in or got back. A detail PostgreSQL would refuse (a NUL
+// character in a string, more than 16384 bytes as jsonb text) is refused.
+//
+// It is safe for concurrent use. It proves no PostgreSQL claim:
+// TestIntegrationJournalEquivalence (integration/) runs the same sequence
+// of moves against PostgreSQL and this journal and requires the same
+// answers.
+type Journal struct {
+	mu     sync.Mutex
+	ops    []*entry // in ID order
+	byID   map[int64]*entry
+	byMID  map[string]*entry
+	nextOp int64
+	nextRe int64
+	txs    int64
+	closed bool
+	last   time.Time
+}
+
+// entry is one operation and its records.
+type entry struct {
+	op      store.Operation
+	records []stored
+}
+
+// stored is a record as the journal holds it: the detail as JSON.
+type stored struct {
+	r      store.Record // Detail is nil
+	detail []byte
+}
+
+var _ workflow.Store = (*Journal)(nil)
+
+// NewJournal returns an empty journal.
+func NewJournal() *Journal {
+	return &Journal{byID: map[int64]*entry{}, byMID: map[string]*entry{}}
+}
+
+// Close marks the journal closed, as closing store.Store's pool does:
+// every later call fails with *store.UnreachableError. It is idempotent.
+func (j *Journal) Close() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = true
+}
+
+// Transactions is the number of transactions the journal has committed,
+// counted as store.Store counts them: every Prepare, PrepareRun and
+// Transition that succeeded (a Prepare that found its operation included);
+// reads are not transactions.
+func (j *Journal) Transactions() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.txs
+}
+
+// begin checks what store.Store checks before a transaction starts.
+func (j *Journal) begin(ctx context.Context, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if j.closed {
+		return &store.UnreachableError{Err: fmt.Errorf("%s: connection failed", what)}
+	}
+	return nil
+}
+
+// now is the transaction's time, at PostgreSQL's precision; like now() in
+// PostgreSQL it is one value for everything one transaction writes.
+func (j *Journal) now() time.Time {
+	t := time.Now().UTC().Truncate(time.Microsecond)
+	if !t.After(j.last) {
+		t = j.last.Add(time.Microsecond)
+	}
+	j.last = t
+	return t
+}
+
+// Prepare journals a new operation with its preparation record (created =
+// true), or returns the operation already journaled under p.MutationID
+// (created = false) when its command digest and kind are p's, and
+// store.ErrDigestMismatch when they are not. Like the INSERT it mirrors, it
+// checks p's columns before it looks for the mutation ID.
+func (j *Journal) Prepare(ctx context.Context, p store.PrepareParams) (*store.Operation, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.begin(ctx, "beginning transaction"); err != nil {
+		return nil, false, err
+	}
+	t := j.now()
+	commit, op, created, err := j.prepareIn(p, t)
+	if err != nil {
+		return nil, false, err
+	}
+	commit()
+	j.txs++
+	return op, created, nil
+}
+
+// prepareIn checks a preparation and returns how to commit it (nothing to
+// do when the operation exists) and the operation the caller gets.
+func (j *Journal) prepareIn(p store.PrepareParams, t time.Time) (commit func(), op *store.Operation, created bool, err error) {
+	if err := checkOperation(p); err != nil {
+		return nil, nil, false, fmt.Errorf("inserting operation: %w", err)
+	}
+	prep := store.Record{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: p.CommandDigest,
+		UID: p.ExpectedUID, Detail: p.Detail}
+	if e, ok := j.byMID[p.MutationID]; ok {
+		if e.op.CommandDigest != p.CommandDigest || e.op.Kind != p.Kind {
+			return nil, nil, false, store.ErrDigestMismatch
+		}
+		o := e.op
+		return func() {}, &o, false, nil
+	}
+	e := &entry{op: store.Operation{
+		ID: j.nextOp + 1, Kind: p.Kind, MutationID: p.MutationID, RequestID: p.RequestID, CommandDigest: p.CommandDigest,
+		Namespace: p.Namespace, Name: p.Name, ExpectedUID: p.ExpectedUID, State: store.StatePrepared,
+		CreatedAt: t, UpdatedAt: t,
+	}}
+	records, err := checkRecords(e, []store.Record{prep}, t)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	o := e.op
+	return func() {
+		j.nextOp++
+		e.records = records
+		j.ops = append(j.ops, e)
+		j.byID[e.op.ID], j.byMID[e.op.MutationID] = e, e
+		j.stamp(e.records)
+	}, &o, true, nil
+}
+
+// stamp gives the records appended last their IDs.
+func (j *Journal) stamp(records []stored) {
+	for i := range records {
+		if records[i].r.ID == 0 {
+			j.nextRe++
+			records[i].r.ID = j.nextRe
+		}
+	}
+}
+
+// PrepareRun journals one run of a desired-state command as store.PrepareRun
+// does: the command's newest run (or an operation journaled under its own
+// mutation ID, run 0) is resumed while it is not terminal (created =
+// false); after a terminal one, or none, run n+1 ("<mutationId>:run-<n+1>")
+// is prepared with "command" and "run" added to its preparation detail. A
+// newest run of another kind or command digest is store.ErrDigestMismatch.
+func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store.Operation, bool, error) {
+	if len(p.MutationID)+len(store.RunSuffix)+store.MaxRunNumberDigits > 128 {
+		return nil, false, fmt.Errorf("mutation ID of a command run as a series is longer than %d characters",
+			128-len(store.RunSuffix)-store.MaxRunNumberDigits)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.begin(ctx, "beginning transaction"); err != nil {
+		return nil, false, err
+	}
+	if err := checkText(p.MutationID); err != nil {
+		return nil, false, fmt.Errorf("reading the command's runs: %w", err)
+	}
+	t := j.now()
+	runs := j.runs(p.MutationID)
+	next := int64(1)
+	if len(runs) > 0 {
+		latest := runs[len(runs)-1].op
+		switch {
+		case latest.CommandDigest != p.CommandDigest || latest.Kind != p.Kind:
+			return nil, false, store.ErrDigestMismatch
+		case !latest.State.Terminal():
+			j.txs++
+			return &latest, false, nil
+		}
+		if _, n, ok := store.SplitRunID(latest.MutationID); ok && latest.MutationID != p.MutationID {
+			next = n + 1
+		}
+	}
+	run := p
+	run.MutationID = store.RunID(p.MutationID, next)
+	detail := map[string]any{}
+	for k, v := range p.Detail {
+		detail[k] = v
+	}
+	detail["command"], detail["run"] = p.MutationID, next
+	run.Detail = detail
+	commit, op, created, err := j.prepareIn(run, t)
+	if err != nil {
+		return nil, false, err
+	}
+	commit()
+	j.txs++
+	return op, created, nil
+}
+
+// runs are the operations of command id (store.Runs' filter), oldest first.
+func (j *Journal) runs(id string) []*entry {
+	pattern := regexp.MustCompile("^" + regexp.QuoteMeta(id) + regexp.QuoteMeta(store.RunSuffix) + "[1-9][0-9]{0,9}$")
+	var out []*entry
+	for _, e := range j.ops {
+		if e.op.MutationID == id || pattern.MatchString(e.op.MutationID) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Runs returns every run of the command whose mutation ID is id (and an
+// operation journaled under id itself), oldest first.
+func (j *Journal) Runs(ctx context.Context, id string) ([]*store.Operation, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.begin(ctx, "listing runs"); err != nil {
+		return nil, err
+	}
+	if err := checkText(id); err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	out := []*store.Operation{}
+	for _, e := range j.runs(id) {
+		o := e.op
+		out = append(out, &o)
+	}
+	return out, nil
+}
+
+// Transition commits a move and its records, as store.Store.Transition:
+// store.ErrStateMoved unless the operation is in p.From at p.Revision
+// (also when no operation has p.OperationID); then, as the journal's
+// triggers and constraints would, it refuses any move from a terminal
+// state, a move that is not one of store.Edges (From == To appends without
+// moving, on a non-terminal state), a terminal move without an outcome or
+// without its ending record (completion for completed, refusal for
+// refused), an outcome on a non-terminal move, an ending record without
+// that move, and any record the records table would refuse. Every commit
+// bumps the revision, a From == To one included.
+func (j *Journal) Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error) {
+	if p.To.Terminal() && p.Outcome == "" {
+		return nil, fmt.Errorf("transition to %s needs an outcome", p.To)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.begin(ctx, "beginning transaction"); err != nil {
+		return nil, err
+	}
+	moving := fmt.Sprintf("moving operation %s -> %s", p.From, p.To)
+	if err := firstErr(checkState(p.From), checkState(p.To), checkText(p.Outcome), checkText(p.Reason)); err != nil {
+		return nil, fmt.Errorf("%s: %w", moving, err)
+	}
+	e, ok := j.byID[p.OperationID]
+	if !ok || e.op.State != p.From || e.op.Revision != p.Revision {
+		return nil, store.ErrStateMoved
+	}
+	if e.op.State.Terminal() {
+		return nil, fmt.Errorf("%s: %w", moving, raised(sqlInsufficientPrivilege))
+	}
+	if p.From != p.To && !slices.Contains(store.Edges(), store.Edge{From: p.From, To: p.To}) {
+		return nil, fmt.Errorf("%s: %w", moving, raised(sqlCheckViolation))
+	}
+	if err := checkMove(p); err != nil {
+		return nil, fmt.Errorf("%s: %w", moving, err)
+	}
+	t := j.now()
+	records, err := checkRecords(e, p.Records, t)
+	if err != nil {
+		return nil, err
+	}
+	// The deferred checks, at commit: the move to a terminal state needs
+	// its ending record, and an ending record needs that move.
+	if p.To.Terminal() && !slices.ContainsFunc(records, func(s stored) bool { return s.r.Kind == ending(p.To) }) {
+		return nil, fmt.Errorf("committing transaction: %w", raised(sqlIntegrityConstraintViolation))
+	}
+	for _, s := range records[len(e.records):] {
+		if (s.r.Kind == store.RecordCompletion || s.r.Kind == store.RecordRefusal) && ending(p.To) != s.r.Kind {
+			return nil, fmt.Errorf("committing transaction: %w", raised(sqlIntegrityConstraintViolation))
+		}
+	}
+	e.op.State, e.op.Outcome, e.op.Reason = p.To, p.Outcome, p.Reason
+	e.op.Revision++
+	e.op.UpdatedAt = t
+	e.op.FinalizedAt = nil
+	if p.To.Terminal() {
+		final := t
+		e.op.FinalizedAt = &final
+	}
+	e.records = records
+	j.stamp(e.records)
+	j.txs++
+	o := e.op
+	return &o, nil
+}
+
+// ending is the record kind a terminal state needs.
+func ending(s store.State) store.RecordKind {
+	switch s {
+	case store.StateCompleted:
+		return store.RecordCompletion
+	case store.StateRefused:
+		return store.RecordRefusal
+	}
+	return ""
+}
+
+// Load returns the operation with the given mutation ID, or
+// store.ErrNotFound.
+func (j *Journal) Load(ctx context.Context, mutationID string) (*store.Operation, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.begin(ctx, "loading operation"); err != nil {
+		return nil, err
+	}
+	if err := checkText(mutationID); err != nil {
+		return nil, fmt.Errorf("loading operation: %w", err)
+	}
+	e, ok := j.byMID[mutationID]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	o := e.op
+	return &o, nil
+}
+
+// Snapshot returns a copy of an operation and of its records in append
+// order, or store.ErrNotFound.
+func (j *Journal) Snapshot(ctx context.Context, mutationID string) (*store.Operation, []store.Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.begin(ctx, "beginning snapshot"); err != nil {
+		return nil, nil, err
+	}
+	if err := checkText(mutationID); err != nil {
+		return nil, nil, fmt.Errorf("loading operation: %w", err)
+	}
+	e, ok := j.byMID[mutationID]
+	if !ok {
+		return nil, nil, store.ErrNotFound
+	}
+	o := e.op
+	records := make([]store.Record, 0, len(e.records))
+	for _, s := range e.records {
+		records = append(records, s.record())
+	}
+	return &o, records, nil
+}
+
+// StepRecords returns, as store.Store.StepRecords, the records of p.Step of
+// every operation on p.Namespace/p.Name holding an authority_call of p.Step
+// whose UID is p.CallUID, grouped by operation (oldest first), each group
+// in append order; nil when there is none.
+func (j *Journal) StepRecords(ctx context.Context, p store.StepRecordsParams) ([][]store.Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	what := "reading " + p.Step + " records"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if j.closed {
+		return nil, fmt.Errorf("%s: connection failed", what)
+	}
+	if err := firstErr(checkText(p.Namespace), checkText(p.Name), checkText(p.Step), checkText(p.CallUID)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var out [][]store.Record
+	for _, e := range j.ops {
+		if e.op.Namespace != p.Namespace || e.op.Name != p.Name {
+			continue
+		}
+		if !slices.ContainsFunc(e.records, func(s stored) bool {
+			return s.r.Kind == store.RecordAuthorityCall && s.r.Step == p.Step && s.r.UID == p.CallUID
+		}) {
+			continue
+		}
+		var group []store.Record
+		for _, s := range e.records {
+			if s.r.Step == p.Step {
+				group = append(group, s.record())
+			}
+		}
+		out = append(out, group)
+	}
+	return out, nil
+}
+
+// record returns a copy of s with its detail decoded afresh.
+func (s stored) record() store.Record {
+	r := s.r
+	if err := json.Unmarshal(s.detail, &r.Detail); err != nil {
+		// The journal encoded it itself: it cannot be malformed.
+		panic(fmt.Sprintf("workflowtest: decoding record %d detail: %v", r.ID, err))
+	}
+	return r
+}
+
+// firstErr returns the first error that is not nil: PostgreSQL reports
+// the first parameter or constraint that fails.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package workflowtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+func prep(mutation string, n int) store.PrepareParams {
+	return store.PrepareParams{Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
+		CommandDigest: "sha256:" + fmt.Sprintf("%064d", n), Namespace: "ns", Name: "name"}
+}
+
+func sqlState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState()
+	}
+	return ""
+}
+
+func TestPrepareResumesOrRefusesAnotherCommand(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	op, created, err := j.Prepare(ctx, prep("m1", 1))
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, store.StatePrepared, op.State)
+	again, created, err := j.Prepare(ctx, prep("m1", 1))
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, op.ID, again.ID)
+	_, _, err = j.Prepare(ctx, prep("m1", 2))
+	require.ErrorIs(t, err, store.ErrDigestMismatch)
+	other := prep("m1", 1)
+	other.Kind = "OtherClaim"
+	_, _, err = j.Prepare(ctx, other)
+	require.ErrorIs(t, err, store.ErrDigestMismatch)
+	bad := prep("m2", 1)
+	bad.Kind = "lower"
+	_, _, err = j.Prepare(ctx, bad)
+	require.Equal(t, "23514", sqlState(err))
+	require.EqualError(t, err, "inserting operation: server error 23514 (ERROR) on operations_kind_check")
+	require.EqualValues(t, 2, j.Transactions(), "a prepare that found its operation commits too; refusals do not")
+	_, records, err := j.Snapshot(ctx, "m1")
+	require.NoError(t, err)
+	require.Len(t, records, 1)
+	require.Equal(t, store.RecordPreparation, records[0].Kind)
+}
+
+// Every move is a compare-and-set on state and revision, only along the
+// journal's edges, and a refused move changes nothing.
+func TestTransitionIsACompareAndSet(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	op, _, err := j.Prepare(ctx, prep("m", 1))
+	require.NoError(t, err)
+	call := store.Record{Kind: store.RecordAuthorityCall, Step: "replace-keyring", Attempt: 1}
+	moved, err := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
+		Revision: 0, Records: []store.Record{call}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, moved.Revision)
+
+	refusals := []struct {
+		name  string
+		p     store.TransitionParams
+		is    error
+		state string
+	}{
+		{"stale revision", store.TransitionParams{From: store.StateCalling, To: store.StateAnswered, Revision: 0}, store.ErrStateMoved, ""},
+		{"wrong from", store.TransitionParams{From: store.StatePrepared, To: store.StateCalling, Revision: 1}, store.ErrStateMoved, ""},
+		{"no such edge", store.TransitionParams{From: store.StateCalling, To: store.StatePrepared, Revision: 1}, nil, "23514"},
+		{"terminal without outcome", store.TransitionParams{From: store.StateCalling, To: store.StateCompleted, Revision: 1,
+			Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}}, nil, ""},
+		{"terminal without its ending", store.TransitionParams{From: store.StateCalling, To: store.StateCompleted, Revision: 1,
+			Outcome: "completed"}, nil, "23000"},
+		{"ending without its move", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
+			Records: []store.Record{{Kind: store.RecordRefusal, Step: "refuse"}}}, nil, "23000"},
+		{"outcome on a non-terminal move", store.TransitionParams{From: store.StateCalling, To: store.StateAnswered, Revision: 1,
+			Outcome: "completed"}, nil, "23514"},
+		{"same attempt twice", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
+			Records: []store.Record{call}}, nil, "23505"},
+		{"call without attempt", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
+			Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "x"}}}, nil, "23514"},
+		{"detail with NUL", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
+			Records: []store.Record{{Kind: store.RecordObservation, Step: "x", Detail: map[string]any{"a": "\x00"}}}}, nil, "22P05"},
+		{"detail too large", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
+			Records: []store.Record{{Kind: store.RecordObservation, Step: "x", Detail: map[string]any{"a": strings.Repeat("x", 16384)}}}}, nil, "23514"},
+	}
+	for _, r := range refusals {
+		r.p.OperationID = op.ID
+		_, err := j.Transition(ctx, r.p)
+		require.Error(t, err, r.name)
+		if r.is != nil {
+			require.ErrorIs(t, err, r.is, r.name)
+		}
+		require.Equal(t, r.state, sqlState(err), "%s: %v", r.name, err)
+	}
+	now, records, err := j.Snapshot(ctx, "m")
+	require.NoError(t, err)
+	require.Equal(t, store.StateCalling, now.State, "refused moves changed nothing")
+	require.EqualValues(t, 1, now.Revision)
+	require.Len(t, records, 2)
+
+	noted, err := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: 1,
+		Records: []store.Record{{Kind: store.RecordObservation, Step: "read"}}})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, noted.Revision, "an append without a move bumps the revision")
+	done, err := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCompleted, Revision: 2,
+		Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: "completed"}}})
+	require.NoError(t, err)
+	require.Equal(t, "completed", done.Outcome)
+	require.NotNil(t, done.FinalizedAt)
+	_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCompleted, To: store.StateCompleted, Revision: 3,
+		Outcome: "completed", Records: []store.Record{{Kind: store.RecordObservation, Step: "read"}}})
+	require.Equal(t, "42501", sqlState(err), "nothing is appended to a finished operation: %v", err)
+	require.EqualValues(t, 4, j.Transactions())
+}
+
+// What goes in and what comes out are copies, and numbers come back as
+// float64, as from jsonb.
+func TestSnapshotCopiesAndDecodesAsJSON(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	op, _, err := j.Prepare(ctx, prep("m", 1))
+	require.NoError(t, err)
+	detail := map[string]any{"count": 3, "names": []string{"a"}}
+	_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StatePrepared,
+		Records: []store.Record{{Kind: store.RecordObservation, Step: "read", Detail: detail}}})
+	require.NoError(t, err)
+	detail["count"] = 4
+	got, records, err := j.Snapshot(ctx, "m")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"count": float64(3), "names": []any{"a"}}, records[1].Detail)
+	records[1].Detail["count"] = 5
+	got.State = store.StateRefused
+	again, records, err := j.Snapshot(ctx, "m")
+	require.NoError(t, err)
+	require.Equal(t, float64(3), records[1].Detail["count"])
+	require.Equal(t, store.StatePrepared, again.State)
+	require.Equal(t, map[string]any{}, records[0].Detail, "no detail reads back as an empty object")
+	require.Less(t, records[0].ID, records[1].ID)
+}
+
+func TestPrepareRunNumbersAndResumesRuns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	p := prep("plan", 1)
+	first, created, err := j.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "plan:run-1", first.MutationID)
+	resumed, created, err := j.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	require.False(t, created, "an unfinished run is resumed")
+	require.Equal(t, first.ID, resumed.ID)
+	_, err = j.Transition(ctx, store.TransitionParams{OperationID: first.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
+	require.NoError(t, err)
+	second, created, err := j.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "plan:run-2", second.MutationID)
+	_, records, err := j.Snapshot(ctx, "plan:run-2")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"command": "plan", "run": float64(2)}, records[0].Detail)
+	_, _, err = j.PrepareRun(ctx, prep("plan", 2))
+	require.ErrorIs(t, err, store.ErrDigestMismatch)
+	runs, err := j.Runs(ctx, "plan")
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+}
+
+func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	for i, uid := range []string{"uid-a", "uid-b", "uid-a"} {
+		op, _, err := j.Prepare(ctx, prep(fmt.Sprintf("m%d", i), i))
+		require.NoError(t, err)
+		_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
+			Records: []store.Record{
+				{Kind: store.RecordObservation, Step: "snapshot"},
+				{Kind: store.RecordAuthorityCall, Step: "snapshot", Attempt: 1, UID: uid, Detail: map[string]any{"n": i}},
+				{Kind: store.RecordAuthorityCall, Step: "other", Attempt: 1, UID: uid},
+			}})
+		require.NoError(t, err)
+	}
+	groups, err := j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a"})
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	for i, g := range groups {
+		require.Len(t, g, 2)
+		require.Equal(t, float64(2*i), g[1].Detail["n"])
+	}
+	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-c"})
+	require.NoError(t, err)
+	require.Nil(t, groups)
+}
+
+// Of two movers holding the same view, exactly one wins.
+func TestTransitionConcurrentMoversOneWins(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	op, _, err := j.Prepare(ctx, prep("m", 1))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
+				Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "s", Attempt: 1}}})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+		} else {
+			require.ErrorIs(t, err, store.ErrStateMoved)
+		}
+	}
+	require.Equal(t, 1, won)
+}
+
+func TestClosedJournalIsUnreachable(t *testing.T) {
+	t.Parallel()
+	j := NewJournal()
+	j.Close()
+	_, _, err := j.Prepare(t.Context(), prep("m", 1))
+	var unreachable *store.UnreachableError
+	require.ErrorAs(t, err, &unreachable)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = NewJournal().Snapshot(ctx, "m")
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestNumericTextPrintsAsPostgreSQL(t *testing.T) {
+	t.Parallel()
+	for lit, want := range map[string]string{
+		"3": "3", "-3": "-3", "0": "0", "-0": "0", "1.5": "1.5", "1e+21": "1000000000000000000000",
+		"1.5e-07": "0.00000015", "1.25e+2": "125", "1.234e+1": "12.34", "-2e-7": "-0.0000002",
+	} {
+		require.Equal(t, want, numericText(lit), lit)
+	}
+	n, err := jsonbTextSize([]byte(`{"a":1,"bb":[true,null,"x\n"]}`))
+	require.NoError(t, err)
+	require.Equal(t, len(`{"a": 1, "bb": [true, null, "x\n"]}`), n)
+}
