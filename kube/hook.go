@@ -112,7 +112,7 @@ func (h *Hook) WaitGone(ctx context.Context, o metav1.Object) error {
 	if err := h.bound(o); err != nil {
 		return err
 	}
-	return poll(ctx, func() (bool, error) {
+	return Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
 		err := h.get(ctx, o)
 		if errors.Is(err, ReasonNotFound) {
 			return true, nil
@@ -146,7 +146,7 @@ func (h *Hook) Create(ctx context.Context, o metav1.Object) error {
 // false) or a true Failed condition (failed is true); an error when a read
 // fails or ctx ends first.
 func (h *Hook) WaitJob(ctx context.Context, name string) (failed bool, err error) {
-	err = poll(ctx, func() (bool, error) {
+	err = Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
 		j, err := wrapped(h.jobs.Get(ctx, name, metav1.GetOptions{}))
 		if err != nil {
 			return false, err
@@ -198,21 +198,4 @@ func (h *Hook) get(ctx context.Context, o metav1.Object) error {
 		_, err = h.jobs.Get(ctx, o.GetName(), metav1.GetOptions{})
 	}
 	return wrap(err)
-}
-
-// poll calls cond every hookPoll until it is done, fails, or ctx ends.
-func poll(ctx context.Context, cond func() (bool, error)) error {
-	t := time.NewTicker(hookPoll)
-	defer t.Stop()
-	for {
-		done, err := cond()
-		if err != nil || done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }

@@ -74,3 +74,14 @@ type Unavailable struct {
 
 func (e *Unavailable) Error() string { return fmt.Sprintf("%s unavailable: %v", e.Dependency, e.Err) }
 func (e *Unavailable) Unwrap() error { return e.Err }
+
+// SettingError is an environment setting a family reads that is not valid
+// (exit 64, before anything is contacted).
+type SettingError struct {
+	// Name is the environment variable.
+	Name string
+	Err  error
+}
+
+func (e *SettingError) Error() string { return e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/workflow/command"
 )
 
 func TestParseInterspersedFlags(t *testing.T) {
@@ -104,4 +106,15 @@ func TestDatabaseURLNeverPrinted(t *testing.T) {
 			require.NotContains(t, out.String()+errOut.String()+err.Error(), canary, "%v", args[:2])
 		}
 	}
+}
+
+// Every kind the command envelope accepts has exactly one family, and no
+// family answers a kind the envelope does not know.
+func TestEveryKindHasAFamily(t *testing.T) {
+	t.Parallel()
+	var kinds []string
+	for k := range families {
+		kinds = append(kinds, k)
+	}
+	require.ElementsMatch(t, command.Kinds, kinds)
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/kube"
-	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/credentials"
 )
 
 // applyHookCommand: `keyledger apply-hook DIR` applies the five files render
@@ -43,7 +43,7 @@ func applyHookCommand(ctx context.Context, args []string, streams IOStreams) err
 		return err
 	}
 	defer release()
-	if err := applyHook(ctx, kube.NewHook(client, objs.Job.Namespace), objs, timeout); err != nil {
+	if err := credentials.ApplyHook(ctx, kube.NewHook(client, objs.Job.Namespace), objs, timeout); err != nil {
 		return err
 	}
 	b, _ := json.Marshal(map[string]string{"job": objs.Job.Name, "namespace": objs.Job.Namespace, "outcome": "succeeded"})
@@ -60,55 +60,28 @@ func readHook(dir string) (*kube.HookObjects, error) {
 		kind string
 	}{{o.ServiceAccount, "ServiceAccount"}, {o.Role, "Role"}, {o.RoleBinding, "RoleBinding"}, {o.ConfigMap, "ConfigMap"}, {o.Job, "Job"}}
 	entries, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(entries) != len(hookFiles) {
-		return nil, usagef("apply-hook: %s must hold exactly the %d files render --out-dir writes", dir, len(hookFiles))
+	if err != nil || len(entries) != len(credentials.HookFiles) {
+		return nil, usagef("apply-hook: %s must hold exactly the %d files render --out-dir writes", dir, len(credentials.HookFiles))
 	}
 	var ns string
 	for i, t := range targets {
-		b, err := os.ReadFile(filepath.Join(dir, hookFiles[i]))
+		b, err := os.ReadFile(filepath.Join(dir, credentials.HookFiles[i]))
 		if err != nil {
-			return nil, usagef("apply-hook: reading %s: %v", hookFiles[i], err)
+			return nil, usagef("apply-hook: reading %s: %v", credentials.HookFiles[i], err)
 		}
 		var tm metav1.TypeMeta
 		if err := yaml.Unmarshal(b, &tm); err != nil || tm.Kind != t.kind {
-			return nil, usagef("apply-hook: %s must hold a %s", hookFiles[i], t.kind)
+			return nil, usagef("apply-hook: %s must hold a %s", credentials.HookFiles[i], t.kind)
 		}
 		if err := yaml.UnmarshalStrict(b, t.into); err != nil {
-			return nil, usagef("apply-hook: %s: %v", hookFiles[i], err)
+			return nil, usagef("apply-hook: %s: %v", credentials.HookFiles[i], err)
 		}
 		if i == 0 {
 			ns = t.into.GetNamespace()
 		}
 		if t.into.GetNamespace() == "" || t.into.GetNamespace() != ns {
-			return nil, usagef("apply-hook: %s: every object must name the same namespace", hookFiles[i])
+			return nil, usagef("apply-hook: %s: every object must name the same namespace", credentials.HookFiles[i])
 		}
 	}
 	return o, nil
-}
-
-// applyHook replaces each object in order, then waits for the Job; it maps
-// each step's failure to its outcome (exit code).
-func applyHook(ctx context.Context, hook *kube.Hook, o *kube.HookObjects, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, obj := range o.InOrder() {
-		ref := kube.HookRef(obj)
-		if err := hook.Delete(ctx, obj); err != nil {
-			return &workflow.Unavailable{Dependency: "kubernetes", Err: fmt.Errorf("deleting %s: %w", ref, err)}
-		}
-		if err := hook.WaitGone(ctx, obj); err != nil {
-			return fmt.Errorf("waiting for the old %s to go: %w", ref, err)
-		}
-		if err := hook.Create(ctx, obj); err != nil {
-			return &workflow.Unavailable{Dependency: "kubernetes", Err: fmt.Errorf("creating %s: %w", ref, err)}
-		}
-	}
-	failed, err := hook.WaitJob(ctx, o.Job.Name)
-	switch {
-	case err != nil:
-		return &workflow.Uncertain{Reason: "hook-job-unfinished", Err: err}
-	case failed:
-		return &workflow.Refused{Reason: "hook-job-failed", Detail: "job " + o.Job.Name + " failed; see its pod's output"}
-	}
-	return nil
 }

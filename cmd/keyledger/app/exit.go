@@ -68,6 +68,7 @@ func describe(err error) failure {
 func classify(err error) failure {
 	var (
 		usage        *UsageError
+		setting      *workflow.SettingError
 		invalid      *command.InvalidError
 		fileErr      *command.FileError
 		refused      *workflow.Refused
@@ -83,6 +84,9 @@ func classify(err error) failure {
 	case errors.As(err, &usage):
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonUsage, Message: usage.Msg,
 			Fix: "see keyledger --help"}
+	case errors.As(err, &setting):
+		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonUsage, Message: setting.Error(),
+			Fix: "set " + setting.Name + " as the README describes, or unset it"}
 	case errors.As(err, &fileErr):
 		// The message never carries the file's path.
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidCommand,

@@ -12,10 +12,6 @@ import (
 	"github.com/keyledger/keyledger/workflow/credentials"
 )
 
-// hookFiles are the file names render --out-dir writes and apply-hook
-// applies, in order.
-var hookFiles = []string{"1-serviceaccount.yaml", "2-role.yaml", "3-rolebinding.yaml", "4-configmap.yaml", "5-job.yaml"}
-
 // renderCommand: `keyledger render credentials --plan FILE [--image IMAGE]`
 // prints the five Argo CD PreSync hook objects of a credential plan. The
 // image defaults to the versions table's KEYLEDGER_IMAGE.
@@ -72,7 +68,7 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 		return fmt.Errorf("creating %s: %w", outDir, err)
 	}
 	for i, d := range docs {
-		if err := os.WriteFile(filepath.Join(outDir, hookFiles[i]), d, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(outDir, credentials.HookFiles[i]), d, 0o644); err != nil {
 			return fmt.Errorf("writing hook object: %w", err)
 		}
 	}

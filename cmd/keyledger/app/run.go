@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
@@ -130,13 +128,23 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	return err
 }
 
+// families chooses the family by the command's kind: the only thing cmd
+// knows of them.
+var families = map[string]workflow.Loader{
+	command.KindKeyRetirement:  retire.Load,
+	command.KindSecretUpdate:   versioned.Load,
+	command.KindSecretRestore:  versioned.Load,
+	command.KindSecretDelete:   versioned.Load,
+	command.KindCredentialPlan: credentials.Load,
+}
+
 // preparedRun is a command file read and validated with everything a run
 // needs before it touches the cluster or the journal.
 type preparedRun struct {
 	kind, mutationID string
 	databaseURL      string
 	// build makes the family's plan once the cluster configuration is loaded.
-	build func(cfg *rest.Config, client kube.Interface) (workflow.Plan, error)
+	build workflow.Builder
 }
 
 // connect loads the cluster configuration (wrap, when set, wraps the
@@ -173,45 +181,12 @@ func prepareRun(path string, flags *commonFlags) (*preparedRun, error) {
 		return nil, err
 	}
 	pr := &preparedRun{kind: f.Envelope.Kind, mutationID: f.Envelope.Metadata.MutationID}
-	switch f.Envelope.Kind {
-	case command.KindKeyRetirement:
-		cmd, err := retire.Decode(f)
-		if err != nil {
-			return pr, err
-		}
-		pr.build = func(_ *rest.Config, client kube.Interface) (workflow.Plan, error) {
-			return retire.Plan(cmd, client), nil
-		}
-	case command.KindSecretUpdate, command.KindSecretRestore, command.KindSecretDelete:
-		cmd, err := versioned.Decode(f)
-		if err != nil {
-			return pr, err
-		}
-		value, set := os.LookupEnv(versioned.HistoryLimitEnv)
-		limit, err := versioned.ParseHistoryLimit(value, set)
-		if err != nil {
-			return pr, usagef("%v", err)
-		}
-		pr.build = func(_ *rest.Config, client kube.Interface) (workflow.Plan, error) {
-			return versioned.Plan(cmd, client, limit), nil
-		}
-	case command.KindCredentialPlan:
-		// Read without RequirePrivate: a plan holds no secret values. Its
-		// literal values are not secret (user names) and render ships it in
-		// a ConfigMap; generated values never leave the run.
-		cmd, err := credentials.Decode(f)
-		if err != nil {
-			return pr, err
-		}
-		pr.build = func(cfg *rest.Config, _ kube.Interface) (workflow.Plan, error) {
-			plan, err := credentials.Plan(cmd, cfg)
-			if err != nil {
-				return plan, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-			}
-			return plan, nil
-		}
-	default:
+	load, ok := families[f.Envelope.Kind]
+	if !ok {
 		return pr, command.Invalid("kind", f.Envelope.Kind+" is not supported by this version of keyledger")
+	}
+	if pr.build, err = load(f, os.LookupEnv); err != nil {
+		return pr, err
 	}
 	if err := checkEnvironment(); err != nil {
 		return pr, err
