@@ -57,6 +57,10 @@ lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml (installs the pinned 
 unit: ## Unit tests only (seconds; no Docker, no control plane).
 	$(GO) test -short -count=1 ./...
 
+.PHONY: cover
+cover: ## Coverage of each family's Decide, Resolve and decision files by the fast unit tests (fails below 90%), and their wall time.
+	bash hack/decision-coverage.sh
+
 .PHONY: integration
 integration: platform ## Integration tests on the real control plane and PostgreSQL.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./integration/...
