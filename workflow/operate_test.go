@@ -206,3 +206,34 @@ func TestOperateRefusesAReusedMutationID(t *testing.T) {
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, "mutation-id-reused", refused.Reason)
 }
+
+// A dry run reads the journal through the same seam and writes nothing to
+// it: a fresh command is planned, a finished one is a replay.
+func TestDryRunOnlyReadsTheJournal(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := workflowtest.NewJournal()
+	f := &scripted{decide: func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
+	}, resolve: noResolve}
+	deps := workflow.Deps{OpenStore: func(context.Context) (workflow.Store, error) { return j, nil }}
+	plan, err := workflow.DryRun(ctx, deps, workflow.Plan{Prepare: toy("m"), Family: f})
+	require.NoError(t, err)
+	require.Equal(t, "new", plan.Journal)
+	require.Equal(t, workflow.OutcomeCompleted, plan.Outcome)
+	require.Len(t, plan.Calls(), 1)
+	require.Zero(t, f.sent, "a dry run sends nothing")
+	require.Zero(t, j.Transactions(), "a dry run writes nothing")
+	require.Same(t, j, f.bound, "the journal is bound for the dry run too")
+
+	done := workflowtest.NewJournal()
+	_, err = workflow.Operate(ctx, done, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+	require.NoError(t, err)
+	before := done.Transactions()
+	deps.OpenStore = func(context.Context) (workflow.Store, error) { return done, nil }
+	plan, err = workflow.DryRun(ctx, deps, workflow.Plan{Prepare: toy("m"), Family: f})
+	require.NoError(t, err)
+	require.True(t, plan.Replay)
+	require.Equal(t, workflow.OutcomeExisting, plan.Outcome)
+	require.Equal(t, before, done.Transactions())
+}
