@@ -609,22 +609,28 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 // and returns the answers in the batch's order.
 func send(ctx context.Context, batch []*Call) []Answer {
 	answers := make([]Answer, len(batch))
-	if len(batch) == 1 {
-		answers[0] = batch[0].Send(ctx)
-		return answers
+	Each(len(batch), sendConcurrency, func(i int) { answers[i] = batch[i].Send(ctx) })
+	return answers
+}
+
+// Each runs fn(0) ... fn(n-1), at most limit at once, and returns when all
+// have returned; a single index runs in the caller's goroutine.
+func Each(n, limit int, fn func(i int)) {
+	if n == 1 {
+		fn(0)
+		return
 	}
-	sem := make(chan struct{}, sendConcurrency)
+	sem := make(chan struct{}, max(limit, 1))
 	var wg sync.WaitGroup
-	for i, c := range batch {
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			answers[i] = c.Send(ctx)
+			fn(i)
 		}()
 	}
 	wg.Wait()
-	return answers
 }
 
 func withCode(detail map[string]any, code int) map[string]any {

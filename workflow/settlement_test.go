@@ -1,7 +1,9 @@
 package workflow
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -80,4 +82,29 @@ func TestOpenCallsFollowSettled(t *testing.T) {
 	require.Equal(t, []string{"secret/b", "secret/c"}, targets(run.unsettled()))
 	require.Equal(t, []string{"secret/c"}, targets(run.unanswered()))
 	require.Equal(t, 2, run.lastBatch())
+}
+
+// Each runs every index exactly once and never more than limit at once.
+func TestEach(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 2, 40} {
+		var mu sync.Mutex
+		ran := make([]int, n)
+		inFlight, most := 0, 0
+		Each(n, 3, func(i int) {
+			mu.Lock()
+			ran[i]++
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		})
+		for i, c := range ran {
+			require.Equal(t, 1, c, "index %d of %d", i, n)
+		}
+		require.LessOrEqual(t, most, 3)
+	}
 }

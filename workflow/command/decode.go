@@ -258,46 +258,36 @@ func checkNumber(s string, t reflect.Type) string {
 }
 
 func (w *walker) object(t reflect.Type, path string) error {
-	if err := w.enter(path); err != nil {
-		return err
-	}
 	fields := structFields(t)
-	seen := make(map[string]bool)
-	for w.dec.More() {
-		tok, err := w.next(path, true)
-		if err != nil {
-			return err
+	return w.members(path, func(name, fpath string, tok json.Token) error {
+		f := fields[name]
+		if f.quoted {
+			return w.quoted(tok, f.typ, fpath)
 		}
-		name := tok.(string)
-		fpath := joinField(path, name)
-		if seen[name] {
-			return Invalid(fpath, "duplicate member")
-		}
-		seen[name] = true
-		f, ok := fields[name]
-		if !ok {
+		return w.value(tok, f.typ, fpath)
+	}, func(name, fpath string) error {
+		if _, ok := fields[name]; !ok {
 			return Invalid(fpath, "unknown field")
 		}
-		if tok, err = w.next(fpath, false); err != nil {
-			return err
-		}
-		if f.quoted {
-			err = w.quoted(tok, f.typ, fpath)
-		} else {
-			err = w.value(tok, f.typ, fpath)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return w.leave(path)
+		return nil
+	})
 }
 
 func (w *walker) mapObject(t reflect.Type, path string) error {
+	return w.members(path, func(_, fpath string, tok json.Token) error {
+		return w.value(tok, t.Elem(), fpath)
+	}, func(name, fpath string) error {
+		return checkMapKey(name, t.Key(), fpath)
+	})
+}
+
+// members walks the members of the object at path (its '{' already read):
+// each name must be new (no duplicate member) and pass checkName before its
+// value is read and handed to value.
+func (w *walker) members(path string, value func(name, fpath string, tok json.Token) error, checkName func(name, fpath string) error) error {
 	if err := w.enter(path); err != nil {
 		return err
 	}
-	kt := t.Key()
 	seen := make(map[string]bool)
 	for w.dec.More() {
 		tok, err := w.next(path, true)
@@ -310,13 +300,13 @@ func (w *walker) mapObject(t reflect.Type, path string) error {
 			return Invalid(fpath, "duplicate member")
 		}
 		seen[name] = true
-		if err := checkMapKey(name, kt, fpath); err != nil {
+		if err := checkName(name, fpath); err != nil {
 			return err
 		}
 		if tok, err = w.next(fpath, false); err != nil {
 			return err
 		}
-		if err := w.value(tok, t.Elem(), fpath); err != nil {
+		if err := value(name, fpath, tok); err != nil {
 			return err
 		}
 	}
