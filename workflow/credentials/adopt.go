@@ -20,8 +20,8 @@ const readConcurrency = 16
 // Absent: nothing to adopt. Generator-backed and writing the Secret of its
 // own name: adopted (orphaned, then waited for). Anything else (its data comes from a remote
 // store, or it writes another Secret) is not ours to replace: refuse.
-func (f *family) checkAdoption(ctx context.Context, _ *workflow.Run, _ *progress) (*workflow.Decision, error) {
-	if f.adoptChecked {
+func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Decision, error) {
+	if p.adoptChecked {
 		return nil, nil
 	}
 	absent := 0
@@ -46,7 +46,6 @@ func (f *family) checkAdoption(ctx context.Context, _ *workflow.Run, _ *progress
 	for i, name := range names {
 		es, err := reads[i].es, reads[i].err
 		if isNotFound(err) {
-			f.external[name] = nil
 			absent++
 			continue
 		}
@@ -57,12 +56,10 @@ func (f *family) checkAdoption(ctx context.Context, _ *workflow.Run, _ *progress
 		if reason := f.invalidExternal(es); reason != "" {
 			return f.refuseExternal(reason, name, obs), nil
 		}
-		f.note(obs)
-		f.external[name] = es
+		p.note(obs) // found: adopted
 	}
-	f.note(store.Record{Kind: store.RecordObservation, Step: "read-external-secrets", Status: "checked",
+	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: "checked",
 		Detail: map[string]any{"read": len(f.cmd.Spec.Secrets), "absent": absent}})
-	f.adoptChecked = true
 	return nil, nil
 }
 
@@ -85,8 +82,8 @@ func (f *family) refuseExternal(reason, name string, records ...store.Record) *w
 // externalObservation records a read of an ExternalSecret: identity,
 // version, and what was checked (never its spec).
 func externalObservation(es *unstructured.Unstructured) store.Record {
-	return store.Record{Kind: store.RecordObservation, Step: "read-external-secret", Target: "externalsecret/" + es.GetName(),
-		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: "present",
+	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: "externalsecret/" + es.GetName(),
+		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: statusPresent,
 		Detail: map[string]any{"generatorBacked": generatorBacked(es), "targetName": targetName(es) == es.GetName(),
 			"terminating": es.GetDeletionTimestamp() != nil}}
 }
@@ -133,9 +130,9 @@ func targetName(es *unstructured.Unstructured) string {
 // again (an ExternalSecret switched to a remote store while the run waited
 // for another one stops the run before its delete); the delete carries that
 // read's UID and resourceVersion as preconditions.
-func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	for _, name := range f.cmd.Spec.SecretNames() {
-		if f.externalGone[name] || f.external[name] == nil && !p.externalDeleted[name] {
+		if p.externalGone[name] || !p.found[name] && !p.externalDeleted[name] {
 			continue
 		}
 		uid := p.orphanUID[name]
@@ -143,8 +140,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *
 			es, err := f.kube.GetExternalSecret(ctx, name)
 			switch {
 			case isNotFound(err):
-				f.externalGone[name] = true
-				f.note(store.Record{Kind: store.RecordObservation, Step: "read-external-secret", Target: "externalsecret/" + name, Status: reasonAbsent})
+				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: "externalsecret/" + name, Status: reasonAbsent})
 				continue
 			case err != nil:
 				return nil, kubeErr(err)
@@ -159,7 +155,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *
 				return &workflow.Decision{Call: call}, nil
 			}
 			// Already being deleted (by someone else): wait for it.
-			f.note(obs)
+			p.note(obs)
 			uid = string(es.GetUID())
 		}
 		gone, err := f.wait(ctx, func(ctx context.Context) (bool, error) {
@@ -181,10 +177,9 @@ func (f *family) orphanExternalSecrets(ctx context.Context, _ *workflow.Run, p *
 			return nil, kubeErr(err)
 		}
 		if !gone {
-			return f.endWith(&workflow.Uncertain{Reason: ReasonExternalNotGone})
+			return end(&workflow.Uncertain{Reason: ReasonExternalNotGone})
 		}
-		f.externalGone[name] = true
-		f.note(store.Record{Kind: store.RecordObservation, Step: "wait-external-secret-gone", Target: "externalsecret/" + name,
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: "externalsecret/" + name,
 			UID: uid, Status: "gone"})
 	}
 	return nil, nil
@@ -244,22 +239,21 @@ func (f *family) resolveOrphan(ctx context.Context, name string, call store.Reco
 // Each is read first (the read is journaled with the call) and deleted with
 // that read's UID and resourceVersion as preconditions; an absent one is
 // journaled as such and not deleted.
-func (f *family) deleteGenerators(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+func (f *family) deleteGenerators(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	for _, g := range f.cmd.Spec.GeneratorNames() {
-		if _, done := p.generatorsDeleted[g]; done || f.generatorAbsent[g] {
+		if _, done := p.generatorsDeleted[g]; done {
 			continue
 		}
 		gen, err := f.kube.GetPasswordGenerator(ctx, g)
 		if isNotFound(err) {
-			f.generatorAbsent[g] = true
-			f.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g, Status: reasonAbsent})
+			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g, Status: reasonAbsent})
 			continue
 		}
 		if err != nil {
 			return nil, kubeErr(err)
 		}
 		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g,
-			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: "present",
+			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: statusPresent,
 			Detail: map[string]any{"terminating": gen.GetDeletionTimestamp() != nil}}
 		call := f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())
 		call.Observation = &obs

@@ -51,14 +51,22 @@
 //     holds; a refusing pod is deleted once (UID precondition), its
 //     replacement (same name, new UID, Ready) awaited and probed again; still
 //     refused is exit 2. An unknown answer restarts nothing and ends the run
-//     uncertain (exit 75) after journaling the probe; a rerun probes again.
+//     uncertain (exit 75) after journaling the probe (workflow.Decision.End);
+//     a rerun probes again every server whose newest probe record is not
+//     accepted or skipped.
 //     An absent pod is skipped (a server that does not run reads the Secret
 //     when it starts).
 //
-// Progress is folded from the operation's records on every Decide, so a
-// resumed, reloaded or concurrent run continues where the journal says; what
-// no record says (a read found a Secret complete) is kept in memory and
-// re-read after a restart.
+// Progress is folded from the operation's records on every Decide and
+// Resolve (what a call settled through workflow.Run.Settled; reads and
+// probes from their observation and probe records, the newest winning), so a
+// resumed, reloaded or concurrent run continues where the journal says. The
+// family keeps nothing between decisions: what one decision read and a
+// later one relies on is journaled (the adoption check and what it found, a
+// Secret found complete, a kept Secret's verdict with what it lacks, each
+// server's probe); anything else is read again. A kept Secret that lacks
+// something is therefore read twice (by the resolution that kept it and by
+// the decision that builds its patch from its own read); a complete one once.
 //
 // Limits (MaxSecrets, MaxKeysPerSecret, MaxKeys, MaxLabelsPerSecret, the
 // 12 KiB of planned names, MaxMutationID) are chosen so that every record a

@@ -149,9 +149,9 @@ func (k *fakeKube) begin(op, name string) *fault {
 	return nil
 }
 
-// end returns what a request whose effect was applied (or not) answers,
+// outcome returns what a request whose effect was applied (or not) answers,
 // given its fault: the error for a fault, else err.
-func end(f *fault, err error) error {
+func outcome(f *fault, err error) error {
 	if f == nil || f.kind == 0 {
 		return err
 	}
@@ -304,13 +304,13 @@ func (k *fakeKube) GetSecret(_ context.Context, name string) (*corev1.Secret, er
 	defer k.mu.Unlock()
 	f := k.begin(opGetSecret, name)
 	if skip(f) {
-		return nil, end(f, nil)
+		return nil, outcome(f, nil)
 	}
 	s, ok := k.secrets[name]
 	if !ok {
-		return nil, end(f, wrapKube(errNotFound(grSecrets, name)))
+		return nil, outcome(f, wrapKube(errNotFound(grSecrets, name)))
 	}
-	return s.DeepCopy(), end(f, nil)
+	return s.DeepCopy(), outcome(f, nil)
 }
 
 func (k *fakeKube) CreateSecret(_ context.Context, s *corev1.Secret) (*corev1.Secret, error) {
@@ -318,10 +318,10 @@ func (k *fakeKube) CreateSecret(_ context.Context, s *corev1.Secret) (*corev1.Se
 	defer k.mu.Unlock()
 	f := k.begin(opCreateSecret, s.Name)
 	if skip(f) {
-		return nil, end(f, nil)
+		return nil, outcome(f, nil)
 	}
 	if _, ok := k.secrets[s.Name]; ok {
-		return nil, end(f, wrapKube(errExists(grSecrets, s.Name)))
+		return nil, outcome(f, wrapKube(errExists(grSecrets, s.Name)))
 	}
 	if s.UID != "" || s.ResourceVersion != "" {
 		return nil, wrapKube(errInvalid("Secret", s.Name))
@@ -330,7 +330,7 @@ func (k *fakeKube) CreateSecret(_ context.Context, s *corev1.Secret) (*corev1.Se
 	k.stamp(created)
 	k.secrets[s.Name] = created
 	k.writes["secret/"+s.Name]++
-	return created.DeepCopy(), end(f, nil)
+	return created.DeepCopy(), outcome(f, nil)
 }
 
 func (k *fakeKube) PatchSecret(_ context.Context, name string, patch []byte) (*corev1.Secret, error) {
@@ -341,11 +341,11 @@ func (k *fakeKube) PatchSecret(_ context.Context, name string, patch []byte) (*c
 		if f.kind == faultAnswer {
 			return nil, wrapPatchKube(f.err)
 		}
-		return nil, end(f, nil)
+		return nil, outcome(f, nil)
 	}
 	s, ok := k.secrets[name]
 	if !ok {
-		return nil, end(f, wrapKube(errNotFound(grSecrets, name)))
+		return nil, outcome(f, wrapKube(errNotFound(grSecrets, name)))
 	}
 	var ops []patchOp
 	if err := json.Unmarshal(patch, &ops); err != nil {
@@ -363,9 +363,9 @@ func (k *fakeKube) PatchSecret(_ context.Context, name string, patch []byte) (*c
 		}
 		if doc, err = applyOp(doc, op); err != nil {
 			if errors.Is(err, errTest) {
-				return nil, end(f, wrapPatchKube(errTestFailed()))
+				return nil, outcome(f, wrapPatchKube(errTestFailed()))
 			}
-			return nil, end(f, wrapPatchKube(errInvalid("Secret", name)))
+			return nil, outcome(f, wrapPatchKube(errInvalid("Secret", name)))
 		}
 	}
 	var patched corev1.Secret
@@ -373,13 +373,13 @@ func (k *fakeKube) PatchSecret(_ context.Context, name string, patch []byte) (*c
 		return nil, wrapPatchKube(errInvalid("Secret", name))
 	}
 	if s.Immutable != nil && *s.Immutable && !equalData(s.Data, patched.Data) {
-		return nil, end(f, wrapPatchKube(errInvalid("Secret", name)))
+		return nil, outcome(f, wrapPatchKube(errInvalid("Secret", name)))
 	}
 	patched.UID, patched.Name = s.UID, s.Name
 	k.stamp(&patched)
 	k.secrets[name] = &patched
 	k.writes["secret/"+name]++
-	return patched.DeepCopy(), end(f, nil)
+	return patched.DeepCopy(), outcome(f, nil)
 }
 
 func equalData(a, b map[string][]byte) bool {
@@ -401,14 +401,14 @@ func (k *fakeKube) GetExternalSecret(_ context.Context, name string) (*unstructu
 	defer k.mu.Unlock()
 	f := k.begin(opGetExternal, name)
 	if skip(f) {
-		return nil, end(f, nil)
+		return nil, outcome(f, nil)
 	}
 	k.collect(name)
 	es, ok := k.external[name]
 	if !ok {
-		return nil, end(f, wrapKube(errNotFound(grExternal, name)))
+		return nil, outcome(f, wrapKube(errNotFound(grExternal, name)))
 	}
-	return es.DeepCopy(), end(f, nil)
+	return es.DeepCopy(), outcome(f, nil)
 }
 
 // collect is the garbage collector's work for an orphaned ExternalSecret:
@@ -443,21 +443,21 @@ func (k *fakeKube) OrphanExternalSecret(_ context.Context, name string, uid type
 	defer k.mu.Unlock()
 	f := k.begin(opOrphanExternal, name)
 	if skip(f) {
-		return end(f, nil)
+		return outcome(f, nil)
 	}
 	es, ok := k.external[name]
 	switch {
 	case !ok:
-		return end(f, wrapKube(errNotFound(grExternal, name)))
+		return outcome(f, wrapKube(errNotFound(grExternal, name)))
 	case es.GetUID() != uid || es.GetResourceVersion() != resourceVersion:
-		return end(f, wrapKube(errConflict(grExternal, name)))
+		return outcome(f, wrapKube(errConflict(grExternal, name)))
 	}
 	now := metav1.Now()
 	es.SetDeletionTimestamp(&now)
 	es.SetFinalizers(append(es.GetFinalizers(), metav1.FinalizerOrphanDependents))
 	k.stamp(es)
 	k.writes["externalsecret/"+name]++
-	return end(f, nil)
+	return outcome(f, nil)
 }
 
 func (k *fakeKube) GetPasswordGenerator(_ context.Context, name string) (*unstructured.Unstructured, error) {
@@ -465,13 +465,13 @@ func (k *fakeKube) GetPasswordGenerator(_ context.Context, name string) (*unstru
 	defer k.mu.Unlock()
 	f := k.begin(opGetGenerator, name)
 	if skip(f) {
-		return nil, end(f, nil)
+		return nil, outcome(f, nil)
 	}
 	g, ok := k.generators[name]
 	if !ok {
-		return nil, end(f, wrapKube(errNotFound(grGenerators, name)))
+		return nil, outcome(f, wrapKube(errNotFound(grGenerators, name)))
 	}
-	return g.DeepCopy(), end(f, nil)
+	return g.DeepCopy(), outcome(f, nil)
 }
 
 func (k *fakeKube) DeletePasswordGenerator(_ context.Context, name string, uid types.UID, resourceVersion string) error {
@@ -479,18 +479,18 @@ func (k *fakeKube) DeletePasswordGenerator(_ context.Context, name string, uid t
 	defer k.mu.Unlock()
 	f := k.begin(opDeleteGenerator, name)
 	if skip(f) {
-		return end(f, nil)
+		return outcome(f, nil)
 	}
 	g, ok := k.generators[name]
 	switch {
 	case !ok:
-		return end(f, wrapKube(errNotFound(grGenerators, name)))
+		return outcome(f, wrapKube(errNotFound(grGenerators, name)))
 	case g.GetUID() != uid || g.GetResourceVersion() != resourceVersion:
-		return end(f, wrapKube(errConflict(grGenerators, name)))
+		return outcome(f, wrapKube(errConflict(grGenerators, name)))
 	}
 	delete(k.generators, name)
 	k.writes["password/"+name]++
-	return end(f, nil)
+	return outcome(f, nil)
 }
 
 // Pods.
@@ -500,13 +500,13 @@ func (k *fakeKube) GetPod(_ context.Context, name string) (*corev1.Pod, error) {
 	defer k.mu.Unlock()
 	f := k.begin(opGetPod, name)
 	if skip(f) {
-		return nil, end(f, nil)
+		return nil, outcome(f, nil)
 	}
 	p, ok := k.pods[name]
 	if !ok {
-		return nil, end(f, wrapKube(errNotFound(grPods, name)))
+		return nil, outcome(f, wrapKube(errNotFound(grPods, name)))
 	}
-	return p.DeepCopy(), end(f, nil)
+	return p.DeepCopy(), outcome(f, nil)
 }
 
 // DeletePod deletes the pod with uid; its controller starts a replacement
@@ -516,20 +516,20 @@ func (k *fakeKube) DeletePod(_ context.Context, name string, uid types.UID) erro
 	defer k.mu.Unlock()
 	f := k.begin(opDeletePod, name)
 	if skip(f) {
-		return end(f, nil)
+		return outcome(f, nil)
 	}
 	p, ok := k.pods[name]
 	switch {
 	case !ok:
-		return end(f, wrapKube(errNotFound(grPods, name)))
+		return outcome(f, wrapKube(errNotFound(grPods, name)))
 	case p.UID != uid:
-		return end(f, wrapKube(errConflict(grPods, name)))
+		return outcome(f, wrapKube(errConflict(grPods, name)))
 	}
 	delete(k.pods, name)
 	delete(k.accepts, p.UID)
 	k.writes["pod/"+name]++
 	k.replace(name)
-	return end(f, nil)
+	return outcome(f, nil)
 }
 
 // replace is the pod's controller: a new pod of the same name reading its

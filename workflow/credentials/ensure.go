@@ -15,15 +15,15 @@ import (
 // batch (one call record each, committed together before any is sent; the
 // POSTs go out concurrently), then, one at a time, patches in only what an
 // existing Secret lacks. A Secret with nothing to change is not written.
-func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
 	for _, plan := range f.cmd.Spec.Secrets {
 		name := plan.Name
 		switch {
-		case p.created[name] || p.patched[name] || f.complete[name]:
+		case p.created[name] || p.patched[name] || p.exists[name] && p.complete[name]:
 			continue
 		case !p.exists[name]:
-			call, err := f.createCall(plan)
+			call, err := f.createCall(p.run, plan)
 			if err != nil {
 				return nil, err
 			}
@@ -32,20 +32,18 @@ func (f *family) ensureSecrets(ctx context.Context, _ *workflow.Run, p *progress
 		case len(creates) > 0:
 			continue // existing Secrets are settled after the creates
 		}
-		s := f.read[name]
-		delete(f.read, name)
-		if s == nil {
-			var err error
-			if s, err = f.kube.GetSecret(ctx, name); isNotFound(err) {
-				// Deleted since: create it.
-				call, err := f.createCall(plan)
-				if err != nil {
-					return nil, err
-				}
-				return &workflow.Decision{Call: call}, nil
-			} else if err != nil {
-				return nil, kubeErr(err)
+		// Found in place and lacking something (or not read since): read
+		// it now; the patch is built from this read.
+		s, err := f.kube.GetSecret(ctx, name)
+		if isNotFound(err) {
+			// Deleted since: create it.
+			call, err := f.createCall(p.run, plan)
+			if err != nil {
+				return nil, err
 			}
+			return &workflow.Decision{Call: call}, nil
+		} else if err != nil {
+			return nil, kubeErr(err)
 		}
 		d, err := f.reconcile(s, plan, p)
 		if err != nil || d != nil {
@@ -76,8 +74,7 @@ func (f *family) reconcile(s *corev1.Secret, plan Secret, p *progress) (*workflo
 	case s.Type != corev1.SecretTypeOpaque && s.Type != "":
 		return refuse(ReasonSecretWrongType), nil
 	case c.empty():
-		f.complete[s.Name] = true
-		f.note(obs)
+		p.note(obs) // complete: the next decisions skip it
 		return nil, nil
 	case s.Immutable != nil && *s.Immutable:
 		return refuse(ReasonSecretImmutable), nil
@@ -95,7 +92,7 @@ func (f *family) reconcile(s *corev1.Secret, plan Secret, p *progress) (*workflo
 // An adopted Secret also loses ExternalSecret owner references and Argo
 // CD's tracking metadata.
 func (f *family) adopted(name string, p *progress) bool {
-	return f.listed(name) || f.external[name] != nil || p.orphanUID[name] != ""
+	return f.listed(name) || p.found[name] || p.orphanUID[name] != ""
 }
 
 // listed: the plan names the Secret's ExternalSecret in adopt.
@@ -108,7 +105,7 @@ func (f *family) listed(name string) bool {
 func observation(s *corev1.Secret, c change) store.Record {
 	d := c.detail()
 	d["complete"] = c.empty()
-	return store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: "secret/" + s.Name,
+	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: "secret/" + s.Name,
 		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: d}
 }
 
@@ -118,19 +115,19 @@ func observation(s *corev1.Secret, c change) store.Record {
 // sent: after a lost answer, only a Secret carrying that nonce is this
 // call's (see resolveCreate). 201 is applied; 409 AlreadyExists is settled
 // by resolution (the Secret is kept, never replaced).
-func (f *family) createCall(plan Secret) (*workflow.Call, error) {
+func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 	nonce, err := newNonce()
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSecret(f.cmd.Spec.Namespace, f.run, nonce, plan)
+	s, err := newSecret(f.cmd.Spec.Namespace, run, nonce, plan)
 	if err != nil {
 		return nil, err
 	}
 	return &workflow.Call{
 		Step: stepCreateSecret, Target: "secret/" + plan.Name, Digest: nonceDigest(nonce),
 		Detail:  map[string]any{"keys": plannedKeys(plan)},
-		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": plan.Name, "run": f.run},
+		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": plan.Name, "run": run},
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.CreateSecret(ctx, s)
 			for k := range s.Data {
@@ -164,11 +161,11 @@ func plannedKeys(plan Secret) []string {
 // is a Secret this run did not create, whatever its annotations say: it is
 // kept ("kept-existing"; "lookAlike" when it carries keyledger's
 // annotations), and the next decision patches in only what it lacks.
-func (f *family) resolveCreate(ctx context.Context, run *workflow.Run, name string, call store.Record) (workflow.Verdict, error) {
+func (f *family) resolveCreate(ctx context.Context, p *progress, name string, call store.Record) (workflow.Verdict, error) {
 	s, err := f.kube.GetSecret(ctx, name)
 	if isNotFound(err) {
 		plan := f.plan(name)
-		retry, err := f.createCall(plan)
+		retry, err := f.createCall(p.run, plan)
 		if err != nil {
 			return workflow.Verdict{}, err
 		}
@@ -178,15 +175,19 @@ func (f *family) resolveCreate(ctx context.Context, run *workflow.Run, name stri
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	}
 	v := workflow.Verdict{Kind: workflow.Ours, UID: string(s.UID), ResourceVersion: s.ResourceVersion}
-	if digest, ok := createdBy(s, f.plan(name), createDigests(run, call.Target)...); ok {
+	if digest, ok := createdBy(s, f.plan(name), createDigests(p.records, call.Target)...); ok {
 		v.Reason, v.Digest = reasonCreatedByThis, digest
 		return v, nil
 	}
+	// Kept: what it lacks is journaled with the verdict, so that the next
+	// decision skips a complete Secret without reading it again (and
+	// reads one that lacks something, to build its patch from that read).
 	v.Reason = reasonKeptExisting
 	_, nonce := s.Annotations[AnnotationNonce]
 	_, by := s.Annotations[AnnotationCreatedBy]
-	v.Detail = map[string]any{"lookAlike": nonce || by}
-	f.read[name] = s
+	c := diff(s, f.plan(name), f.adopted(name, p))
+	v.Detail = c.detail()
+	v.Detail["lookAlike"], v.Detail["complete"] = nonce || by, c.empty()
 	return v, nil
 }
 
@@ -217,9 +218,9 @@ func createdBy(s *corev1.Secret, plan Secret, digests ...string) (string, bool) 
 
 // createDigests lists the nonce digests of every create call this operation
 // journaled for target.
-func createDigests(run *workflow.Run, target string) []string {
+func createDigests(records []store.Record, target string) []string {
 	var digests []string
-	for _, r := range run.Records {
+	for _, r := range records {
 		if r.Kind == store.RecordAuthorityCall && r.Step == stepCreateSecret && r.Target == target {
 			digests = append(digests, r.Digest)
 		}
@@ -255,7 +256,7 @@ func (f *family) patchCall(s *corev1.Secret, plan Secret, c change) (*workflow.C
 // resourceVersion test, a lost answer): complete means ours; otherwise the
 // patch is recomputed against what is there now and sent again (bounded by
 // the engine's attempts per step and target).
-func (f *family) resolvePatch(ctx context.Context, name string, call store.Record, p *progress) (workflow.Verdict, error) {
+func (f *family) resolvePatch(ctx context.Context, p *progress, name string, call store.Record) (workflow.Verdict, error) {
 	s, err := f.kube.GetSecret(ctx, name)
 	if isNotFound(err) {
 		return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonSecretDeleted,

@@ -27,6 +27,15 @@ const (
 	stepReadGenerator        = "read-generator"
 )
 
+// Observation steps: the journal's words for reads that decide.
+const (
+	stepReadExternalSecrets = "read-external-secrets"
+	stepReadExternalSecret  = "read-external-secret"
+	stepWaitExternalGone    = "wait-external-secret-gone"
+	stepReadSecret          = "read-secret"
+	statusPresent           = "present"
+)
+
 // Reasons, stable kebab-case words.
 const (
 	ReasonNotGeneratorBacked   = "external-secret-not-generator-backed"
@@ -85,47 +94,29 @@ type prober func(ctx context.Context, protocol, addr string, user, password []by
 // times without sleeping.
 type waiter func(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error)
 
-// family implements workflow.Family for one credential plan.
+// family implements workflow.Family for one credential plan. It holds no
+// memory between decisions: each Decide and each Resolve folds what it
+// knows from the journal (progress) and reads the authority again for the
+// rest.
 type family struct {
 	cmd   *Command
 	kube  authority
 	probe prober
 	poll  waiter
-
-	// What this process learned from the authority that no record says
-	// (a read needs no record); rebuilt by reading again after a restart.
-	adoptChecked    bool
-	external        map[string]*unstructured.Unstructured // nil value: absent
-	externalGone    map[string]bool
-	generatorAbsent map[string]bool
-	complete        map[string]bool           // Secrets read and found complete
-	read            map[string]*corev1.Secret // a Secret Resolve just read, for Decide
-	probed          map[string]ProbeResult    // server pods probed in this process
-	notes           []store.Record            // records to append with the next decision
-	ending          error                     // ends the run once the notes are journaled
-	run             string                    // the run's operation (mutation ID in the journal)
 }
 
 func newFamily(cmd *Command, client authority) *family {
-	return &family{
-		cmd: cmd, kube: client, probe: Probe, poll: poll,
-		external: map[string]*unstructured.Unstructured{}, externalGone: map[string]bool{}, generatorAbsent: map[string]bool{},
-		complete: map[string]bool{}, read: map[string]*corev1.Secret{}, probed: map[string]ProbeResult{},
-	}
+	return &family{cmd: cmd, kube: client, probe: Probe, poll: poll}
 }
 
 // step is one phase of a plan. It returns a decision when something is left
 // to do in it, nil when the phase is done.
-type step func(ctx context.Context, run *workflow.Run, p *progress) (*workflow.Decision, error)
+type step func(ctx context.Context, p *progress) (*workflow.Decision, error)
 
-// Decide walks the phases in order and returns the first thing left to do.
+// Decide walks the phases in order and returns the first thing left to do,
+// with the records the phases noted on the way (reads, probes).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	if err := f.ending; err != nil {
-		f.ending = nil
-		return workflow.Decision{}, err
-	}
-	p := fold(run.Records)
-	f.run = run.Op.MutationID
+	p := fold(run)
 	steps := []step{
 		f.checkAdoption,         // read the ExternalSecret of every planned Secret; one not generator-backed refuses before any write
 		f.orphanExternalSecrets, // delete each with propagationPolicy Orphan, wait until it is gone
@@ -134,66 +125,58 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 		f.repairServers,         // probe each server; delete a refusing pod once, wait, probe again
 	}
 	for _, s := range steps {
-		d, err := s(ctx, run, p)
+		d, err := s(ctx, p)
 		if err != nil {
 			return workflow.Decision{}, err
 		}
 		if d != nil {
 			if d.Refuse != nil {
-				d.Refuse.Summary = f.withRun(d.Refuse.Summary)
+				d.Refuse.Summary = p.withRun(d.Refuse.Summary)
 			}
-			return f.withNotes(*d), nil
+			d.Notes = append(p.notes, d.Notes...)
+			return *d, nil
 		}
 	}
-	return f.withNotes(workflow.Decision{Complete: &workflow.Completion{Outcome: p.outcome(), Summary: f.summary(p)}}), nil
+	return workflow.Decision{Notes: p.notes, Complete: &workflow.Completion{Outcome: p.outcome(), Summary: f.summary(p)}}, nil
 }
 
 // withRun adds the run's operation (its journal mutation ID) to a summary.
-func (f *family) withRun(summary map[string]any) map[string]any {
-	out := map[string]any{"run": f.run}
+func (p *progress) withRun(summary map[string]any) map[string]any {
+	out := map[string]any{"run": p.run}
 	for k, v := range summary {
 		out[k] = v
 	}
 	return out
 }
 
-// withNotes attaches the records gathered since the last decision.
-func (f *family) withNotes(d workflow.Decision) workflow.Decision {
-	d.Notes = append(f.notes, d.Notes...)
-	f.notes = nil
-	return d
+// note keeps r to journal with this decision, and folds it in: the rest of
+// the decision knows it as the next decisions will, from the journal.
+func (p *progress) note(r store.Record) {
+	p.notes = append(p.notes, r)
+	p.observe(r)
 }
 
-func (f *family) note(r store.Record) { f.notes = append(f.notes, r) }
-
-// endWith ends the run with err (uncertain, unavailable) after journaling
-// the records gathered so far: they go out alone first, and the next Decide
-// returns err.
-func (f *family) endWith(err error) (*workflow.Decision, error) {
-	if len(f.notes) == 0 {
-		return nil, err
-	}
-	f.ending = err
-	return &workflow.Decision{}, nil
-}
+// end ends the run with err (uncertain, unavailable) once the records
+// noted so far are journaled (workflow.Decision.End).
+func end(err error) (*workflow.Decision, error) { return &workflow.Decision{End: err}, nil }
 
 // Resolve re-reads the durable facts after a call whose outcome is unknown.
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	f.run = run.Op.MutationID
-	v, err := f.resolve(ctx, run, call)
+	p := fold(run)
+	v, err := f.resolve(ctx, p, call)
 	if v.Kind == workflow.Theirs {
-		v.Summary = f.withRun(v.Summary)
+		v.Summary = p.withRun(v.Summary)
 	}
 	return v, err
 }
 
-func (f *family) resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (workflow.Verdict, error) {
 	_, name, _ := strings.Cut(call.Target, "/")
 	switch call.Step {
 	case stepCreateSecret:
-		return f.resolveCreate(ctx, run, name, call)
+		return f.resolveCreate(ctx, p, name, call)
 	case stepPatchSecret:
-		return f.resolvePatch(ctx, name, call, fold(run.Records))
+		return f.resolvePatch(ctx, p, name, call)
 	case stepOrphanExternalSecret:
 		return f.resolveOrphan(ctx, name, call)
 	case stepDeleteGenerator:
@@ -204,60 +187,104 @@ func (f *family) resolve(ctx context.Context, run *workflow.Run, call store.Reco
 	return workflow.Verdict{}, errors.New("resolving an unknown step " + call.Step)
 }
 
-// progress is what the journal says was done: folded from every record of
-// the operation, on every Decide, so a resumed or reloaded run knows it.
+// progress is what the journal says, folded from every record of the
+// operation on every Decide and Resolve, so a resumed, reloaded or
+// concurrent run knows it; a decision's own notes are folded in as it
+// makes them. It lives for one decision.
 type progress struct {
-	created, exists, patched map[string]bool // Secrets by name
+	run     string         // the operation's mutation ID
+	records []store.Record // the operation's records
+	notes   []store.Record // this decision's records, journaled with it
+
+	// Calls settled as done (workflow.Run.Settled), by object name.
+	created, exists, patched map[string]bool // Secrets
 	externalDeleted          map[string]bool
-	orphanUID                map[string]string // ExternalSecret -> UID its orphan delete named
 	generatorsDeleted        map[string]string // name -> reason (deleted or absent)
-	podDeletedUID            map[string]string // pod -> UID whose delete was called
 	podDeleted               map[string]bool
+	// Calls sent, settled or not: the UID each newest one named.
+	orphanUID     map[string]string // ExternalSecret -> UID its orphan delete named
+	podDeletedUID map[string]string // pod -> UID whose delete was called
+
+	// Observations.
+	adoptChecked bool            // the ExternalSecrets were read before any write
+	found        map[string]bool // ExternalSecrets that read found (generator-backed)
+	externalGone map[string]bool // ExternalSecrets seen gone
+	complete     map[string]bool // Secrets whose newest read found nothing lacking
+	probes       map[string]ProbeResult
 }
 
-func fold(records []store.Record) *progress {
+// fold reads the run's records: settlement through workflow.Run.Settled,
+// observations and probes in journal order (the newest wins).
+func fold(run *workflow.Run) *progress {
 	p := &progress{
+		run: run.Op.MutationID, records: run.Records,
 		created: map[string]bool{}, exists: map[string]bool{}, patched: map[string]bool{},
-		externalDeleted: map[string]bool{}, orphanUID: map[string]string{}, generatorsDeleted: map[string]string{},
-		podDeletedUID: map[string]string{}, podDeleted: map[string]bool{},
+		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
+		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
+		found: map[string]bool{}, externalGone: map[string]bool{}, complete: map[string]bool{}, probes: map[string]ProbeResult{},
 	}
-	for _, r := range records {
-		_, name, _ := strings.Cut(r.Target, "/")
-		done := r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) ||
-			r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
-		if r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod {
-			p.podDeletedUID[name] = r.UID
-		}
-		if r.Kind == store.RecordAuthorityCall && r.Step == stepOrphanExternalSecret {
-			p.orphanUID[name] = r.UID
-		}
-		if r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == reasonAbsent {
-			p.generatorsDeleted[name] = reasonAbsent
-		}
-		if !done {
+	called := map[[2]string]bool{}
+	for _, r := range run.Records {
+		p.observe(r)
+		if r.Kind != store.RecordAuthorityCall || called[[2]string{r.Step, r.Target}] {
 			continue
 		}
-		switch r.Step {
-		case stepCreateSecret:
-			if r.Reason == reasonKeptExisting {
-				p.exists[name] = true
-			} else {
-				p.created[name] = true
-			}
-		case stepPatchSecret:
-			p.patched[name] = true
-		case stepOrphanExternalSecret:
-			p.externalDeleted[name] = true
-		case stepDeleteGenerator:
-			p.generatorsDeleted[name] = r.Reason
-			if r.Reason == reasonReplacedNotDeleted {
-				p.generatorsDeleted[name] = "deleted"
-			}
-		case stepDeletePod:
-			p.podDeleted[name] = true
+		called[[2]string{r.Step, r.Target}] = true
+		if s, ok := run.Settled(r.Step, r.Target); ok {
+			p.settled(s)
 		}
 	}
 	return p
+}
+
+// settled records a call settled as done.
+func (p *progress) settled(s workflow.Settlement) {
+	_, name, _ := strings.Cut(s.Call.Target, "/")
+	switch s.Call.Step {
+	case stepCreateSecret:
+		if s.By.Reason == reasonKeptExisting {
+			p.exists[name] = true
+		} else {
+			p.created[name] = true
+		}
+	case stepPatchSecret:
+		p.patched[name] = true
+	case stepOrphanExternalSecret:
+		p.externalDeleted[name] = true
+	case stepDeleteGenerator:
+		p.generatorsDeleted[name] = s.By.Reason
+		if s.By.Reason == reasonReplacedNotDeleted {
+			p.generatorsDeleted[name] = "deleted"
+		}
+	case stepDeletePod:
+		p.podDeleted[name] = true
+	}
+}
+
+// observe folds one record's facts other than settlement.
+func (p *progress) observe(r store.Record) {
+	_, name, _ := strings.Cut(r.Target, "/")
+	switch {
+	case r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod:
+		p.podDeletedUID[name] = r.UID
+	case r.Kind == store.RecordAuthorityCall && r.Step == stepOrphanExternalSecret:
+		p.orphanUID[name] = r.UID
+	case r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == reasonAbsent:
+		p.generatorsDeleted[name] = reasonAbsent
+	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecrets:
+		p.adoptChecked = true
+	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecret && r.Status == statusPresent:
+		p.found[name] = true
+	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecret && r.Status == reasonAbsent,
+		r.Kind == store.RecordObservation && r.Step == stepWaitExternalGone:
+		p.externalGone[name] = true
+	case r.Kind == store.RecordObservation && r.Step == stepReadSecret,
+		r.Kind == store.RecordResolution && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
+		complete, _ := r.Detail["complete"].(bool)
+		p.complete[name] = complete
+	case r.Kind == store.RecordProbe && r.Step == stepProbe:
+		p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
+	}
 }
 
 // outcome is existing when this operation wrote nothing at all.
@@ -274,7 +301,8 @@ func (p *progress) outcome() workflow.Outcome {
 	return workflow.OutcomeCompleted
 }
 
-// summary is the content-free completion summary: counts and names.
+// summary is the content-free completion summary: counts and names, all
+// from the journal (the servers from each pod's newest probe record).
 func (f *family) summary(p *progress) map[string]any {
 	s := f.cmd.Spec
 	generators := 0
@@ -283,18 +311,17 @@ func (f *family) summary(p *progress) map[string]any {
 			generators++
 		}
 	}
-	servers := map[string]int{}
-	for _, r := range f.probed {
-		servers[string(r.Status)]++
-	}
+	servers := map[ProbeStatus]int{}
 	repaired := 0
-	for pod := range p.podDeleted {
-		if f.probed[pod].Status == ProbeAccepted {
+	for _, srv := range s.Servers {
+		r := p.probes[srv.Pod]
+		servers[r.Status]++
+		if p.podDeleted[srv.Pod] && r.Status == ProbeAccepted {
 			repaired++
 		}
 	}
 	out := map[string]any{
-		"namespace": s.Namespace, "owner": s.Owner, "run": f.run,
+		"namespace": s.Namespace, "owner": s.Owner, "run": p.run,
 		// existing: found in place and not created by this run (whatever
 		// its annotations say); unchanged: not written by this run.
 		"secrets": map[string]int{
@@ -304,7 +331,7 @@ func (f *family) summary(p *progress) map[string]any {
 		"externalSecretsDeleted": len(p.externalDeleted), "generatorsDeleted": generators,
 	}
 	if len(s.Servers) > 0 {
-		out["servers"] = map[string]int{"accepted": servers[string(ProbeAccepted)], "skipped": servers["skipped"], "repaired": repaired}
+		out["servers"] = map[string]int{"accepted": servers[ProbeAccepted], "skipped": servers[probeSkipped], "repaired": repaired}
 	}
 	return out
 }

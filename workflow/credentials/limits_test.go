@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
@@ -168,12 +167,12 @@ func TestCreatedByNeedsTheNonce(t *testing.T) {
 // Secrets and other records do not count.
 func TestCreateDigestsAreEveryAttemptForTheTarget(t *testing.T) {
 	t.Parallel()
-	run := &workflow.Run{Records: []store.Record{
+	records := []store.Record{
 		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:first"},
 		{Kind: store.RecordResolution, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:resolution"},
 		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/b", Digest: "sha256:other-secret"},
 		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:second"},
-	}}
-	require.Equal(t, []string{"sha256:first", "sha256:second"}, createDigests(run, "secret/a"))
-	require.Empty(t, createDigests(run, "secret/c"))
+	}
+	require.Equal(t, []string{"sha256:first", "sha256:second"}, createDigests(records, "secret/a"))
+	require.Empty(t, createDigests(records, "secret/c"))
 }

@@ -21,27 +21,29 @@ const probeSkipped ProbeStatus = "skipped"
 // bounded, for its replacement (same name, new UID, Ready) and probes it
 // again: still refused is a refusal (exit 2). An unknown answer never
 // restarts a pod: the run ends uncertain (exit 75) and a rerun probes again.
-func (f *family) repairServers(ctx context.Context, _ *workflow.Run, p *progress) (*workflow.Decision, error) {
+//
+// A server whose newest probe record in the journal says accepted, skipped
+// or planned is done; one whose newest says refused (its pod deleted
+// since) or unknown (a rerun's) is probed again.
+func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	unknown := 0
 	for _, srv := range f.cmd.Spec.Servers {
-		if r, ok := f.probed[srv.Pod]; ok {
-			if r.Status == ProbeUnknown {
-				unknown++
-			}
+		switch p.probes[srv.Pod].Status {
+		case ProbeAccepted, probeSkipped, workflow.StatusPlanned:
 			continue
 		}
 		d, err := f.repairOne(ctx, srv, p)
 		if err != nil || d != nil {
 			return d, err
 		}
-		if f.probed[srv.Pod].Status == ProbeUnknown {
+		if p.probes[srv.Pod].Status == ProbeUnknown {
 			unknown++
 		}
 	}
 	if unknown == 0 {
 		return nil, nil
 	}
-	return f.endWith(&workflow.Uncertain{Reason: ReasonProbeUnknown,
+	return end(&workflow.Uncertain{Reason: ReasonProbeUnknown,
 		Err: errors.New("a server's answer to the credential probe was neither acceptance nor refusal; no pod was restarted")})
 }
 
@@ -60,22 +62,20 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			return nil, err
 		}
 		if pod == nil {
-			f.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target,
+			p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target,
 				Status: "not-ready", Reason: ReasonReplacementNotReady})
-			return f.endWith(&workflow.Uncertain{Reason: ReasonReplacementNotReady})
+			return end(&workflow.Uncertain{Reason: ReasonReplacementNotReady})
 		}
-		f.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: "ready"})
+		p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: "ready"})
 	}
 	if pod == nil {
-		f.probed[srv.Pod] = ProbeResult{Status: probeSkipped, Reason: "pod-absent"}
-		f.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
+		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
 			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
 		return nil, nil
 	}
 	if workflow.IsDryRun(ctx) {
 		// keyledger plan: say which pod a run would probe; never contact it.
-		f.probed[srv.Pod] = ProbeResult{Status: workflow.StatusPlanned}
-		f.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID), Status: workflow.StatusPlanned,
+		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID), Status: workflow.StatusPlanned,
 			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
 		return nil, nil
 	}
@@ -91,11 +91,10 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
 				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod}}}, nil
 		}
-		f.note(probe)
+		p.note(probe)
 		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID)}, nil
 	default:
-		f.note(probe)
-		f.probed[srv.Pod] = res
+		p.note(probe)
 		return nil, nil
 	}
 }

@@ -190,6 +190,11 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
 			patched(t, e)
 			require.Equal(t, 1, e.k.written("secret/"+secretApp))
+			require.Equal(t, 2, e.k.count(opGetSecret, secretApp),
+				"the resolution's read, then the deciding read the patch is built from (no read carried between decisions)")
+			kept := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+secretApp)
+			require.Equal(t, false, kept.Detail["complete"])
+			require.Equal(t, []any{"password"}, kept.Detail["addKeys"], "what it lacks is journaled with the verdict")
 			call := callOf(r, stepPatchSecret, "secret/"+secretApp)
 			require.Equal(t, []any{"password"}, call.Detail["addKeys"])
 			require.Equal(t, []any{"app.kubernetes.io/part-of"}, call.Detail["addLabels"])
