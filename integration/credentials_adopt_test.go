@@ -40,7 +40,9 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	path := e.writeCommand("plan.json", plan)
 
 	// The plan's identity, through a transport that lets a second writer
-	// change the Secret right after keyledger's first read of it returns.
+	// change the Secret right before keyledger's first patch of it reaches
+	// the API server (after the read the patch was built from, however
+	// many reads came before).
 	name := "credentials-" + randomSuffix(t)
 	e.serviceAccountKubeconfig(name, credentials.Rules(specOf(t, plan)))
 	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, name, 600)
@@ -49,14 +51,13 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	writerValue := []byte("written-by-the-concurrent-writer")
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			resp, err := next.RoundTrip(req)
-			if err == nil && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/secrets/"+existing.Name) && wrote.CompareAndSwap(false, true) {
+			if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/secrets/"+existing.Name) && wrote.CompareAndSwap(false, true) {
 				s := e.getSecret(existing.Name)
 				s.Data["username"] = writerValue
 				_, uerr := e.kube.Client().CoreV1().Secrets(e.ns).Update(context.Background(), s, metav1.UpdateOptions{})
 				require.NoError(t, uerr)
 			}
-			return resp, err
+			return next.RoundTrip(req)
 		})
 	})
 	client, err := kubernetes.NewForConfig(cfg)

@@ -1,0 +1,321 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// readFails is a read answered 500 (nothing applied, nothing learned).
+func readFails(op, name string) *fault {
+	return &fault{op: op, name: name, kind: faultAnswer, err: errServer()}
+}
+
+// requireUnavailable: the run stopped on a read the API server did not
+// answer, before anything was decided from it.
+func requireUnavailable(t *testing.T, r result) {
+	t.Helper()
+	var unavailable *workflow.Unavailable
+	require.ErrorAs(t, r.err, &unavailable)
+	require.Equal(t, "kubernetes", unavailable.Dependency)
+}
+
+// TestReadsTable: reads that fail or find something changed, in Decide
+// (the run stops: unavailable, or uncertain once calls were sent) and in
+// Resolve (the verdict is undetermined: uncertain, and a rerun settles).
+func TestReadsTable(t *testing.T) {
+	t.Parallel()
+	// settlesOnRerun: the first run ended uncertain with the call open; the
+	// rerun, with the API server answering, settles it without sending the
+	// call again when it was applied.
+	settlesOnRerun := func(t *testing.T, e *env, r result, op, name string, sends int) {
+		t.Helper()
+		require.Equal(t, "uncertain/read-failed", r.ending())
+		require.Equal(t, store.StateResolving, r.op.State)
+		again := e.run()
+		require.Equal(t, r.op.MutationID, again.op.MutationID)
+		require.Equal(t, "completed", again.ending())
+		require.Equal(t, sends, e.k.count(op, name))
+	}
+	runTable(t, []row{
+		{name: "resolve create: the read fails", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose}, readFails(opGetSecret, secretApp))
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, []string{"create-secret secret/shop-app undetermined/read-failed"}, r.trail(store.RecordResolution, ""),
+				"the verdict is journaled before the run ends")
+			settlesOnRerun(t, e, r, opCreateSecret, secretApp, 1)
+			e.requirePlanned(secretApp, true)
+		}},
+		{name: "resolve patch: the read fails", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultApplyThenLose}, &fault{op: opGetSecret, name: secretApp, after: 2,
+				kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			settlesOnRerun(t, e, r, opPatchSecret, secretApp, 1)
+		}},
+		{name: "resolve orphan: the read fails", spec: withAdoption, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultApplyThenLose},
+				&fault{op: opGetExternal, name: secretApp, after: 2, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			settlesOnRerun(t, e, r, opOrphanExternal, secretApp, 1)
+			requireAdopted(t, e)
+		}},
+		{name: "resolve generator delete: the read fails", spec: withAdoption, setup: func(e *env) {
+			e.k.putGenerator(generatorApp)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultApplyThenLose},
+				&fault{op: opGetGenerator, name: generatorApp, after: 1, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			settlesOnRerun(t, e, r, opDeleteGenerator, generatorApp, 1)
+		}},
+		{name: "resolve generator delete: someone else's delete in progress", spec: withAdoption, setup: func(e *env) {
+			e.k.putGenerator(generatorApp)
+			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultLoseBefore},
+				&fault{op: opGetGenerator, name: generatorApp, after: 1, before: someone(func(k *fakeKube) {
+					now := metav1Now()
+					k.generators[generatorApp].SetDeletionTimestamp(&now)
+					k.stamp(k.generators[generatorApp])
+				})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-generator password/shop-app-password ours/deleting"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 1, e.k.count(opDeleteGenerator, generatorApp))
+		}},
+		{name: "resolve pod delete: the read fails", spec: withServers, setup: func(e *env) {
+			staleServer(e)
+			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultApplyThenLose},
+				&fault{op: opGetPod, name: podApp, after: 1, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			settlesOnRerun(t, e, r, opDeletePod, podApp, 1)
+		}},
+		{name: "resolve pod delete: someone else's delete in progress", spec: withServers, setup: func(e *env) {
+			staleServer(e)
+			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultLoseBefore},
+				&fault{op: opGetPod, name: podApp, after: 1, before: someone(func(k *fakeKube) {
+					now := metav1Now()
+					k.pods[podApp].DeletionTimestamp = &now
+				})},
+				&fault{op: opGetPod, name: podApp, before: someone(func(k *fakeKube) {
+					delete(k.pods, podApp)
+					k.replace(podApp)
+				})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/terminating"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
+			require.Zero(t, e.k.written("pod/"+podApp))
+		}},
+		{name: "resolve pod delete: gone, its replacement late", spec: withServers, setup: func(e *env) {
+			staleServer(e)
+			e.k.noReplacement[podApp] = true
+			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultApplyThenLose},
+				&fault{op: opGetPod, name: podApp, after: 3, before: someone(func(k *fakeKube) {
+					k.noReplacement[podApp] = false
+					k.replace(podApp)
+				})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/absent"}, r.trail(store.RecordResolution, ""))
+			require.Equal(t, []string{"wait-replacement pod/shop-app-0 ready/"}, r.trail(store.RecordObservation, "wait-replacement"))
+			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, r.summary()["servers"])
+		}},
+		{name: "the replacement starts unready, then is ready", spec: withServers, setup: func(e *env) {
+			staleServer(e)
+			e.k.script(&fault{op: opGetPod, name: podApp, after: 1, before: someone(func(k *fakeKube) {
+				k.pods[podApp].Status.Phase = corev1.PodPending
+			})}, &fault{op: opGetPod, name: podApp, before: someone(func(k *fakeKube) {
+				k.pods[podApp].Status.Phase = corev1.PodRunning
+				k.pods[podApp].Status.Conditions = nil
+			})})
+			e.k.script(&fault{op: opGetPod, name: podApp, before: someone(func(k *fakeKube) {
+				k.pods[podApp].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"wait-replacement pod/shop-app-0 ready/"}, r.trail(store.RecordObservation, "wait-replacement"))
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
+		}},
+		{name: "decide: an ExternalSecret read fails", setup: func(e *env) {
+			e.k.script(readFails(opGetExternal, secretBus))
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+			require.Equal(t, store.StatePrepared, r.op.State, "nothing journaled, nothing sent")
+			require.Empty(t, e.k.writes)
+		}},
+		{name: "decide: the read before an orphan delete fails", spec: withAdoption, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 1, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+			require.Empty(t, e.k.writes)
+		}},
+		{name: "decide: the wait's read fails", spec: withAdoption, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 2, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+			require.Equal(t, 1, e.k.written("externalsecret/"+secretApp))
+		}},
+		{name: "decide: the orphan read finds it gone", spec: withAdoption, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 1, before: someone(func(k *fakeKube) { delete(k.external, secretApp) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Contains(t, r.trail(store.RecordObservation, stepReadExternalSecret), "read-external-secret externalsecret/shop-app absent/")
+			require.Zero(t, e.k.count(opOrphanExternal, secretApp))
+		}},
+		{name: "decide: switched to a remote store before the orphan read", spec: withAdoption, setup: func(e *env) {
+			adoptable(e)
+			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 1, before: someone(func(k *fakeKube) { remoteES(k.external[secretApp]) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+			require.Empty(t, e.k.writes)
+		}},
+		{name: "decide: a generator read fails", spec: withAdoption, setup: func(e *env) {
+			e.k.putGenerator(generatorApp)
+			e.k.script(readFails(opGetGenerator, generatorApp))
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+		}},
+		{name: "decide: the read of a Secret to patch fails", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opGetSecret, name: secretApp, after: 1, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+			require.Equal(t, 1, e.k.written("secret/"+secretBus), "the batch was sent; a rerun settles the rest")
+			again := e.run()
+			require.Equal(t, "completed", again.ending())
+			require.Equal(t, counts(2, 1, 1, 1, 0), again.secretsCount())
+		}},
+		{name: "decide: a kept Secret deleted before the patch's read is created", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount(), "created by this run after all")
+			e.requirePlanned(secretApp, true)
+			require.Len(t, callsOf(r, stepCreateSecret, "secret/"+secretApp), 2)
+		}},
+		{name: "decide: a pod read fails", spec: withServers, setup: func(e *env) {
+			e.k.script(readFails(opGetPod, podApp))
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+		}},
+		{name: "decide: the probe's Secret read fails", spec: withServers, setup: func(e *env) {
+			staleServer(e)
+			e.k.script(readFails(opGetSecret, secretApp))
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+			require.Zero(t, e.k.count(opDeletePod, podApp))
+		}},
+		{name: "decide: the probed Secret lost its password key", spec: withServers, setup: func(e *env) {
+			staleServer(e)
+			e.k.script(&fault{op: opGetSecret, name: secretApp, before: someone(func(k *fakeKube) { delete(k.secrets[secretApp].Data, "password") })})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
+			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/password-key-absent")
+			require.Zero(t, e.k.count(opDeletePod, podApp), "an unknown answer restarts nothing")
+		}},
+		{name: "decide: the replacement's read fails while waiting", spec: withServers, setup: func(e *env) {
+			staleServer(e)
+			e.k.noReplacement[podApp] = true
+			e.k.script(&fault{op: opGetPod, name: podApp, after: 2, kind: faultAnswer, err: errServer()})
+		}, check: func(t *testing.T, e *env, r result) {
+			requireUnavailable(t, r)
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
+		}},
+	})
+}
+
+// TestResolveUnknownStep: a call record of a step the family never sends
+// is an error, not a verdict.
+func TestResolveUnknownStep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basePlan())
+	run := &workflow.Run{Op: &store.Operation{MutationID: "m-1:run-1"}}
+	_, err := e.family().Resolve(context.Background(), run, store.Record{Kind: store.RecordAuthorityCall, Step: "replace-secret", Target: "secret/x"})
+	require.ErrorContains(t, err, "unknown step replace-secret")
+}
+
+// TestGeneratorBacked: only dataFrom entries that all name a generator
+// (and no remote data, extract or find) are generator-backed.
+func TestGeneratorBacked(t *testing.T) {
+	t.Parallel()
+	from := func(items ...any) *unstructured.Unstructured {
+		es := generatorBackedES("x")
+		_ = unstructured.SetNestedSlice(es.Object, items, "spec", "dataFrom")
+		return es
+	}
+	gen := map[string]any{"sourceRef": map[string]any{"generatorRef": map[string]any{"kind": "Password", "name": "p"}}}
+	remote := generatorBackedES("x")
+	remoteES(remote)
+	noDataFrom := generatorBackedES("x")
+	unstructured.RemoveNestedField(noDataFrom.Object, "spec", "dataFrom")
+	cases := []struct {
+		name string
+		es   *unstructured.Unstructured
+		want bool
+	}{
+		{"generator", from(gen), true},
+		{"remote data beside it", remote, false},
+		{"no dataFrom", noDataFrom, false},
+		{"an entry not an object", from("x"), false},
+		{"a store ref", from(map[string]any{"sourceRef": map[string]any{"storeRef": map[string]any{"name": "vault"}}}), false},
+		{"extract beside the generator", from(map[string]any{"sourceRef": gen["sourceRef"], "extract": map[string]any{"key": "k"}}), false},
+		{"find beside the generator", from(map[string]any{"sourceRef": gen["sourceRef"], "find": map[string]any{"name": map[string]any{}}}), false},
+		{"one generator, one store", from(gen, map[string]any{"sourceRef": map[string]any{"storeRef": map[string]any{"name": "vault"}}}), false},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, generatorBacked(c.es), c.name)
+	}
+}
+
+// TestDryAnswer: keyledger plan's answer to a create, from a read.
+func TestDryAnswer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basePlan())
+	e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}))
+	f := e.family()
+	ctx := context.Background()
+	a, ok, err := f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: "secret/" + secretApp})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, workflow.Unknown, a.Status)
+	require.Equal(t, 409, a.Code)
+	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: "secret/" + secretBus})
+	require.NoError(t, err)
+	require.False(t, ok, "an absent Secret: the create is taken as applied")
+	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepPatchSecret, Target: "secret/" + secretApp})
+	require.NoError(t, err)
+	require.False(t, ok, "only creates are answered from a read")
+	e.k.script(readFails(opGetSecret, secretBus))
+	_, _, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: "secret/" + secretBus})
+	var unavailable *workflow.Unavailable
+	require.True(t, errors.As(err, &unavailable))
+}
+
+// TestPoll: the run's waiter stops when the condition holds, fails, or the
+// context ends (here at once: no test sleeps).
+func TestPoll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	done, err := poll(ctx, func(context.Context) (bool, error) { return true, nil })
+	require.NoError(t, err)
+	require.True(t, done)
+	boom := errors.New("read failed")
+	_, err = poll(ctx, func(context.Context) (bool, error) { return false, boom })
+	require.ErrorIs(t, err, boom)
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	done, err = poll(canceled, func(context.Context) (bool, error) { return false, nil })
+	require.NoError(t, err)
+	require.False(t, done, "the bound passed: not done, no error")
+	require.EqualError(t, errReplaced, "replaced by another object of the same name")
+}
