@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -165,7 +166,7 @@ func TestDiffAndPatch(t *testing.T) {
 		RemoveTracking: true, RemoveInstance: true}, c)
 	require.Equal(t, change{AddKeys: []string{"user"}, AddLabels: []string{"b/c"}}, diff(s, plan, false), "only adopted Secrets lose ownership")
 
-	raw, err := patchFor(s, plan, c)
+	raw, err := patchFor(rand.Reader, s, plan, c)
 	require.NoError(t, err)
 	var ops []map[string]any
 	require.NoError(t, json.Unmarshal(raw, &ops))
@@ -186,7 +187,7 @@ func TestDiffAndPatch(t *testing.T) {
 
 	// No data, no labels: whole members are added.
 	bare := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app", ResourceVersion: "7"}}
-	raw, err = patchFor(bare, plan, diff(bare, plan, false))
+	raw, err = patchFor(rand.Reader, bare, plan, diff(bare, plan, false))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &ops))
 	require.Len(t, ops, 3)

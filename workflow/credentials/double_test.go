@@ -63,6 +63,9 @@ type fakeKube struct {
 	// own reading of the password; probed counts probes per pod.
 	probes map[string][]ProbeResult
 	probed map[string]int
+	// probeLog lists each probe as "protocol pod port user=..." (never
+	// the password).
+	probeLog []string
 	// serverSecret names the Secret and key a pod's server reads its
 	// password from when it starts.
 	serverSecret func(pod string) (secret, key string)
@@ -550,7 +553,7 @@ func (k *fakeKube) replace(name string) {
 
 // probe is the prober seam: the pod at addr accepts the password its
 // server read when it started, unless a probe answer is scripted.
-func (k *fakeKube) probe(_ context.Context, _ string, addr string, _, password []byte) ProbeResult {
+func (k *fakeKube) probe(_ context.Context, protocol, addr string, user, password []byte) ProbeResult {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	host, _, _ := net.SplitHostPort(addr)
@@ -559,6 +562,7 @@ func (k *fakeKube) probe(_ context.Context, _ string, addr string, _, password [
 			continue
 		}
 		k.probed[name]++
+		k.probeLog = append(k.probeLog, fmt.Sprintf("%s %s %s user=%q", protocol, name, addr[len(host)+1:], user))
 		if script := k.probes[name]; len(script) > 0 {
 			k.probes[name] = script[1:]
 			return script[0]

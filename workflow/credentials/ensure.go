@@ -116,11 +116,11 @@ func observation(s *corev1.Secret, c change) store.Record {
 // call's (see resolveCreate). 201 is applied; 409 AlreadyExists is settled
 // by resolution (the Secret is kept, never replaced).
 func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
-	nonce, err := newNonce()
+	nonce, err := newNonce(f.random)
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSecret(f.cmd.Spec.Namespace, run, nonce, plan)
+	s, err := newSecret(f.random, f.cmd.Spec.Namespace, run, nonce, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func createDigests(records []store.Record, target string) []string {
 
 // patchCall sends the one JSON patch that adds what s lacks.
 func (f *family) patchCall(s *corev1.Secret, plan Secret, c change) (*workflow.Call, error) {
-	patch, err := patchFor(s, plan, c)
+	patch, err := patchFor(f.random, s, plan, c)
 	if err != nil {
 		return nil, err
 	}

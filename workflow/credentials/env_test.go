@@ -2,10 +2,12 @@ package credentials
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // The plan the tables drive: two Secrets, the first adoptable from an
@@ -63,10 +66,25 @@ func withServers(s Spec) Spec {
 // env is one namespace, one journal and one plan; each run is a new
 // process (a new family, nothing in memory) on the same journal.
 type env struct {
-	t   *testing.T
-	k   *fakeKube
-	j   *memJournal
-	cmd *Command
+	t *testing.T
+	k *fakeKube
+	j *workflowtest.Journal
+	// crash, when set, is asked before each transition commits (see
+	// crashingStore).
+	crash func(p store.TransitionParams) (commit bool, err error)
+	cmd   *Command
+	// random is crypto/rand until a row makes it fail.
+	random *switchedRandom
+}
+
+// switchedRandom reads crypto/rand until failing is set.
+type switchedRandom struct{ failing atomic.Bool }
+
+func (r *switchedRandom) Read(b []byte) (int, error) {
+	if r.failing.Load() {
+		return 0, errors.New("getrandom: no entropy")
+	}
+	return rand.Read(b)
 }
 
 func newEnv(t *testing.T, spec Spec) *env {
@@ -75,7 +93,7 @@ func newEnv(t *testing.T, spec Spec) *env {
 	require.NoError(t, err)
 	cmd, err := decode(t, `{"apiVersion":"keyledger.dev/v1","kind":"CredentialPlan","metadata":{"requestId":"r-1","mutationId":"m-1"},"spec":`+string(raw)+`}`)
 	require.NoError(t, err)
-	e := &env{t: t, k: newFakeKube(), j: newMemJournal(), cmd: cmd}
+	e := &env{t: t, k: newFakeKube(), j: workflowtest.NewJournal(), cmd: cmd, random: &switchedRandom{}}
 	e.k.serverSecret = func(pod string) (string, string) {
 		for _, srv := range cmd.Spec.Servers {
 			if srv.Pod == pod {
@@ -90,7 +108,7 @@ func newEnv(t *testing.T, spec Spec) *env {
 // family is what Plan builds, on the double's seams.
 func (e *env) family() *family {
 	f := newFamily(e.cmd, e.k)
-	f.probe, f.poll = e.k.probe, pollAtOnce
+	f.probe, f.poll, f.random = e.k.probe, pollAtOnce, e.random
 	return f
 }
 
@@ -101,20 +119,44 @@ type result struct {
 	err     error
 }
 
-// run is one process running the plan: it resumes the newest run when it
-// is unfinished, else starts the next one, and drives it.
+// run is one process running the plan (workflow.Operate, as Execute runs
+// it once the permission matrix held): it resumes the newest run when it is
+// unfinished, else starts the next one, and drives it.
 func (e *env) run() result {
 	e.t.Helper()
 	ctx := context.Background()
 	plan := e.plan()
 	require.True(e.t, plan.Runs, "a plan is desired state")
-	run, err := e.j.prepareRun(plan.Prepare)
-	require.NoError(e.t, err)
-	engine := &workflow.Engine{Journal: e.j, Family: plan.Family, MaxAttempts: plan.MaxAttempts}
-	_, err = engine.Drive(ctx, run)
-	op, records, serr := e.j.Snapshot(ctx, run.Op.MutationID)
+	res, err := workflow.Operate(ctx, &crashingStore{Journal: e.j, crash: e.crash}, plan, nil)
+	require.NotNil(e.t, res.Run, "prepared: %v", err)
+	op, records, serr := e.j.Snapshot(ctx, res.Run.Op.MutationID)
 	require.NoError(e.t, serr)
 	return result{op: op, records: records, err: err}
+}
+
+// crashingStore is the in-memory journal with a process that can die at
+// a transition: crash says whether the transition commits and what the
+// caller sees (an error right before or right after the commit).
+type crashingStore struct {
+	*workflowtest.Journal
+	crash func(p store.TransitionParams) (commit bool, err error)
+}
+
+var errCrash = errors.New("process killed")
+
+func (c *crashingStore) Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error) {
+	if c.crash == nil {
+		return c.Journal.Transition(ctx, p)
+	}
+	commit, crashed := c.crash(p)
+	if !commit {
+		return nil, crashed
+	}
+	op, err := c.Journal.Transition(ctx, p)
+	if err != nil || crashed != nil {
+		return nil, errors.Join(err, crashed)
+	}
+	return op, nil
 }
 
 // plan is what Plan builds (its client never contacted), on the double's

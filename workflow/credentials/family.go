@@ -2,7 +2,9 @@ package credentials
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -63,7 +65,7 @@ const (
 
 // waitBound bounds each wait (an ExternalSecret gone, a replacement pod
 // ready); waitPoll is how often it looks.
-var (
+const (
 	waitBound = 2 * time.Minute
 	waitPoll  = 100 * time.Millisecond
 )
@@ -103,10 +105,12 @@ type family struct {
 	kube  authority
 	probe prober
 	poll  waiter
+	// random is where values and nonces come from: crypto/rand.
+	random io.Reader
 }
 
 func newFamily(cmd *Command, client authority) *family {
-	return &family{cmd: cmd, kube: client, probe: Probe, poll: poll}
+	return &family{cmd: cmd, kube: client, probe: Probe, poll: bounded(waitBound, waitPoll), random: rand.Reader}
 }
 
 // step is one phase of a plan. It returns a decision when something is left
@@ -364,22 +368,22 @@ func (f *family) wait(ctx context.Context, cond func(ctx context.Context) (bool,
 	return f.poll(ctx, cond)
 }
 
-// poll looks at cond every waitPoll until it is done, fails, or waitBound
-// passes.
-func poll(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, waitBound)
-	defer cancel()
-	t := time.NewTicker(waitPoll)
-	defer t.Stop()
-	for {
-		done, err := cond(ctx)
-		if err != nil || done {
+// bounded is the run's waiter: kube.Poll looks at cond every interval
+// until it is done or fails; when bound passes first, the wait ends not done
+// and without an error.
+func bounded(bound, interval time.Duration) waiter {
+	return func(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
+		within, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		done := false
+		err := kube.Poll(within, interval, func(ctx context.Context) (bool, error) {
+			var err error
+			done, err = cond(ctx)
 			return done, err
+		})
+		if err != nil && !done && within.Err() != nil && ctx.Err() == nil {
+			return false, nil // the bound passed
 		}
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case <-t.C:
-		}
+		return done, err
 	}
 }

@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -126,9 +127,9 @@ func TestMutationIDLeavesRoomForRuns(t *testing.T) {
 func TestCreatedByNeedsTheNonce(t *testing.T) {
 	t.Parallel()
 	plan := Secret{Name: "a", Keys: []Key{{Name: "password", Generate: &Generate{Length: 16, Alphabet: AlphabetHex}}, {Name: "user", Value: new(string)}}}
-	nonce, err := newNonce()
+	nonce, err := newNonce(rand.Reader)
 	require.NoError(t, err)
-	s, err := newSecret("ns", "m1:run-1", nonce, plan)
+	s, err := newSecret(rand.Reader, "ns", "m1:run-1", nonce, plan)
 	require.NoError(t, err)
 	digest := nonceDigest(nonce)
 	ours := func(s *corev1.Secret, digests ...string) bool {
@@ -137,7 +138,7 @@ func TestCreatedByNeedsTheNonce(t *testing.T) {
 	}
 	require.True(t, ours(s, digest))
 
-	other, err := newNonce()
+	other, err := newNonce(rand.Reader)
 	require.NoError(t, err)
 	require.NotEqual(t, nonce, other)
 	require.False(t, ours(s, nonceDigest(other)), "another call's nonce")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,11 @@ func requireUnavailable(t *testing.T, r result) {
 	var unavailable *workflow.Unavailable
 	require.ErrorAs(t, r.err, &unavailable)
 	require.Equal(t, "kubernetes", unavailable.Dependency)
+	if len(r.calls()) > 0 {
+		require.Equal(t, "uncertain/interrupted", r.ending(), "after a call was sent, a rerun settles it")
+	} else {
+		require.Equal(t, "error: "+unavailable.Error(), r.ending(), "before any call: a plain dependency failure")
+	}
 }
 
 // TestReadsTable: reads that fail or find something changed, in Decide
@@ -301,21 +307,61 @@ func TestDryAnswer(t *testing.T) {
 	require.True(t, errors.As(err, &unavailable))
 }
 
-// TestPoll: the run's waiter stops when the condition holds, fails, or the
-// context ends (here at once: no test sleeps).
-func TestPoll(t *testing.T) {
+// TestBoundedWait: the run's waiter stops when the condition holds, fails,
+// the bound passes (not done, no error) or the run's context ends; no test
+// sleeps (a bound of zero has passed at once).
+func TestBoundedWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	done, err := poll(ctx, func(context.Context) (bool, error) { return true, nil })
+	looks := 0
+	wait := bounded(time.Hour, time.Hour)
+	done, err := wait(ctx, func(context.Context) (bool, error) { looks++; return true, nil })
 	require.NoError(t, err)
 	require.True(t, done)
+	require.Equal(t, 1, looks, "the first look is at once")
 	boom := errors.New("read failed")
-	_, err = poll(ctx, func(context.Context) (bool, error) { return false, boom })
+	_, err = wait(ctx, func(context.Context) (bool, error) { return false, boom })
 	require.ErrorIs(t, err, boom)
-	canceled, cancel := context.WithCancel(ctx)
-	cancel()
-	done, err = poll(canceled, func(context.Context) (bool, error) { return false, nil })
+	done, err = bounded(0, time.Hour)(ctx, func(context.Context) (bool, error) { return false, nil })
 	require.NoError(t, err)
 	require.False(t, done, "the bound passed: not done, no error")
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = wait(canceled, func(context.Context) (bool, error) { return false, nil })
+	require.ErrorIs(t, err, context.Canceled, "the run ending is not the bound passing")
 	require.EqualError(t, errReplaced, "replaced by another object of the same name")
+}
+
+// TestDryRun: keyledger plan drives the same decisions with every call held
+// back: it waits for nothing, probes nothing, writes nothing, and lists the
+// calls a run would send.
+func TestDryRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withServers(withAdoption(basePlan())))
+	adoptable(e)
+	staleServer(e)
+	plan := e.plan()
+	plan.Access, plan.Rights = nil, nil // the permission matrix is the integration suite's
+	res, err := workflow.DryRun(context.Background(), workflow.Deps{
+		OpenStore: func(context.Context) (workflow.Store, error) { return e.j, nil }}, plan)
+	require.NoError(t, err)
+	require.Equal(t, "new", res.Journal)
+	require.Empty(t, res.Stopped)
+	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
+	var calls []string
+	for _, c := range res.Calls() {
+		calls = append(calls, c.Step+" "+c.Target)
+	}
+	require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app", "delete-generator password/shop-app-password",
+		"create-secret secret/shop-app", "create-secret secret/shop-bus", "patch-secret secret/shop-app"}, calls)
+	var probes []string
+	for _, r := range res.Records {
+		if r.Kind == store.RecordProbe {
+			probes = append(probes, r.Target+" "+r.Status)
+		}
+	}
+	require.Equal(t, []string{"pod/shop-app-0 planned", "pod/shop-bus-0 skipped"}, probes, "listed, never contacted")
+	require.Empty(t, e.k.writes, "nothing written")
+	require.Empty(t, e.k.probeLog, "no server contacted")
+	require.True(t, e.externalExists(secretApp))
 }

@@ -145,11 +145,15 @@ func TestDeletePodTable(t *testing.T) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "in-place"}, func(s *corev1.Secret) {
 				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 			}))
+			e.k.putSecret(theirSecret(secretBus, map[string]string{"user": "bus", "password": "bus-in-place"}))
 			e.k.putPod(podApp, "in-place")
+			e.k.putPod(podBus, "bus-in-place")
 		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
-			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 0.0}, r.summary()["servers"])
+			require.Equal(t, "existing", r.ending(), "nothing written")
+			require.Equal(t, map[string]any{"accepted": 2.0, "skipped": 0.0, "repaired": 0.0}, r.summary()["servers"])
 			require.Zero(t, e.k.count(opDeletePod, podApp))
+			require.Equal(t, []string{`valkey shop-app-0 6379 user=""`, `nats shop-bus-0 4222 user="bus"`}, e.k.probeLog,
+				"each server probed at its pod's IP and port, NATS with the user key's value")
 		}},
 		{name: "no pod IP is an unknown answer", spec: withServers, setup: func(e *env) {
 			p := e.k.putPod(podApp, "stale")

@@ -136,7 +136,7 @@ func TestResumeTable(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(e)
 			}
-			e.j.crash = crashOnce(tc.to, tc.step, tc.committed)
+			e.crash = crashOnce(tc.to, tc.step, tc.committed)
 			first := e.run()
 			require.ErrorIs(t, first.err, errCrash)
 			require.Equal(t, tc.left, first.op.State, "the journal holds where the process died")

@@ -1,11 +1,11 @@
 package credentials
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -37,10 +37,10 @@ const (
 
 // newSecret is the Secret a create sends: the plan's labels, the
 // created-by and nonce annotations, and every key's value (generated now).
-func newSecret(namespace, run, nonce string, plan Secret) (*corev1.Secret, error) {
+func newSecret(random io.Reader, namespace, run, nonce string, plan Secret) (*corev1.Secret, error) {
 	data := make(map[string][]byte, len(plan.Keys))
 	for _, k := range plan.Keys {
-		v, err := value(k)
+		v, err := value(random, k)
 		if err != nil {
 			return nil, err
 		}
@@ -61,9 +61,9 @@ func newSecret(namespace, run, nonce string, plan Secret) (*corev1.Secret, error
 }
 
 // newNonce is 128 random bits, hex: the create call's proof of authorship.
-func newNonce() (string, error) {
+func newNonce(random io.Reader) (string, error) {
 	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
+	if _, err := io.ReadFull(random, b); err != nil {
 		return "", fmt.Errorf("reading randomness: %w", err)
 	}
 	return hex.EncodeToString(b), nil
@@ -76,11 +76,12 @@ func nonceDigest(nonce string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func value(k Key) ([]byte, error) {
+// value is a key's literal value, or one generated from random.
+func value(random io.Reader, k Key) ([]byte, error) {
 	if k.Value != nil {
 		return []byte(*k.Value), nil
 	}
-	return GenerateValue(*k.Generate)
+	return generate(random, *k.Generate)
 }
 
 // patchOp is one RFC 6902 operation.
@@ -162,7 +163,7 @@ func isExternalSecretOwner(o metav1.OwnerReference) bool {
 // Its first operation tests s's resourceVersion, so it applies only to s
 // exactly as read. It adds only absent members: an existing /data/<key> is
 // never the path of any operation. Values are generated here for keys to add.
-func patchFor(s *corev1.Secret, plan Secret, c change) ([]byte, error) {
+func patchFor(random io.Reader, s *corev1.Secret, plan Secret, c change) ([]byte, error) {
 	ops := []patchOp{{Op: "test", Path: "/metadata/resourceVersion", Value: s.ResourceVersion}}
 	// Removals first, by index from the end, while the indices still hold.
 	if len(c.RemoveOwners) > 0 {
@@ -200,7 +201,7 @@ func patchFor(s *corev1.Secret, plan Secret, c change) ([]byte, error) {
 		values := map[string][]byte{}
 		for _, name := range c.AddKeys {
 			i := slices.IndexFunc(plan.Keys, func(k Key) bool { return k.Name == name })
-			v, err := value(plan.Keys[i])
+			v, err := value(random, plan.Keys[i])
 			if err != nil {
 				return nil, err
 			}

@@ -389,3 +389,62 @@ func recordOf(r result, kind store.RecordKind, step, target string) store.Record
 	}
 	return store.Record{}
 }
+
+// TestDecisionEdges: a plan of one Secret, someone completing a kept
+// Secret before the decision reads it, and randomness failing wherever a
+// call is built (nothing is sent then).
+func TestDecisionEdges(t *testing.T) {
+	t.Parallel()
+	fails := func(e *env) func(*fakeKube) { return func(*fakeKube) { e.random.failing.Store(true) } }
+	noEntropy := func(t *testing.T, r result) {
+		t.Helper()
+		require.ErrorContains(t, r.err, "reading randomness")
+	}
+	runTable(t, []row{
+		{name: "one Secret: one call, not a batch", spec: func(s Spec) Spec { s.Secrets = s.Secrets[:1]; return s }, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(1, 1, 0, 0, 0), r.secretsCount())
+			require.Equal(t, []string{"create-secret secret/shop-app"}, r.calls())
+		}},
+		{name: "someone completes a kept Secret before the decision reads it", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) {
+				s := k.secrets[secretApp]
+				s.Data["password"] = []byte("theirs")
+				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
+				k.stamp(s)
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
+			require.Zero(t, e.k.count(opPatchSecret, secretApp))
+			require.Equal(t, true, recordOf(r, store.RecordObservation, stepReadSecret, "secret/"+secretApp).Detail["complete"])
+		}},
+		{name: "randomness fails before the creates", setup: func(e *env) { e.random.failing.Store(true) }, check: func(t *testing.T, e *env, r result) {
+			noEntropy(t, r)
+			require.Empty(t, r.calls())
+			require.Empty(t, e.k.writes)
+		}},
+		{name: "randomness fails building a patch", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opGetSecret, name: secretApp, after: 1, before: fails(e)})
+		}, check: func(t *testing.T, e *env, r result) {
+			noEntropy(t, r)
+			require.Zero(t, e.k.count(opPatchSecret, secretApp))
+		}},
+		{name: "randomness fails building a create's retry", setup: func(e *env) {
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, before: fails(e)})
+		}, check: func(t *testing.T, e *env, r result) {
+			noEntropy(t, r)
+			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
+			require.Nil(t, e.secret(secretApp))
+		}},
+		{name: "randomness fails building a patch's retry", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, after: 2, before: fails(e)})
+		}, check: func(t *testing.T, e *env, r result) {
+			noEntropy(t, r)
+			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
+		}},
+	})
+}
