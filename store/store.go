@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -395,7 +396,7 @@ func scanRecord(row pgx.Row, before ...any) (Record, error) {
 	var r Record
 	var kind string
 	var raw []byte
-	dest := append(before, &r.ID, &kind, &r.Step, &r.Target, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
+	dest := append(slices.Clip(before), &r.ID, &kind, &r.Step, &r.Target, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
 		&r.Reason, &r.Batch, &r.Final, &raw, &r.CreatedAt)
 	if err := row.Scan(dest...); err != nil {
 		return r, err
