@@ -14,6 +14,7 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // scene is one scenario: the API double holding the keyring Secret, the
@@ -21,7 +22,7 @@ import (
 type scene struct {
 	t       *testing.T
 	api     *apiDouble
-	journal *memJournal
+	journal *workflowtest.Journal
 	cmd     *Command
 	// before is the manifest the Secret held at the start; start the
 	// Secret itself (nil when absent).
@@ -31,7 +32,7 @@ type scene struct {
 
 // newScene makes the double hold s (absent when nil) and a command for it.
 func newScene(t *testing.T, m *keyring.Manifest, s *corev1.Secret, spec ...func(*Spec)) *scene {
-	sc := &scene{t: t, journal: newMemJournal(), before: m}
+	sc := &scene{t: t, journal: workflowtest.NewJournal(), before: m}
 	if s == nil {
 		sc.api = newAPIDouble(t, keyringSecret(m))
 		sc.api.theirDelete()
@@ -46,14 +47,16 @@ func newScene(t *testing.T, m *keyring.Manifest, s *corev1.Secret, spec ...func(
 }
 
 // run runs the command once, on the journal j (the scene's when nil).
-func (sc *scene) run(j journal) (*workflow.Result, error) {
+func (sc *scene) run(j workflow.Store) (*workflow.Result, error) {
 	if j == nil {
 		j = sc.journal
 	}
-	return operate(context.Background(), j, workflow.Plan{
-		Prepare: preparation(sc.cmd),
-		Family:  &family{cmd: sc.cmd, secret: sc.api},
-	})
+	return workflow.Operate(context.Background(), j, sc.plan(), nil)
+}
+
+// plan is the command's plan with the double as its API server.
+func (sc *scene) plan() workflow.Plan {
+	return workflow.Plan{Prepare: preparation(sc.cmd), Family: &family{cmd: sc.cmd, secret: sc.api}}
 }
 
 // operation is the journaled operation and its records.
@@ -68,7 +71,7 @@ func (sc *scene) operation() (*store.Operation, []store.Record) {
 // crash matches: the process ending between two journal moves. The
 // transition is not committed.
 type crashingJournal struct {
-	journal
+	workflow.Store
 	crash   func(p store.TransitionParams) bool
 	crashed bool
 }
@@ -80,7 +83,7 @@ func (c *crashingJournal) Transition(ctx context.Context, p store.TransitionPara
 		c.crashed = true
 		return nil, errCrash
 	}
-	return c.journal.Transition(ctx, p)
+	return c.Store.Transition(ctx, p)
 }
 
 // leaving matches the first transition out of state st.
@@ -622,9 +625,9 @@ func (tc row) check(t *testing.T) {
 	}
 	require.NotEmpty(t, tc.runs, "a row says what each run ends with")
 	for i, want := range tc.runs {
-		var j journal = sc.journal
+		var j workflow.Store = sc.journal
 		if i == 0 && tc.crash != nil {
-			j = &crashingJournal{journal: sc.journal, crash: tc.crash}
+			j = &crashingJournal{Store: sc.journal, crash: tc.crash}
 		}
 		res, err := sc.run(j)
 		requireRun(t, i, want, res, err)
