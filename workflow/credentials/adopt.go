@@ -3,7 +3,6 @@ package credentials
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,17 +30,9 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 		err error
 	}
 	reads := make([]read, len(names))
-	sem := make(chan struct{}, readConcurrency)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, name)
-		}()
-	}
-	wg.Wait()
+	workflow.Each(len(names), readConcurrency, func(i int) {
+		reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, names[i])
+	})
 	// Decided in plan order: the first that may not be adopted refuses.
 	for i, name := range names {
 		es, err := reads[i].es, reads[i].err
