@@ -68,6 +68,15 @@
 // something is therefore read twice (by the resolution that kept it and by
 // the decision that builds its patch from its own read); a complete one once.
 //
+// Everything the decisions reach outside the process goes through a seam
+// of the family: authority (exactly the kube.Credentials methods it calls),
+// prober (Probe), waiter (kube.Poll under waitBound) and the reader values
+// and nonces come from (crypto/rand). The unit tests put a scripted API
+// server behind them (double_test.go: UIDs, resourceVersions, preconditions,
+// JSON patch tests, the garbage collector and a pod's controller, and
+// faults per request) and drive the family through workflow.Operate on
+// workflowtest.Journal; integration/ proves every Kubernetes claim.
+//
 // Limits (MaxSecrets, MaxKeysPerSecret, MaxKeys, MaxLabelsPerSecret, the
 // 12 KiB of planned names, MaxMutationID) are chosen so that every record a
 // valid plan can produce fits the journal's 16 KiB detail limit; records

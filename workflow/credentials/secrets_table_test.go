@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
 )
 
 // row is one scenario of a family table: a plan, what the namespace holds
@@ -298,6 +299,15 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Equal(t, 2, e.k.count(opPatchSecret, secretApp))
 			patched(t, e)
 		}},
+		{name: "409 conflict", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultAnswer, err: errConflict(grSecrets, secretApp)})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"patch-secret secret/shop-app unknown/conflict", "patch-secret secret/shop-app applied/patched"},
+				r.trail(store.RecordAuthorityResult, stepPatchSecret), "settled by re-reading, never read as a refusal")
+			patched(t, e)
+		}},
 		{name: "422 invalid rejected", setup: func(e *env) {
 			partial(e)
 			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultAnswer, err: errInvalid("Secret", secretApp)})
@@ -447,4 +457,29 @@ func TestDecisionEdges(t *testing.T) {
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
 		}},
 	})
+}
+
+// TestConcurrentRuns: processes running the same plan at once either meet
+// on one operation (the journal's compare-and-set decides which sends) or,
+// once it has ended, start the next run, which finds everything in place;
+// whatever the interleaving, each Secret is written exactly once.
+func TestConcurrentRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basePlan())
+	const processes = 4
+	results := make([]result, processes)
+	workflow.Each(processes, processes, func(i int) { results[i] = e.run() })
+	for _, r := range results {
+		require.NoError(t, r.err)
+		if r.op.MutationID == "m-1:run-1" {
+			require.Contains(t, []string{"completed", "converged"}, r.ending())
+			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount(), "both created by this operation, whichever process saw the answers")
+		} else {
+			require.Equal(t, "existing", r.ending(), "a later run writes nothing")
+		}
+	}
+	for _, n := range []string{secretApp, secretBus} {
+		require.Equal(t, 1, e.k.written("secret/"+n), "%s written once", n)
+		e.requirePlanned(n, true)
+	}
 }
