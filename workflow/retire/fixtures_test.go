@@ -154,7 +154,7 @@ func requireRetired(t testing.TB, s *corev1.Secret, before *keyring.Manifest, re
 // attempt of a call, the status and reason of a result or resolution, the
 // outcome of a completion, the reason of a refusal.
 func trail(records []store.Record) []string {
-	out := make([]string, 0, len(records))
+	var out []string
 	for _, r := range records {
 		var w string
 		switch r.Kind {
