@@ -3,6 +3,7 @@ package retire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -538,6 +539,36 @@ func refusalRows() []row {
 			return keyringtest.New(append(standardOptions(), keyringtest.WithRetirement(receiptBy("mut-old", "k-2026-06", 4)))...)
 		}, nil),
 
+		// The rest of what keyring.Parse refuses, each once through Decide.
+		refusal("seventeen keys", keyring.ReasonTooManyKeys, shape, manifestOf(func() []keyringtest.Option {
+			var opts []keyringtest.Option
+			for i := range keyring.MaxKeys + 1 {
+				id := fmt.Sprintf("k-2025-%02d", i)
+				opts = append(opts, keyringtest.WithKey(id, "2025-01-01T00:00:00Z", keyringtest.Material(id)))
+			}
+			return append(opts, keyringtest.WithActive("k-2025-00"))
+		}()...), nil),
+		refusal("sixty-five receipts", keyring.ReasonTooManyRetirements, shape, manifestOf(
+			append(append(standardOptions(), gone(keyring.MaxRetirements+1)...), keyringtest.WithGeneration(keyring.MaxRetirements+1))...), nil),
+		refusal("short material", keyring.ReasonInvalidField, shape, manifestOf(
+			keyringtest.WithKey("k-2026-05", "2026-05-01T00:00:00Z", make([]byte, 16)), keyringtest.WithKey(fxKey, "2026-07-01T00:00:00Z", keyringtest.Material(fxKey)),
+			keyringtest.WithActive("k-2026-05")), nil),
+		refusal("one id twice", keyring.ReasonDuplicateKeyID, shape, manifestOf(
+			keyringtest.WithKey(fxKey, "2026-07-01T00:00:00Z", keyringtest.Material(fxKey)),
+			keyringtest.WithKey(fxKey, "2026-07-01T00:00:00Z", keyringtest.Material(fxKey)), keyringtest.WithActive(fxKey)), nil),
+		refusal("active key unknown", keyring.ReasonUnknownActiveKey, shape, manifestOf(
+			keyringtest.WithKey(fxKey, "2026-07-01T00:00:00Z", keyringtest.Material(fxKey)), keyringtest.WithActive("k-2099-01")), nil),
+		refusal("two receipts for one key", keyring.ReasonDuplicateRetiredKey, shape, func(testing.TB) *keyring.Manifest {
+			second := receiptBy("mut-old2", "k-2026-05", 4)
+			return keyringtest.New(append(standardOptions(), keyringtest.WithRetirement(receiptBy("mut-old", "k-2026-05", 3)),
+				keyringtest.WithRetirement(second))...)
+		}, nil),
+		refusal("two receipts, one retirementId", keyring.ReasonDuplicateRetirementID, shape, func(testing.TB) *keyring.Manifest {
+			second := receiptBy("mut-old", "k-2026-04", 4)
+			return keyringtest.New(append(standardOptions(), keyringtest.WithRetirement(receiptBy("mut-old", "k-2026-05", 3)),
+				keyringtest.WithRetirement(second))...)
+		}, nil),
+
 		refusal("key not in the keyring", keyring.ReasonKeyAbsent, observed, nil, other("k-2025-01")),
 		refusal("the active key", keyring.ReasonKeyActive, observed, nil, other("k-2026-08")),
 		refusal("other material", keyring.ReasonMaterialDigestMismatch, observed, nil, func(s *Spec) {
@@ -578,6 +609,11 @@ func receiptOff(field string, off func(r *keyring.Retirement)) row {
 		runs: []runWant{refused(ReasonReceiptConflict)}, end: unchanged, gets: 1,
 		trail: []string{"preparation", "observation", "refusal receipt-conflict"},
 	}
+}
+
+// manifestOf builds a manifest from opts (as given: it may be invalid).
+func manifestOf(opts ...keyringtest.Option) func(testing.TB) *keyring.Manifest {
+	return func(testing.TB) *keyring.Manifest { return keyringtest.New(opts...) }
 }
 
 // standardOptions builds standardKeyring's keys (generation 4).
