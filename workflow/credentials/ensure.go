@@ -183,12 +183,19 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 	// decision skips a complete Secret without reading it again (and
 	// reads one that lacks something, to build its patch from that read).
 	v.Reason = reasonKeptExisting
+	v.Detail = keptDetail(s, diff(s, f.plan(name), f.adopted(name, p)))
+	return v, nil
+}
+
+// keptDetail is the verdict detail of a Secret kept as found: what it
+// lacks (names only), whether that is nothing, and whether it carries
+// keyledger's annotations (a look-alike).
+func keptDetail(s *corev1.Secret, c change) map[string]any {
 	_, nonce := s.Annotations[AnnotationNonce]
 	_, by := s.Annotations[AnnotationCreatedBy]
-	c := diff(s, f.plan(name), f.adopted(name, p))
-	v.Detail = c.detail()
-	v.Detail["lookAlike"], v.Detail["complete"] = nonce || by, c.empty()
-	return v, nil
+	d := c.detail()
+	d["lookAlike"], d["complete"] = nonce || by, c.empty()
+	return d
 }
 
 // createdBy reports whether s is the Secret one of the create calls whose

@@ -22,8 +22,8 @@ const journalDetailLimit = 16384
 // The largest Secret a plan may name (MaxKeysPerSecret keys and
 // MaxLabelsPerSecret labels, every name as long as Kubernetes allows)
 // produces records that fit the journal: the create call, the read of the
-// existing Secret, the patch call and its resolution, each with the
-// engine's batch and final members added.
+// existing Secret, the verdict that keeps it, the patch call and its
+// resolution, each with what the engine adds to an answer.
 func TestLimitsFitTheJournal(t *testing.T) {
 	t.Parallel()
 	var plan Secret
@@ -64,6 +64,7 @@ func TestLimitsFitTheJournal(t *testing.T) {
 	fits("patch call", c.detail())
 	obs := observation(s, c)
 	fits("read-secret observation", obs.Detail)
+	fits("kept-existing verdict", keptDetail(s, c))
 }
 
 // One key more than the limits is refused with exit 64, naming the limit.

@@ -24,7 +24,10 @@ const probeSkipped ProbeStatus = "skipped"
 //
 // A server whose newest probe record in the journal says accepted, skipped
 // or planned is done; one whose newest says refused (its pod deleted
-// since) or unknown (a rerun's) is probed again.
+// since) or unknown is probed again, by the next decision of this run (after
+// another server's repair) or by a rerun. An unknown answer is never a
+// reason to delete a pod; the run ends uncertain when the decision's last
+// probe of a server is unknown.
 func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	unknown := 0
 	for _, srv := range f.cmd.Spec.Servers {

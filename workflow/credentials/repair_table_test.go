@@ -141,6 +141,21 @@ func TestDeletePodTable(t *testing.T) {
 				"the summary counts each server's newest probe")
 			require.Equal(t, 1, e.k.written(pod))
 		}},
+		{name: "unknown, then another server's repair: probed again by the next decision", spec: withServers, setup: func(e *env) {
+			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "in-place"}, func(s *corev1.Secret) {
+				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
+			}))
+			e.k.putPod(podApp, "in-place")
+			e.k.putPod(podBus, "stale")
+			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "timeout"}}
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 refused/wrongpass",
+				"probe-server pod/shop-app-0 accepted/ok", "probe-server pod/shop-bus-0 accepted/ok"}, r.trail(store.RecordProbe, ""))
+			require.Equal(t, map[string]any{"accepted": 2.0, "skipped": 0.0, "repaired": 1.0}, r.summary()["servers"])
+			require.Zero(t, e.k.count(opDeletePod, podApp), "an unknown answer deletes nothing")
+			require.Equal(t, 1, e.k.count(opDeletePod, podBus))
+		}},
 		{name: "a server accepting the password is left alone", spec: withServers, setup: func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "in-place"}, func(s *corev1.Secret) {
 				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
