@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
@@ -62,15 +63,13 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 	}
 }
 
-// deleteSnapshotCall deletes one snapshot with its UID and resourceVersion
-// as preconditions. c are the counts so far, reported if it fails.
-func (f *family) deleteSnapshotCall(step string, s Snapshot, c counts) *workflow.Call {
-	failed := c
-	failed.Failed++
+// deleteSnapshotCall deletes one snapshot of the live Secret liveUID with
+// the snapshot's UID and resourceVersion as preconditions.
+func (f *family) deleteSnapshotCall(step string, liveUID types.UID, s Snapshot) *workflow.Call {
 	return &workflow.Call{
 		Step: step, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Detail:  map[string]any{"version": s.Version, "historyLimit": f.limit},
-		Summary: f.summary(f.live, map[string]any{"history": failed.summary()}),
+		Summary: f.summaryOf(liveUID, map[string]any{"snapshot": s.Name, "snapshotVersion": s.Version}),
 		Send: func(ctx context.Context) workflow.Answer {
 			gone, err := f.api.DeleteSnapshot(ctx, s.Name, s.UID, s.ResourceVersion)
 			if err != nil {

@@ -87,6 +87,33 @@
 // unchanged resourceVersion means the write did not happen and the same
 // compare-and-set may be sent again.
 //
+// # No memory between decisions
+//
+// The family keeps nothing it read from the API server from one decision
+// to the next: every Decide and every Resolve reads the live Secret (and,
+// where it needs them, the history list and the journal's proof) afresh,
+// and memoizes only within that one call (reads: the history list, read
+// once when a restore's target and retention both need it). A live read
+// is journaled (read-live) when it differs from the newest one the
+// operation journaled. The precheck's read of the live Secret (the size
+// guard, before the journal is opened) is its own; Decide never relies on
+// it. This costs a read of the live Secret per decision and a list per
+// decision that needs the history (an update: three GETs and two LISTs
+// instead of one GET and two LISTs); in exchange no decision acts on a
+// state older than the one before it (a live Secret changed after its
+// archive was taken is refused changed-concurrently before the live write
+// is sent, rather than by the write's 409 and a resolution).
+//
+// # Unit tests
+//
+// The family depends on the verbs of kube.VersionedSecrets through a small
+// interface (secrets); its tests (family_test.go) drive it through the
+// engine against a scripted double of the API server (double_test.go:
+// UIDs, resourceVersions, compare-and-set, 404/409/422 as real API
+// statuses, lost answers before and after the effect, someone else's
+// writes) and an in-memory journal. They prove decision logic only; the
+// integration suite proves every Kubernetes and PostgreSQL claim.
+//
 // # Size
 //
 // New data is measured by the estimate (values x 4/3 plus metadata,

@@ -15,17 +15,19 @@ import (
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
-// Resolve re-reads the durable facts after a call whose outcome is unknown.
+// Resolve re-reads the durable facts after a call whose outcome is
+// unknown. Everything it reads is read within this call (see reads).
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	r := f.reads(run)
 	switch call.Step {
 	case StepCreateLive:
 		return f.resolveCreate(ctx)
 	case StepCreateSnapshot:
-		return f.resolveSnapshot(ctx, run, call)
+		return r.resolveSnapshot(ctx, call)
 	case StepPruneSnapshot, StepDeleteSnapshot:
 		return f.resolveSnapshotDelete(ctx, run, call)
 	case StepReplaceLive:
-		return f.resolveReplace(ctx, run, call)
+		return r.resolveReplace(ctx, call)
 	case StepDeleteLive:
 		return f.resolveDeleteLive(ctx, call)
 	default:
@@ -33,19 +35,11 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 	}
 }
 
-// reread reads the live Secret again, replacing what this process knew.
-func (f *family) reread(ctx context.Context) (*corev1.Secret, error) {
-	f.liveRead, f.live, f.fresh, f.inv = false, nil, nil, nil
-	s, err := f.readLive(ctx)
-	f.fresh = nil
-	return s, err
-}
-
-// rereadBound reads the live Secret again for resolving call. It settles
-// the verdict itself when the read fails (undetermined), the Secret is gone
-// or holds another UID than the call was bound to (someone else's).
-func (f *family) rereadBound(ctx context.Context, call store.Record) (*corev1.Secret, *workflow.Verdict) {
-	live, err := f.reread(ctx)
+// rereadBound reads the live Secret for resolving call. It settles the
+// verdict itself when the read fails (undetermined), the Secret is gone or
+// holds another UID than the call was bound to (someone else's).
+func (r *reads) rereadBound(ctx context.Context, call store.Record) (*corev1.Secret, *workflow.Verdict) {
+	live, err := getLive(ctx, r.f.api)
 	var v workflow.Verdict
 	switch {
 	case err != nil:
@@ -73,7 +67,7 @@ func found(kind workflow.VerdictKind, reason string, s *corev1.Secret) workflow.
 }
 
 func (f *family) resolveCreate(ctx context.Context) (workflow.Verdict, error) {
-	live, err := f.reread(ctx)
+	live, err := getLive(ctx, f.api)
 	if err != nil {
 		return undetermined(err), nil
 	}
@@ -94,8 +88,9 @@ func (f *family) resolveCreate(ctx context.Context) (workflow.Verdict, error) {
 
 // resolveSnapshot settles a snapshot create: the slot's occupant must be
 // exactly the snapshot of the live state the call was made from.
-func (f *family) resolveSnapshot(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	live, settled := f.rereadBound(ctx, call)
+func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflow.Verdict, error) {
+	f, run := r.f, r.run
+	live, settled := r.rereadBound(ctx, call)
 	if settled != nil {
 		return *settled, nil
 	}
@@ -165,29 +160,30 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 	meta, ok := checkMeta(&s.ObjectMeta, types.UID(uid), f.cmd.Name)
 	if !ok {
 		v := found(workflow.Theirs, ReasonSnapshotInvalid, s)
-		v.Summary = f.summary(f.live, nil)
+		v.Summary = f.summaryOf(types.UID(uid), nil)
 		return v, nil
 	}
 	v := found(workflow.NotApplied, "present", s)
-	v.Retry = f.deleteSnapshotCall(call.Step, meta, counts{})
+	v.Retry = f.deleteSnapshotCall(call.Step, types.UID(uid), meta)
 	return v, nil
 }
 
 // resolveReplace settles the live write: the live object of the same UID
 // carrying version N+1 and exactly the intended data is ours; unchanged is
 // not applied; anything else is someone else's.
-func (f *family) resolveReplace(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	live, settled := f.rereadBound(ctx, call)
+func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow.Verdict, error) {
+	f, run := r.f, r.run
+	live, settled := r.rereadBound(ctx, call)
 	if settled != nil {
 		return *settled, nil
 	}
-	next := detailInt(call.Detail, "version")
+	next := callVersion(call)
 	n := next - 1
 	snapName := SnapshotName(live.UID, n)
 	// A restore writes its target's data; an update writes over the state
 	// it archived.
 	restoreBase := func() (map[string][]byte, *workflow.Verdict) {
-		target, reason, err := f.loadTarget(ctx, run, live)
+		target, reason, err := r.loadTarget(ctx, live)
 		switch {
 		case err != nil:
 			v := undetermined(err)

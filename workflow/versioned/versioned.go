@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
@@ -95,7 +96,13 @@ const (
 // Plan builds the engine's plan for one versioned write. limit is the
 // retention limit (ParseHistoryLimit).
 func Plan(cmd *Command, client kube.Interface, limit int) workflow.Plan {
-	f := &family{cmd: cmd, limit: limit, api: kube.NewVersionedSecrets(client, cmd.Namespace, cmd.Name)}
+	return plan(cmd, kube.NewVersionedSecrets(client, cmd.Namespace, cmd.Name), limit)
+}
+
+// plan builds the plan over any implementation of the family's verbs (the
+// real adapter, or a unit test's double).
+func plan(cmd *Command, api secrets, limit int) workflow.Plan {
+	f := &family{cmd: cmd, limit: limit, api: api}
 	return workflow.Plan{
 		Prepare: store.PrepareParams{
 			Kind: cmd.Kind, MutationID: cmd.Metadata.MutationID, RequestID: cmd.Metadata.RequestID,
@@ -153,22 +160,32 @@ func AccessMatrix(namespace, name string) []kube.AccessCheck {
 	}
 }
 
-// family implements workflow.Family for one versioned write. What it reads
-// is kept for the rest of the process: every write it sends carries the UID
-// and resourceVersion it was read at, so a stale memory can only make a
-// write fail, never land on something else; resolution always re-reads.
+// secrets is the family's whole view of the API server: exactly the verbs
+// it calls. kube.VersionedSecrets is the real one (bound to one namespace
+// and live name, refusing any other name); unit tests drive the family
+// through a scripted double.
+type secrets interface {
+	GetLive(ctx context.Context) (*corev1.Secret, error)
+	CreateLive(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
+	ReplaceLive(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
+	DeleteLive(ctx context.Context, uid types.UID, resourceVersion string) (kube.Deletion, error)
+	CreateSnapshot(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
+	GetSnapshot(ctx context.Context, name string) (*corev1.Secret, error)
+	DeleteSnapshot(ctx context.Context, name string, uid types.UID, resourceVersion string) (kube.Deletion, error)
+	ListMetadata(ctx context.Context) ([]metav1.PartialObjectMetadata, error)
+}
+
+var _ secrets = (*kube.VersionedSecrets)(nil)
+
+// family implements workflow.Family for one versioned write. It keeps no
+// memory of the API server between decisions: every Decide and Resolve
+// starts from a fresh reads value (see reads), so nothing one decision saw
+// is trusted by the next without re-reading, and nothing needs clearing.
 type family struct {
 	cmd     *Command
 	limit   int
-	api     *kube.VersionedSecrets
+	api     secrets
 	journal workflow.JournalReader
-
-	liveRead bool
-	live     *corev1.Secret // nil when absent
-	fresh    *store.Record  // observation of a read not yet journaled
-	target   *corev1.Secret // restore: the validated target snapshot
-	inv      *inventory     // the history of the live UID, as last listed
-	empty    bool           // delete without history: an empty inventory was confirmed
 }
 
 // BindJournal implements workflow.JournalBound: provenance is proven from
@@ -177,24 +194,27 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
 func (f *family) liveTarget() string { return "secret/" + f.cmd.Name }
 
-// readLive reads the live Secret once per process.
-func (f *family) readLive(ctx context.Context) (*corev1.Secret, error) {
-	if f.liveRead {
-		return f.live, nil
+// reads is the read-only memory of ONE decision (one Decide or one Resolve
+// call): the history listed in it, so that a decision that needs it twice
+// (a restore's target, then retention) lists once. It is made when the call
+// starts and dropped when it returns. A decision sends at most one write,
+// after it returns, so nothing memoized here can have changed by our hand
+// while it is used.
+type reads struct {
+	f   *family
+	run *workflow.Run
+	inv *inventory // the history of the live UID, listed in this decision
+}
+
+func (f *family) reads(run *workflow.Run) *reads { return &reads{f: f, run: run} }
+
+// getLive reads the live Secret: nil when it is absent.
+func getLive(ctx context.Context, api secrets) (*corev1.Secret, error) {
+	s, err := api.GetLive(ctx)
+	if errors.Is(err, kube.ReasonNotFound) {
+		return nil, nil
 	}
-	s, err := f.api.GetLive(ctx)
-	if err != nil {
-		if !errors.Is(err, kube.ReasonNotFound) {
-			return nil, err
-		}
-		s = nil
-	}
-	f.liveRead, f.live = true, s
-	if s != nil {
-		obs := observation(s)
-		f.fresh = &obs
-	}
-	return s, nil
+	return s, err
 }
 
 // precheck runs before the journal is opened: the size guard refuses an
@@ -209,7 +229,8 @@ func (f *family) precheck(ctx context.Context) error {
 	if f.cmd.Kind != command.KindSecretUpdate {
 		return nil
 	}
-	live, err := f.readLive(ctx)
+	// The precheck's read is its own: Decide reads the live Secret again.
+	live, err := getLive(ctx, f.api)
 	if err != nil {
 		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
@@ -234,43 +255,40 @@ func (f *family) precheck(ctx context.Context) error {
 	return nil
 }
 
-// Decide reads the durable facts and says what to do next.
+// Decide reads the durable facts and says what to do next. Everything it
+// reads is read within this call (see reads).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	if f.cmd.Kind == command.KindSecretDelete {
 		if _, ok := settled(run, StepDeleteLive, f.liveTarget()); ok {
 			return f.confirmDeleted(ctx, run)
 		}
 	}
-	live, err := f.readLive(ctx)
+	live, err := getLive(ctx, f.api)
 	if err != nil {
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	d, err := f.decide(ctx, run, live)
+	d, err := f.reads(run).decide(ctx, live)
 	if err != nil {
-		var (
-			uncertain   *workflow.Uncertain
-			unavailable *workflow.Unavailable
-		)
-		if errors.As(err, &uncertain) || errors.As(err, &unavailable) {
-			return workflow.Decision{}, err
-		}
-		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return workflow.Decision{}, err // *workflow.Unavailable or *workflow.Uncertain
 	}
-	if f.fresh != nil && (d.Call != nil || d.Complete != nil || d.Refuse != nil) {
+	if live != nil && !observed(run, live) {
+		// What the read that led to the decision showed, journaled when it
+		// differs from the newest observation (a first read, or a change).
+		obs := observation(live)
 		switch {
 		case d.Call != nil && d.Call.Observation == nil:
-			d.Call.Observation = f.fresh
+			d.Call.Observation = &obs
 		case d.Complete != nil:
-			d.Complete.Records = append([]store.Record{*f.fresh}, d.Complete.Records...)
+			d.Complete.Records = append([]store.Record{obs}, d.Complete.Records...)
 		case d.Refuse != nil:
-			d.Refuse.Records = append([]store.Record{*f.fresh}, d.Refuse.Records...)
+			d.Refuse.Records = append([]store.Record{obs}, d.Refuse.Records...)
 		}
-		f.fresh = nil
 	}
 	return d, nil
 }
 
-func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Secret) (workflow.Decision, error) {
+func (r *reads) decide(ctx context.Context, live *corev1.Secret) (workflow.Decision, error) {
+	f, run := r.f, r.run
 	if live == nil {
 		if f.cmd.Create() {
 			return workflow.Decision{Call: f.createCall()}, nil
@@ -290,7 +308,7 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 		if _, called := run.LastCall(); called {
 			return f.refuse(ReasonChangedConcurrent, live), nil
 		}
-		if f.alreadyApplied(ctx, run, live) {
+		if r.alreadyApplied(ctx, live) {
 			return f.complete(workflow.OutcomeExisting, live, nil), nil
 		}
 		return f.refuse(ReasonStale, live), nil
@@ -328,7 +346,7 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 			// Only versions below the live counter are archived history.
 			return f.refuse(ReasonVersionAhead, live), nil
 		}
-		target, reason, err := f.loadTarget(ctx, run, live)
+		target, reason, err := r.loadTarget(ctx, live)
 		if err != nil {
 			return workflow.Decision{}, err
 		}
@@ -347,14 +365,14 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 		base = target.Data
 	}
 
-	inv, err := f.inventory(ctx, run, live)
+	inv, err := r.inventory(ctx, live)
 	if err != nil {
 		return workflow.Decision{}, err
 	}
 	if f.cmd.Kind == command.KindSecretDelete {
 		// Without history: every snapshot keyledger made for the UID goes
 		// first; anything else is left alone.
-		d, done, err := f.purge(ctx, run, live, inv)
+		d, done, err := f.purge(run, live, inv)
 		if err != nil || !done {
 			return d, err
 		}
@@ -370,7 +388,6 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 	snap := snapshotOf(live, n, run.Op.CreatedAt, f.actor())
 	archived, ok := settled(run, StepCreateSnapshot, "secret/"+snap.Name)
 	if !ok {
-		f.inv = nil // the list is stale once the snapshot exists
 		return workflow.Decision{Call: f.snapshotCall(live, snap)}, nil
 	}
 	// 3. The archive must be there, ours and final before the live write
@@ -387,7 +404,7 @@ func (f *family) decide(ctx context.Context, run *workflow.Run, live *corev1.Sec
 	if f.cmd.Kind == command.KindSecretRestore {
 		protected = append(protected, f.cmd.Version)
 	}
-	if d, done, err := f.prune(run, inv, protected); !done || err != nil {
+	if d, done, err := f.prune(run, live, inv, protected); !done || err != nil {
 		return d, err
 	}
 	// 5. The live write.
@@ -453,7 +470,7 @@ func archiveProblem(inv inventory, n int64, rec store.Record) string {
 // still present (finalizers hold it) blocks the live write with
 // *workflow.Uncertain (exit 75): rerunning the same command checks again and
 // completes once it is gone.
-func (f *family) prune(run *workflow.Run, inv inventory, protected []int64) (workflow.Decision, bool, error) {
+func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, protected []int64) (workflow.Decision, bool, error) {
 	excess := len(inv.genuine) - f.limit
 	var victims []Snapshot
 	for _, s := range inv.genuine {
@@ -466,90 +483,66 @@ func (f *family) prune(run *workflow.Run, inv inventory, protected []int64) (wor
 		excess--
 		victims = append(victims, s)
 	}
-	call, c := f.nextDelete(run, StepPruneSnapshot, victims)
+	call, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, victims)
 	if call != nil {
 		return workflow.Decision{Call: call}, false, nil
 	}
-	if c.Pending > 0 {
+	if pending > 0 {
 		return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonPrunePending,
-			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", c.Pending)}
+			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", pending)}
 	}
 	return workflow.Decision{}, true, nil
 }
 
-// nextDelete walks snapshots to delete under step: each already settled in
-// the journal is counted, each terminating one is pending, and the first
-// of the rest is the next delete call (nil when there is none).
-func (f *family) nextDelete(run *workflow.Run, step string, snapshots []Snapshot) (*workflow.Call, counts) {
-	var c counts
+// nextDelete walks snapshots to delete under step (as listed in this
+// decision): each whose delete the journal settled as pending, and each
+// terminating one, is pending; one settled as deleted yet listed is a dry
+// run's planned delete; the first of the rest is the next delete call (nil
+// when there is none).
+func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, snapshots []Snapshot) (*workflow.Call, int) {
+	pending := 0
 	for _, s := range snapshots {
 		rec, ok := settled(run, step, "secret/"+s.Name)
 		switch {
-		case ok:
-			c.add(rec)
-		case s.Terminating:
-			c.Pending++
+		case ok && rec.Detail["deletion"] != string(kube.DeletionPending):
+		case ok, s.Terminating:
+			pending++
 		default:
-			return f.deleteSnapshotCall(step, s, c), c
+			return f.deleteSnapshotCall(step, liveUID, s), pending
 		}
 	}
-	return nil, c
+	return nil, pending
 }
 
 // purge deletes every snapshot keyledger made for the live UID, then
-// confirms with a fresh list that none is left. One still present blocks
-// the live delete with *workflow.Uncertain (exit 75): rerunning the same
+// confirms that none is left: the list inv was taken in this decision,
+// after every delete an earlier decision sent, so a genuine snapshot it
+// still shows is one whose delete is pending. One still present blocks the
+// live delete with *workflow.Uncertain (exit 75): rerunning the same
 // command checks again.
-func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool, error) {
-	call, c := f.nextDelete(run, StepDeleteSnapshot, inv.genuine)
+func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool, error) {
+	call, _ := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
 	if call != nil {
 		return workflow.Decision{Call: call}, false, nil
 	}
-	if !f.empty {
-		after, err := readInventory(ctx, f, run, live)
-		if err != nil {
-			return workflow.Decision{}, false, err
-		}
-		if left := len(after.genuine); left > 0 || c.Pending > 0 {
-			return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonHistoryPending,
-				Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", max(left, c.Pending))}
-		}
-		f.empty = true
+	if left := len(inv.genuine); left > 0 {
+		return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonHistoryPending,
+			Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", left)}
 	}
 	return workflow.Decision{}, true, nil
 }
 
-// counts are what pruning or purging reports.
-type counts struct {
-	ConfirmedAbsent int `json:"confirmedAbsent"`
-	Pending         int `json:"pending"`
-	Failed          int `json:"failed"`
-}
-
-func (c *counts) add(rec store.Record) {
-	if rec.Detail["deletion"] == string(kube.DeletionPending) {
-		c.Pending++
-	} else {
-		c.ConfirmedAbsent++
+// inventory lists the history of live's UID once per decision: metadata
+// only, classified by what the journal proves (see provenance).
+func (r *reads) inventory(ctx context.Context, live *corev1.Secret) (inventory, error) {
+	if r.inv != nil {
+		return *r.inv, nil
 	}
-}
-
-func (c counts) summary() map[string]any {
-	return map[string]any{"confirmedAbsent": c.ConfirmedAbsent, "pending": c.Pending, "failed": c.Failed}
-}
-
-// inventory lists the history of live's UID once per process (until a
-// snapshot create makes it stale): metadata only, classified by what the
-// journal proves (see provenance).
-func (f *family) inventory(ctx context.Context, run *workflow.Run, live *corev1.Secret) (inventory, error) {
-	if f.inv != nil {
-		return *f.inv, nil
-	}
-	inv, err := readInventory(ctx, f, run, live)
+	inv, err := readInventory(ctx, r.f, r.run, live)
 	if err != nil {
 		return inventory{}, err
 	}
-	f.inv = &inv
+	r.inv = &inv
 	return inv, nil
 }
 
@@ -557,11 +550,9 @@ func (f *family) inventory(ctx context.Context, run *workflow.Run, live *corev1.
 // genuine snapshot (its UID journaled by keyledger's create) of the live
 // UID, found in the metadata list first, is ever read. A nil target with a
 // reason is a refusal; an error is a failed read.
-func (f *family) loadTarget(ctx context.Context, run *workflow.Run, live *corev1.Secret) (*corev1.Secret, string, error) {
-	if f.target != nil && f.target.Annotations[AnnotationSourceUID] == string(live.UID) {
-		return f.target, "", nil
-	}
-	inv, err := f.inventory(ctx, run, live)
+func (r *reads) loadTarget(ctx context.Context, live *corev1.Secret) (*corev1.Secret, string, error) {
+	f := r.f
+	inv, err := r.inventory(ctx, live)
 	if err != nil {
 		return nil, "", err
 	}
@@ -586,7 +577,6 @@ func (f *family) loadTarget(ctx context.Context, run *workflow.Run, live *corev1
 	if !ok || s.UID != want.UID || meta.Version != f.cmd.Version || meta.SourceType != string(live.Type) || meta.Terminating {
 		return nil, ReasonSnapshotInvalid, nil
 	}
-	f.target = s
 	return s, "", nil
 }
 
@@ -596,7 +586,8 @@ func (f *family) loadTarget(ctx context.Context, run *workflow.Run, live *corev1
 // data the command writes over it. It settles a rerun whose journal was lost
 // (so the update's archive is compared, never trusted: only the live bytes
 // decide, and nothing is written); a restore's target must be proven ours.
-func (f *family) alreadyApplied(ctx context.Context, run *workflow.Run, live *corev1.Secret) bool {
+func (r *reads) alreadyApplied(ctx context.Context, live *corev1.Secret) bool {
+	f := r.f
 	if f.cmd.Kind == command.KindSecretDelete {
 		return false
 	}
@@ -614,7 +605,7 @@ func (f *family) alreadyApplied(ctx context.Context, run *workflow.Run, live *co
 	}
 	base := prev.Data
 	if f.cmd.Kind == command.KindSecretRestore {
-		target, _, err := f.loadTarget(ctx, run, live)
+		target, _, err := r.loadTarget(ctx, live)
 		if err != nil || target == nil {
 			return false
 		}
@@ -689,9 +680,18 @@ func (f *family) complete(outcome workflow.Outcome, s *corev1.Secret, extra map[
 // summary is the content-free description printed on stdout and stored in
 // the completion or refusal record: identity, versions, names and counts.
 func (f *family) summary(s *corev1.Secret, extra map[string]any) map[string]any {
-	out := map[string]any{"secret": map[string]any{"namespace": f.cmd.Namespace, "name": f.cmd.Name}}
+	var uid types.UID
 	if s != nil {
-		out["secret"] = map[string]any{"namespace": f.cmd.Namespace, "name": f.cmd.Name, "uid": string(s.UID)}
+		uid = s.UID
+	}
+	return f.summaryOf(uid, extra)
+}
+
+// summaryOf is summary for the live Secret of uid ("" when there is none).
+func (f *family) summaryOf(uid types.UID, extra map[string]any) map[string]any {
+	out := map[string]any{"secret": map[string]any{"namespace": f.cmd.Namespace, "name": f.cmd.Name}}
+	if uid != "" {
+		out["secret"] = map[string]any{"namespace": f.cmd.Namespace, "name": f.cmd.Name, "uid": string(uid)}
 	}
 	for k, v := range extra {
 		out[k] = v
@@ -710,6 +710,17 @@ func observation(s *corev1.Secret) store.Record {
 		detail["terminating"] = true
 	}
 	return store.Record{Kind: store.RecordObservation, Step: StepReadLive, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: detail}
+}
+
+// observed reports whether the newest read-live observation journaled for
+// this operation shows live's UID and resourceVersion.
+func observed(run *workflow.Run, live *corev1.Secret) bool {
+	for i := len(run.Records) - 1; i >= 0; i-- {
+		if r := run.Records[i]; r.Kind == store.RecordObservation && r.Step == StepReadLive {
+			return r.UID == string(live.UID) && r.ResourceVersion == live.ResourceVersion
+		}
+	}
+	return false
 }
 
 // boundUID is the live UID this operation first observed: history is bound
@@ -756,17 +767,15 @@ func intentDigest(cmd *Command, uid, rv string, version int64) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func detailInt(d map[string]any, key string) int64 {
-	switch v := d[key].(type) {
-	case float64:
-		return int64(v)
+// callVersion is the version a call's detail names ("version"): an int64
+// in the record this process built, a float64 once read back from the
+// journal.
+func callVersion(call store.Record) int64 {
+	switch v := call.Detail["version"].(type) {
 	case int64:
 		return v
-	case int:
+	case float64:
 		return int64(v)
-	case json.Number:
-		n, _ := v.Int64()
-		return n
 	}
 	return 0
 }

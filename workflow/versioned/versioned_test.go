@@ -169,6 +169,11 @@ func TestSnapshotOfAndValidation(t *testing.T) {
 		{"owner", func(s *corev1.Secret) { s.OwnerReferences = []metav1.OwnerReference{{Name: "o"}} }},
 		{"bad time", func(s *corev1.Secret) { s.Annotations[AnnotationSnapshotTime] = "yesterday" }},
 		{"uid label only", func(s *corev1.Secret) { s.Annotations[AnnotationSourceUID] = "uid-9" }},
+		{"another slot", func(s *corev1.Secret) { s.Name = SnapshotName("uid-1", 4) }},
+		{"another source state, consistently labelled", func(s *corev1.Secret) {
+			s.Annotations[AnnotationSourceResourceVersion] = "124"
+			s.Labels[LabelSourceResourceVersion] = Hash("124")
+		}},
 	}
 	for _, tc := range tamper {
 		s := snapshotOf(liveSecret(), 3, at, "req/mut")

@@ -1,0 +1,256 @@
+package versioned
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/command"
+)
+
+const (
+	testNamespace = "shop"
+	testName      = "orders-db"
+)
+
+// env is one unit-test world: the API double, one journal shared by every
+// command run in it, and the retention limit.
+type env struct {
+	t     *testing.T
+	api   *apiDouble
+	j     *memJournal
+	limit int
+	seq   int
+	// first is the outcome of a run a row's setup made before the run
+	// under test (a resume).
+	first outcome
+	// failMove, when set, makes the journal refuse the first transition it
+	// matches (the process "crashes" before committing it): the operation
+	// stays where it was.
+	failMove func(p store.TransitionParams) bool
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return &env{t: t, api: newAPIDouble(testNamespace, testName), j: newMemJournal(), limit: DefaultHistoryLimit}
+}
+
+// seedLive stores the live Secret (someone else's create) with version
+// annotation version ("" for none) and data k1, v1, k2, v2, ...
+func (e *env) seedLive(version string, kv ...string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNamespace, Annotations: map[string]string{}},
+		Type: corev1.SecretTypeOpaque, Data: data(kv...)}
+	if version != "" {
+		s.Annotations[AnnotationVersion] = version
+	}
+	return e.api.seed(s)
+}
+
+func data(kv ...string) map[string][]byte {
+	out := map[string][]byte{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = []byte(kv[i+1])
+	}
+	return out
+}
+
+func (e *env) command(kind string) *Command {
+	e.seq++
+	id := fmt.Sprintf("mut-%03d", e.seq)
+	return &Command{Kind: kind, Metadata: command.Metadata{RequestID: "req-" + id, MutationID: id},
+		Digest: "sha256:" + id, Namespace: testNamespace, Name: testName}
+}
+
+// update sets kv on the live Secret read at rv ("" creates it).
+func (e *env) update(rv string, kv ...string) *Command {
+	c := e.command(command.KindSecretUpdate)
+	c.ExpectedResourceVersion, c.Data = rv, data(kv...)
+	return c
+}
+
+func (e *env) restore(rv string, version int64) *Command {
+	c := e.command(command.KindSecretRestore)
+	c.ExpectedResourceVersion, c.Version = rv, version
+	return c
+}
+
+func (e *env) delete(rv string, keepHistory bool) *Command {
+	c := e.command(command.KindSecretDelete)
+	c.ExpectedResourceVersion, c.KeepHistory = rv, keepHistory
+	return c
+}
+
+// live returns the stored live Secret (nil when absent).
+func (e *env) live() *corev1.Secret { return e.api.obj(testName) }
+
+// rv is the live Secret's resourceVersion now.
+func (e *env) rv() string {
+	e.t.Helper()
+	s := e.live()
+	require.NotNil(e.t, s, "live Secret")
+	return s.ResourceVersion
+}
+
+// snap returns the stored snapshot of version n of the live UID uid.
+func (e *env) snap(uid types.UID, n int64) *corev1.Secret { return e.api.obj(SnapshotName(uid, n)) }
+
+// history runs n updates through the family on a live Secret seeded at
+// version 1: genuine snapshots v1..vn (journaled), live at version n+1.
+func (e *env) history(n int) *corev1.Secret {
+	e.t.Helper()
+	e.seedLive("1", "password", "v1")
+	for i := range n {
+		o := e.run(e.update(e.rv(), "password", fmt.Sprintf("v%d", i+2)))
+		require.NoError(e.t, o.err, "history update %d", i+1)
+	}
+	return e.live()
+}
+
+// plant stores a look-alike of the snapshot of version n of live: the same
+// name, labels and annotations keyledger would write, and a nonce no
+// journal holds. Nothing proves it keyledger's.
+func (e *env) plant(live *corev1.Secret, n int64) *corev1.Secret {
+	s := snapshotOf(live, n, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), "someone/else")
+	s.Annotations[AnnotationNonce] = "00000000000000000000000000000000"
+	return e.api.seed(s)
+}
+
+// outcome is how one run ended and what it journaled.
+type outcome struct {
+	res     *workflow.Result
+	err     error
+	records []store.Record
+}
+
+// run runs cmd as `keyledger run` does after the permission matrix: the
+// precheck, then the operation on the env's journal.
+func (e *env) run(cmd *Command) outcome {
+	e.t.Helper()
+	p := plan(cmd, e.api, e.limit)
+	ctx := context.Background()
+	if err := p.Precheck(ctx); err != nil {
+		return outcome{err: err}
+	}
+	var j workflow.Journal = e.j
+	if e.failMove != nil {
+		j = &failingJournal{memJournal: e.j, fail: e.failMove}
+	}
+	res, err := operateShim(ctx, j, e.j, p)
+	o := outcome{res: res, err: err}
+	if _, recs, serr := e.j.Snapshot(ctx, cmd.Metadata.MutationID); serr == nil {
+		o.records = recs
+	}
+	return o
+}
+
+// failingJournal refuses the first transition fail matches, as a crash
+// before its commit would leave the journal.
+type failingJournal struct {
+	*memJournal
+	fail func(p store.TransitionParams) bool
+}
+
+var errCrash = errors.New("crash before the commit")
+
+func (f *failingJournal) Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error) {
+	if f.fail != nil && f.fail(p) {
+		f.fail = nil
+		return nil, errCrash
+	}
+	return f.memJournal.Transition(ctx, p)
+}
+
+// word is the run's ending in one word: the outcome, "refused:<reason>",
+// "uncertain:<reason>", "unavailable" or "invalid".
+func (o outcome) word() string {
+	var (
+		refused     *workflow.Refused
+		uncertain   *workflow.Uncertain
+		unavailable *workflow.Unavailable
+		invalid     *command.InvalidError
+	)
+	switch {
+	case errors.As(o.err, &refused):
+		return "refused:" + refused.Reason
+	case errors.As(o.err, &uncertain):
+		return "uncertain:" + uncertain.Reason
+	case errors.As(o.err, &unavailable):
+		return "unavailable"
+	case errors.As(o.err, &invalid):
+		return "invalid"
+	case o.err != nil:
+		return "error:" + o.err.Error()
+	}
+	if o.res.Replayed {
+		return "replay:" + string(o.res.Outcome)
+	}
+	return string(o.res.Outcome)
+}
+
+// trace is the operation's journal in short: calls, answers, resolutions
+// and the ending. Snapshot targets are named by their version ("v3").
+func (o outcome) trace() []string {
+	out := []string{}
+	for _, r := range o.records {
+		target := ""
+		if i := strings.LastIndex(r.Target, "-v"); strings.HasPrefix(r.Target, "secret/keyledger-h-") && i > 0 {
+			target = " " + r.Target[i+1:]
+		}
+		switch r.Kind {
+		case store.RecordAuthorityCall:
+			out = append(out, "call "+r.Step+target)
+		case store.RecordAuthorityResult:
+			out = append(out, "result "+r.Step+target+" "+join(r.Status, r.Reason))
+		case store.RecordResolution:
+			out = append(out, "resolve "+r.Step+target+" "+join(r.Status, r.Reason))
+		case store.RecordRefusal:
+			out = append(out, "refuse "+r.Reason)
+		case store.RecordCompletion:
+			out = append(out, "complete "+r.Status)
+		}
+	}
+	return out
+}
+
+func join(status, reason string) string {
+	if reason == "" {
+		return status
+	}
+	return status + "/" + reason
+}
+
+// observations counts the operation's read-live observations.
+func (o outcome) observations() int {
+	n := 0
+	for _, r := range o.records {
+		if r.Kind == store.RecordObservation && r.Step == StepReadLive {
+			n++
+		}
+	}
+	return n
+}
+
+// ending is the detail of the completion or refusal record.
+func (o outcome) ending() map[string]any {
+	return (&workflow.Run{Records: o.records}).Ending()
+}
+
+// last returns the newest record of kind and step.
+func (o outcome) last(kind store.RecordKind, step string) store.Record {
+	for i := len(o.records) - 1; i >= 0; i-- {
+		if o.records[i].Kind == kind && o.records[i].Step == step {
+			return o.records[i]
+		}
+	}
+	return store.Record{}
+}
