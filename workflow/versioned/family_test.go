@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
@@ -688,6 +690,41 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			require.Equal(t, map[string]any{"name": testName, "namespace": testNamespace, "uid": "uid-0001"}, o.ending()["secret"])
 		},
 	}, {
+		name: "a snapshot already being deleted: history-pending at once, the read journaled",
+		setup: func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.edit(snapName(2), func(s *corev1.Secret) {
+				now := metav1.Now()
+				s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
+			})
+			return cmd
+		},
+		want:  "uncertain:history-pending",
+		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied"},
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, 1, o.observations())
+			require.Equal(t, store.StateAnswered, o.res.Run.Op.State)
+			require.NotNil(t, e.live())
+			requireWrites(t, e, map[string]int{snapName(1): 1})
+		},
+	}, {
+		name: "only a snapshot already being deleted: history-pending before any call, the read journaled",
+		setup: func(e *env) *Command {
+			e.history(1)
+			e.api.edit(snapName(1), func(s *corev1.Secret) {
+				now := metav1.Now()
+				s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
+			})
+			return e.delete(e.rv(), false)
+		},
+		want:  "uncertain:history-pending",
+		trace: []string{},
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, 1, o.observations(), "what the decision saw is journaled before the run ends")
+			require.Equal(t, store.StatePrepared, o.res.Run.Op.State)
+			requireWrites(t, e, nil)
+		},
+	}, {
 		name: "keepHistory: no snapshot is touched",
 		setup: func(e *env) *Command {
 			purgeSetup(e)
@@ -1134,7 +1171,8 @@ func TestFamilyGuards(t *testing.T) {
 		want: "invalid",
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Empty(t, o.records, "nothing journaled")
-			require.Empty(t, e.j.ops)
+			_, err := e.j.Load(context.Background(), o.mutationID)
+			require.ErrorIs(t, err, store.ErrNotFound, "nothing journaled")
 			none(t, e, o)
 		},
 	}, {
@@ -1268,7 +1306,8 @@ func TestFamilyDecisions(t *testing.T) {
 		},
 		want: "invalid",
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Empty(t, e.j.ops)
+			_, err := e.j.Load(context.Background(), o.mutationID)
+			require.ErrorIs(t, err, store.ErrNotFound, "nothing journaled")
 			none(t, e, o)
 		},
 	}, {
@@ -1276,7 +1315,8 @@ func TestFamilyDecisions(t *testing.T) {
 		setup: func(e *env) *Command { return e.update("", "big", big) },
 		want:  "invalid",
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Empty(t, e.j.ops)
+			_, err := e.j.Load(context.Background(), o.mutationID)
+			require.ErrorIs(t, err, store.ErrNotFound, "nothing journaled")
 			none(t, e, o)
 		},
 	}, {
@@ -1777,4 +1817,25 @@ func verbCounts(d *apiDouble) map[string]int {
 		}
 	}
 	return out
+}
+
+// TestPlanBuildsTheRealAdapter: Plan wires the family to kube's adapter,
+// bound to the command's namespace and name, with the family's rights and
+// the precheck; nothing is contacted to build it.
+func TestPlanBuildsTheRealAdapter(t *testing.T) {
+	t.Parallel()
+	client, err := kube.NewClient(&rest.Config{Host: "https://127.0.0.1:1"})
+	require.NoError(t, err)
+	e := newEnv(t)
+	cmd := e.restore("5", 2)
+	p := Plan(cmd, client, 7)
+	f := p.Family.(*family)
+	api, ok := f.api.(*kube.VersionedSecrets)
+	require.True(t, ok, "the real adapter")
+	require.Equal(t, testNamespace, api.Namespace())
+	require.Equal(t, testName, api.Name())
+	require.Equal(t, 7, f.limit)
+	require.Equal(t, Rules(testName), p.Rights.Rules)
+	require.Equal(t, map[string]any{"expectedResourceVersion": "5", "version": int64(2)}, p.Prepare.Detail)
+	require.NotNil(t, p.Precheck)
 }

@@ -2,6 +2,7 @@ package versioned
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 const (
@@ -28,7 +30,7 @@ const (
 type env struct {
 	t     *testing.T
 	api   *apiDouble
-	j     *memJournal
+	j     *workflowtest.Journal
 	limit int
 	seq   int
 	// first is the outcome of a run a row's setup made before the run
@@ -42,7 +44,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{t: t, api: newAPIDouble(testNamespace, testName), j: newMemJournal(), limit: DefaultHistoryLimit}
+	return &env{t: t, api: newAPIDouble(testNamespace, testName), j: workflowtest.NewJournal(), limit: DefaultHistoryLimit}
 }
 
 // seedLive stores the live Secret (someone else's create) with version
@@ -68,7 +70,7 @@ func (e *env) command(kind string) *Command {
 	e.seq++
 	id := fmt.Sprintf("mut-%03d", e.seq)
 	return &Command{Kind: kind, Metadata: command.Metadata{RequestID: "req-" + id, MutationID: id},
-		Digest: "sha256:" + id, Namespace: testNamespace, Name: testName}
+		Digest: fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(id+kind))), Namespace: testNamespace, Name: testName}
 }
 
 // update sets kv on the live Secret read at rv ("" creates it).
@@ -127,9 +129,10 @@ func (e *env) plant(live *corev1.Secret, n int64) *corev1.Secret {
 
 // outcome is how one run ended and what it journaled.
 type outcome struct {
-	res     *workflow.Result
-	err     error
-	records []store.Record
+	mutationID string
+	res        *workflow.Result
+	err        error
+	records    []store.Record
 }
 
 // run runs cmd as `keyledger run` does after the permission matrix: the
@@ -139,14 +142,14 @@ func (e *env) run(cmd *Command) outcome {
 	p := plan(cmd, e.api, e.limit)
 	ctx := context.Background()
 	if err := p.Precheck(ctx); err != nil {
-		return outcome{err: err}
+		return outcome{mutationID: cmd.Metadata.MutationID, err: err}
 	}
-	var j workflow.Journal = e.j
+	var st workflow.Store = e.j
 	if e.failMove != nil {
-		j = &failingJournal{memJournal: e.j, fail: e.failMove}
+		st = &failingJournal{Journal: e.j, fail: e.failMove}
 	}
-	res, err := operateShim(ctx, j, e.j, p)
-	o := outcome{res: res, err: err}
+	res, err := workflow.Operate(ctx, st, p, nil)
+	o := outcome{mutationID: cmd.Metadata.MutationID, res: res, err: err}
 	if _, recs, serr := e.j.Snapshot(ctx, cmd.Metadata.MutationID); serr == nil {
 		o.records = recs
 	}
@@ -156,7 +159,7 @@ func (e *env) run(cmd *Command) outcome {
 // failingJournal refuses the first transition fail matches, as a crash
 // before its commit would leave the journal.
 type failingJournal struct {
-	*memJournal
+	*workflowtest.Journal
 	fail func(p store.TransitionParams) bool
 }
 
@@ -167,7 +170,7 @@ func (f *failingJournal) Transition(ctx context.Context, p store.TransitionParam
 		f.fail = nil
 		return nil, errCrash
 	}
-	return f.memJournal.Transition(ctx, p)
+	return f.Journal.Transition(ctx, p)
 }
 
 // word is the run's ending in one word: the outcome, "refused:<reason>",

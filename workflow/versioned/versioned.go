@@ -259,7 +259,7 @@ func (f *family) precheck(ctx context.Context) error {
 // reads is read within this call (see reads).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	if f.cmd.Kind == command.KindSecretDelete {
-		if _, ok := settled(run, StepDeleteLive, f.liveTarget()); ok {
+		if _, ok := run.Settled(StepDeleteLive, f.liveTarget()); ok {
 			return f.confirmDeleted(ctx, run)
 		}
 	}
@@ -269,7 +269,7 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	}
 	d, err := f.reads(run).decide(ctx, live)
 	if err != nil {
-		return workflow.Decision{}, err // *workflow.Unavailable or *workflow.Uncertain
+		return workflow.Decision{}, err // *workflow.Unavailable
 	}
 	if live != nil && !observed(run, live) {
 		// What the read that led to the decision showed, journaled when it
@@ -282,6 +282,8 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 			d.Complete.Records = append([]store.Record{obs}, d.Complete.Records...)
 		case d.Refuse != nil:
 			d.Refuse.Records = append([]store.Record{obs}, d.Refuse.Records...)
+		case d.End != nil:
+			d.Notes = append(d.Notes, obs)
 		}
 	}
 	return d, nil
@@ -372,9 +374,8 @@ func (r *reads) decide(ctx context.Context, live *corev1.Secret) (workflow.Decis
 	if f.cmd.Kind == command.KindSecretDelete {
 		// Without history: every snapshot keyledger made for the UID goes
 		// first; anything else is left alone.
-		d, done, err := f.purge(run, live, inv)
-		if err != nil || !done {
-			return d, err
+		if d, done := f.purge(run, live, inv); !done {
+			return d, nil
 		}
 		return workflow.Decision{Call: f.deleteLiveCall(live)}, nil
 	}
@@ -386,17 +387,17 @@ func (r *reads) decide(ctx context.Context, live *corev1.Secret) (workflow.Decis
 	}
 	// 2. Archive the state being replaced.
 	snap := snapshotOf(live, n, run.Op.CreatedAt, f.actor())
-	archived, ok := settled(run, StepCreateSnapshot, "secret/"+snap.Name)
+	archived, ok := run.Settled(StepCreateSnapshot, "secret/"+snap.Name)
 	if !ok {
 		return workflow.Decision{Call: f.snapshotCall(live, snap)}, nil
 	}
 	// 3. The archive must be there, ours and final before the live write
 	// (a rerun checks it again: it may have been deleted since).
-	if workflow.IsDryRun(ctx) && archived.Reason == workflow.StatusPlanned {
+	if workflow.IsDryRun(ctx) && archived.By.Reason == workflow.StatusPlanned {
 		// keyledger plan: the archive was not created; count it as the run
 		// will see it (retention includes it).
 		inv.genuine = append(append([]Snapshot{}, inv.genuine...), Snapshot{Name: snap.Name, Version: n})
-	} else if reason := archiveProblem(inv, n, archived); reason != "" {
+	} else if reason := archiveProblem(inv, n, archived.By); reason != "" {
 		return f.refuse(reason, live), nil
 	}
 	// 4. Retention.
@@ -404,8 +405,8 @@ func (r *reads) decide(ctx context.Context, live *corev1.Secret) (workflow.Decis
 	if f.cmd.Kind == command.KindSecretRestore {
 		protected = append(protected, f.cmd.Version)
 	}
-	if d, done, err := f.prune(run, live, inv, protected); !done || err != nil {
-		return d, err
+	if d, done := f.prune(run, live, inv, protected); !done {
+		return d, nil
 	}
 	// 5. The live write.
 	return workflow.Decision{Call: f.replaceCall(live, base, n, snap.Name)}, nil
@@ -467,10 +468,11 @@ func archiveProblem(inv inventory, n int64, rec store.Record) string {
 // prune deletes, oldest first and one at a time, the snapshots beyond the
 // limit, never one in protected (the snapshot just taken, a restore's
 // target). done is true when every one is confirmed absent. A snapshot
-// still present (finalizers hold it) blocks the live write with
-// *workflow.Uncertain (exit 75): rerunning the same command checks again and
-// completes once it is gone.
-func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, protected []int64) (workflow.Decision, bool, error) {
+// still present (finalizers hold it) blocks the live write: the decision
+// ends the run with *workflow.Uncertain (Decision.End, exit 75) once the
+// read that saw it is journaled; rerunning the same command checks again
+// and completes once it is gone.
+func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, protected []int64) (workflow.Decision, bool) {
 	excess := len(inv.genuine) - f.limit
 	var victims []Snapshot
 	for _, s := range inv.genuine {
@@ -485,13 +487,13 @@ func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, pr
 	}
 	call, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, victims)
 	if call != nil {
-		return workflow.Decision{Call: call}, false, nil
+		return workflow.Decision{Call: call}, false
 	}
 	if pending > 0 {
-		return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonPrunePending,
-			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", pending)}
+		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonPrunePending,
+			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", pending)}}, false
 	}
-	return workflow.Decision{}, true, nil
+	return workflow.Decision{}, true
 }
 
 // nextDelete walks snapshots to delete under step (as listed in this
@@ -502,9 +504,9 @@ func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, pr
 func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, snapshots []Snapshot) (*workflow.Call, int) {
 	pending := 0
 	for _, s := range snapshots {
-		rec, ok := settled(run, step, "secret/"+s.Name)
+		done, ok := run.Settled(step, "secret/"+s.Name)
 		switch {
-		case ok && rec.Detail["deletion"] != string(kube.DeletionPending):
+		case ok && done.By.Detail["deletion"] != string(kube.DeletionPending):
 		case ok, s.Terminating:
 			pending++
 		default:
@@ -518,18 +520,18 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 // confirms that none is left: the list inv was taken in this decision,
 // after every delete an earlier decision sent, so a genuine snapshot it
 // still shows is one whose delete is pending. One still present blocks the
-// live delete with *workflow.Uncertain (exit 75): rerunning the same
-// command checks again.
-func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool, error) {
+// live delete: the decision ends the run with *workflow.Uncertain
+// (Decision.End, exit 75); rerunning the same command checks again.
+func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
 	call, _ := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
 	if call != nil {
-		return workflow.Decision{Call: call}, false, nil
+		return workflow.Decision{Call: call}, false
 	}
 	if left := len(inv.genuine); left > 0 {
-		return workflow.Decision{}, false, &workflow.Uncertain{Reason: ReasonHistoryPending,
-			Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", left)}
+		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonHistoryPending,
+			Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", left)}}, false
 	}
-	return workflow.Decision{}, true, nil
+	return workflow.Decision{}, true
 }
 
 // inventory lists the history of live's UID once per decision: metadata
@@ -732,28 +734,6 @@ func boundUID(run *workflow.Run) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// settled returns the record that settled the last call of step on target
-// as done (an applied result or an ours resolution), if any.
-func settled(run *workflow.Run, step, target string) (store.Record, bool) {
-	var last *store.Record
-	for i := range run.Records {
-		r := &run.Records[i]
-		if r.Step != step || r.Target != target {
-			continue
-		}
-		switch r.Kind {
-		case store.RecordAuthorityCall:
-			last = nil
-		case store.RecordAuthorityResult, store.RecordResolution:
-			last = r
-		}
-	}
-	if last == nil || (last.Status != string(workflow.Applied) && last.Status != string(workflow.Ours)) {
-		return store.Record{}, false
-	}
-	return *last, true
 }
 
 // intentDigest names what a call intends without any value: the command,
