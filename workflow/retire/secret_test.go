@@ -116,6 +116,7 @@ func TestRetireCallRecord(t *testing.T) {
 	want.Retirements[len(want.Retirements)-1].RetiredAt = op.CreatedAt.UTC().Format(keyring.TimeLayout)
 	stored := sc.api.now()
 
+	require.Equal(t, []string{"preparation", "observation", "call 1", "result applied", "completion completed"}, trail(records))
 	obs, call, result, done := records[1], records[2], records[3], records[4]
 	require.Equal(t, store.Record{ID: obs.ID, Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + fxSecret,
 		UID: string(sc.start.UID), ResourceVersion: sc.start.ResourceVersion, Digest: m.CatalogDigest(),
