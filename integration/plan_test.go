@@ -184,7 +184,8 @@ func TestIntegrationPlanRetirement(t *testing.T) {
 
 // A versioned update: plan names the snapshot it would create and the
 // live Secret it would replace; at the retention limit also the snapshot it
-// would prune. The runs do exactly that.
+// would prune; for a delete without history every snapshot delete and the
+// live delete. The runs do exactly that.
 func TestIntegrationPlanVersionedUpdate(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -207,6 +208,15 @@ func TestIntegrationPlanVersionedUpdate(t *testing.T) {
 	require.Equal(t, []string{"create-snapshot", "prune-snapshot", "replace-live"}, []string{p.Calls[0].Step, p.Calls[1].Step, p.Calls[2].Step})
 	require.Contains(t, p.planned(), "DELETED "+p.Calls[1].Target)
 	require.True(t, strings.HasSuffix(p.Calls[1].Target, "-v1"), "the pruned snapshot is version 1's: %s", p.Calls[1].Target)
+
+	// A delete without history: plan lists the snapshot delete and the live
+	// delete (each counted as done once planned) and ends "deleted", as the
+	// run does.
+	v3 := e.getSecret("db")
+	path = e.writeCommand("delete.json", deleteCommand(e.ns, "db", v3.ResourceVersion, "mut-plan-delete", false))
+	p = e.planThenRun(path, as)
+	require.Equal(t, []string{"delete-snapshot", "delete-live"}, []string{p.Calls[0].Step, p.Calls[1].Step}, "%+v", p.Calls)
+	require.Equal(t, "deleted", p.Outcome)
 }
 
 // A credential plan that adopts an External Secrets leftover: plan lists

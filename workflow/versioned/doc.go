@@ -68,6 +68,10 @@
 // that none is left. Then delete-live, then a re-read reports deleted or
 // pending. Each write is one engine call; its target is "secret/<name>".
 //
+// A dry run (keyledger plan) counts what it planned as done: the archive
+// as present (retention prunes what the run will prune), the deletes of a
+// delete without history as gone, and the live delete as deleted.
+//
 // A cleanup that does not finish (a snapshot held by finalizers, a delete
 // the API server refuses) ends the run uncertain (exit 75, prune-pending,
 // history-pending or attempts-exhausted) with the operation still open:

@@ -16,6 +16,7 @@ import (
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // Faults, in short.
@@ -673,6 +674,24 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			require.Nil(t, e.snap("uid-0001", 2))
 		},
 	}, {
+		name: "422 (admission) leaves it in place: retried, then attempts-exhausted with the live Secret kept",
+		setup: func(e *env) *Command {
+			cmd := purgeSetup(e)
+			for range 3 {
+				e.api.on(verbDelete, snapName(1), ans(statusInvalid(snapName(1))))
+			}
+			return cmd
+		},
+		want: "uncertain:attempts-exhausted",
+		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
+			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
+			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present"},
+		check: func(t *testing.T, e *env, _ outcome) {
+			require.NotNil(t, e.live())
+			require.Equal(t, []string{"v1", "v2"}, snapshotsOf(e, "uid-0001"))
+			requireWrites(t, e, nil)
+		},
+	}, {
 		name: "someone else's edit of the snapshot's metadata: theirs, refused",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
@@ -909,6 +928,36 @@ func TestFamilyReplaceLive(t *testing.T) {
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
 		check: updated,
+	}, {
+		name: "500 with nothing changed: re-read, sent again",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			e.api.on(verbUpdate, testName, ans(statusServer()))
+			return cmd
+		},
+		want: "completed",
+		trace: trace("result replace-live unknown/server-error", "resolve replace-live not-applied/resource-version-unchanged",
+			"call replace-live", "result replace-live applied", "complete completed"),
+		check: updated,
+	}, {
+		name: "resume from calling: the live write landed, its answer never journaled",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			e.failMove = func(p store.TransitionParams) bool {
+				return p.From == store.StateCalling && len(p.Records) > 0 && p.Records[0].Step == StepReplaceLive
+			}
+			e.first = e.run(cmd)
+			e.failMove = nil
+			return cmd
+		},
+		want:  "converged",
+		trace: trace("result replace-live lost/no-result-recorded", "resolve replace-live ours", "complete converged"),
+		check: func(t *testing.T, e *env, _ outcome) {
+			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
+			requireLive(t, e, "2", "password", "new")
+			requireWrites(t, e, nil) // the rerun writes nothing
+		},
 	}, {
 		name: "409 from someone else's write: theirs, the archive stays",
 		setup: func(e *env) *Command {
@@ -1838,4 +1887,68 @@ func TestPlanBuildsTheRealAdapter(t *testing.T) {
 	require.Equal(t, Rules(testName), p.Rights.Rules)
 	require.Equal(t, map[string]any{"expectedResourceVersion": "5", "version": int64(2)}, p.Prepare.Detail)
 	require.NotNil(t, p.Precheck)
+}
+
+// noClose keeps the env's journal open after DryRun closes its store.
+type noClose struct{ *workflowtest.Journal }
+
+func (noClose) Close() {}
+
+// dryRun runs cmd as `keyledger plan` does after the permission matrix.
+func (e *env) dryRun(cmd *Command) (*workflow.DryRunResult, error) {
+	e.t.Helper()
+	p := plan(cmd, e.api, e.limit)
+	p.Access, p.Rights = nil, nil
+	return workflow.DryRun(context.Background(), workflow.Deps{
+		OpenStore: func(context.Context) (workflow.Store, error) { return noClose{e.j}, nil },
+	}, p)
+}
+
+func TestFamilyDryRun(t *testing.T) {
+	t.Parallel()
+	steps := func(r *workflow.DryRunResult) []string {
+		var out []string
+		for _, c := range r.Calls() {
+			out = append(out, outcome{records: []store.Record{c}}.trace()...)
+		}
+		return out
+	}
+	t.Run("an update with retention lists the archive, the prune and the write, and sends nothing", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		cmd := twoVersions(e)
+		e.api.writes, e.api.calls = map[string]int{}, map[string]int{}
+		r, err := e.dryRun(cmd)
+		require.NoError(t, err)
+		require.Empty(t, r.Stopped)
+		require.Equal(t, workflow.OutcomeCompleted, r.Outcome)
+		require.Equal(t, []string{"call create-snapshot v3", "call prune-snapshot v1", "call replace-live"}, steps(r))
+		require.Zero(t, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete])
+		requireWrites(t, e, nil)
+	})
+	t.Run("a delete without history lists every snapshot delete and the live delete", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		cmd := purgeSetup(e)
+		e.api.writes, e.api.calls = map[string]int{}, map[string]int{}
+		r, err := e.dryRun(cmd)
+		require.NoError(t, err)
+		require.Empty(t, r.Stopped)
+		require.Equal(t, OutcomeDeleted, r.Outcome)
+		require.Equal(t, []string{"call delete-snapshot v1", "call delete-snapshot v2", "call delete-live"}, steps(r))
+		require.Equal(t, "deleted", r.Summary["history"])
+		require.Zero(t, e.api.calls[verbDelete])
+		requireWrites(t, e, nil)
+	})
+	t.Run("a delete keeping history: the planned delete counts as done", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.history(1)
+		r, err := e.dryRun(e.delete(e.rv(), true))
+		require.NoError(t, err)
+		require.Equal(t, OutcomeDeleted, r.Outcome)
+		require.Equal(t, "kept", r.Summary["history"])
+		require.Equal(t, []string{"call delete-live"}, steps(r))
+		require.NotNil(t, e.live())
+	})
 }

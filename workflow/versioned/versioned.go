@@ -259,7 +259,12 @@ func (f *family) precheck(ctx context.Context) error {
 // reads is read within this call (see reads).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	if f.cmd.Kind == command.KindSecretDelete {
-		if _, ok := run.Settled(StepDeleteLive, f.liveTarget()); ok {
+		if done, ok := run.Settled(StepDeleteLive, f.liveTarget()); ok {
+			if workflow.IsDryRun(ctx) && done.By.Reason == workflow.StatusPlanned {
+				// keyledger plan: the delete was not sent; the run would
+				// confirm it by reading the live Secret again.
+				return f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}), nil
+			}
 			return f.confirmDeleted(ctx, run)
 		}
 	}
@@ -374,7 +379,7 @@ func (r *reads) decide(ctx context.Context, live *corev1.Secret) (workflow.Decis
 	if f.cmd.Kind == command.KindSecretDelete {
 		// Without history: every snapshot keyledger made for the UID goes
 		// first; anything else is left alone.
-		if d, done := f.purge(run, live, inv); !done {
+		if d, done := f.purge(ctx, run, live, inv); !done {
 			return d, nil
 		}
 		return workflow.Decision{Call: f.deleteLiveCall(live)}, nil
@@ -521,13 +526,19 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 // after every delete an earlier decision sent, so a genuine snapshot it
 // still shows is one whose delete is pending. One still present blocks the
 // live delete: the decision ends the run with *workflow.Uncertain
-// (Decision.End, exit 75); rerunning the same command checks again.
-func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
-	call, _ := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
+// (Decision.End, exit 75); rerunning the same command checks again. In a
+// dry run the deletes it planned count as done (nothing was sent, so the
+// list still shows them).
+func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
+	call, pending := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
 	if call != nil {
 		return workflow.Decision{Call: call}, false
 	}
-	if left := len(inv.genuine); left > 0 {
+	left := len(inv.genuine)
+	if workflow.IsDryRun(ctx) {
+		left = pending
+	}
+	if left > 0 {
 		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonHistoryPending,
 			Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", left)}}, false
 	}
