@@ -41,6 +41,33 @@ type famRow struct {
 	check func(t *testing.T, e *env, o outcome)
 }
 
+// terminating makes s a Secret being deleted that a finalizer holds.
+func terminating(s *corev1.Secret) {
+	now := metav1.Now()
+	s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
+}
+
+// held gives s a finalizer (someone else's write).
+func held(s *corev1.Secret) { s.Finalizers = []string{"example.com/hold"} }
+
+// lookalike is what someone else would plant in the slot of version n of
+// live: keyledger's name, labels and annotations, and a nonce no journal
+// holds.
+func lookalike(live *corev1.Secret, n int64) *corev1.Secret {
+	s := snapshotOf(live, n, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), "someone/else")
+	s.Annotations[AnnotationNonce] = "0123456789abcdef0123456789abcdef"
+	return s
+}
+
+// scripted is setup with one fault scripted: verb on name meets f.
+func scripted(setup func(e *env) *Command, verb, name string, f fault) func(e *env) *Command {
+	return func(e *env) *Command {
+		cmd := setup(e)
+		e.api.on(verb, name, f)
+		return cmd
+	}
+}
+
 // Traces that recur.
 var (
 	traceUpdate = []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live applied", "complete completed"}
@@ -253,35 +280,23 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			require.Equal(t, int64(2), int64(o.ending()["version"].(float64)))
 		},
 	}, {
-		name: "lost after apply: the occupant carries the journaled nonce",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), lost)
-			return cmd
-		},
-		want: "completed",
+		name:  "lost after apply: the occupant carries the journaled nonce",
+		setup: scripted(seedV1, verbCreate, snapName(1), lost),
+		want:  "completed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 ours",
 			"call replace-live", "result replace-live applied", "complete completed"},
 		check: updated,
 	}, {
-		name: "lost before apply: absent, sent again",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), lostSend)
-			return cmd
-		},
-		want: "completed",
+		name:  "lost before apply: absent, sent again",
+		setup: scripted(seedV1, verbCreate, snapName(1), lostSend),
+		want:  "completed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 not-applied/absent",
 			"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live applied", "complete completed"},
 		check: updated,
 	}, {
-		name: "409 with nothing there: absent, sent again",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), ans(statusExists(snapName(1))))
-			return cmd
-		},
-		want: "completed",
+		name:  "409 with nothing there: absent, sent again",
+		setup: scripted(seedV1, verbCreate, snapName(1), ans(statusExists(snapName(1)))),
+		want:  "completed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/already-exists", "resolve create-snapshot v1 not-applied/absent",
 			"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live applied", "complete completed"},
 		check: updated,
@@ -291,9 +306,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			cmd := seedV1(e)
 			live := e.live()
 			e.api.on(verbCreate, snapName(1), hook(func(d *apiDouble) {
-				s := snapshotOf(live, 1, live.CreationTimestamp.Time, "someone/else")
-				s.Annotations[AnnotationNonce] = "0123456789abcdef0123456789abcdef"
-				d.seedLocked(s)
+				d.seedLocked(lookalike(live, 1))
 			}))
 			return cmd
 		},
@@ -334,12 +347,8 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			requireWrites(t, e, nil)
 		},
 	}, {
-		name: "422 is a refusal, nothing written",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), ans(statusInvalid(snapName(1))))
-			return cmd
-		},
+		name:  "422 is a refusal, nothing written",
+		setup: scripted(seedV1, verbCreate, snapName(1), ans(statusInvalid(snapName(1)))),
 		want:  "refused:invalid",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -446,11 +455,6 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 	trace := func(middle ...string) []string {
 		return append(append(append([]string{}, prunePrefix...), middle...), replaced...)
 	}
-	finalizer := func(name string) func(d *apiDouble) {
-		return func(d *apiDouble) {
-			d.edit(name, func(s *corev1.Secret) { s.Finalizers = append(s.Finalizers, "example.com/hold") })
-		}
-	}
 	runRows(t, []famRow{{
 		name:  "applied",
 		setup: twoVersions,
@@ -458,33 +462,21 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		trace: trace("result prune-snapshot v1 applied"),
 		check: pruned,
 	}, {
-		name: "lost after apply: the snapshot is gone, ours",
-		setup: func(e *env) *Command {
-			cmd := twoVersions(e)
-			e.api.on(verbDelete, snapName(1), lost)
-			return cmd
-		},
+		name:  "lost after apply: the snapshot is gone, ours",
+		setup: scripted(twoVersions, verbDelete, snapName(1), lost),
 		want:  "completed",
 		trace: trace("result prune-snapshot v1 unknown/lost", "resolve prune-snapshot v1 ours"),
 		check: pruned,
 	}, {
-		name: "lost before apply: still there, sent again",
-		setup: func(e *env) *Command {
-			cmd := twoVersions(e)
-			e.api.on(verbDelete, snapName(1), lostSend)
-			return cmd
-		},
-		want: "completed",
+		name:  "lost before apply: still there, sent again",
+		setup: scripted(twoVersions, verbDelete, snapName(1), lostSend),
+		want:  "completed",
 		trace: trace("result prune-snapshot v1 unknown/lost", "resolve prune-snapshot v1 not-applied/present",
 			"call prune-snapshot v1", "result prune-snapshot v1 applied"),
 		check: pruned,
 	}, {
-		name: "404: someone deleted it first, absent is applied",
-		setup: func(e *env) *Command {
-			cmd := twoVersions(e)
-			e.api.on(verbDelete, snapName(1), hook(func(d *apiDouble) { d.remove(snapName(1)) }))
-			return cmd
-		},
+		name:  "404: someone deleted it first, absent is applied",
+		setup: scripted(twoVersions, verbDelete, snapName(1), hook(func(d *apiDouble) { d.remove(snapName(1)) })),
 		want:  "completed",
 		trace: trace("result prune-snapshot v1 applied"),
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -500,7 +492,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "409 from someone else's finalizer, then pending: prune-pending; resume from answered completes",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			e.api.on(verbDelete, snapName(1), hook(finalizer(snapName(1))))
+			e.api.on(verbDelete, snapName(1), hook(func(d *apiDouble) { d.edit(snapName(1), held) }))
 			e.first = e.run(cmd)
 			e.api.remove(snapName(1)) // the finalizer is released
 			return cmd
@@ -541,9 +533,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 			live := e.live()
 			e.api.on(verbDelete, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
 				d.onLocked(verbGet, snapName(1), hook(func(d *apiDouble) {
-					s := snapshotOf(live, 1, live.CreationTimestamp.Time, "someone/else")
-					s.Annotations[AnnotationNonce] = "0123456789abcdef0123456789abcdef"
-					d.seedLocked(s)
+					d.seedLocked(lookalike(live, 1))
 				}))
 			}})
 			return cmd
@@ -576,10 +566,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "a snapshot already terminating beyond the limit: prune-pending, nothing sent for it",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			e.api.edit(snapName(1), func(s *corev1.Secret) {
-				now := metav1.Now()
-				s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-			})
+			e.api.edit(snapName(1), terminating)
 			return cmd
 		},
 		want:  "uncertain:prune-pending",
@@ -626,33 +613,21 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			requireWrites(t, e, map[string]int{snapName(1): 1, snapName(2): 1, testName: 1})
 		},
 	}, {
-		name: "lost after apply: gone, ours",
-		setup: func(e *env) *Command {
-			cmd := purgeSetup(e)
-			e.api.on(verbDelete, snapName(1), lost)
-			return cmd
-		},
+		name:  "lost after apply: gone, ours",
+		setup: scripted(purgeSetup, verbDelete, snapName(1), lost),
 		want:  "deleted",
 		trace: purge("result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 ours"),
 		check: purged,
 	}, {
-		name: "lost before apply: still there, sent again",
-		setup: func(e *env) *Command {
-			cmd := purgeSetup(e)
-			e.api.on(verbDelete, snapName(1), lostSend)
-			return cmd
-		},
-		want: "deleted",
+		name:  "lost before apply: still there, sent again",
+		setup: scripted(purgeSetup, verbDelete, snapName(1), lostSend),
+		want:  "deleted",
 		trace: purge("result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 applied"),
 		check: purged,
 	}, {
-		name: "404: someone deleted it first",
-		setup: func(e *env) *Command {
-			cmd := purgeSetup(e)
-			e.api.on(verbDelete, snapName(1), hook(func(d *apiDouble) { d.remove(snapName(1)) }))
-			return cmd
-		},
+		name:  "404: someone deleted it first",
+		setup: scripted(purgeSetup, verbDelete, snapName(1), hook(func(d *apiDouble) { d.remove(snapName(1)) })),
 		want:  "deleted",
 		trace: purge("result delete-snapshot v1 applied"),
 		check: purged,
@@ -661,7 +636,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
 			e.api.on(verbDelete, snapName(1), hook(func(d *apiDouble) {
-				d.edit(snapName(1), func(s *corev1.Secret) { s.Finalizers = []string{"example.com/hold"} })
+				d.edit(snapName(1), held)
 			}))
 			return cmd
 		},
@@ -712,10 +687,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "a snapshot already being deleted: history-pending at once, the read journaled",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			e.api.edit(snapName(2), func(s *corev1.Secret) {
-				now := metav1.Now()
-				s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-			})
+			e.api.edit(snapName(2), terminating)
 			return cmd
 		},
 		want:  "uncertain:history-pending",
@@ -730,10 +702,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "only a snapshot already being deleted: history-pending before any call, the read journaled",
 		setup: func(e *env) *Command {
 			e.history(1)
-			e.api.edit(snapName(1), func(s *corev1.Secret) {
-				now := metav1.Now()
-				s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-			})
+			e.api.edit(snapName(1), terminating)
 			return e.delete(e.rv(), false)
 		},
 		want:  "uncertain:history-pending",
@@ -789,23 +758,15 @@ func TestFamilyDeleteLive(t *testing.T) {
 			require.InDelta(t, 1, o.ending()["finalizers"], 0)
 		},
 	}, {
-		name: "lost after apply: gone, ours",
-		setup: func(e *env) *Command {
-			cmd := seed(e)
-			e.api.on(verbDelete, testName, lost)
-			return cmd
-		},
+		name:  "lost after apply: gone, ours",
+		setup: scripted(seed, verbDelete, testName, lost),
 		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live ours", "complete deleted"},
 		check: gone,
 	}, {
-		name: "lost before apply: unchanged, sent again",
-		setup: func(e *env) *Command {
-			cmd := seed(e)
-			e.api.on(verbDelete, testName, lostSend)
-			return cmd
-		},
-		want: "deleted",
+		name:  "lost before apply: unchanged, sent again",
+		setup: scripted(seed, verbDelete, testName, lostSend),
+		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live not-applied/resource-version-unchanged",
 			"call delete-live", "result delete-live applied", "complete deleted"},
 		check: gone,
@@ -825,12 +786,8 @@ func TestFamilyDeleteLive(t *testing.T) {
 			requireWrites(t, e, nil)
 		},
 	}, {
-		name: "404: someone deleted it first",
-		setup: func(e *env) *Command {
-			cmd := seed(e)
-			e.api.on(verbDelete, testName, hook(func(d *apiDouble) { d.remove(testName) }))
-			return cmd
-		},
+		name:  "404: someone deleted it first",
+		setup: scripted(seed, verbDelete, testName, hook(func(d *apiDouble) { d.remove(testName) })),
 		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live applied", "complete deleted"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -838,12 +795,8 @@ func TestFamilyDeleteLive(t *testing.T) {
 			requireWrites(t, e, nil)
 		},
 	}, {
-		name: "422 is a refusal",
-		setup: func(e *env) *Command {
-			cmd := seed(e)
-			e.api.on(verbDelete, testName, ans(statusInvalid(testName)))
-			return cmd
-		},
+		name:  "422 is a refusal",
+		setup: scripted(seed, verbDelete, testName, ans(statusInvalid(testName))),
 		want:  "refused:invalid",
 		trace: []string{"call delete-live", "result delete-live rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -894,12 +847,8 @@ func TestFamilyReplaceLive(t *testing.T) {
 	archived := []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live"}
 	trace := func(rest ...string) []string { return append(append([]string{}, archived...), rest...) }
 	runRows(t, []famRow{{
-		name: "lost after apply: version 2 with exactly our data is ours",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, lost)
-			return cmd
-		},
+		name:  "lost after apply: version 2 with exactly our data is ours",
+		setup: scripted(seedV1, verbUpdate, testName, lost),
 		want:  "converged",
 		trace: trace("result replace-live unknown/lost", "resolve replace-live ours", "complete converged"),
 		check: func(t *testing.T, e *env, o outcome) {
@@ -907,35 +856,23 @@ func TestFamilyReplaceLive(t *testing.T) {
 			require.InDelta(t, 2, o.ending()["version"], 0)
 		},
 	}, {
-		name: "lost before apply: unchanged, the same compare-and-set sent again",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, lostSend)
-			return cmd
-		},
-		want: "completed",
+		name:  "lost before apply: unchanged, the same compare-and-set sent again",
+		setup: scripted(seedV1, verbUpdate, testName, lostSend),
+		want:  "completed",
 		trace: trace("result replace-live unknown/lost", "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
 		check: updated,
 	}, {
-		name: "409 with nothing changed: sent again",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, ans(statusConflict(testName, "etcd says so")))
-			return cmd
-		},
-		want: "completed",
+		name:  "409 with nothing changed: sent again",
+		setup: scripted(seedV1, verbUpdate, testName, ans(statusConflict(testName, "etcd says so"))),
+		want:  "completed",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
 		check: updated,
 	}, {
-		name: "500 with nothing changed: re-read, sent again",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, ans(statusServer()))
-			return cmd
-		},
-		want: "completed",
+		name:  "500 with nothing changed: re-read, sent again",
+		setup: scripted(seedV1, verbUpdate, testName, ans(statusServer())),
+		want:  "completed",
 		trace: trace("result replace-live unknown/server-error", "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
 		check: updated,
@@ -991,12 +928,8 @@ func TestFamilyReplaceLive(t *testing.T) {
 			requireLive(t, e, "2", "password", "theirs")
 		},
 	}, {
-		name: "404: someone deleted it",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, hook(func(d *apiDouble) { d.remove(testName) }))
-			return cmd
-		},
+		name:  "404: someone deleted it",
+		setup: scripted(seedV1, verbUpdate, testName, hook(func(d *apiDouble) { d.remove(testName) })),
 		want:  "refused:secret-absent",
 		trace: trace("result replace-live unknown/not-found", "resolve replace-live theirs/secret-absent", "refuse secret-absent"),
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -1020,12 +953,8 @@ func TestFamilyReplaceLive(t *testing.T) {
 			requireWrites(t, e, map[string]int{snapName(1): 1})
 		},
 	}, {
-		name: "422 is a refusal",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, ans(statusInvalid(testName)))
-			return cmd
-		},
+		name:  "422 is a refusal",
+		setup: scripted(seedV1, verbUpdate, testName, ans(statusInvalid(testName))),
 		want:  "refused:invalid",
 		trace: trace("result replace-live rejected/invalid", "refuse invalid"),
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -1404,22 +1333,15 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "a terminating Secret is never written",
 		setup: func(e *env) *Command {
 			e.seedLive("1", "a", "1")
-			e.api.edit(testName, func(s *corev1.Secret) {
-				now := metav1.Now()
-				s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-			})
+			e.api.edit(testName, terminating)
 			return e.update(e.rv(), "a", "2")
 		},
 		want:  "refused:terminating",
 		trace: []string{"refuse terminating"},
 		check: none,
 	}, {
-		name: "the history list fails before any call: unavailable, nothing journaled but the preparation",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbList, "", ans(statusServer()))
-			return cmd
-		},
+		name:  "the history list fails before any call: unavailable, nothing journaled but the preparation",
+		setup: scripted(seedV1, verbList, "", ans(statusServer())),
 		want:  "unavailable",
 		trace: []string{},
 		check: none,
@@ -1450,7 +1372,7 @@ func TestFamilyDecisions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.on(verbCreate, snapName(1), fault{kind: faultBefore, hook: func(d *apiDouble) {
 				d.onLocked(verbList, "", hook(func(d *apiDouble) {
-					d.edit(snapName(1), func(s *corev1.Secret) { s.Finalizers = []string{"example.com/hold"} })
+					d.edit(snapName(1), held)
 				}))
 			}})
 			return cmd
@@ -1464,10 +1386,7 @@ func TestFamilyDecisions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.on(verbCreate, snapName(1), fault{kind: faultBefore, hook: func(d *apiDouble) {
 				d.onLocked(verbList, "", hook(func(d *apiDouble) {
-					d.edit(snapName(1), func(s *corev1.Secret) {
-						now := metav1.Now()
-						s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-					})
+					d.edit(snapName(1), terminating)
 				}))
 			}})
 			return cmd
@@ -1595,10 +1514,7 @@ func TestFamilyResolutions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.on(verbCreate, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
 				d.onLocked(verbGet, snapName(1), hook(func(d *apiDouble) {
-					d.edit(snapName(1), func(s *corev1.Secret) {
-						now := metav1.Now()
-						s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-					})
+					d.edit(snapName(1), terminating)
 				}))
 			}})
 			return cmd
@@ -1613,7 +1529,7 @@ func TestFamilyResolutions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.on(verbCreate, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
 				d.onLocked(verbGet, snapName(1), hook(func(d *apiDouble) {
-					d.edit(snapName(1), func(s *corev1.Secret) { s.Finalizers = []string{"example.com/hold"} })
+					d.edit(snapName(1), held)
 				}))
 			}})
 			return cmd
@@ -1625,13 +1541,9 @@ func TestFamilyResolutions(t *testing.T) {
 	}, {
 		// Our live write landed, but the archive it stood on is gone: it
 		// cannot be proven ours, so it is reported as someone else's.
-		name: "the live write landed but its archive vanished before the re-read: changed-concurrently",
-		setup: func(e *env) *Command {
-			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, fault{kind: faultAppliedLost, hook: func(d *apiDouble) { d.remove(snapName(1)) }})
-			return cmd
-		},
-		want: "refused:changed-concurrently",
+		name:  "the live write landed but its archive vanished before the re-read: changed-concurrently",
+		setup: scripted(seedV1, verbUpdate, testName, fault{kind: faultAppliedLost, hook: func(d *apiDouble) { d.remove(snapName(1)) }}),
+		want:  "refused:changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "2", "password", "new") },
@@ -1653,9 +1565,7 @@ func TestFamilyResolutions(t *testing.T) {
 			live := e.live()
 			e.api.on(verbUpdate, testName, fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
 				d.remove(snapName(1))
-				s := snapshotOf(live, 1, live.CreationTimestamp.Time, "someone/else")
-				s.Annotations[AnnotationNonce] = "0123456789abcdef0123456789abcdef"
-				d.seedLocked(s)
+				d.seedLocked(lookalike(live, 1))
 			}})
 			return cmd
 		},
@@ -1717,10 +1627,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target is being deleted: snapshot-invalid",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.edit(snapName(1), func(s *corev1.Secret) {
-				now := metav1.Now()
-				s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-			})
+			e.api.edit(snapName(1), terminating)
 			return e.restore(e.rv(), 1)
 		},
 		want:  "refused:snapshot-invalid",

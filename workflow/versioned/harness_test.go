@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -122,9 +121,7 @@ func (e *env) history(n int) *corev1.Secret {
 // name, labels and annotations keyledger would write, and a nonce no
 // journal holds. Nothing proves it keyledger's.
 func (e *env) plant(live *corev1.Secret, n int64) *corev1.Secret {
-	s := snapshotOf(live, n, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), "someone/else")
-	s.Annotations[AnnotationNonce] = "00000000000000000000000000000000"
-	return e.api.seed(s)
+	return e.api.seed(lookalike(live, n))
 }
 
 // outcome is how one run ended and what it journaled.
