@@ -28,6 +28,8 @@ type planOutput struct {
 	Replay    bool   `json:"replay"`
 	Calls     []struct {
 		Answer string         `json:"answer"`
+		Batch  int            `json:"batch"`
+		Final  bool           `json:"final"`
 		Verb   string         `json:"verb"`
 		Step   string         `json:"step"`
 		Target string         `json:"target"`
@@ -155,6 +157,10 @@ func TestIntegrationPlanCredentials(t *testing.T) {
 	require.Equal(t, "completed", p.Outcome)
 	require.Len(t, p.Calls, 3, "create A; create B, which answers 409; patch B")
 	require.Equal(t, "already-exists", p.Calls[1].Answer)
+	require.Equal(t, []int{1, 1, 2}, []int{p.Calls[0].Batch, p.Calls[1].Batch, p.Calls[2].Batch}, "the creates go out as one batch")
+	for _, c := range p.Calls {
+		require.False(t, c.Final, "a credential plan has no final call: %s", c.Step)
+	}
 	for _, c := range p.Calls {
 		if c.Verb == "patch" {
 			require.Equal(t, []any{"username", "admin-password"}, c.Detail["addKeys"], "the keys it adds")
@@ -197,6 +203,8 @@ func TestIntegrationPlanVersionedUpdate(t *testing.T) {
 	require.Equal(t, "create", p.Calls[0].Verb)
 	require.Equal(t, "update", p.Calls[1].Verb)
 	require.Equal(t, "secret/db", p.Calls[1].Target)
+	require.Equal(t, []int{1, 2}, []int{p.Calls[0].Batch, p.Calls[1].Batch})
+	require.Equal(t, []bool{false, true}, []bool{p.Calls[0].Final, p.Calls[1].Final}, "the live write is the final call")
 	require.Equal(t, "completed", p.Outcome)
 
 	// With one snapshot retained, the next update archives version 2 and

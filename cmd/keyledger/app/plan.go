@@ -135,38 +135,14 @@ func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 					break
 				}
 			}
-			detail := map[string]any{}
-			batch, final := 0, false
-			for k, v := range r.Detail {
-				switch k {
-				case "batch":
-					batch = toInt(v)
-				case "final":
-					final, _ = v.(bool)
-				default:
-					detail[k] = v
-				}
-			}
-			out.Calls = append(out.Calls, plannedCall{Batch: batch, Verb: verbOf(r.Step), Step: r.Step, Target: r.Target,
-				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: final, Detail: detail, Answer: answer})
+			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: verbOf(r.Step), Step: r.Step, Target: r.Target,
+				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: r.Final, Detail: r.Detail, Answer: answer})
 		case store.RecordObservation, store.RecordProbe, store.RecordResolution:
 			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target, UID: r.UID,
 				ResourceVersion: r.ResourceVersion, Status: r.Status, Reason: r.Reason, Detail: r.Detail})
 		}
 	}
 	return out
-}
-
-func toInt(v any) int {
-	switch n := v.(type) {
-	case int:
-		return n
-	case int64:
-		return int(n)
-	case float64:
-		return int(n)
-	}
-	return 0
 }
 
 func printPlan(w io.Writer, p planJSON) error {
