@@ -76,14 +76,14 @@ func checkRecordKind(k store.RecordKind) error {
 }
 
 var (
-	kindPattern     = regexp.MustCompile(`^[A-Z][A-Za-z]{0,63}$`)
-	idPattern       = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-	digestPattern   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	outcomePattern  = regexp.MustCompile(`^[a-z][a-z-]{0,63}$`)
-	reasonPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-	stepPattern     = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
-	statusPattern   = regexp.MustCompile(`^[a-z0-9-]{0,64}$`)
-	recReasonPatern = regexp.MustCompile(`^[a-z0-9-]{0,64}$`)
+	kindPattern         = regexp.MustCompile(`^[A-Z][A-Za-z]{0,63}$`)
+	idPattern           = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	digestPattern       = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	outcomePattern      = regexp.MustCompile(`^[a-z][a-z-]{0,63}$`)
+	reasonPattern       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+	stepPattern         = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+	statusPattern       = regexp.MustCompile(`^[a-z0-9-]{0,64}$`)
+	recordReasonPattern = regexp.MustCompile(`^[a-z0-9-]{0,64}$`)
 )
 
 // check is one CHECK constraint: PostgreSQL checks a row's constraints in
@@ -178,7 +178,7 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 		check{"records_call_attempt", call == (r.Attempt > 0)},
 		check{"records_detail_check", size <= maxDetailBytes},
 		check{"records_digest_check", r.Digest == "" || digestPattern.MatchString(r.Digest)},
-		check{"records_reason_check", recReasonPatern.MatchString(r.Reason)},
+		check{"records_reason_check", recordReasonPattern.MatchString(r.Reason)},
 		check{"records_resource_version_check", between(r.ResourceVersion, 0, 128)},
 		check{"records_status_check", statusPattern.MatchString(r.Status)},
 		check{"records_step_check", stepPattern.MatchString(r.Step)},
@@ -264,7 +264,7 @@ func jsonbSize(v any) (int, error) {
 // jsonbStringSize is the printed length of a jsonb string (escape_json).
 func jsonbStringSize(s string) (int, error) {
 	n := 2
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		switch c := s[i]; {
 		case c == 0:
 			return 0, raised(sqlUntranslatableCharacter)
