@@ -204,7 +204,7 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 	}
 	call := func(step, target, uid string, attempt int, detail map[string]any) store.Record {
 		return store.Record{Kind: store.RecordAuthorityCall, Step: step, Target: target, Attempt: attempt, UID: uid,
-			ResourceVersion: "41", Digest: "sha256:" + strings.Repeat("ab", 32), Detail: detail}
+			ResourceVersion: "41", Digest: "sha256:" + strings.Repeat("ab", 32), Batch: attempt, Final: target == "secret/x", Detail: detail}
 	}
 	obs := func(step string) store.Record { return store.Record{Kind: store.RecordObservation, Step: step} }
 	completion := store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed", Detail: map[string]any{"names": []string{"a", "b"}}}
@@ -273,6 +273,14 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "s", Attempt: 2}))
 		}},
 		{"attempt out of range", func(d *journalDriver) journalAnswer { return d.move("a", tp(ca, ca, 1, call("s", "", "", 1001, nil))) }},
+		{"a negative batch", func(d *journalDriver) journalAnswer {
+			c := call("s", "", "", 1, nil)
+			c.Batch = -1
+			return d.move("a", tp(ca, ca, 1, c))
+		}},
+		{"final on a non-call", func(d *journalDriver) journalAnswer {
+			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "s", Final: true}))
+		}},
 		{"bad step", func(d *journalDriver) journalAnswer { return d.move("a", tp(ca, ca, 1, obs("Read"))) }},
 		{"bad status", func(d *journalDriver) journalAnswer {
 			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordProbe, Step: "probe", Status: "OK"}))
@@ -296,9 +304,9 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		{"a detail that just fits, noted without moving", func(d *journalDriver) journalAnswer {
 			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: sized(0)}))
 		}},
-		{"lost", func(d *journalDriver) journalAnswer {
+		{"lost (a batch on a non-call is not kept)", func(d *journalDriver) journalAnswer {
 			return d.move("a", tp(ca, rs, 2, store.Record{Kind: store.RecordAuthorityResult, Step: "snapshot", Target: "secret/x",
-				Status: "lost", Reason: "no-result-recorded"}))
+				Status: "lost", Reason: "no-result-recorded", Batch: 1}))
 		}},
 		{"resolved ours", func(d *journalDriver) journalAnswer {
 			return d.move("a", tp(rs, an, 3, store.Record{Kind: store.RecordResolution, Step: "snapshot", Target: "secret/x",
@@ -376,7 +384,7 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		"terminal with the other ending": "sqlstate 23000", "ending without its move": "sqlstate 23000",
 		"outcome on a non-terminal move": "sqlstate 23514", "bad outcome": "sqlstate 23514", "bad reason": "sqlstate 23514",
 		"two endings": "sqlstate 23505", "the same attempt twice": "sqlstate 23505", "a call without attempt": "sqlstate 23514",
-		"an attempt on a non-call": "sqlstate 23514", "attempt out of range": "sqlstate 23514", "bad step": "sqlstate 23514",
+		"an attempt on a non-call": "sqlstate 23514", "a negative batch": "sqlstate 23514", "final on a non-call": "sqlstate 23514", "attempt out of range": "sqlstate 23514", "bad step": "sqlstate 23514",
 		"bad status": "sqlstate 23514", "bad digest": "sqlstate 23514", "not a record kind": "sqlstate 22P02",
 		"a second preparation": "sqlstate 23505", "a NUL in a step": "sqlstate 22021", "a NUL in a detail": "sqlstate 22P05",
 		"a detail one byte too large": "sqlstate 23514", "append after final": "sqlstate 42501",

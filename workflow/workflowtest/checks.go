@@ -161,7 +161,8 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 		return stored{}, fmt.Errorf("encoding %s record detail: %w", r.Kind, err)
 	}
 	appending := fmt.Sprintf("appending %s record", r.Kind)
-	if r.Attempt > math.MaxInt32 {
+	call := r.Kind == store.RecordAuthorityCall
+	if r.Attempt > math.MaxInt32 || call && (r.Batch > math.MaxInt32 || r.Batch < math.MinInt32) {
 		return stored{}, errors.New(appending + ": connection failed") // pgx cannot encode it; redacted
 	}
 	size, err := jsonbTextSize(raw)
@@ -172,10 +173,13 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 	if r.Attempt < 0 {
 		r.Attempt = 0 // store.Store writes no attempt (NULL), read back as 0
 	}
-	call := r.Kind == store.RecordAuthorityCall
+	if !call {
+		r.Batch = 0 // store.Store writes a batch for calls only (NULL), read back as 0
+	}
 	if err := firstViolated(
 		check{"records_attempt_check", r.Attempt == 0 || r.Attempt <= 1000},
 		check{"records_call_attempt", call == (r.Attempt > 0)},
+		check{"records_call_control", call && r.Batch >= 0 || !call && !r.Final},
 		check{"records_detail_check", size <= maxDetailBytes},
 		check{"records_digest_check", r.Digest == "" || digestPattern.MatchString(r.Digest)},
 		check{"records_reason_check", recordReasonPattern.MatchString(r.Reason)},

@@ -27,7 +27,9 @@ import (
 // the jsonb column does: a number comes back as float64 whatever type was
 // written (an int written as 3 reads back as float64(3)), a []string as
 // []any, and no caller can alias the journal's state through a map or a
-// slice it passed in or got back. A detail PostgreSQL would refuse (a NUL
+// slice it passed in or got back. A call's Batch and Final are kept as
+// the typed columns keep them: a record of another kind reads back batch 0,
+// and a negative batch, or final on another kind, is refused. A detail PostgreSQL would refuse (a NUL
 // character in a string, more than 16384 bytes as jsonb text) is refused.
 //
 // It is safe for concurrent use. It proves no PostgreSQL claim:

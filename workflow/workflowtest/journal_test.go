@@ -64,7 +64,7 @@ func TestTransitionIsACompareAndSet(t *testing.T) {
 	j := NewJournal()
 	op, _, err := j.Prepare(ctx, prep("m", 1))
 	require.NoError(t, err)
-	call := store.Record{Kind: store.RecordAuthorityCall, Step: "replace-keyring", Attempt: 1}
+	call := store.Record{Kind: store.RecordAuthorityCall, Step: "replace-keyring", Attempt: 1, Batch: 1, Final: true}
 	moved, err := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
 		Revision: 0, Records: []store.Record{call}})
 	require.NoError(t, err)
@@ -89,6 +89,10 @@ func TestTransitionIsACompareAndSet(t *testing.T) {
 			Outcome: "completed"}, nil, "23514"},
 		{"same attempt twice", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
 			Records: []store.Record{call}}, nil, "23505"},
+		{"negative batch", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
+			Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "x", Attempt: 1, Batch: -1}}}, nil, "23514"},
+		{"final on a non-call", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
+			Records: []store.Record{{Kind: store.RecordObservation, Step: "x", Final: true}}}, nil, "23514"},
 		{"call without attempt", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
 			Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "x"}}}, nil, "23514"},
 		{"detail with NUL", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
@@ -110,6 +114,8 @@ func TestTransitionIsACompareAndSet(t *testing.T) {
 	require.Equal(t, store.StateCalling, now.State, "refused moves changed nothing")
 	require.EqualValues(t, 1, now.Revision)
 	require.Len(t, records, 2)
+	require.Equal(t, 1, records[1].Batch)
+	require.True(t, records[1].Final)
 
 	noted, err := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: 1,
 		Records: []store.Record{{Kind: store.RecordObservation, Step: "read"}}})
