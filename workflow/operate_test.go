@@ -38,16 +38,6 @@ func toy(mutation string) store.PrepareParams {
 		CommandDigest: "sha256:" + fmt.Sprintf("%064d", 1), Namespace: "ns", Name: "name"}
 }
 
-// ours reports whether run holds an "ours" resolution of step.
-func ours(run *workflow.Run, step string) bool {
-	for _, r := range run.Records {
-		if r.Kind == store.RecordResolution && r.Step == step && r.Status == string(workflow.Ours) {
-			return true
-		}
-	}
-	return false
-}
-
 func kinds(records []store.Record) []store.RecordKind {
 	out := make([]store.RecordKind, len(records))
 	for i, r := range records {
@@ -152,39 +142,52 @@ func TestOperateWithTheInMemoryJournal(t *testing.T) {
 // never sent again: the call is resolved from the durable facts.
 func TestOperateResumesCallingByResolving(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	j := workflowtest.NewJournal()
-	op, _, err := j.Prepare(ctx, toy("m"))
-	require.NoError(t, err)
-	_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
-		Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "write", Target: "secret/x", Attempt: 1, UID: "u0"}}})
-	require.NoError(t, err)
+	for _, final := range []bool{false, true} {
+		t.Run(fmt.Sprintf("final=%v", final), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			j := workflowtest.NewJournal()
+			op, _, err := j.Prepare(ctx, toy("m"))
+			require.NoError(t, err)
+			_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
+				Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "write", Target: "secret/x", Attempt: 1, UID: "u0",
+					Batch: 1, Final: final}}})
+			require.NoError(t, err)
 
-	var resolved []store.Record
-	f := &scripted{
-		decide: func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
-			if ours(run, "write") {
-				return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeConverged}}
+			var resolved []store.Record
+			decided := 0
+			f := &scripted{
+				decide: func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+					decided++
+					if _, ok := run.Settled("write", "secret/x"); ok {
+						return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeConverged}}
+					}
+					return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Send: send(workflow.Answer{Status: workflow.Applied})}}
+				},
+				resolve: func(_ *workflow.Run, call store.Record) workflow.Verdict {
+					resolved = append(resolved, call)
+					return workflow.Verdict{Kind: workflow.Ours, UID: "u1"}
+				},
 			}
-			return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Send: send(workflow.Answer{Status: workflow.Applied})}}
-		},
-		resolve: func(_ *workflow.Run, call store.Record) workflow.Verdict {
-			resolved = append(resolved, call)
-			return workflow.Verdict{Kind: workflow.Ours, UID: "u1"}
-		},
+			res, err := workflow.Operate(ctx, j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+			require.NoError(t, err)
+			require.False(t, res.Replayed)
+			require.Equal(t, workflow.OutcomeConverged, res.Outcome)
+			require.Zero(t, f.sent, "the recorded call is not sent again")
+			require.Len(t, resolved, 1)
+			require.Equal(t, "u0", resolved[0].UID)
+			if final {
+				require.Zero(t, decided, "a final call settled ours completes the operation")
+			} else {
+				require.Equal(t, 1, decided, "after a call settled ours the family decides again")
+			}
+			_, records, err := j.Snapshot(ctx, "m")
+			require.NoError(t, err)
+			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
+				store.RecordResolution, store.RecordCompletion}, kinds(records))
+			require.Equal(t, "lost", records[2].Status, "the missing answer is journaled as lost")
+		})
 	}
-	res, err := workflow.Operate(ctx, j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
-	require.NoError(t, err)
-	require.False(t, res.Replayed)
-	require.Equal(t, workflow.OutcomeConverged, res.Outcome)
-	require.Zero(t, f.sent, "the recorded call is not sent again")
-	require.Len(t, resolved, 1)
-	require.Equal(t, "u0", resolved[0].UID)
-	_, records, err := j.Snapshot(ctx, "m")
-	require.NoError(t, err)
-	require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
-		store.RecordResolution, store.RecordCompletion}, kinds(records))
-	require.Equal(t, "lost", records[2].Status, "the missing answer is journaled as lost")
 }
 
 // A mutation ID journaled for another command is refused before anything
