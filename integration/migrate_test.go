@@ -198,6 +198,7 @@ SELECT 1 / 0;`)},
 // puts the keys back where the older engine reads them.
 func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 	t.Parallel()
+	setup(t) // skips under -short; the shared platform and its operator role
 	db := freshDatabase(t)
 	ctx := context.WithoutCancel(t.Context())
 	upTo := func(version uint) fs.FS {
