@@ -66,7 +66,7 @@ integration: platform ## Integration tests on the real control plane and Postgre
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./integration/...
 
 .PHONY: test
-test: platform vet ## Everything: vet, unit and integration tests on the real platform.
+test: platform vet cover ## Everything: vet, decision coverage, unit and integration tests on the real platform.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./...
 
 .PHONY: race
