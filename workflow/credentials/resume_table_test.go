@@ -128,14 +128,7 @@ func TestResumeTable(t *testing.T) {
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			spec := basePlan()
-			if tc.spec != nil {
-				spec = tc.spec(spec)
-			}
-			e := newEnv(t, spec)
-			if tc.setup != nil {
-				tc.setup(e)
-			}
+			e := rowEnv(t, tc.spec, tc.setup)
 			e.crash = crashOnce(tc.to, tc.step, tc.committed)
 			first := e.run()
 			require.ErrorIs(t, first.err, errCrash)

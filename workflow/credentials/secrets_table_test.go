@@ -20,19 +20,27 @@ type row struct {
 	check func(t *testing.T, e *env, r result)
 }
 
+// rowEnv is a row's environment: basePlan changed by spec, then setup
+// applied to the double (either may be nil).
+func rowEnv(t *testing.T, spec func(Spec) Spec, setup func(*env)) *env {
+	t.Helper()
+	plan := basePlan()
+	if spec != nil {
+		plan = spec(plan)
+	}
+	e := newEnv(t, plan)
+	if setup != nil {
+		setup(e)
+	}
+	return e
+}
+
 func runTable(t *testing.T, rows []row) {
 	t.Helper()
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			spec := basePlan()
-			if tc.spec != nil {
-				spec = tc.spec(spec)
-			}
-			e := newEnv(t, spec)
-			if tc.setup != nil {
-				tc.setup(e)
-			}
+			e := rowEnv(t, tc.spec, tc.setup)
 			tc.check(t, e, e.run())
 			e.noOverwrite()
 		})
