@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -265,4 +269,74 @@ func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 	var detail map[string]any
 	require.NoError(t, conn.QueryRow(ctx, `SELECT detail FROM keyledger.records WHERE operation_id = $1 AND kind = 'authority_call'`, opID).Scan(&detail))
 	require.Equal(t, map[string]any{"batch": float64(2), "final": true, "version": float64(3)}, detail)
+}
+
+// `migrate up --wait` keeps trying while PostgreSQL is not reachable yet (a
+// Job started beside its database) and migrates once it is; without --wait,
+// or when the wait runs out, it fails with 69 and says how many attempts it
+// made. PostgreSQL is "not reachable yet" as a loopback port nothing listens
+// on, until a proxy to the real server starts listening there.
+func TestIntegrationMigrateWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	db := freshDatabase(t)
+	u, err := url.Parse(db)
+	require.NoError(t, err)
+	target := u.Host
+
+	// A loopback port with nothing behind it (yet).
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	late := l.Addr().String()
+	require.NoError(t, l.Close())
+	u.Host = late
+	lateURL := u.String()
+
+	r := e.keyledger([]string{"migrate", "up"}, withDatabase(lateURL))
+	require.Equal(t, 69, r.Code, "no --wait: one attempt; stdout %s stderr %s", r.Stdout, r.Stderr)
+	r = e.keyledger([]string{"migrate", "up", "--wait", "2s"}, withDatabase(lateURL))
+	require.Equal(t, 69, r.Code, "the wait runs out; stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Regexp(t, `"msg":"database wait","attempts":[2-9],"wait":"2s","reachable":false`, r.Stderr)
+	require.NotContains(t, r.Stderr, late, "the database address is not printed")
+	require.False(t, schemaExists(t, db), "nothing was migrated")
+
+	// The proxy starts listening on the late port a little after migrate
+	// starts trying.
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		time.Sleep(1500 * time.Millisecond)
+		l, err := net.Listen("tcp", late)
+		if err != nil {
+			t.Errorf("listening on %s: %v", late, err)
+			return
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		go proxy(l, target)
+	}()
+	r = e.keyledger([]string{"migrate", "up", "--wait", "30s"}, withDatabase(lateURL))
+	<-started
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+	require.Regexp(t, `"msg":"database wait","attempts":([2-9]|[1-9][0-9]),"wait":"30s","reachable":true`, r.Stderr)
+}
+
+// proxy forwards every connection accepted on l to target, until l closes.
+func proxy(l net.Listener, target string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			go func() { _, _ = io.Copy(up, c) }()
+			_, _ = io.Copy(c, up)
+		}()
+	}
 }
