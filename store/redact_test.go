@@ -25,6 +25,10 @@ func TestRedactDropsConnectionDetails(t *testing.T) {
 		"reconnect":  fmt.Errorf("conn closed: %s:5432: %w", canary, errors.New("EOF")),
 		"parse":      parseErr,
 		"constraint": &pgconn.PgError{Code: "23505", Severity: "ERROR", Message: "dup " + canary, ConstraintName: "records_one_ending"},
+		// A connect cut short by its deadline: pgconn names the user,
+		// database and address beside the context's error.
+		"timeout":  fmt.Errorf("failed to connect to `user=%s-user database=%s-db`: 192.0.2.7:5432 (%s): dial error: %w", canary, canary, canary, context.DeadlineExceeded),
+		"canceled": fmt.Errorf("failed to connect to `user=%s-user database=%s-db`: %w", canary, canary, context.Canceled),
 	}
 	for name, err := range cases {
 		for _, got := range []error{redact(err), wrap("committing transaction", err), &UnreachableError{Err: redact(err)}} {
@@ -38,6 +42,9 @@ func TestRedactDropsConnectionDetails(t *testing.T) {
 	}
 	if !errors.Is(wrap("x", context.Canceled), context.Canceled) {
 		t.Error("a canceled context stays recognisable")
+	}
+	if !errors.Is(redact(cases["timeout"]), context.DeadlineExceeded) || !errors.Is(redact(cases["canceled"]), context.Canceled) {
+		t.Error("a connect cut short by its context stays recognisable")
 	}
 	local := &localError{errors.New("decoding record 3 detail")}
 	if got := wrap("reading records", local); !errors.Is(got, local) {

@@ -77,7 +77,7 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // redact keeps what kind of failure happened but drops connection strings,
 // host names, addresses and user names that pgconn and net put in their
 // messages: a server error keeps its SQLSTATE (and the constraint it names,
-// a schema name), a canceled or timed-out context stays itself, an error
+// a schema name), a canceled or timed-out context stays recognisable, an error
 // keyledger made itself (localError) is kept, and anything else, which may
 // carry connection details, becomes "connection failed".
 func redact(err error) error {
@@ -95,8 +95,13 @@ func redact(err error) error {
 		}
 		return &serverError{code: pgErr.Code, text: fmt.Sprintf("server error %s (%s)", pgErr.Code, pgErr.Severity)}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return err
+	// A context that ended stays recognisable (errors.Is), but only as
+	// itself: the message around it names the user, database and address.
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	if errors.Is(err, context.Canceled) {
+		return context.Canceled
 	}
 	return errors.New("connection failed")
 }
