@@ -13,6 +13,8 @@ import (
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	typedrbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
+
+	"github.com/keyledger/keyledger/poll"
 )
 
 // HookObjects are the five objects of a credentials hook (what `keyledger
@@ -112,7 +114,7 @@ func (h *Hook) WaitGone(ctx context.Context, o metav1.Object) error {
 	if err := h.bound(o); err != nil {
 		return err
 	}
-	return Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
+	return poll.Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
 		err := h.get(ctx, o)
 		if errors.Is(err, ReasonNotFound) {
 			return true, nil
@@ -146,7 +148,7 @@ func (h *Hook) Create(ctx context.Context, o metav1.Object) error {
 // false) or a true Failed condition (failed is true); an error when a read
 // fails or ctx ends first.
 func (h *Hook) WaitJob(ctx context.Context, name string) (failed bool, err error) {
-	err = Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
+	err = poll.Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
 		j, err := wrapped(h.jobs.Get(ctx, name, metav1.GetOptions{}))
 		if err != nil {
 			return false, err

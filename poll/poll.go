@@ -1,4 +1,7 @@
-package kube
+// Package poll holds keyledger's one polling loop: every wait (an object
+// gone, a Job finished, a replacement pod ready, the journal database
+// reachable) is poll.Poll under a context that bounds it.
+package poll
 
 import (
 	"context"
@@ -6,9 +9,7 @@ import (
 )
 
 // Poll calls cond at once and then every interval until it reports done,
-// fails, or ctx ends (then ctx's error). It is the one polling loop of
-// keyledger's waits: an object gone, a Job finished, a replacement pod
-// ready.
+// fails, or ctx ends (then ctx's error).
 func Poll(ctx context.Context, interval time.Duration, cond func(ctx context.Context) (bool, error)) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keyledger/keyledger/poll"
 )
 
 // reachableAttempt bounds one connection attempt of WaitReachable: a
@@ -26,19 +28,23 @@ func WaitReachable(ctx context.Context, databaseURL string, wait, interval time.
 	if err != nil {
 		return 0, ErrInvalidURL
 	}
-	deadline := time.Now().Add(wait)
-	for attempt := 1; ; attempt++ {
-		err := ping(ctx, cfg)
+	within, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	attempts := 0
+	var last error
+	err = poll.Poll(within, interval, func(ctx context.Context) (bool, error) {
+		attempts++
+		last = ping(ctx, cfg)
 		var unreachable *UnreachableError
-		if !errors.As(err, &unreachable) || time.Now().Add(interval).After(deadline) {
-			return attempt, err
+		if errors.As(last, &unreachable) {
+			return false, nil // not yet: look again
 		}
-		select {
-		case <-ctx.Done():
-			return attempt, err
-		case <-time.After(interval):
-		}
+		return true, last
+	})
+	if err != nil && within.Err() != nil {
+		return attempts, last // the wait ran out (or ctx ended): the last attempt's failure
 	}
+	return attempts, err
 }
 
 // ping connects once: nil when the server answered (even with an error of

@@ -70,7 +70,7 @@
 //
 // Everything the decisions reach outside the process goes through a seam
 // of the family: authority (exactly the kube.Credentials methods it calls),
-// prober (Probe), waiter (kube.Poll under waitBound) and the reader values
+// prober (Probe), waiter (poll.Poll under waitBound) and the reader values
 // and nonces come from (crypto/rand). The unit tests put a scripted API
 // server behind them (double_test.go: UIDs, resourceVersions, preconditions,
 // JSON patch tests, the garbage collector and a pod's controller, and

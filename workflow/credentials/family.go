@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/poll"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
@@ -368,7 +369,7 @@ func (f *family) wait(ctx context.Context, cond func(ctx context.Context) (bool,
 	return f.poll(ctx, cond)
 }
 
-// bounded is the run's waiter: kube.Poll looks at cond every interval
+// bounded is the run's waiter: poll.Poll looks at cond every interval
 // until it is done or fails; when bound passes first, the wait ends not done
 // and without an error.
 func bounded(bound, interval time.Duration) waiter {
@@ -376,7 +377,7 @@ func bounded(bound, interval time.Duration) waiter {
 		within, cancel := context.WithTimeout(ctx, bound)
 		defer cancel()
 		done := false
-		err := kube.Poll(within, interval, func(ctx context.Context) (bool, error) {
+		err := poll.Poll(within, interval, func(ctx context.Context) (bool, error) {
 			var err error
 			done, err = cond(ctx)
 			return done, err
