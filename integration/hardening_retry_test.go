@@ -44,20 +44,8 @@ func TestIntegrationOneCallOneRequest(t *testing.T) {
 			{"unavailable-retry-after:PUT:/secrets/#1", "converged", 1},
 		}
 		for i, tc := range cases {
-			before := standardKeyring()
-			s := e.createSecret(keyringSecret(fmt.Sprintf("retry-keyring-%d", i), before))
-			mutation := fmt.Sprintf("mut-retry-%d", i)
-			path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-06", mutation))
-			r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withEnv("KEYLEDGER_FAULT="+tc.fault))
-			require.Equal(t, 0, r.Code, "%s: %s %s", tc.fault, r.Stdout, r.Stderr)
-			require.Equal(t, tc.outcome, outcome(t, r)["outcome"], tc.fault)
-			after := e.getSecret(s.Name)
-			requireRetired(t, after, "k-2026-06", mutation, before)
-			require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "%s: one write applied", tc.fault)
-			_, records := e.journalOf(mutation)
-			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "%s: %v", tc.fault, kinds(records))
+			r := e.retireUnderFault(t, fmt.Sprintf("retry-keyring-%d", i), fmt.Sprintf("mut-retry-%d", i), tc.fault, tc.outcome, tc.calls)
 			require.Equal(t, tc.calls, mutatingSecretRequests(t, r), "%s: one request per journaled call", tc.fault)
-			require.Equal(t, 1, count(records, store.RecordResolution), "%s: settled by re-reading", tc.fault)
 		}
 	})
 	t.Run("versioned", func(t *testing.T) {

@@ -214,20 +214,30 @@ func TestIntegrationRetireLostResponse(t *testing.T) {
 		{"reset:PUT:/secrets/#1", "completed", 2},         // never sent: resolution re-sends the same CAS
 	}
 	for i, tc := range cases {
-		before := standardKeyring()
-		s := e.createSecret(keyringSecret(fmt.Sprintf("keyring-%d", i), before))
-		mutation := fmt.Sprintf("mut-lost-%d", i)
-		path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-06", mutation))
-		r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withEnv("KEYLEDGER_FAULT="+tc.fault))
-		require.Equal(t, 0, r.Code, "%s: %s %s", tc.fault, r.Stdout, r.Stderr)
-		require.Equal(t, tc.outcome, outcome(t, r)["outcome"], tc.fault)
-		after := e.getSecret(s.Name)
-		requireRetired(t, after, "k-2026-06", mutation, before)
-		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "%s: no second write", tc.fault)
-		_, records := e.journalOf(mutation)
-		require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), tc.fault)
-		require.Equal(t, 1, count(records, store.RecordResolution), tc.fault)
+		e.retireUnderFault(t, fmt.Sprintf("keyring-%d", i), fmt.Sprintf("mut-lost-%d", i), tc.fault, tc.outcome, tc.calls)
 	}
+}
+
+// retireUnderFault retires a key from a fresh keyring name with
+// KEYLEDGER_FAULT=fault on the run and requires what every lost or refused
+// answer must leave: exit 0 with outcome, the key retired by exactly one
+// applied write, calls journaled calls, and one resolution (settled by
+// re-reading). It returns the run's result for further checks.
+func (e *env) retireUnderFault(t *testing.T, name, mutation, fault, want string, calls int) result {
+	t.Helper()
+	before := standardKeyring()
+	s := e.createSecret(keyringSecret(name, before))
+	path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-06", mutation))
+	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withEnv("KEYLEDGER_FAULT="+fault))
+	require.Equal(t, 0, r.Code, "%s: %s %s", fault, r.Stdout, r.Stderr)
+	require.Equal(t, want, outcome(t, r)["outcome"], fault)
+	after := e.getSecret(s.Name)
+	requireRetired(t, after, "k-2026-06", mutation, before)
+	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "%s: one write applied", fault)
+	_, records := e.journalOf(mutation)
+	require.Equal(t, calls, count(records, store.RecordAuthorityCall), "%s: %v", fault, kinds(records))
+	require.Equal(t, 1, count(records, store.RecordResolution), "%s: settled by re-reading", fault)
+	return r
 }
 
 func TestIntegrationRetireRefusals(t *testing.T) {
