@@ -82,6 +82,10 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	a, b := twoTenants(e)
+	owner := connect(t, e.journal.OwnerURL)
+	require.Equal(t, 3, countRows(t, owner, `SELECT count(*) FROM pg_class WHERE relrowsecurity AND relforcerowsecurity
+		AND oid IN ('keyledger.operations'::regclass, 'keyledger.records'::regclass, 'keyledger.namespace_grants'::regclass)`),
+		"row-level security is enabled and forced (the owner too is held to the policies)")
 
 	// Reads: nothing of B's, A's own in full.
 	require.Zero(t, countRows(t, a.conn, `SELECT count(*) FROM keyledger.operations WHERE target_namespace = $1`, b.ns))
@@ -130,7 +134,6 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	require.Equal(t, b.op.Revision, after.Revision)
 	require.Equal(t, store.StateCalling, after.State)
 	require.Len(t, recs, 2)
-	owner := connect(t, e.journal.OwnerURL)
 	require.Equal(t, 2, countRows(t, owner, `SELECT count(*) FROM keyledger.operations`), "the owner sees both namespaces")
 	require.Equal(t, 3, countRows(t, owner, `SELECT count(*) FROM keyledger.records`))
 
