@@ -479,8 +479,12 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Equal(t, store.MigrationStatus{Version: 5, Changed: true}, migrateStatus(t, r))
 	_, err = old.List(ctx, store.ListParams{})
-	require.Error(t, err, "the shared role keeps no right")
+	require.Error(t, err, "the shared role reads nothing")
 	admin := connect(t, db)
+	require.Zero(t, countRows(t, admin, `SELECT count(*) FROM unnest(ARRAY['keyledger.operations', 'keyledger.records', 'keyledger.state_edges']) t
+		WHERE has_table_privilege($1, t, 'SELECT, INSERT, UPDATE')`, shared0), "the shared role keeps no table right")
+	require.Zero(t, countRows(t, admin, `SELECT (has_column_privilege($1, 'keyledger.operations', 'state', 'UPDATE')
+		OR has_schema_privilege($1, 'keyledger', 'USAGE'))::int`, shared0), "nor a column right, nor the schema")
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NOT NULL AND id = $1`, finished.ID))
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NULL AND id = $1`, open.ID))
 
