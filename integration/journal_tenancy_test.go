@@ -502,3 +502,48 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 		Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: 1}}})
 	require.NoError(t, err, "an open operation continues under its namespace's role")
 }
+
+// journal grant gives exactly the rights a run needs, as migrations 1 to 4
+// gave the shared operator role, and the last revoke takes all of them:
+// read from the catalog's access lists, table by table and column by column.
+func TestIntegrationTenancyGrantsExactRights(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.ownedJournal()
+	ns := "tenant-r-" + randomSuffix(t)
+	url := e.namespaceRole(ns)
+	role := roleOf(t, url)
+	owner := connect(t, e.journal.OwnerURL)
+	rights := func() []string {
+		rows, err := owner.Query(t.Context(), `
+			SELECT 'schema ' || a.privilege_type FROM pg_namespace n, aclexplode(n.nspacl) a
+			 WHERE n.nspname = 'keyledger' AND a.grantee = $1::regrole
+			UNION ALL
+			SELECT c.relname || ' ' || a.privilege_type FROM pg_class c, aclexplode(c.relacl) a
+			 WHERE c.relnamespace = 'keyledger'::regnamespace AND a.grantee = $1::regrole
+			UNION ALL
+			SELECT c.relname || '.' || att.attname || ' ' || a.privilege_type
+			  FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid, aclexplode(att.attacl) a
+			 WHERE c.relnamespace = 'keyledger'::regnamespace AND a.grantee = $1::regrole`, role)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return got
+	}
+	want := []string{
+		"schema USAGE",
+		"state_edges SELECT", "namespace_grants SELECT", "operations SELECT", "records SELECT",
+		"operations.state UPDATE", "operations.outcome UPDATE", "operations.reason UPDATE",
+	}
+	for _, c := range []string{"kind", "mutation_id", "request_id", "command_digest", "target_namespace", "target_name", "expected_uid"} {
+		want = append(want, "operations."+c+" INSERT")
+	}
+	for _, c := range []string{"operation_id", "kind", "step", "target", "attempt", "uid", "resource_version", "digest", "status", "reason", "detail", "batch", "final"} {
+		want = append(want, "records."+c+" INSERT")
+	}
+	require.ElementsMatch(t, want, rights())
+
+	r := e.keyledger([]string{"journal", "revoke", role, ns}, withDatabase(e.journal.OwnerURL))
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Empty(t, rights(), "the last revoke takes every right")
+}
