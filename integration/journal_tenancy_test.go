@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -151,6 +152,20 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	r = e.keyledger([]string{"journal", "show", b.op.MutationID, "-o", "json"}, withDatabase(b.url))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.NotContains(t, r.Stdout, a.ns)
+
+	// Nothing the CLI printed as A, refusals included, holds A's password
+	// or the server's address.
+	u, err := url.Parse(a.url)
+	require.NoError(t, err)
+	pw, _ := u.User.Password()
+	for _, args := range [][]string{
+		{"journal", "list"}, {"journal", "show", b.op.MutationID}, {"journal", "grants"},
+		{"journal", "grants", "--history"}, {"journal", "grant", roleOf(t, a.url), b.ns},
+	} {
+		r := e.keyledger(args, withDatabase(a.url))
+		require.NotContains(t, r.Stdout+r.Stderr, pw, "%v", args)
+		require.NotContains(t, r.Stdout+r.Stderr, u.Host, "%v", args)
+	}
 }
 
 // A role granted no namespace of these sees nothing; a revoke takes effect
