@@ -34,7 +34,7 @@ func (e *env) operatorStore() *store.Store {
 // toyPreparation is a journal-only operation; n makes its command digest.
 func toyPreparation(mutation string, n int) store.PrepareParams {
 	return store.PrepareParams{Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
-		CommandDigest: "sha256:" + fmt.Sprintf("%064d", n), Namespace: "ns", Name: "name"}
+		CommandDigest: "sha256:" + fmt.Sprintf("%064d", n), Namespace: toyNamespace, Name: "name"}
 }
 
 func sqlState(err error) string {

@@ -113,12 +113,18 @@ func setup(t *testing.T) *env {
 	if shared.err != nil {
 		t.Fatalf("platform: %v", shared.err)
 	}
-	j, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t))
+	ns := shared.kube.Namespace(t)
+	j, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t), ns, toyNamespace)
 	if err != nil {
 		t.Fatalf("journal: %v", err)
 	}
-	return &env{t: t, kube: shared.kube, ns: shared.kube.Namespace(t), journal: j, binary: shared.binary, dir: t.TempDir()}
+	return &env{t: t, kube: shared.kube, ns: ns, journal: j, binary: shared.binary, dir: t.TempDir()}
 }
+
+// toyNamespace is the target namespace of journal-only operations (no
+// Kubernetes object behind them, toyPreparation): every test's journal
+// grants the operator role both it and the test's namespace.
+const toyNamespace = "ns"
 
 func randomSuffix(t *testing.T) string {
 	t.Helper()

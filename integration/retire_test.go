@@ -89,7 +89,7 @@ func TestIntegrationRetireHappyPathThenReplay(t *testing.T) {
 
 	// A lost journal completion with the Secret already retired: a new
 	// journal (another database) finds our receipt and reports existing.
-	fresh, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t))
+	fresh, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t), e.ns)
 	require.NoError(t, err)
 	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s), withDatabase(fresh.OperatorURL))
 	require.Equal(t, 0, r.Code, r.Stderr)

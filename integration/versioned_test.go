@@ -64,7 +64,7 @@ func TestIntegrationVersionedUpdateRestoreHistory(t *testing.T) {
 	requireOK(t, r, "existing")
 	require.Equal(t, s1.ResourceVersion, e.getSecret("db").ResourceVersion)
 	// A lost journal: another database finds the result in place.
-	fresh, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t))
+	fresh, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t), e.ns)
 	require.NoError(t, err)
 	r = e.runCmd(updateCommand(e.ns, "db", s0.ResourceVersion, "mut-u1", map[string][]byte{"password": c}, "old"), as, withDatabase(fresh.OperatorURL))
 	requireOK(t, r, "existing")

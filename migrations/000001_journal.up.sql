@@ -148,9 +148,15 @@ DO $$
 DECLARE
   operator text := coalesce(nullif(current_setting('keyledger.operator_role', true), ''), 'keyledger_operator');
 BEGIN
-  EXECUTE format('GRANT USAGE ON SCHEMA keyledger TO %I', operator);
-  EXECUTE format('GRANT SELECT ON keyledger.state_edges TO %I', operator);
-  EXECUTE format('GRANT SELECT, INSERT ON keyledger.operations, keyledger.records TO %I', operator);
-  EXECUTE format('GRANT UPDATE (state, outcome, reason, finalized_at, updated_at) ON keyledger.operations TO %I', operator);
+  -- Since migration 000005 a journal has no shared operator role: a fresh
+  -- install need not declare one, and grants are per namespace role
+  -- (keyledger journal grant). An existing journal's role keeps these
+  -- rights until 000005 revokes them.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = operator) THEN
+    EXECUTE format('GRANT USAGE ON SCHEMA keyledger TO %I', operator);
+    EXECUTE format('GRANT SELECT ON keyledger.state_edges TO %I', operator);
+    EXECUTE format('GRANT SELECT, INSERT ON keyledger.operations, keyledger.records TO %I', operator);
+    EXECUTE format('GRANT UPDATE (state, outcome, reason, finalized_at, updated_at) ON keyledger.operations TO %I', operator);
+  END IF;
 END;
 $$;

@@ -3,12 +3,18 @@ DO $$
 DECLARE
   operator text := coalesce(nullif(current_setting('keyledger.operator_role', true), ''), 'keyledger_operator');
 BEGIN
-  EXECUTE format('REVOKE INSERT (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid) '
-                 'ON keyledger.operations FROM %I', operator);
-  EXECUTE format('REVOKE INSERT (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, detail) '
-                 'ON keyledger.records FROM %I', operator);
-  EXECUTE format('GRANT INSERT ON keyledger.operations, keyledger.records TO %I', operator);
-  EXECUTE format('GRANT UPDATE (finalized_at, updated_at) ON keyledger.operations TO %I', operator);
+  -- Since migration 000005 a journal has no shared operator role: a fresh
+  -- install need not declare one, and grants are per namespace role
+  -- (keyledger journal grant). An existing journal's role keeps these
+  -- rights until 000005 revokes them.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = operator) THEN
+    EXECUTE format('REVOKE INSERT (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid) '
+                   'ON keyledger.operations FROM %I', operator);
+    EXECUTE format('REVOKE INSERT (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, detail) '
+                   'ON keyledger.records FROM %I', operator);
+    EXECUTE format('GRANT INSERT ON keyledger.operations, keyledger.records TO %I', operator);
+    EXECUTE format('GRANT UPDATE (finalized_at, updated_at) ON keyledger.operations TO %I', operator);
+  END IF;
 END;
 $$;
 

@@ -4,7 +4,13 @@ DO $$
 DECLARE
   operator text := coalesce(nullif(current_setting('keyledger.operator_role', true), ''), 'keyledger_operator');
 BEGIN
-  EXECUTE format('REVOKE INSERT (batch, final) ON keyledger.records FROM %I', operator);
+  -- Since migration 000005 a journal has no shared operator role: a fresh
+  -- install need not declare one, and grants are per namespace role
+  -- (keyledger journal grant). An existing journal's role keeps these
+  -- rights until 000005 revokes them.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = operator) THEN
+    EXECUTE format('REVOKE INSERT (batch, final) ON keyledger.records FROM %I', operator);
+  END IF;
 END;
 $$;
 

@@ -26,6 +26,12 @@ DO $$
 DECLARE
   operator text := coalesce(nullif(current_setting('keyledger.operator_role', true), ''), 'keyledger_operator');
 BEGIN
-  EXECUTE format('GRANT INSERT (batch, final) ON keyledger.records TO %I', operator);
+  -- Since migration 000005 a journal has no shared operator role: a fresh
+  -- install need not declare one, and grants are per namespace role
+  -- (keyledger journal grant). An existing journal's role keeps these
+  -- rights until 000005 revokes them.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = operator) THEN
+    EXECUTE format('GRANT INSERT (batch, final) ON keyledger.records TO %I', operator);
+  END IF;
 END;
 $$;

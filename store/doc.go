@@ -11,11 +11,18 @@
 //
 // The database, not the appender, owns the journal's shape (migration
 // 000002): ids and times are assigned by triggers whatever an INSERT says
-// (the operator role may not even name those columns), nothing is appended
+// (a namespace role may not even name those columns), nothing is appended
 // to a finished operation, an operation becomes completed or refused only in
 // the transaction that appends its completion or refusal record (deferred
 // constraint triggers check both sides at commit), and every trigger
 // function pins its search_path.
+//
+// One journal serves many namespaces (migration 000005): each namespace's
+// runs connect as a role of its own, granted its namespaces by the schema
+// owner (Grant, Revoke; every change is in the append-only grant history),
+// and forced row-level security confines the role to the operations whose
+// target namespace it was granted, and to their records. docs/tenancy.md
+// describes the model.
 //
 // Errors never carry connection details: every pgx error is redacted to its
 // SQLSTATE (and constraint name) or "connection failed".

@@ -20,8 +20,10 @@ import (
 	"github.com/keyledger/keyledger/migrations"
 )
 
-// DefaultOperatorRole is the role the migrations grant journal rights to when
-// no other is named.
+// DefaultOperatorRole is the shared operator role of migrations 1 to 4: they
+// grant it journal rights when it exists, and migration 5 revokes them
+// (each namespace's role is granted with Store.Grant instead). Deprecated:
+// kept so that an existing journal's role is found by its old name.
 const DefaultOperatorRole = "keyledger_operator"
 
 // Schema is the PostgreSQL schema that holds the journal.
@@ -54,8 +56,6 @@ type MigrationStatus struct {
 
 // Reasons of a PreconditionError.
 const (
-	// ReasonOperatorRoleMissing: the operator role the migrations grant to does not exist.
-	ReasonOperatorRoleMissing = "operator-role-missing"
 	// ReasonSchemaCreateDenied: the connecting role may not create the schema or objects in it.
 	ReasonSchemaCreateDenied = "schema-create-denied"
 	// ReasonNotSchemaOwner: the connecting role may not even read the version table.
@@ -66,7 +66,15 @@ const (
 	ReasonSchemaNotDirty = "schema-not-dirty"
 	// ReasonMigrationFailed: a migration failed and was rolled back whole.
 	ReasonMigrationFailed = "migration-failed"
+	// ReasonJournalNotEmpty: migrate down would drop journal rows
+	// (operations and records at step 1, the namespace grants and their
+	// history at step 5) and was not told to destroy them.
+	ReasonJournalNotEmpty = "journal-not-empty"
 )
+
+// destroyRefused is the SQLSTATE a down migration raises when it would drop
+// journal rows and the session did not set keyledger.destroy_journal_records.
+const destroyRefused = "KL001"
 
 // PreconditionError says what a migrate command found missing before it
 // changed anything (or, for ReasonMigrationFailed, that the failed migration
@@ -79,28 +87,57 @@ type PreconditionError struct {
 	// Unavailable is true when retrying later may succeed without a change
 	// on the user's side (exit 69 rather than 64).
 	Unavailable bool
+	// Permission is true when what is refused is a role's rights (a
+	// superuser, a BYPASSRLS role or the owner offered as a namespace
+	// role): exit 77 rather than 64.
+	Permission bool
 }
 
 func (e *PreconditionError) Error() string { return e.Msg }
 
+// MigrateOptions adjust a migrate command.
+type MigrateOptions struct {
+	// OperatorRole names the shared operator role of migrations 1 to 4
+	// (DefaultOperatorRole when empty). Deprecated: nothing requires it to
+	// exist; migrations 1 to 4 grant it rights when it does, and migration 5
+	// revokes them.
+	OperatorRole string
+	// DestroyJournalRecords lets migrate down drop tables that hold journal
+	// rows (operations and records at step 1, namespace grants and their
+	// history at step 5). Without it such a step is refused
+	// (ReasonJournalNotEmpty) and nothing is dropped.
+	DestroyJournalRecords bool
+	// Source holds the migration files (migrations.FS when nil).
+	Source fs.FS
+}
+
 // Migrate runs the embedded migrations as the schema owner. operatorRole is
-// the role granted journal rights (DefaultOperatorRole when empty); it must
-// already exist.
+// the deprecated shared operator role (see MigrateOptions.OperatorRole).
 func Migrate(ctx context.Context, databaseURL string, dir MigrateDirection, operatorRole string) (MigrationStatus, error) {
-	return MigrateSource(ctx, databaseURL, dir, operatorRole, migrations.FS)
+	return MigrateWith(ctx, databaseURL, dir, MigrateOptions{OperatorRole: operatorRole})
 }
 
 // MigrateSource is Migrate with the migration files taken from src (tests
 // add a failing migration to prove that a failure leaves nothing behind).
-//
-// Before changing anything, up checks its preconditions: the operator role
-// exists, the connecting role may create the schema (or objects in it), and
-// the schema is not marked dirty. Each migration then runs in one
-// transaction together with the version row, so a failing migration leaves
-// the version as it was and never dirty.
 func MigrateSource(ctx context.Context, databaseURL string, dir MigrateDirection, operatorRole string, src fs.FS) (MigrationStatus, error) {
+	return MigrateWith(ctx, databaseURL, dir, MigrateOptions{OperatorRole: operatorRole, Source: src})
+}
+
+// MigrateWith runs a migrate command.
+//
+// Before changing anything, up checks its preconditions: the connecting
+// role may create the schema (or objects in it), and the schema is not
+// marked dirty. Each migration then runs in one transaction together with
+// the version row, so a failing migration leaves the version as it was and
+// never dirty. A down step that would drop journal rows refuses inside that
+// transaction, after locking the tables, unless opts.DestroyJournalRecords.
+func MigrateWith(ctx context.Context, databaseURL string, dir MigrateDirection, opts MigrateOptions) (MigrationStatus, error) {
+	operatorRole, src := opts.OperatorRole, opts.Source
 	if operatorRole == "" {
 		operatorRole = DefaultOperatorRole
+	}
+	if src == nil {
+		src = migrations.FS
 	}
 	switch dir {
 	case MigrateUp, MigrateDown, MigrateVersion, MigrateRecover:
@@ -112,6 +149,9 @@ func MigrateSource(ctx context.Context, databaseURL string, dir MigrateDirection
 		return MigrationStatus{}, ErrInvalidURL
 	}
 	connCfg.RuntimeParams["keyledger.operator_role"] = operatorRole
+	if opts.DestroyJournalRecords {
+		connCfg.RuntimeParams["keyledger.destroy_journal_records"] = "yes"
+	}
 	db := stdlib.OpenDB(*connCfg)
 	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
@@ -138,7 +178,7 @@ func MigrateSource(ctx context.Context, databaseURL string, dir MigrateDirection
 			Fix: "run keyledger migrate recover (each migration ran in one transaction, so the failed one left nothing behind), then keyledger migrate up"}
 	}
 	if dir == MigrateUp {
-		if err := checkUp(ctx, db, operatorRole); err != nil {
+		if err := checkUp(ctx, db); err != nil {
 			return cur.MigrationStatus, err
 		}
 		if _, err := db.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema); err != nil {
@@ -157,12 +197,15 @@ func MigrateSource(ctx context.Context, databaseURL string, dir MigrateDirection
 		err = m.Steps(-1)
 	}
 	var failed *migrationError
+	var refused *PreconditionError
 	switch {
 	case err == nil:
 		status.Changed = true
 	case errors.Is(err, migrate.ErrNoChange):
 	case dir == MigrateDown && errors.Is(err, os.ErrNotExist):
 		// Nothing is applied: there is no step to roll back.
+	case errors.As(err, &refused):
+		return cur.MigrationStatus, refused
 	case errors.As(err, &failed):
 		after, verr := readVersion(ctx, db)
 		if verr != nil {
@@ -207,7 +250,7 @@ func readVersion(ctx context.Context, db *sql.DB) (schemaVersion, error) {
 	case isInsufficientPrivilege(err):
 		return schemaVersion{}, &PreconditionError{Reason: ReasonNotSchemaOwner,
 			Msg: "the connecting role may not read the journal schema's version: it is not the schema owner; nothing was changed",
-			Fix: "run keyledger migrate as the role that owns schema " + Schema + " (runs use the operator role, migrations the owner)"}
+			Fix: "run keyledger migrate as the role that owns schema " + Schema + " (runs use their namespace's role, migrations the owner)"}
 	case err != nil:
 		return schemaVersion{}, fmt.Errorf("reading schema version: %w", redact(err))
 	}
@@ -217,24 +260,19 @@ func readVersion(ctx context.Context, db *sql.DB) (schemaVersion, error) {
 	return schemaVersion{MigrationStatus: MigrationStatus{Version: uint(v), Dirty: dirty}, exists: true}, nil
 }
 
-// checkUp checks what migrate up needs before it changes anything.
-func checkUp(ctx context.Context, db *sql.DB, operatorRole string) error {
-	var roleExists, schemaExists, mayCreate bool
+// checkUp checks what migrate up needs before it changes anything. No
+// operator role need exist (migration 5 has each namespace's role granted
+// by keyledger journal grant).
+func checkUp(ctx context.Context, db *sql.DB) error {
+	var schemaExists, mayCreate bool
 	err := db.QueryRowContext(ctx, `SELECT
-		EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1),
-		EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $2),
-		CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $2)
-		     THEN has_schema_privilege($2, 'CREATE')
+		EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1),
+		CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)
+		     THEN has_schema_privilege($1, 'CREATE')
 		     ELSE has_database_privilege(current_database(), 'CREATE') END`,
-		operatorRole, Schema).Scan(&roleExists, &schemaExists, &mayCreate)
+		Schema).Scan(&schemaExists, &mayCreate)
 	if err != nil {
 		return fmt.Errorf("checking migration preconditions: %w", redact(err))
-	}
-	if !roleExists {
-		return &PreconditionError{Reason: ReasonOperatorRoleMissing,
-			Msg: fmt.Sprintf("the operator role %q does not exist; nothing was changed", operatorRole),
-			Fix: fmt.Sprintf("create it as the deployment declares it (CREATE ROLE %s LOGIN PASSWORD '...', or CloudNativePG managed.roles) "+
-				"or name an existing role with --operator-role, then run keyledger migrate up again", pgx.Identifier{operatorRole}.Sanitize())}
 	}
 	if !mayCreate {
 		where := "create schema " + Schema + " in this database"
@@ -375,6 +413,13 @@ func (d *atomicDriver) commit(version int, body []byte) error {
 		// No arguments: pgx sends the file with the simple protocol, so it
 		// may hold several statements.
 		if _, err := tx.ExecContext(d.ctx, string(body)); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == destroyRefused {
+				return &PreconditionError{Reason: ReasonJournalNotEmpty,
+					Msg: pgErr.Message + "; nothing was dropped",
+					Fix: "keep the journal (it is the record of what keyledger did), or, to destroy it with its records, " +
+						"run keyledger migrate down --destroy-journal-records"}
+			}
 			return &migrationError{version: version, err: describePG(err)}
 		}
 	}

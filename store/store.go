@@ -214,7 +214,9 @@ func scanOperation(row pgx.Row) (*Operation, error) {
 // transaction. When the mutation ID is already journaled with the same
 // command digest and kind it returns that operation and created=false, so the
 // caller resumes from its recorded state; a different digest is
-// ErrDigestMismatch.
+// ErrDigestMismatch, and so is a mutation ID taken in a namespace the
+// connecting role was not granted (mutation IDs are unique across the
+// journal, see docs/tenancy.md).
 func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		op, created, err = prepareIn(ctx, tx, p)
@@ -243,6 +245,12 @@ func prepareIn(ctx context.Context, tx pgx.Tx, p PrepareParams) (op *Operation, 
 	case errors.Is(err, pgx.ErrNoRows):
 		op, err = scanOperation(tx.QueryRow(ctx,
 			`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, p.MutationID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The mutation ID is taken by an operation this role may not
+			// see (another namespace's, under row-level security): it names
+			// a different command, and that is all this role learns.
+			return nil, false, ErrDigestMismatch
+		}
 		if err != nil {
 			return nil, false, wrap("reading journaled operation", err)
 		}

@@ -73,11 +73,13 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer pg.Terminate(context.Background())
-	journal, err := pg.NewJournal(ctx, "keyledger_demo")
+	// The demo's namespaces: ai (a retirement), shop (credentials and a
+	// versioned write), each granted to the runs' role.
+	journal, err := pg.NewJournal(ctx, "keyledger_demo", "ai", "shop")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("API server %s; journal migrated; runs use the keyledger_operator role\n", kube.Host())
+	fmt.Printf("API server %s; journal migrated; runs use the keyledger_operator role, granted the namespaces ai and shop\n", kube.Host())
 
 	const ns, name = "ai", "prompt-output-keyring"
 	client := kube.Client()

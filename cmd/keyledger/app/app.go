@@ -55,9 +55,16 @@ Usage:
   keyledger plan COMMAND_FILE           show what run would do; writes nothing
   keyledger migrate up|down|version|recover
                                         manage the journal schema (recover: clear
-                                        the dirty mark an earlier version left)
-  keyledger journal list                list journaled operations
+                                        the dirty mark an earlier version left;
+                                        down refuses to drop journal rows unless
+                                        --destroy-journal-records)
+  keyledger journal list                list journaled operations (those the role may see)
   keyledger journal show MUTATION_ID    show one operation and its records
+  keyledger journal grant ROLE NAMESPACE...
+                                        as the schema owner: let ROLE act on NAMESPACEs
+  keyledger journal revoke ROLE NAMESPACE...
+                                        as the schema owner: take NAMESPACEs from ROLE
+  keyledger journal grants [--history]  list the namespace grants (or every change)
   keyledger keyring inspect NS/NAME     print a keyring's catalog (never material)
   keyledger history NS/NAME             list a Secret's retained versions (never values)
   keyledger history NS/NAME --version N --show-keys
@@ -146,7 +153,7 @@ func commandName(cmd string, rest []string) string {
 		return cmd
 	}
 	switch cmd + " " + rest[0] {
-	case "journal list", "journal show", "keyring inspect", "render credentials":
+	case "journal list", "journal show", "journal grant", "journal revoke", "journal grants", "keyring inspect", "render credentials":
 		return cmd + " " + rest[0]
 	}
 	return cmd
@@ -250,9 +257,12 @@ func printHelp(fs *flag.FlagSet) {
 var synopses = map[string]string{
 	"run":                "  keyledger run [--database-url URL] [--kubeconfig PATH] COMMAND_FILE\n      run one command file (absolute path); stdout: one JSON line\n",
 	"plan":               "  keyledger plan [--database-url URL] [--kubeconfig PATH] [-o table|json] COMMAND_FILE\n      show what run would do with COMMAND_FILE, writing nothing\n",
-	"migrate":            "  keyledger migrate [--database-url URL] [--operator-role ROLE] up|down|version|recover\n      manage the journal schema (as its owner)\n",
+	"migrate":            "  keyledger migrate [--database-url URL] [--destroy-journal-records] up|down|version|recover\n      manage the journal schema (as its owner)\n",
 	"journal list":       "  keyledger journal list [--limit N] [-o table|json]\n",
 	"journal show":       "  keyledger journal show MUTATION_ID [-o table|json]\n",
+	"journal grant":      "  keyledger journal grant [-o table|json] ROLE NAMESPACE...\n      as the schema owner: let ROLE act on the operations of each NAMESPACE; one line per namespace\n",
+	"journal revoke":     "  keyledger journal revoke [-o table|json] ROLE NAMESPACE...\n      as the schema owner: take each NAMESPACE from ROLE (its last also takes its journal rights)\n",
+	"journal grants":     "  keyledger journal grants [--history] [-o table|json]\n      the namespace grants the connecting role may see (--history: every grant and revoke, owner only)\n",
 	"keyring inspect":    "  keyledger keyring inspect NS/NAME [--data-key KEY]\n",
 	"history":            "  keyledger history NS/NAME [-o table|json]\n  keyledger history NS/NAME --version N --show-keys\n",
 	"render credentials": "  keyledger render credentials --plan FILE --image IMAGE [--out-dir DIR]\n",

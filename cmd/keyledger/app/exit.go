@@ -100,8 +100,11 @@ func classify(err error) failure {
 			Fix: "set --database-url or KEYLEDGER_DATABASE_URL to a postgres:// URL or a key=value connection string"}
 	case errors.As(err, &precondition):
 		code := ExitUsage
-		if precondition.Unavailable {
+		switch {
+		case precondition.Unavailable:
 			code = ExitUnavailable
+		case precondition.Permission:
+			code = ExitPermission
 		}
 		return failure{Code: code, Outcome: OutcomeInvalid, Reason: precondition.Reason, Message: precondition.Msg, Fix: precondition.Fix}
 	case errors.As(err, &permission):

@@ -14,8 +14,16 @@ import (
 )
 
 func journalCommand(ctx context.Context, args []string, streams IOStreams) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "grant", "revoke":
+			return grantCommand(ctx, store.GrantAction(args[0]), args[1:], streams)
+		case "grants":
+			return grantsCommand(ctx, args[1:], streams)
+		}
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "show") {
-		return usagef("journal takes list or show MUTATION_ID")
+		return usagef("journal takes list, show MUTATION_ID, grant ROLE NAMESPACE..., revoke ROLE NAMESPACE... or grants")
 	}
 	var flags commonFlags
 	fs := newFlagSet("journal "+args[0], streams)
@@ -79,7 +87,7 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 		}
 		return printOperation(streams, flags.output, op, records)
 	default:
-		return usagef("journal takes list or show MUTATION_ID, not %q", args[0])
+		return usagef("journal takes list, show, grant, revoke or grants, not %q", args[0])
 	}
 }
 
@@ -261,4 +269,121 @@ func shortUID(uid string) string {
 		return uid[:i]
 	}
 	return uid
+}
+
+// grantCommand is journal grant and journal revoke: ROLE NAMESPACE..., as
+// the schema owner. It prints one line per namespace, in argument order:
+// "ACTION ROLE NAMESPACE changed|unchanged", or with -o json the
+// store.GrantChange as a JSON object.
+func grantCommand(ctx context.Context, action store.GrantAction, args []string, streams IOStreams) error {
+	var flags commonFlags
+	fs := newFlagSet("journal "+string(action), streams)
+	flags.addDatabase(fs)
+	flags.addOutput(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := flags.checkOutput(); err != nil {
+		return err
+	}
+	if fs.NArg() < 2 {
+		return usagef("journal %s takes ROLE NAMESPACE...", action)
+	}
+	role, namespaces := fs.Arg(0), fs.Args()[1:]
+	if _, err := store.CheckGrantArgs(role, namespaces); err != nil {
+		return err
+	}
+	url, err := flags.database()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+	}
+	defer st.Close()
+	change := st.Grant
+	if action == store.GrantActionRevoke {
+		change = st.Revoke
+	}
+	changes, err := change(ctx, role, namespaces...)
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		if flags.output == "json" {
+			b, _ := json.Marshal(c)
+			fmt.Fprintln(streams.Out, string(b))
+			continue
+		}
+		word := "unchanged"
+		if c.Changed {
+			word = "changed"
+		}
+		fmt.Fprintf(streams.Out, "%s %s %s %s\n", c.Action, c.Role, c.Namespace, word)
+	}
+	return nil
+}
+
+// grantsCommand is journal grants: the grants the connecting role may see
+// (all for the owner), or with --history every grant and revoke (owner only).
+func grantsCommand(ctx context.Context, args []string, streams IOStreams) error {
+	var flags commonFlags
+	var history bool
+	fs := newFlagSet("journal grants", streams)
+	flags.addDatabase(fs)
+	flags.addOutput(fs)
+	fs.BoolVar(&history, "history", false, "every grant and revoke, oldest first (schema owner only)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := flags.checkOutput(); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usagef("journal grants takes no arguments")
+	}
+	url, err := flags.database()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+	}
+	defer st.Close()
+	if history {
+		events, err := st.GrantHistory(ctx)
+		if err != nil {
+			return err
+		}
+		if flags.output == "json" {
+			if events == nil {
+				events = []store.GrantEvent{}
+			}
+			return json.NewEncoder(streams.Out).Encode(events)
+		}
+		tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tACTION\tROLE\tNAMESPACE\tBY\tAS")
+		for _, e := range events {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Action, e.Role, e.Namespace, e.SessionRole, e.ActingRole)
+		}
+		return tw.Flush()
+	}
+	grants, err := st.Grants(ctx)
+	if err != nil {
+		return err
+	}
+	if flags.output == "json" {
+		if grants == nil {
+			grants = []store.NamespaceGrant{}
+		}
+		return json.NewEncoder(streams.Out).Encode(grants)
+	}
+	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLE\tNAMESPACE\tGRANTED")
+	for _, g := range grants {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Role, g.Namespace, g.GrantedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,10 +14,14 @@ import (
 func migrateCommand(ctx context.Context, args []string, streams IOStreams, log *slog.Logger) error {
 	var flags commonFlags
 	var role string
+	var destroy bool
 	var wait time.Duration
 	fs := newFlagSet("migrate", streams)
 	flags.addDatabase(fs)
-	fs.StringVar(&role, "operator-role", store.DefaultOperatorRole, "role granted journal rights (must exist)")
+	fs.StringVar(&role, "operator-role", store.DefaultOperatorRole,
+		"deprecated: the shared operator role of journals before migration 5 (granted by migrations 1-4 if it exists, revoked by 5); grant each namespace's role with keyledger journal grant")
+	fs.BoolVar(&destroy, "destroy-journal-records", false,
+		"let migrate down drop tables that hold journal rows (operations and records at version 1, namespace grants and their history at version 5); without it such a step is refused and nothing is dropped")
 	fs.DurationVar(&wait, "wait", 0, "how long to keep trying to reach PostgreSQL before failing with 69 (0: one attempt); a Job started beside its database sets it")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -44,7 +49,16 @@ func migrateCommand(ctx context.Context, args []string, streams IOStreams, log *
 			return err
 		}
 	}
-	status, err := store.Migrate(ctx, url, dir, role)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "operator-role" {
+			log.Warn("deprecated flag", "flag", "--operator-role",
+				"detail", "since migration 5 no shared operator role holds journal rights; grant each namespace's role with keyledger journal grant")
+		}
+	})
+	if destroy && dir != store.MigrateDown {
+		return usagef("--destroy-journal-records only goes with migrate down")
+	}
+	status, err := store.MigrateWith(ctx, url, dir, store.MigrateOptions{OperatorRole: role, DestroyJournalRecords: destroy})
 	if err != nil {
 		return err
 	}
