@@ -96,7 +96,8 @@ func nodeCredentialsHook(t *testing.T) tenant {
 	ne.applyHook(dir)
 	require.Equal(t, again.ResourceVersion, ne.getSecret(again.Name).ResourceVersion)
 	require.Equal(t, other.ResourceVersion, ne.getSecret(other.Name).ResourceVersion)
-	return tenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-hook"}}
+	// Each sync is one run of the plan, journaled as MUTATION:run-N.
+	return tenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-hook:run-1", "mut-node-hook:run-2", "mut-node-hook:run-3"}}
 }
 
 const alphanumeric = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
