@@ -68,7 +68,7 @@ func (ne *nodeEnv) hookPodLogs() string {
 // the journal's primary, the API server endpoint) and reaches the one
 // journal of keyledger-journal as its namespace's own role (a part of
 // TestIntegrationNodeTenancy).
-func nodeCredentialsHook(t *testing.T) tenant {
+func nodeCredentialsHook(t *testing.T) nodeTenant {
 	ne := setupNode(t)
 	ne.joinJournal()
 	apiIP, apiPort := ne.apiEndpoint()
@@ -97,7 +97,7 @@ func nodeCredentialsHook(t *testing.T) tenant {
 	require.Equal(t, again.ResourceVersion, ne.getSecret(again.Name).ResourceVersion)
 	require.Equal(t, other.ResourceVersion, ne.getSecret(other.Name).ResourceVersion)
 	// Each sync is one run of the plan, journaled as MUTATION:run-N.
-	return tenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-hook:run-1", "mut-node-hook:run-2", "mut-node-hook:run-3"}}
+	return nodeTenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-hook:run-1", "mut-node-hook:run-2", "mut-node-hook:run-3"}}
 }
 
 const alphanumeric = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

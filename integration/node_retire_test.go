@@ -116,7 +116,7 @@ func (ne *nodeEnv) cleanupClusterScoped(objs []*unstructured.Unstructured) {
 // init container at the gate's deadline, the main container never starts
 // and nothing is journaled; then two Jobs of one command: completed, then
 // existing, the Secret written once, one preparation and one completion.
-func nodeRetirementJob(t *testing.T) tenant {
+func nodeRetirementJob(t *testing.T) nodeTenant {
 	ne := setupNode(t)
 	ne.joinJournal()
 	canary := ne.canaryPod()
@@ -269,5 +269,5 @@ images:
 		require.Equal(t, 1, kinds[string(store.RecordPreparation)], "one preparation: %v", kinds)
 		require.Equal(t, 1, kinds[string(store.RecordCompletion)], "one completion: %v", kinds)
 	})
-	return tenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{mutation}}
+	return nodeTenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{mutation}}
 }

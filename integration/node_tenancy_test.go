@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// tenant is what one served namespace's part of the tenancy run leaves:
+// nodeTenant is what one served namespace's part of the tenancy run leaves:
 // the namespace, its journal role's URL and the operations it journaled.
-type tenant struct {
+type nodeTenant struct {
 	ns        string
 	roleURL   string
 	mutations []string
@@ -72,8 +72,8 @@ func TestIntegrationNodeTenancy(t *testing.T) {
 	ne := setupNode(t)
 	ne.startJournal()
 	var mu sync.Mutex
-	var tenants []tenant
-	ran := func(run func(*testing.T) tenant) func(*testing.T) {
+	var tenants []nodeTenant
+	ran := func(run func(*testing.T) nodeTenant) func(*testing.T) {
 		return func(t *testing.T) {
 			t.Parallel()
 			te := run(t)

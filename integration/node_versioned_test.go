@@ -94,7 +94,7 @@ images:
 // mounted as one file. The Role is exactly versioned.Rules; no value
 // reaches a log. In its namespace with its own journal role against the one
 // journal of keyledger-journal (a part of TestIntegrationNodeTenancy).
-func nodeVersionedJob(t *testing.T) tenant {
+func nodeVersionedJob(t *testing.T) nodeTenant {
 	ne := setupNode(t)
 	ne.joinJournal()
 	canary := ne.canaryPod()
@@ -163,5 +163,5 @@ func nodeVersionedJob(t *testing.T) tenant {
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &hist), r.Stdout)
 	versions, _ := hist["versions"].([]any)
 	require.Len(t, versions, 2, "the update and the restore each archived the state they replaced: %s", r.Stdout)
-	return tenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-update", "mut-node-restore"}}
+	return nodeTenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-update", "mut-node-restore"}}
 }
