@@ -74,6 +74,9 @@ func TestIntegrationDeployDryRun(t *testing.T) {
 	e := setup(t)
 	a := e.applier()
 	e.installCNPGClusterCRD(a)
+	// journal/ renders into the journal's own namespace: it exists before
+	// the dry run, as a Namespace in the same apply would create it first.
+	e.ensureJournalNamespace(a)
 	fsys := deployFS(t)
 	for _, dir := range kustomizations {
 		t.Run(strings.ReplaceAll(dir, "/", "-"), func(t *testing.T) {
@@ -81,19 +84,22 @@ func TestIntegrationDeployDryRun(t *testing.T) {
 			a.dryRunAll(t, objs, e.ns)
 		})
 	}
-	// The CRD's schema really is enforced: the example declares the
-	// operator role as the issue asks, and a value outside the schema is
+	// The CRD's schema really is enforced: the example declares one
+	// served namespace's role as the issue asks (login, nothing more, never
+	// bypassing row-level security), and a value outside the schema is
 	// refused.
 	t.Run("cnpg-cluster-schema-enforced", func(t *testing.T) {
-		cluster := find(t, render(t, fsys, "/deploy/overlays/cloudnativepg/database"), "Cluster", "keyledger-journal")
+		cluster := find(t, render(t, fsys, "/deploy/journal"), "Cluster", "keyledger-journal")
+		require.Equal(t, journalNamespace, cluster.GetNamespace())
 		roles, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "managed", "roles")
 		require.Len(t, roles, 1)
 		role := roles[0].(map[string]any)
-		require.Equal(t, "keyledger_operator", role["name"])
+		require.Equal(t, "keyledger_team_a", role["name"])
 		require.Equal(t, true, role["login"])
 		require.Equal(t, false, role["superuser"])
 		require.Equal(t, false, role["createrole"])
-		require.Equal(t, map[string]any{"name": "keyledger-operator-credentials"}, role["passwordSecret"])
+		require.Equal(t, false, role["bypassrls"])
+		require.Equal(t, map[string]any{"name": "keyledger-role-team-a"}, role["passwordSecret"])
 		role["ensure"] = "perhaps"
 		require.NoError(t, unstructured.SetNestedSlice(cluster.Object, roles, "spec", "managed", "roles"))
 		_, err := a.apply(t.Context(), cluster, e.ns, true)

@@ -223,8 +223,14 @@ func isDNS(p networkingv1.NetworkPolicyPeer) bool {
 		mapsEqual(p.PodSelector.MatchLabels, map[string]string{"k8s-app": "kube-dns"})
 }
 
+// isPrimary: a CloudNativePG primary's pods, in the policy's namespace (the
+// schema owner's Jobs beside the journal) or in exactly one namespace named
+// by its kubernetes.io/metadata.name label (a served namespace's Jobs).
 func isPrimary(p networkingv1.NetworkPolicyPeer) bool {
-	if p.IPBlock != nil || p.NamespaceSelector != nil || p.PodSelector == nil || len(p.PodSelector.MatchExpressions) != 0 {
+	if p.IPBlock != nil || p.PodSelector == nil || len(p.PodSelector.MatchExpressions) != 0 {
+		return false
+	}
+	if ns := p.NamespaceSelector; ns != nil && (len(ns.MatchExpressions) != 0 || len(ns.MatchLabels) != 1 || ns.MatchLabels["kubernetes.io/metadata.name"] == "") {
 		return false
 	}
 	l := p.PodSelector.MatchLabels

@@ -11,12 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // versionedOverlay renders the private overlay deploy/README.md tells an
-// operator to write for one versioned write: overlays/cloudnativepg-versioned,
-// the filled api-egress component, the command as an immutable Secret, the
-// live Secret's name in the Role and the canary in the gate.
+// operator to write for one versioned write (writeVersionedOverlay), with
+// the node's API server endpoint and the node test image.
 func (ne *nodeEnv) versionedOverlay(suffix, live, canary string, command map[string]any) []*unstructured.Unstructured {
 	t := ne.t
 	t.Helper()
@@ -24,8 +24,32 @@ func (ne *nodeEnv) versionedOverlay(suffix, live, canary string, command map[str
 	require.NoError(t, err)
 	fsys := deployFS(t)
 	apiIP, apiPort := ne.apiEndpoint()
-	fillAPIEgress(t, fsys, "/my-write", apiIP, apiPort)
-	require.NoError(t, fsys.WriteFile("/my-write/command.json", cmd))
+	dir := writeVersionedOverlay(t, fsys, versionedOverlay{Namespace: ne.ns, NameSuffix: suffix, LiveSecret: live, Canary: canary, Command: cmd,
+		APIServerIP: apiIP, APIServerPort: apiPort, ImageName: imageName(nodeShared.image), ImageTag: imageTag(nodeShared.image)})
+	objs := render(t, fsys, dir)
+	require.Empty(t, audit(objs), "the overlay passes the deployment audit")
+	ne.cleanupClusterScoped(objs)
+	return objs
+}
+
+// versionedOverlay is what an operator fills in for one versioned write.
+type versionedOverlay struct {
+	Namespace, NameSuffix, LiveSecret, Canary string
+	Command                                   []byte
+	APIServerIP                               string
+	APIServerPort                             int
+	ImageName, ImageTag                       string
+}
+
+// writeVersionedOverlay lays out, at /my-write in fsys, the private overlay
+// deploy/README.md tells an operator to write for one versioned write:
+// overlays/cloudnativepg-versioned, the filled api-egress component, the
+// command as an immutable Secret, the live Secret's name in the Role and the
+// canary in the gate. It returns the overlay's path.
+func writeVersionedOverlay(t *testing.T, fsys filesys.FileSystem, o versionedOverlay) string {
+	t.Helper()
+	fillAPIEgress(t, fsys, "/my-write", o.APIServerIP, o.APIServerPort)
+	require.NoError(t, fsys.WriteFile("/my-write/command.json", o.Command))
 	require.NoError(t, fsys.WriteFile("/my-write/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: %[1]s
@@ -60,21 +84,19 @@ images:
 - name: keyledger
   newName: %[5]s
   newTag: %[6]s
-`, ne.ns, suffix, live, canary, imageName(nodeShared.image), imageTag(nodeShared.image)))))
-	objs := render(t, fsys, "/my-write")
-	require.Empty(t, audit(objs), "the overlay passes the deployment audit")
-	ne.cleanupClusterScoped(objs)
-	return objs
+`, o.Namespace, o.NameSuffix, o.LiveSecret, o.Canary, o.ImageName, o.ImageTag))))
+	return "/my-write"
 }
 
 // Versioned writes as Jobs on a real kubelet, behind the same fence as a
 // retirement: an update, then a restore of the archived version, each one
 // Job whose command (it holds values) comes from an immutable Secret
 // mounted as one file. The Role is exactly versioned.Rules; no value
-// reaches a log.
-func TestIntegrationNodeVersionedJob(t *testing.T) {
+// reaches a log. In its namespace with its own journal role against the one
+// journal of keyledger-journal (a part of TestIntegrationNodeTenancy).
+func nodeVersionedJob(t *testing.T) nodeTenant {
 	ne := setupNode(t)
-	ne.deployJournal()
+	ne.joinJournal()
 	canary := ne.canaryPod()
 	oldValue, newValue := "node-canary-old-"+randomHexT(t), "node-canary-new-"+randomHexT(t)
 	live := ne.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-db"}, Data: map[string][]byte{"password": []byte(oldValue)}})
@@ -141,4 +163,5 @@ func TestIntegrationNodeVersionedJob(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &hist), r.Stdout)
 	versions, _ := hist["versions"].([]any)
 	require.Len(t, versions, 2, "the update and the restore each archived the state they replaced: %s", r.Stdout)
+	return nodeTenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-update", "mut-node-restore"}}
 }

@@ -29,7 +29,32 @@ const (
 	hookUser = 10001
 	// hookTTL is the Job's ttlSecondsAfterFinished.
 	hookTTL = 3600
+	// journalCluster is the CloudNativePG Cluster holding the journal
+	// (deploy/journal); its -rw Service routes to the primary.
+	journalCluster = "keyledger-journal"
+	// journalCADir is where the Job mounts the journal CA's certificate.
+	journalCADir = "/etc/keyledger/journal-ca"
 )
+
+// HookJournal is where the hook Job finds the journal (deploy/README.md):
+// the one CloudNativePG Cluster keyledger-journal of the cluster, in a
+// namespace of its own, reached as the plan's namespace's own role.
+type HookJournal struct {
+	// Namespace is the journal's namespace.
+	Namespace string
+	// Credentials is a basic-auth Secret of the plan's namespace holding
+	// username and password of that namespace's journal role (read by the
+	// kubelet, not by the Job's Role).
+	Credentials string
+	// CA is a ConfigMap of the plan's namespace whose key ca.crt is the
+	// journal CA's public certificate; the server is verified against it
+	// (verify-full).
+	CA string
+}
+
+// Host is the journal's -rw Service name, the name its server certificate
+// carries.
+func (j HookJournal) Host() string { return journalCluster + "-rw." + j.Namespace + ".svc" }
 
 // HookJobName is the hook Job's name: <owner[:42]>-credentials-<h8>, h8 the
 // first 8 hex digits of sha256(plan.json bytes + version + image), so a new
@@ -50,9 +75,8 @@ func HookJobName(owner string, plan []byte, version, image string) string {
 // (exactly Rules of the plan), the RoleBinding, the ConfigMap holding plan
 // (the command file's bytes, as read), and the Job that runs `keyledger run`
 // on it with image. version is keyledger's version (it names the Job);
-// databaseSecret is the Secret whose key "url" the kubelet passes to the Job
-// as KEYLEDGER_DATABASE_URL.
-func Hook(cmd *Command, plan []byte, image, version, databaseSecret string) ([][]byte, error) {
+// journal says where the Job's run reaches the journal and as whom.
+func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal) ([][]byte, error) {
 	s := cmd.Spec
 	name := s.Owner + "-credentials"
 	meta := func(n, wave, policy string) metav1.ObjectMeta {
@@ -90,16 +114,24 @@ func Hook(cmd *Command, plan []byte, image, version, databaseSecret string) ([][
 							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 						Containers: []corev1.Container{{
 							Name: "keyledger", Image: image, Args: []string{"run", planPath},
-							Env: []corev1.EnvVar{{Name: "KEYLEDGER_DATABASE_URL", ValueFrom: &corev1.EnvVarSource{
-								SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: databaseSecret}, Key: "url"}}}},
+							Env: journalEnv(journal),
 							SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
 								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-							VolumeMounts: []corev1.VolumeMount{{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true}},
+							VolumeMounts: []corev1.VolumeMount{
+								{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true},
+								{Name: "journal-ca", MountPath: journalCADir, ReadOnly: true},
+							},
 						}},
-						Volumes: []corev1.Volume{{Name: "plan", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: name},
-							Items:                []corev1.KeyToPath{{Key: planFile, Path: planFile}},
-						}}}},
+						Volumes: []corev1.Volume{
+							{Name: "plan", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+								LocalObjectReference: corev1.LocalObjectReference{Name: name},
+								Items:                []corev1.KeyToPath{{Key: planFile, Path: planFile}},
+							}}},
+							{Name: "journal-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+								LocalObjectReference: corev1.LocalObjectReference{Name: journal.CA},
+								Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+							}}},
+						},
 					},
 				},
 			},
@@ -114,6 +146,26 @@ func Hook(cmd *Command, plan []byte, image, version, databaseSecret string) ([][
 		docs[i] = d
 	}
 	return docs, nil
+}
+
+// journalEnv is the Job's journal connection, as deploy/'s
+// components/cloudnativepg gives the retirement and versioned Jobs: the -rw
+// Service in the journal's namespace, the database keyledger, the role's
+// login from the credentials Secret (libpq-style PGUSER and PGPASSWORD, so
+// the URL holds no secret), verify-full against the CA's certificate.
+func journalEnv(j HookJournal) []corev1.EnvVar {
+	fromSecret := func(key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: j.Credentials}, Key: key}}
+	}
+	return []corev1.EnvVar{
+		{Name: "PGHOST", Value: j.Host()},
+		{Name: "PGPORT", Value: "5432"},
+		{Name: "PGDATABASE", Value: "keyledger"},
+		{Name: "PGUSER", ValueFrom: fromSecret("username")},
+		{Name: "PGPASSWORD", ValueFrom: fromSecret("password")},
+		{Name: "KEYLEDGER_DATABASE_URL", Value: "postgresql://$(PGHOST):$(PGPORT)/$(PGDATABASE)?sslmode=verify-full&sslrootcert=" + journalCADir + "/ca.crt"},
+	}
 }
 
 // toYAML encodes an object without the empty status and creation

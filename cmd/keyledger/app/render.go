@@ -19,12 +19,15 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	if len(args) == 0 || args[0] != "credentials" {
 		return usagef("render takes credentials --plan FILE [--image IMAGE]")
 	}
-	var planPath, image, outDir, databaseSecret string
+	var planPath, image, outDir string
+	var journal credentials.HookJournal
 	fs := newFlagSet("render credentials", streams)
 	fs.StringVar(&planPath, "plan", "", "the CredentialPlan command file")
 	fs.StringVar(&image, "image", keyledger.Image(), "the keyledger container image the Job runs (default: KEYLEDGER_IMAGE of versions.env, what make image builds)")
 	fs.StringVar(&outDir, "out-dir", "", "write the five objects as files here (for apply-hook) instead of stdout")
-	fs.StringVar(&databaseSecret, "database-secret", "keyledger-database", "Secret whose key \"url\" holds the journal database URL (read by the kubelet, not by the Job's Role)")
+	fs.StringVar(&journal.Namespace, "journal-namespace", "keyledger-journal", "the journal's namespace (its CloudNativePG Cluster keyledger-journal; the Job reaches keyledger-journal-rw there)")
+	fs.StringVar(&journal.Credentials, "journal-credentials", "keyledger-journal-credentials", "Secret of the plan's namespace with username and password of that namespace's journal role (read by the kubelet, not by the Job's Role)")
+	fs.StringVar(&journal.CA, "journal-ca", "keyledger-journal-ca", "ConfigMap of the plan's namespace whose key ca.crt is the journal CA's certificate (verify-full)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -36,8 +39,12 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	case image == "" || strings.ContainsAny(image, " \t\n"):
 		return usagef("render credentials needs --image IMAGE (no white space; the default is the versions table's)")
 	}
-	if err := command.ValidName(databaseSecret); err != nil {
-		return usagef("--database-secret: %v", err)
+	for _, f := range []struct{ flag, value string }{
+		{"--journal-namespace", journal.Namespace}, {"--journal-credentials", journal.Credentials}, {"--journal-ca", journal.CA},
+	} {
+		if err := command.ValidName(f.value); err != nil {
+			return usagef("%s: %v", f.flag, err)
+		}
 	}
 	abs, err := filepath.Abs(planPath)
 	if err != nil {
@@ -51,7 +58,12 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	if err != nil {
 		return err
 	}
-	docs, err := credentials.Hook(cmd, f.Bytes, image, Version, databaseSecret)
+	if cmd.Spec.Namespace == journal.Namespace {
+		// The hook's Role reads Secrets of its namespace: it never runs
+		// where the journal's owner and CloudNativePG keep theirs.
+		return usagef("render credentials: the plan's namespace %q is the journal's (--journal-namespace): no keyledger identity with Secret rights runs there", cmd.Spec.Namespace)
+	}
+	docs, err := credentials.Hook(cmd, f.Bytes, image, Version, journal)
 	if err != nil {
 		return err
 	}

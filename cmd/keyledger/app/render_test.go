@@ -171,3 +171,42 @@ func TestRenderDefaultImageIsTheVersionsTables(t *testing.T) {
 	require.Equal(t, keyledger.Image(), job.Spec.Template.Spec.Containers[0].Image)
 	require.Equal(t, credentials.HookJobName("shop-orders-cache", []byte(renderPlan), Version, keyledger.Image()), job.Name)
 }
+
+// The hook's Role reads Secrets of the plan's namespace: render refuses a
+// plan whose namespace is the journal's (where the owner's and
+// CloudNativePG's Secrets are), and names the flag; the journal flags must
+// be names.
+func TestRenderCredentialsRefusesTheJournalNamespace(t *testing.T) {
+	t.Parallel()
+	_, err := render(t, "--image", "img", "--journal-namespace", "shop")
+	require.Equal(t, ExitUsage, ExitCode(err), "%v", err)
+	require.Contains(t, err.Error(), "--journal-namespace")
+	for _, flag := range []string{"--journal-namespace", "--journal-credentials", "--journal-ca"} {
+		_, err := render(t, "--image", "img", flag, "Not_A_Name")
+		require.Equal(t, ExitUsage, ExitCode(err), "%s: %v", flag, err)
+		require.Contains(t, err.Error(), flag)
+	}
+	out, err := render(t, "--image", "img", "--journal-namespace", "platform-journal", "--journal-credentials", "shop-journal", "--journal-ca", "shop-journal-ca")
+	require.NoError(t, err)
+	docs := strings.Split(out, "\n---\n")
+	var job batchv1.Job
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	env := map[string]corev1.EnvVar{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	require.Equal(t, "keyledger-journal-rw.platform-journal.svc", env["PGHOST"].Value, "the -rw Service of the journal's namespace")
+	require.Equal(t, "shop-journal", env["PGUSER"].ValueFrom.SecretKeyRef.Name)
+	require.Equal(t, "shop-journal", env["PGPASSWORD"].ValueFrom.SecretKeyRef.Name)
+	require.Contains(t, env["KEYLEDGER_DATABASE_URL"].Value, "sslmode=verify-full&sslrootcert=/etc/keyledger/journal-ca/ca.crt")
+	require.NotContains(t, env["KEYLEDGER_DATABASE_URL"].Value, "@", "the URL holds no login")
+	var ca *corev1.Volume
+	for i, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == "journal-ca" {
+			ca = &job.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, ca)
+	require.NotNil(t, ca.ConfigMap, "the CA's public certificate, from a ConfigMap of the plan's namespace")
+	require.Equal(t, "shop-journal-ca", ca.ConfigMap.Name)
+}

@@ -1,0 +1,442 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/keyledger/keyledger/cmd/keyledger/app"
+)
+
+// journalNamespace is the journal's namespace in deploy/journal: the one
+// place the schema owner's and CloudNativePG's Secrets are.
+const journalNamespace = "keyledger-journal"
+
+// The findings of the tenancy audit, one stable word each.
+const (
+	findingJournalSecretRead = "journal-secret-read"     // a Role of the journal's namespace reads Secrets
+	findingClusterSecretRead = "cluster-secret-read"     // a ClusterRole reads Secrets (anywhere it is bound)
+	findingForeignRoleRef    = "binding-to-foreign-role" // a binding to a role the deployment does not render
+	findingRoleNoNamespace   = "role-without-namespace"  // a Role that lands wherever it is applied
+)
+
+// journalRole is a served namespace's journal role, as deploy/journal's
+// Cluster names it: keyledger_ + the namespace with "-" turned into "_".
+func journalRole(ns string) string { return "keyledger_" + strings.ReplaceAll(ns, "-", "_") }
+
+// tenancyNamespaces are the three served namespaces of one deployment: a
+// retirement, a versioned write and a credentials hook, each in its own.
+type tenancyNamespaces struct{ Retire, Versioned, Hook string }
+
+func (n tenancyNamespaces) all() []string { return []string{n.Retire, n.Versioned, n.Hook} }
+
+// tenancyImage is the keyledger image every rendered Job runs.
+type tenancyImage struct{ Name, Tag string }
+
+// renderJournal renders deploy/journal (the namespace, the Cluster, the
+// schema owner's ServiceAccount and fence, the migration Job) with image.
+func renderJournal(t *testing.T, img tenancyImage) []*unstructured.Unstructured {
+	t.Helper()
+	fsys := deployFS(t)
+	require.NoError(t, fsys.WriteFile("/my-journal/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../deploy/journal
+images:
+- name: keyledger
+  newName: %s
+  newTag: %s
+`, img.Name, img.Tag))))
+	return render(t, fsys, "/my-journal")
+}
+
+// renderGrant renders deploy/journal/grant for one served namespace, as
+// deploy/README.md tells an operator to fill it in.
+func renderGrant(t *testing.T, ns string, img tenancyImage) []*unstructured.Unstructured {
+	t.Helper()
+	fsys := deployFS(t)
+	require.NoError(t, fsys.WriteFile("/my-grant/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../deploy/journal/grant
+patches:
+- target:
+    kind: Job
+    name: keyledger-grant
+  patch: |-
+    - op: replace
+      path: /metadata/name
+      value: keyledger-grant-%[1]s
+    - op: replace
+      path: /spec/template/spec/containers/0/args
+      value: ["journal", "grant", %[2]q, %[1]q]
+images:
+- name: keyledger
+  newName: %[3]s
+  newTag: %[4]s
+`, ns, journalRole(ns), img.Name, img.Tag))))
+	return render(t, fsys, "/my-grant")
+}
+
+// renderCredentialsFence renders deploy/credentials for ns with the API
+// server endpoint filled in.
+func renderCredentialsFence(t *testing.T, ns, apiIP string, apiPort int) []*unstructured.Unstructured {
+	t.Helper()
+	fsys := deployFS(t)
+	fillAPIEgress(t, fsys, "/my-credentials", apiIP, apiPort)
+	require.NoError(t, fsys.WriteFile("/my-credentials/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: %s
+resources:
+- ../deploy/credentials
+components:
+- api-egress
+`, ns))))
+	return render(t, fsys, "/my-credentials")
+}
+
+// renderHookInProcess runs `keyledger render credentials` in this process
+// and decodes its objects.
+func renderHookInProcess(t *testing.T, plan map[string]any, args ...string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	b, err := json.Marshal(plan)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "plan.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	var out, errOut bytes.Buffer
+	err = app.Run(t.Context(), append([]string{"render", "credentials", "--plan", path, "--image", "keyledger:test"}, args...),
+		app.IOStreams{Out: &out, ErrOut: &errOut})
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(out.String(), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj.Object))
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// tenancyDeployment is everything a deployment of one journal and three
+// served namespaces renders: deploy/journal, a grant per namespace, a
+// retirement overlay, a versioned-write overlay, the credentials fence and
+// a rendered hook.
+func tenancyDeployment(t *testing.T, n tenancyNamespaces, img tenancyImage) []*unstructured.Unstructured {
+	t.Helper()
+	objs := renderJournal(t, img)
+	for _, ns := range n.all() {
+		objs = append(objs, renderGrant(t, ns, img)...)
+	}
+	objs = append(objs, renderPrivate(t, privateOverlay{Namespace: n.Retire, NameSuffix: n.Retire, SecretName: "keyring",
+		Canary: "192.0.2.10:443", Command: []byte(`{"kind":"KeyRetirement"}`), APIServerIP: "10.0.0.1", APIServerPort: 6443,
+		ImageName: img.Name, ImageTag: img.Tag})...)
+	fsys := deployFS(t)
+	objs = append(objs, render(t, fsys, writeVersionedOverlay(t, fsys, versionedOverlay{Namespace: n.Versioned, NameSuffix: n.Versioned,
+		LiveSecret: "shop-db", Canary: "192.0.2.10:443", Command: []byte(`{"kind":"SecretUpdate"}`),
+		APIServerIP: "10.0.0.1", APIServerPort: 6443, ImageName: img.Name, ImageTag: img.Tag}))...)
+	objs = append(objs, renderCredentialsFence(t, n.Hook, "10.0.0.1", 6443)...)
+	hook, err := renderHookInProcess(t, credentialPlan(n.Hook, "mut-tenancy-hook", []planSecret{standardSecret("shop-orders-cache-app")}))
+	require.NoError(t, err)
+	return append(objs, hook...)
+}
+
+// journalSecretReaders is the tenancy audit: no Role or ClusterRole of the
+// deployment, in any namespace, may read (get, list, watch) a Secret of the
+// journal's namespace. A Role grants only in its own namespace, so a Role
+// elsewhere cannot; a Role in the journal's namespace must not read Secrets;
+// a ClusterRole must not read Secrets at all (bound by a ClusterRoleBinding
+// it reads them everywhere, by a RoleBinding in the journal's namespace
+// there); a binding to a role the deployment does not render (admin, edit,
+// another team's) cannot be judged and is a finding too.
+func journalSecretReaders(objs []*unstructured.Unstructured, journalNS string) []string {
+	a := &auditor{}
+	rendered := map[string]bool{} // "Role/ns/name", "ClusterRole/name"
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "Role":
+			rendered["Role/"+obj.GetNamespace()+"/"+obj.GetName()] = true
+		case "ClusterRole":
+			rendered["ClusterRole/"+obj.GetName()] = true
+		}
+	}
+	for _, obj := range objs {
+		where := obj.GetKind() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+		switch obj.GetKind() {
+		case "Role", "ClusterRole":
+			var r rbacv1.Role // ClusterRole's rules decode the same way
+			a.convert(obj, &r)
+			if obj.GetKind() == "Role" && obj.GetNamespace() == "" {
+				a.add(findingRoleNoNamespace, where)
+			}
+			for i, rule := range r.Rules {
+				if !readsSecrets(rule) {
+					continue
+				}
+				switch {
+				case obj.GetKind() == "ClusterRole":
+					a.add(findingClusterSecretRead, fmt.Sprintf("%s rule %d", where, i))
+				case obj.GetNamespace() == journalNS:
+					a.add(findingJournalSecretRead, fmt.Sprintf("%s rule %d", where, i))
+				}
+			}
+		case "RoleBinding", "ClusterRoleBinding":
+			var b rbacv1.RoleBinding // ClusterRoleBinding decodes the same way
+			a.convert(obj, &b)
+			key := "ClusterRole/" + b.RoleRef.Name
+			if b.RoleRef.Kind == "Role" {
+				key = "Role/" + obj.GetNamespace() + "/" + b.RoleRef.Name
+			}
+			if !rendered[key] {
+				a.add(findingForeignRoleRef, where, key)
+			}
+		}
+	}
+	return a.findings
+}
+
+// readsSecrets: the rule allows get, list or watch on core Secrets.
+func readsSecrets(r rbacv1.PolicyRule) bool {
+	anyOf := func(list []string, want ...string) bool {
+		return slices.ContainsFunc(list, func(v string) bool { return v == "*" || slices.Contains(want, v) })
+	}
+	return anyOf(r.APIGroups, "") && anyOf(r.Resources, "secrets") && anyOf(r.Verbs, "get", "list", "watch")
+}
+
+// The deployment of one journal and three served namespaces, statically:
+// no keyledger Role or ClusterRole can read a Secret of the journal's
+// namespace, the journal's namespace holds no Role at all, and each served
+// namespace's Role does read its own Secrets (so the audit reads real
+// rules). The audit can fail: a Role moved into the journal's namespace, a
+// ClusterRole that lists Secrets, and a binding to a role not rendered
+// here are each caught; render credentials refuses a plan in the journal's
+// namespace.
+func TestIntegrationDeployTenancyAudit(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	n := tenancyNamespaces{Retire: "team-a", Versioned: "team-b", Hook: "team-c"}
+	objs := tenancyDeployment(t, n, tenancyImage{Name: "keyledger", Tag: "test"})
+	require.Empty(t, journalSecretReaders(objs, journalNamespace))
+	readers := map[string]bool{}
+	for _, obj := range objs {
+		if obj.GetKind() == "Role" {
+			require.NotEqual(t, journalNamespace, obj.GetNamespace(), "no Role in the journal's namespace: %s", obj.GetName())
+			var r rbacv1.Role
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &r))
+			if slices.ContainsFunc(r.Rules, readsSecrets) {
+				readers[obj.GetNamespace()] = true
+			}
+		}
+		if obj.GetKind() == "ServiceAccount" && obj.GetNamespace() == journalNamespace {
+			require.Equal(t, "keyledger-schema-owner", obj.GetName(), "the one identity of the journal's namespace")
+		}
+	}
+	require.Equal(t, map[string]bool{n.Retire: true, n.Versioned: true, n.Hook: true}, readers,
+		"each served namespace's Role reads Secrets of its own namespace")
+
+	clone := func() []*unstructured.Unstructured {
+		out := make([]*unstructured.Unstructured, len(objs))
+		for i, o := range objs {
+			out[i] = o.DeepCopy()
+		}
+		return out
+	}
+	mutations := []struct {
+		name    string
+		mutate  func(objs []*unstructured.Unstructured) []*unstructured.Unstructured
+		finding string
+	}{
+		{"versioned-role-in-journal-namespace", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+			for _, o := range objs {
+				if o.GetKind() == "Role" || o.GetKind() == "RoleBinding" {
+					if strings.HasPrefix(o.GetName(), "keyledger-versioned") {
+						o.SetNamespace(journalNamespace)
+					}
+				}
+			}
+			return objs
+		}, findingJournalSecretRead},
+		{"cluster-role-lists-secrets", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+			cr := find(t, objs, "ClusterRole", "keyledger-access-review")
+			rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
+			rules = append(rules, map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"list"}})
+			require.NoError(t, unstructured.SetNestedSlice(cr.Object, rules, "rules"))
+			return objs
+		}, findingClusterSecretRead},
+		{"cluster-role-wildcard", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+			cr := find(t, objs, "ClusterRole", "keyledger-versioned-access-review")
+			require.NoError(t, unstructured.SetNestedSlice(cr.Object, []any{map[string]any{"apiGroups": []any{"*"}, "resources": []any{"*"}, "verbs": []any{"*"}}}, "rules"))
+			return objs
+		}, findingClusterSecretRead},
+		{"schema-owner-bound-to-admin", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+			b := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+				"metadata": map[string]any{"name": "keyledger-schema-owner", "namespace": journalNamespace},
+				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "keyledger-schema-owner", "namespace": journalNamespace}}}}
+			return append(objs, b)
+		}, findingForeignRoleRef},
+		{"role-without-namespace", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+			find(t, objs, "Role", "keyledger-retire").SetNamespace("")
+			return objs
+		}, findingRoleNoNamespace},
+	}
+	for _, tc := range mutations {
+		t.Run(tc.name, func(t *testing.T) {
+			findings := journalSecretReaders(tc.mutate(clone()), journalNamespace)
+			require.True(t, slices.ContainsFunc(findings, func(f string) bool { return strings.HasPrefix(f, tc.finding+":") }),
+				"want %s among %v", tc.finding, findings)
+		})
+	}
+
+	t.Run("hook-in-journal-namespace-refused", func(t *testing.T) {
+		_, err := renderHookInProcess(t, credentialPlan(journalNamespace, "mut-journal-ns", []planSecret{standardSecret("keyledger-journal-app")}))
+		require.Equal(t, app.ExitUsage, app.ExitCode(err), "%v", err)
+	})
+}
+
+// keyledgerServiceAccounts are the ServiceAccounts objs render, as
+// namespace/name.
+func keyledgerServiceAccounts(objs []*unstructured.Unstructured) []serviceAccountRef {
+	var out []serviceAccountRef
+	for _, o := range objs {
+		if o.GetKind() == "ServiceAccount" {
+			out = append(out, serviceAccountRef{Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+	}
+	return out
+}
+
+// serviceAccountRef is a ServiceAccount's namespace and name.
+type serviceAccountRef struct{ Namespace, Name string }
+
+// canAccess asks the API server (a SubjectAccessReview, as the admin)
+// whether ServiceAccount sa may verb Secrets (name, when not empty) in ns.
+func canAccess(ctx context.Context, t *testing.T, c kubernetes.Interface, sa serviceAccountRef, verb, ns, name string) bool {
+	t.Helper()
+	review, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + sa.Namespace + ":" + sa.Name,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.Namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "secrets", Name: name},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Empty(t, review.Status.EvaluationError, "the review of %v evaluated every binding", sa)
+	return review.Status.Allowed
+}
+
+// requireNoJournalSecretAccess: on the real control plane, no keyledger
+// ServiceAccount of objs may get, list or watch a Secret of the journal's
+// namespace (by name too: the owner's and the CA's Secrets).
+func requireNoJournalSecretAccess(ctx context.Context, t *testing.T, c kubernetes.Interface, objs []*unstructured.Unstructured) {
+	t.Helper()
+	sas := keyledgerServiceAccounts(objs)
+	require.NotEmpty(t, sas)
+	for _, sa := range sas {
+		for _, verb := range []string{"get", "list", "watch"} {
+			require.False(t, canAccess(ctx, t, c, sa, verb, journalNamespace, ""), "%v may %s Secrets of %s", sa, verb, journalNamespace)
+		}
+		for _, name := range []string{"keyledger-journal-app", "keyledger-journal-ca", "keyledger-journal-superuser"} {
+			require.False(t, canAccess(ctx, t, c, sa, "get", journalNamespace, name), "%v may get %s/%s", sa, journalNamespace, name)
+		}
+	}
+}
+
+// ensureJournalNamespace creates the journal's namespace on the shared
+// control plane once (tests share it; it is never deleted).
+func (e *env) ensureJournalNamespace(a *applier) {
+	e.t.Helper()
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": journalNamespace}}}
+	_, err := a.apply(e.t.Context(), ns, "", false)
+	require.NoError(e.t, err)
+}
+
+// applyRBAC applies the identities and rights of objs for real, deleting
+// the cluster-scoped ones when the test ends.
+func (e *env) applyRBAC(a *applier, objs []*unstructured.Unstructured) {
+	e.t.Helper()
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
+		default:
+			continue
+		}
+		ri, err := a.resource(obj.DeepCopy(), e.ns)
+		require.NoError(e.t, err)
+		_, err = a.apply(e.t.Context(), obj.DeepCopy(), e.ns, false)
+		require.NoError(e.t, err, "applying %s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+		if obj.GetNamespace() == "" || obj.GetNamespace() == journalNamespace {
+			name := obj.GetName()
+			e.t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := ri.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					e.t.Errorf("deleting %s: %v", name, err)
+				}
+			})
+		}
+	}
+}
+
+// The same deployment on the real control plane: its ServiceAccounts,
+// Roles, ClusterRoles and bindings applied in the journal's namespace and
+// three served namespaces, each keyledger ServiceAccount is asked (a
+// SubjectAccessReview) for get, list and watch on Secrets of the journal's
+// namespace: denied, every one. The review can say yes: each served
+// identity may read its own namespace's Secret, and a Role in the journal's
+// namespace bound to one of them is seen at once.
+func TestIntegrationDeployTenancyAccessReview(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.applier()
+	e.ensureJournalNamespace(a)
+	n := tenancyNamespaces{Retire: e.ns, Versioned: e.kube.Namespace(t), Hook: e.kube.Namespace(t)}
+	objs := tenancyDeployment(t, n, tenancyImage{Name: "keyledger", Tag: "test"})
+	// The grant Jobs of other tests share the journal's namespace here:
+	// this test's objects there are its own (named after its namespaces).
+	e.applyRBAC(a, objs)
+	ctx, c := t.Context(), e.kube.Client()
+	requireNoJournalSecretAccess(ctx, t, c, objs)
+
+	// Positive controls: the reviews are not denying everything.
+	require.True(t, canAccess(ctx, t, c, serviceAccountRef{n.Retire, "keyledger-retire-" + n.Retire}, "get", n.Retire, "keyring"))
+	require.True(t, canAccess(ctx, t, c, serviceAccountRef{n.Versioned, "keyledger-versioned-" + n.Versioned}, "list", n.Versioned, ""))
+	require.True(t, canAccess(ctx, t, c, serviceAccountRef{n.Hook, "shop-orders-cache-credentials"}, "get", n.Hook, "shop-orders-cache-app"))
+
+	// A Role in the journal's namespace bound to the versioned identity is
+	// seen by the same review.
+	leak := serviceAccountRef{n.Versioned, "keyledger-versioned-" + n.Versioned}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "leak-" + n.Versioned, Namespace: journalNamespace},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}
+	_, err := c.RbacV1().Roles(journalNamespace).Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: journalNamespace},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: leak.Name, Namespace: leak.Namespace}}}
+	_, err = c.RbacV1().RoleBindings(journalNamespace).Create(ctx, binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = c.RbacV1().RoleBindings(journalNamespace).Delete(bg, binding.Name, metav1.DeleteOptions{})
+		_ = c.RbacV1().Roles(journalNamespace).Delete(bg, role.Name, metav1.DeleteOptions{})
+	})
+	require.Eventually(t, func() bool { return canAccess(ctx, t, c, leak, "get", journalNamespace, "keyledger-journal-app") },
+		10*time.Second, 100*time.Millisecond, "the review sees a Role of the journal's namespace")
+}
