@@ -100,7 +100,7 @@ func CheckSecretRights(ctx context.Context, client Interface, r SecretRights) (m
 	if err != nil {
 		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, err)
 	}
-	if review.Status.Incomplete {
+	if reviewIncomplete(review.Status) {
 		return []string{fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights on secrets are exact", r.Namespace)}, nil
 	}
 	named := map[string]map[string]bool{} // verb -> name -> granted
@@ -144,6 +144,15 @@ func CheckSecretRights(ctx context.Context, client Interface, r SecretRights) (m
 		}
 	}
 	return mismatches, nil
+}
+
+// reviewIncomplete reports whether a rules review could not list every rule:
+// the API server says so (incomplete), or an authorizer failed to evaluate
+// a rule (evaluationError; a binding to a missing role, say). Either way
+// the identity may hold rights the review does not show, so the check fails
+// closed. The error's text is the API server's and is never repeated.
+func reviewIncomplete(status authorizationv1.SubjectRulesReviewStatus) bool {
+	return status.Incomplete || status.EvaluationError != ""
 }
 
 // SecretCheck is one access check on Secrets (name may be empty: the
@@ -264,7 +273,7 @@ func CheckRules(ctx context.Context, client Interface, r Rights) (mismatches []s
 
 // compareRules is CheckRules' decision on one review's answer.
 func compareRules(r Rights, status authorizationv1.SubjectRulesReviewStatus) (mismatches []string) {
-	if status.Incomplete {
+	if reviewIncomplete(status) {
 		mismatches = append(mismatches, fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights are exact", r.Namespace))
 	}
 	allowed := append(grants(r.Rules), grants(AuthenticatedDefaults.Resource)...)
