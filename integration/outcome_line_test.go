@@ -15,8 +15,8 @@ import (
 func TestIntegrationForgedEndingDetailCannotOverrideStdout(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := e.createSecret(keyringSecret("keyring-forged-detail", standardKeyring()))
-	mutation := "mut-forged-detail"
+	s := e.createSecret(keyringSecret("keyring-ending-keys", standardKeyring()))
+	mutation := "mut-ending-keys"
 	path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
 	// The real command prepares its operation (the digest is keyledger's)
 	// and dies before any call.
