@@ -54,7 +54,7 @@ func CheckAccess(ctx context.Context, client Interface, checks []AccessCheck) (m
 				}},
 			}, metav1.CreateOptions{})
 			if err != nil {
-				answers[i] = answer{err: err}
+				answers[i] = answer{err: wrap(err)}
 				return
 			}
 			answers[i] = answer{allowed: review.Status.Allowed && !review.Status.Denied}
@@ -98,7 +98,7 @@ func CheckSecretRights(ctx context.Context, client Interface, r SecretRights) (m
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, err)
+		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, wrap(err))
 	}
 	if reviewIncomplete(review.Status) {
 		return []string{fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights on secrets are exact", r.Namespace)}, nil
@@ -266,7 +266,7 @@ func CheckRules(ctx context.Context, client Interface, r Rights) (mismatches []s
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, err)
+		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, wrap(err))
 	}
 	return compareRules(r, review.Status), nil
 }
