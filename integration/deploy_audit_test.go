@@ -3,7 +3,9 @@ package integration
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"path"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
+	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
@@ -669,4 +673,48 @@ func TestIntegrationDeployAuditCatchesMutations(t *testing.T) {
 	forgot.ForgetImmutable = true
 	findings := audit(renderPrivate(t, forgot))
 	require.True(t, slices.ContainsFunc(findings, func(f string) bool { return strings.HasPrefix(f, findingCommandMutable+":") }), "%v", findings)
+}
+
+// The rendered credentials hook's Job carries ADR-0262's numbers where they
+// apply: UID/GID 10001, a 128Mi limit, activeDeadlineSeconds 300. Where it
+// differs, the difference is pinned as exactly: backoffLimit 2 (a hook is
+// desired state: Argo CD's retried pod resumes the same run, where a
+// one-shot Job's rerun is the operator's decision), and no projected token
+// of its own (it runs on the ServiceAccount's automounted token). The Job
+// is read from the render golden file, which TestRenderCredentialsGolden
+// proves is what `keyledger render credentials` writes.
+func TestIntegrationDeployAuditCredentialsHookNumbers(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	raw, err := os.ReadFile(filepath.Join(platform.RepoRoot(), "cmd", "keyledger", "app", "testdata", "render-credentials.golden.yaml"))
+	require.NoError(t, err)
+	var job batchv1.Job
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		if strings.Contains(doc, "\nkind: Job\n") {
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &job))
+		}
+	}
+	require.NotEmpty(t, job.Name, "the golden file holds the hook Job")
+	hook := jobNumbers{deadline: adrDeadline, backoff: 2}
+	a := &auditor{}
+	a.adrNumbers("Job/"+job.Name, job, hook)
+	require.Empty(t, a.findings)
+
+	for name, mutate := range map[string]func(j *batchv1.Job){
+		"no-deadline":  func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = nil },
+		"more-retries": func(j *batchv1.Job) { three := int32(3); j.Spec.BackoffLimit = &three },
+		"root-group":   func(j *batchv1.Job) { root := int64(0); j.Spec.Template.Spec.SecurityContext.RunAsGroup = &root },
+		"memory-256Mi": func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("256Mi")
+		},
+		"memory-absent": func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Resources.Limits = nil },
+	} {
+		j := job.DeepCopy()
+		mutate(j)
+		a := &auditor{}
+		a.adrNumbers("Job/"+j.Name, *j, hook)
+		require.NotEmpty(t, a.findings, name)
+	}
 }

@@ -231,5 +231,8 @@ func checkEnvironment() error {
 	default:
 		return usagef("KEYLEDGER_LOG_LEVEL must be info or debug, not %q", v)
 	}
+	if _, err := store.SessionTimeoutsFromEnv(os.LookupEnv); err != nil {
+		return err
+	}
 	return checkFault()
 }
