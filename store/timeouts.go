@@ -24,9 +24,9 @@ const (
 // for only so long (lock_timeout), and a session that stops in the middle
 // of a transaction (a run cut off, a frozen pod) is ended by the server,
 // which releases its locks (idle_in_transaction_session_timeout). A
-// timeout fails the statement: before any authority call the run ends
-// unavailable (exit 69), after one uncertain (exit 75), and the same
-// command run again settles it.
+// timeout fails the statement (SQLSTATE 57014, 55P03 or 25P03); the engine
+// ends the run uncertain (exit 75), and the same command run again
+// settles it.
 type SessionTimeouts struct {
 	Statement, Lock, IdleInTransaction time.Duration
 }
