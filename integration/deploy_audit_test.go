@@ -3,7 +3,9 @@ package integration
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"path"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,11 +16,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
+	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
@@ -44,6 +49,11 @@ const (
 	findingTokenLifetime     = "token-lifetime"
 	findingTokenMount        = "token-mount"
 	findingJobRetries        = "job-retries"
+	findingADRUser           = "adr-0262-user-not-10001"
+	findingADRMemory         = "adr-0262-memory-limit-not-128Mi"
+	findingADRDeadline       = "adr-0262-active-deadline"
+	findingADRBackoff        = "adr-0262-backoff-limit"
+	findingADRToken          = "adr-0262-token"
 	commandConfigMapPrefix   = "keyledger-command"
 	commandSecretPrefix      = "keyledger-versioned-command" // versioned commands hold values
 	controlComponent         = "preflight-control"
@@ -249,7 +259,83 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
+// ADR-0262's Job numbers, exactly: a drift either way is a finding.
+const (
+	adrUser          = 10001 // runAsUser and runAsGroup (and fsGroup where set)
+	adrMemoryLimit   = "128Mi"
+	adrDeadline      = 300 // activeDeadlineSeconds
+	adrBackoffLimit  = 0
+	adrTokenLifetime = 600 // the projected token's expirationSeconds
+	// The control Job (component preflight-control) only proves the
+	// network gate: no token, no journal, and a shorter deadline of its
+	// own, pinned as exactly.
+	controlDeadline = 120
+)
+
+// jobNumbers is what ADR-0262 pins for one kind of keyledger Job.
+type jobNumbers struct {
+	deadline, backoff int64
+	// token: the pod mounts exactly one projected token, of adrTokenLifetime
+	// (a Job that talks to the API server); false: no token at all.
+	token bool
+}
+
+// numbersFor says what a Job of deploy/ must carry, by its component label.
+func numbersFor(j batchv1.Job) jobNumbers {
+	switch j.Spec.Template.Labels["app.kubernetes.io/component"] {
+	case controlComponent:
+		return jobNumbers{deadline: controlDeadline, backoff: adrBackoffLimit}
+	case "migrate":
+		return jobNumbers{deadline: adrDeadline, backoff: adrBackoffLimit}
+	default: // retire, versioned: they call the API server
+		return jobNumbers{deadline: adrDeadline, backoff: adrBackoffLimit, token: true}
+	}
+}
+
+// adrNumbers reports every number of j that is not exactly want's (and
+// ADR-0262's user and memory limit, which every keyledger Job shares).
+func (a *auditor) adrNumbers(where string, j batchv1.Job, want jobNumbers) {
+	if j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds != want.deadline {
+		a.add(findingADRDeadline, where, "want ", want.deadline)
+	}
+	if j.Spec.BackoffLimit == nil || int64(*j.Spec.BackoffLimit) != want.backoff {
+		a.add(findingADRBackoff, where, "want ", want.backoff)
+	}
+	pod := j.Spec.Template.Spec
+	is := func(p *int64) bool { return p != nil && *p == adrUser }
+	if psc := pod.SecurityContext; psc == nil || !is(psc.RunAsUser) || !is(psc.RunAsGroup) || (psc.FSGroup != nil && !is(psc.FSGroup)) {
+		a.add(findingADRUser, where, "pod")
+	}
+	limit := resource.MustParse(adrMemoryLimit)
+	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+		if sc := c.SecurityContext; sc != nil && ((sc.RunAsUser != nil && !is(sc.RunAsUser)) || (sc.RunAsGroup != nil && !is(sc.RunAsGroup))) {
+			a.add(findingADRUser, where, "container ", c.Name)
+		}
+		if m, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok || m.Cmp(limit) != 0 {
+			a.add(findingADRMemory, where, "container ", c.Name)
+		}
+	}
+	tokens := 0
+	for _, v := range pod.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if t := src.ServiceAccountToken; t != nil {
+				tokens++
+				if t.ExpirationSeconds == nil || *t.ExpirationSeconds != adrTokenLifetime {
+					a.add(findingADRToken, where, "volume ", v.Name, " want expirationSeconds ", adrTokenLifetime)
+				}
+			}
+		}
+	}
+	if want.token != (tokens == 1) || tokens > 1 {
+		a.add(findingADRToken, where, fmt.Sprintf("%d projected tokens, want %d", tokens, map[bool]int{true: 1}[want.token]))
+	}
+}
+
 func (a *auditor) job(where string, j batchv1.Job, policies []networkingv1.NetworkPolicy, commandMaps map[string]bool) {
+	a.adrNumbers(where, j, numbersFor(j))
 	if j.Spec.BackoffLimit == nil || *j.Spec.BackoffLimit != 0 || j.Spec.ActiveDeadlineSeconds == nil ||
 		*j.Spec.ActiveDeadlineSeconds > 300 || j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		a.add(findingJobRetries, where)
@@ -387,8 +473,21 @@ func TestIntegrationDeployAudit(t *testing.T) {
 		t.Skip("integration test")
 	}
 	fsys := deployFS(t)
+	components := map[string]bool{} // the Jobs whose ADR-0262 numbers were checked
 	for _, dir := range kustomizations {
-		require.Empty(t, audit(render(t, fsys, "/deploy/"+dir)), dir)
+		objs := render(t, fsys, "/deploy/"+dir)
+		if findings := audit(objs); len(findings) > 0 {
+			t.Errorf("%s: %v", dir, findings) // every directory's findings, not only the first's
+		}
+		for _, o := range objs {
+			if o.GetKind() == "Job" {
+				c, _, _ := unstructured.NestedString(o.Object, "spec", "template", "metadata", "labels", "app.kubernetes.io/component")
+				components[c] = true
+			}
+		}
+	}
+	for _, c := range []string{"retire", "versioned", controlComponent, "migrate"} {
+		require.True(t, components[c], "no %s Job was audited (got %v)", c, components)
 	}
 	require.Empty(t, audit(renderPrivate(t, validPrivateOverlay())), "private overlay")
 }
@@ -524,6 +623,40 @@ func TestIntegrationDeployAuditCatchesMutations(t *testing.T) {
 			c["volumeMounts"].([]any)[1].(map[string]any)["mountPath"] = "/token"
 		}), findingTokenMount},
 		{"job-retries", set("Job", "keyledger-retire", int64(3), "spec", "backoffLimit"), findingJobRetries},
+		// ADR-0262's numbers, exactly: a drift that the bounds above
+		// accept (a shorter deadline, a different memory limit) fails too.
+		{"adr-backoff", set("Job", "keyledger-retire", int64(1), "spec", "backoffLimit"), findingADRBackoff},
+		{"adr-deadline-shorter", set("Job", "keyledger-retire", int64(240), "spec", "activeDeadlineSeconds"), findingADRDeadline},
+		{"adr-deadline-longer", set("Job", "keyledger-retire", int64(600), "spec", "activeDeadlineSeconds"), findingADRDeadline},
+		{"adr-deadline-missing", func(t *testing.T, objs []*unstructured.Unstructured) {
+			unstructured.RemoveNestedField(find(t, objs, "Job", "keyledger-retire").Object, "spec", "activeDeadlineSeconds")
+		}, findingADRDeadline},
+		{"adr-pod-user", set("Job", "keyledger-retire", int64(10002), "spec", "template", "spec", "securityContext", "runAsUser"), findingADRUser},
+		{"adr-pod-group", set("Job", "keyledger-retire", int64(0), "spec", "template", "spec", "securityContext", "runAsGroup"), findingADRUser},
+		{"adr-fs-group", set("Job", "keyledger-retire", int64(2000), "spec", "template", "spec", "securityContext", "fsGroup"), findingADRUser},
+		{"adr-container-user", container(false, func(c map[string]any) {
+			c["securityContext"].(map[string]any)["runAsUser"] = int64(10002)
+		}), findingADRUser},
+		{"adr-init-group", container(true, func(c map[string]any) {
+			c["securityContext"].(map[string]any)["runAsGroup"] = int64(10)
+		}), findingADRUser},
+		{"adr-memory-larger", container(false, func(c map[string]any) {
+			c["resources"].(map[string]any)["limits"] = map[string]any{"memory": "256Mi"}
+		}), findingADRMemory},
+		{"adr-memory-smaller", container(true, func(c map[string]any) {
+			c["resources"].(map[string]any)["limits"] = map[string]any{"memory": "64Mi"}
+		}), findingADRMemory},
+		{"adr-token-shorter", func(t *testing.T, objs []*unstructured.Unstructured) {
+			job := find(t, objs, "Job", "keyledger-retire")
+			vols, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "volumes")
+			for _, v := range vols {
+				if src, ok, _ := unstructured.NestedSlice(v.(map[string]any), "projected", "sources"); ok {
+					src[0].(map[string]any)["serviceAccountToken"].(map[string]any)["expirationSeconds"] = int64(599)
+					require.NoError(t, unstructured.SetNestedSlice(v.(map[string]any), src, "projected", "sources"))
+				}
+			}
+			require.NoError(t, unstructured.SetNestedSlice(job.Object, vols, "spec", "template", "spec", "volumes"))
+		}, findingADRToken},
 		{"memory-unlimited", container(false, func(c map[string]any) { delete(c["resources"].(map[string]any), "limits") }), findingMemoryLimit},
 	}
 	for _, tc := range cases {
@@ -546,4 +679,48 @@ func TestIntegrationDeployAuditCatchesMutations(t *testing.T) {
 	forgot.ForgetImmutable = true
 	findings := audit(renderPrivate(t, forgot))
 	require.True(t, slices.ContainsFunc(findings, func(f string) bool { return strings.HasPrefix(f, findingCommandMutable+":") }), "%v", findings)
+}
+
+// The rendered credentials hook's Job carries ADR-0262's numbers where they
+// apply: UID/GID 10001, a 128Mi limit, activeDeadlineSeconds 300. Where it
+// differs, the difference is pinned as exactly: backoffLimit 2 (a hook is
+// desired state: Argo CD's retried pod resumes the same run, where a
+// one-shot Job's rerun is the operator's decision), and no projected token
+// of its own (it runs on the ServiceAccount's automounted token). The Job
+// is read from the render golden file, which TestRenderCredentialsGolden
+// proves is what `keyledger render credentials` writes.
+func TestIntegrationDeployAuditCredentialsHookNumbers(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	raw, err := os.ReadFile(filepath.Join(platform.RepoRoot(), "cmd", "keyledger", "app", "testdata", "render-credentials.golden.yaml"))
+	require.NoError(t, err)
+	var job batchv1.Job
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		if strings.Contains(doc, "\nkind: Job\n") {
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &job))
+		}
+	}
+	require.NotEmpty(t, job.Name, "the golden file holds the hook Job")
+	hook := jobNumbers{deadline: adrDeadline, backoff: 2}
+	a := &auditor{}
+	a.adrNumbers("Job/"+job.Name, job, hook)
+	require.Empty(t, a.findings)
+
+	for name, mutate := range map[string]func(j *batchv1.Job){
+		"no-deadline":  func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = nil },
+		"more-retries": func(j *batchv1.Job) { three := int32(3); j.Spec.BackoffLimit = &three },
+		"root-group":   func(j *batchv1.Job) { root := int64(0); j.Spec.Template.Spec.SecurityContext.RunAsGroup = &root },
+		"memory-256Mi": func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("256Mi")
+		},
+		"memory-absent": func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Resources.Limits = nil },
+	} {
+		j := job.DeepCopy()
+		mutate(j)
+		a := &auditor{}
+		a.adrNumbers("Job/"+j.Name, *j, hook)
+		require.NotEmpty(t, a.findings, name)
+	}
 }

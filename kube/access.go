@@ -54,7 +54,7 @@ func CheckAccess(ctx context.Context, client Interface, checks []AccessCheck) (m
 				}},
 			}, metav1.CreateOptions{})
 			if err != nil {
-				answers[i] = answer{err: err}
+				answers[i] = answer{err: wrap(err)}
 				return
 			}
 			answers[i] = answer{allowed: review.Status.Allowed && !review.Status.Denied}
@@ -98,9 +98,9 @@ func CheckSecretRights(ctx context.Context, client Interface, r SecretRights) (m
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, err)
+		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, wrap(err))
 	}
-	if review.Status.Incomplete {
+	if reviewIncomplete(review.Status) {
 		return []string{fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights on secrets are exact", r.Namespace)}, nil
 	}
 	named := map[string]map[string]bool{} // verb -> name -> granted
@@ -144,6 +144,15 @@ func CheckSecretRights(ctx context.Context, client Interface, r SecretRights) (m
 		}
 	}
 	return mismatches, nil
+}
+
+// reviewIncomplete reports whether a rules review could not list every rule:
+// the API server says so (incomplete), or an authorizer failed to evaluate
+// a rule (evaluationError; a binding to a missing role, say). Either way
+// the identity may hold rights the review does not show, so the check fails
+// closed. The error's text is the API server's and is never repeated.
+func reviewIncomplete(status authorizationv1.SubjectRulesReviewStatus) bool {
+	return status.Incomplete || status.EvaluationError != ""
 }
 
 // SecretCheck is one access check on Secrets (name may be empty: the
@@ -257,14 +266,14 @@ func CheckRules(ctx context.Context, client Interface, r Rights) (mismatches []s
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, err)
+		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, wrap(err))
 	}
 	return compareRules(r, review.Status), nil
 }
 
 // compareRules is CheckRules' decision on one review's answer.
 func compareRules(r Rights, status authorizationv1.SubjectRulesReviewStatus) (mismatches []string) {
-	if status.Incomplete {
+	if reviewIncomplete(status) {
 		mismatches = append(mismatches, fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights are exact", r.Namespace))
 	}
 	allowed := append(grants(r.Rules), grants(AuthenticatedDefaults.Resource)...)

@@ -47,6 +47,10 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	if o.Wrap != nil {
 		cfg.Wrap(o.Wrap)
 	}
+	if err := own(cfg); err != nil {
+		Scrub(cfg)
+		return nil, fmt.Errorf("loading cluster configuration: %w", err)
+	}
 	return cfg, nil
 }
 
@@ -101,8 +105,13 @@ func (c *clients) RbacV1() typedrbacv1.RbacV1Interface    { return c.rbac }
 func (c *clients) BatchV1() typedbatchv1.BatchV1Interface { return c.batch }
 
 // NewClient builds the clients for cfg, sharing one HTTP client. No
-// mutating request is ever re-sent by client-go (see NoRetry).
+// mutating request is ever re-sent by client-go (see NoRetry). cfg's
+// credentials move into the transport keyledger owns (see Scrub), if
+// LoadConfig has not moved them already.
 func NewClient(cfg *rest.Config) (Interface, error) {
+	if err := own(cfg); err != nil {
+		return nil, fmt.Errorf("building Kubernetes client: %w", err)
+	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		// The message may name certificate or token files.
@@ -129,6 +138,9 @@ func NewClient(cfg *rest.Config) (Interface, error) {
 // NewDynamic builds a dynamic client for cfg whose mutating requests are
 // never re-sent by client-go (see NoRetry).
 func NewDynamic(cfg *rest.Config) (*dynamic.DynamicClient, error) {
+	if err := own(cfg); err != nil {
+		return nil, fmt.Errorf("building Kubernetes client: %w", err)
+	}
 	config := dynamic.ConfigFor(cfg)
 	httpClient, err := rest.HTTPClientFor(config)
 	if err != nil {
@@ -168,22 +180,20 @@ func (c noRetry) Patch(pt types.PatchType) *rest.Request {
 	return c.Interface.Patch(pt).MaxRetries(0)
 }
 
-// Scrub clears the bearer token and every credential reference held in cfg.
-// Call it before exit so no credential outlives the run in memory longer than
-// needed.
+// Scrub clears the bearer token and every credential reference held in cfg
+// and in what keyledger built from it: the transport every client of cfg
+// shares zeroes its token (or password) and client certificate, closes its
+// connections and refuses every later request (ErrCredentialsCleared).
+// Call it before exit so no credential outlives the run in memory longer
+// than needed.
 func Scrub(cfg *rest.Config) {
 	if cfg == nil {
 		return
 	}
-	cfg.BearerToken = ""
-	cfg.BearerTokenFile = ""
-	cfg.Username, cfg.Password = "", ""
-	cfg.ExecProvider = nil
-	cfg.AuthProvider = nil
-	zero(cfg.TLSClientConfig.CertData)
-	zero(cfg.TLSClientConfig.KeyData)
-	cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = nil, nil
-	cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
+	if t, ok := cfg.Transport.(*ownedTransport); ok {
+		t.clear()
+	}
+	clearCredentials(cfg)
 }
 
 func zero(b []byte) {

@@ -64,18 +64,34 @@ type Failure struct {
 	// unknown (no response, timeout, 5xx) or the object changed (409, 404),
 	// which only re-reading the object can settle.
 	Definite bool
+	// Timeout is true when no answer came because a deadline passed (the
+	// request's, or the caller's context).
+	Timeout bool
 }
 
 // Error is a failed API call as the kube adapters return it: the client's
-// error (its message, and errors.As to apierrors.APIStatus, unchanged) with
-// its Failure. errors.Is(err, r) holds for the Failure's Reason r.
+// error (errors.As to apierrors.APIStatus unchanged) with its Failure.
+// errors.Is(err, r) holds for the Failure's Reason r. Its message never
+// carries the API server's address or a request path (see Error).
 type Error struct {
 	Failure Failure
 	// Err is the client's error.
 	Err error
 }
 
-func (e *Error) Error() string { return e.Err.Error() }
+// Error is the redacted message, as the journal redacts PostgreSQL's: for a
+// call the API server answered, its status message (with any URL or
+// host:port an admission webhook's failure may quote replaced); for a call
+// that got no answer, the operation (verb and resource), the reason class
+// and a timeout flag, never the URL, host or path client-go and net put in
+// their messages.
+func (e *Error) Error() string {
+	var status apierrors.APIStatus
+	if errors.As(e.Err, &status) {
+		return scrubAddresses(e.Err.Error())
+	}
+	return noAnswerMessage(e.Err)
+}
 
 // Unwrap returns the client's error.
 func (e *Error) Unwrap() error { return e.Err }
@@ -103,7 +119,7 @@ func Classify(err error) Failure {
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
-		return Failure{Reason: ReasonLost}
+		return Failure{Reason: ReasonLost, Timeout: isTimeout(err)}
 	}
 	code := int(status.Status().Code)
 	switch {

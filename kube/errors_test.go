@@ -54,7 +54,12 @@ func TestClassifyEveryReason(t *testing.T) {
 				wrapped = c.err
 			}
 			require.Equal(t, c.want, Classify(wrapped))
-			require.Equal(t, c.err.Error(), wrapped.Error())
+			if c.want.Reason == ReasonLost {
+				// No answer: keyledger's redacted words, never the client's.
+				require.Equal(t, "kubernetes request: no answer (connection-reset)", wrapped.Error())
+			} else {
+				require.Equal(t, c.err.Error(), wrapped.Error())
+			}
 			require.Equal(t, apierrors.ReasonForError(c.err), apierrors.ReasonForError(wrapped))
 			for _, r := range Reasons() {
 				require.Equal(t, r == c.want.Reason, errors.Is(wrapped, r), "errors.Is(%s, %s)", c.name, r)

@@ -44,13 +44,20 @@ func CheckURL(databaseURL string) error {
 }
 
 // Open connects to the journal database. The URL never appears in errors.
+// Every session is held to the session timeouts (SessionTimeouts; a
+// setting that is not valid is a *SettingError, before anything connects).
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	timeouts, err := sessionTimeouts()
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, ErrInvalidURL
 	}
 	cfg.MaxConns = 4
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	timeouts.apply(&cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("opening database pool", err)

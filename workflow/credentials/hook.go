@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -34,6 +35,12 @@ const (
 	journalCluster = "keyledger-journal"
 	// journalCADir is where the Job mounts the journal CA's certificate.
 	journalCADir = "/etc/keyledger/journal-ca"
+	// hookDeadline is the Job's activeDeadlineSeconds (ADR-0262's 300 s):
+	// a sync never hangs with a run that cannot end; the journal's session
+	// timeouts end each statement well before it.
+	hookDeadline = 300
+	// hookMemory is the container's memory limit (ADR-0262's 128 MiB).
+	hookMemory = "128Mi"
 )
 
 // HookJournal is where the hook Job finds the journal (deploy/README.md):
@@ -90,7 +97,7 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 	const before = "BeforeHookCreation"
 	yes, no := true, false
 	user := int64(hookUser)
-	ttl, backoff := int32(hookTTL), int32(2)
+	ttl, backoff, deadline := int32(hookTTL), int32(2), int64(hookDeadline)
 	objects := []any{
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(name, "0", before)},
 		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta(name, "0", before),
@@ -103,7 +110,7 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 		&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: meta(HookJobName(s.Owner, plan, version, image), "1", before+",HookSucceeded"),
 			Spec: batchv1.JobSpec{
-				BackoffLimit: &backoff, TTLSecondsAfterFinished: &ttl,
+				BackoffLimit: &backoff, TTLSecondsAfterFinished: &ttl, ActiveDeadlineSeconds: &deadline,
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger",
 						"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner}},
@@ -121,6 +128,8 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 								{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true},
 								{Name: "journal-ca", MountPath: journalCADir, ReadOnly: true},
 							},
+							Resources: corev1.ResourceRequirements{
+								Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(hookMemory)}},
 						}},
 						Volumes: []corev1.Volume{
 							{Name: "plan", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

@@ -14,6 +14,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
@@ -93,6 +96,9 @@ settles it), 77 permission matrix mismatch.
 // (a JSON object with -o json) and returned; ExitCode maps it to the exit
 // code. --help prints the usage on streams.Out and returns nil.
 func Run(ctx context.Context, args []string, streams IOStreams) error {
+	// client-go logs some failures on its own (klog, to stderr), with the
+	// request's URL; keyledger's log lines are its own, redacted.
+	klog.SetLogger(logr.Discard())
 	if len(args) == 0 {
 		err := usagef("no command given")
 		report(streams.ErrOut, "", err, false)

@@ -69,6 +69,7 @@ func classify(err error) failure {
 	var (
 		usage        *UsageError
 		setting      *workflow.SettingError
+		storeSetting *store.SettingError
 		invalid      *command.InvalidError
 		fileErr      *command.FileError
 		refused      *workflow.Refused
@@ -87,6 +88,9 @@ func classify(err error) failure {
 	case errors.As(err, &setting):
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonUsage, Message: setting.Error(),
 			Fix: "set " + setting.Name + " as the README describes, or unset it"}
+	case errors.As(err, &storeSetting):
+		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonUsage, Message: storeSetting.Error(),
+			Fix: "set " + storeSetting.Name + " as the README describes, or unset it"}
 	case errors.As(err, &fileErr):
 		// The message never carries the file's path.
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidCommand,

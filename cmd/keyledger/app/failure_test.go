@@ -94,6 +94,31 @@ func TestEveryFailureSpeaks(t *testing.T) {
 	}
 }
 
+// A journal session timeout setting that is not valid exits 64 naming the
+// variable, before the kubeconfig is loaded or anything is contacted (the
+// kubeconfig is missing and the database unreachable: either would be 69).
+func TestBadSessionTimeoutSettingIsUsage(t *testing.T) {
+	t.Setenv("KEYLEDGER_DATABASE_URL", "")
+	missingKubeconfig := filepath.Join(t.TempDir(), "absent", "kubeconfig")
+	valid := writeCommand(t, "retire.json", validRetirement())
+	for _, variable := range []string{"KEYLEDGER_DB_STATEMENT_TIMEOUT", "KEYLEDGER_DB_LOCK_TIMEOUT", "KEYLEDGER_DB_IDLE_IN_TRANSACTION_TIMEOUT"} {
+		t.Run(variable, func(t *testing.T) {
+			t.Setenv(variable, "0")
+			for _, args := range [][]string{
+				{"run", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid},
+				{"plan", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid},
+				{"journal", "list", "--database-url", unreachableDB},
+				{"history", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, "shop/db"},
+			} {
+				var out, errOut bytes.Buffer
+				err := Run(context.Background(), args, IOStreams{Out: &out, ErrOut: &errOut})
+				require.Equal(t, ExitUsage, ExitCode(err), "%v: %v", args, err)
+				require.Contains(t, errOut.String(), variable, "%v", args)
+			}
+		})
+	}
+}
+
 // With -o json the failure line is a JSON object with error and reason.
 func TestFailureLineJSON(t *testing.T) {
 	t.Setenv("KEYLEDGER_DATABASE_URL", "")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -56,6 +57,9 @@ func historyCommand(ctx context.Context, args []string, streams IOStreams) error
 		return err
 	}
 	if err := store.CheckURL(databaseURL); err != nil {
+		return err
+	}
+	if _, err := store.SessionTimeoutsFromEnv(os.LookupEnv); err != nil {
 		return err
 	}
 	_, client, release, err := flags.kubeClient(nil)

@@ -43,6 +43,9 @@ func configError(err error) error {
 		return errors.New("no cluster configuration: not in a cluster and no kubeconfig")
 	case clientcmd.IsConfigurationInvalid(err):
 		return errors.New("the cluster configuration is not valid")
+	case errors.Is(err, kube.ErrConfig):
+		// kube's own messages say what kind of problem it is, never a path.
+		return err
 	default:
 		return errors.New("the cluster configuration could not be loaded")
 	}

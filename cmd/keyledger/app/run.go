@@ -32,11 +32,32 @@ type outcomeLine struct {
 	Summary map[string]any `json:"-"`
 }
 
-func (l outcomeLine) MarshalJSON() ([]byte, error) {
-	out := map[string]any{"outcome": l.Outcome}
-	for k, v := range l.Summary {
-		out[k] = v
+// outcomeKeys are the members of stdout's line that keyledger writes
+// itself. A summary (a journaled ending's detail) never sets them: the
+// journal is easier to write than the cluster, and the outcome word, the
+// reason and the operation a consumer acts on must be this run's own.
+var outcomeKeys = map[string]bool{"outcome": true, "kind": true, "mutationId": true, "reason": true, "error": true}
+
+// summaryFields returns the members of a summary that may appear on stdout:
+// every key but outcomeKeys. A colliding key is dropped, not renamed: no
+// family writes one (their detail keys are content-free facts such as
+// secret, generation, run), so one is forged or a bug, and a renamed copy
+// would still put its words on stdout.
+func summaryFields(summary map[string]any) (fields map[string]any, dropped int) {
+	fields = make(map[string]any, len(summary))
+	for k, v := range summary {
+		if outcomeKeys[k] {
+			dropped++
+			continue
+		}
+		fields[k] = v
 	}
+	return fields, dropped
+}
+
+func (l outcomeLine) MarshalJSON() ([]byte, error) {
+	out, _ := summaryFields(l.Summary)
+	out["outcome"] = l.Outcome
 	set := func(k, v string) {
 		if v != "" {
 			out[k] = v
@@ -107,6 +128,9 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 		transactions = res.Transactions
 		if res.Run != nil {
 			line.Summary = res.Run.Ending()
+			if _, dropped := summaryFields(line.Summary); dropped > 0 {
+				log.Warn("ending detail carries keys that only keyledger writes; left off stdout", "dropped_keys", dropped)
+			}
 			line.Outcome = string(res.Outcome)
 			line.Reason = res.Run.Op.Reason
 		}
@@ -206,6 +230,9 @@ func checkEnvironment() error {
 	case "", "info", "debug":
 	default:
 		return usagef("KEYLEDGER_LOG_LEVEL must be info or debug, not %q", v)
+	}
+	if _, err := store.SessionTimeoutsFromEnv(os.LookupEnv); err != nil {
+		return err
 	}
 	return checkFault()
 }
