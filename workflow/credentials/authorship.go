@@ -42,7 +42,8 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 // authorship says where s, found in place by this run, came from, and
 // which run proved it. It reads the journal: the nonce s carries against
 // every create call of every run of the plan (with the planned type and
-// keys), then this run's adoption, then the newest record of an earlier
+// keys), then this run's adoption (its ExternalSecret found and orphaned),
+// then the newest record of an earlier
 // run naming s's UID as adopted (or proven). Without a journal to read (it
 // is always bound in a run) nothing is proven.
 func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) (Authorship, string, error) {
@@ -60,7 +61,9 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) 
 			}
 		}
 	}
-	if f.adopted(s.Name, p) {
+	if p.found[s.Name] || p.orphanUID[s.Name] != "" {
+		// This run found (and orphaned) the generator-backed ExternalSecret
+		// that produced it. Being listed in adopt proves nothing by itself.
 		return AuthorshipAdopted, p.run, nil
 	}
 	if f.journal == nil || s.UID == "" {
