@@ -1,12 +1,15 @@
 package credentials
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
 )
 
 // planted is a complete Secret of the first planned name that someone
@@ -175,4 +178,43 @@ func TestRefusedBatchListsOnlyWrites(t *testing.T) {
 			require.Equal(t, []any{"secret/" + secretBus}, r.summary()["notApplied"])
 		}},
 	})
+}
+
+// failingRuns is a journal whose reads of the plan's other runs fail.
+type failingRuns struct{ workflow.JournalReader }
+
+func (failingRuns) FindInRuns(context.Context, store.RunRecordParams) (*store.RunRecord, error) {
+	return nil, errors.New("connection refused")
+}
+
+// unreadableRuns is the family with a journal whose reads of other runs
+// fail, whatever Operate binds.
+type unreadableRuns struct{ *family }
+
+func (u unreadableRuns) BindJournal(j workflow.JournalReader) { u.family.BindJournal(failingRuns{j}) }
+
+// A Secret found in place whose authorship cannot be read from the journal
+// is neither kept nor refused: the run ends uncertain and a rerun decides.
+func TestAuthorshipJournalUnreadable(t *testing.T) {
+	t.Parallel()
+	e := rowEnv(t, nil, planted())
+	plan := e.plan()
+	plan.Family = unreadableRuns{e.family()}
+	_, err := workflow.Operate(context.Background(), e.j, plan, nil)
+	var uncertain *workflow.Uncertain
+	require.ErrorAs(t, err, &uncertain)
+	require.Equal(t, "journal-read-failed", uncertain.Reason)
+	require.Zero(t, e.k.count(opPatchSecret, secretApp))
+}
+
+// The keys a journaled create named are compared as the journal reads
+// them back (a JSON array) and as this process built them.
+func TestSameKeys(t *testing.T) {
+	t.Parallel()
+	want := []string{"password", "user"}
+	require.True(t, sameKeys([]any{"password", "user"}, want))
+	require.True(t, sameKeys([]string{"password", "user"}, want))
+	require.False(t, sameKeys([]any{"password"}, want))
+	require.False(t, sameKeys([]any{"password", 3.0}, want))
+	require.False(t, sameKeys(nil, want))
 }

@@ -103,6 +103,42 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			require.Zero(t, e.api.calls[verbUpdate], "the rerun sends nothing")
 		},
 	}, {
+		name: "interrupted in calling, rerun with a lower limit while the oldest snapshot is being deleted: prune-pending, not sent",
+		setup: func(e *env) *Command {
+			cmd := interruptedSecondUpdate(e)
+			e.limit = 1
+			e.api.edit(snapName(1), terminating)
+			return cmd
+		},
+		want: "uncertain:prune-pending",
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Zero(t, e.api.calls[verbUpdate], "not sent again while a prune is pending")
+			require.Equal(t, store.StateResolving, o.res.Run.Op.State, "a rerun checks again")
+		},
+	}, {
+		name: "interrupted in calling, rerun with a lower limit: sent again (the next write prunes)",
+		setup: func(e *env) *Command {
+			cmd := interruptedSecondUpdate(e)
+			e.limit = 1
+			return cmd
+		},
+		want: "completed",
+		check: func(t *testing.T, e *env, _ outcome) {
+			requireLive(t, e, "3", "password", "v3")
+			require.Equal(t, 1, e.api.calls[verbUpdate])
+		},
+	}, {
+		name: "interrupted in calling, the history unreadable on the rerun: uncertain, not sent",
+		setup: func(e *env) *Command {
+			cmd := interruptedSecondUpdate(e)
+			e.api.on(verbList, "", ans(statusServer()))
+			return cmd
+		},
+		want: "uncertain:read-failed",
+		check: func(t *testing.T, e *env, _ outcome) {
+			require.Zero(t, e.api.calls[verbUpdate])
+		},
+	}, {
 		name:  "update: the archive still there: sent again",
 		setup: lostAfterArchiveChange(seedV1, 1, func(*apiDouble, string) {}),
 		want:  "completed",
@@ -110,6 +146,23 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			"call replace-live", "result replace-live applied", "complete completed"),
 		check: updated,
 	}})
+}
+
+// interruptedSecondUpdate builds genuine history v1, live at version 2,
+// and runs an update of it that dies in calling after its live write's
+// call record was journaled and before it was sent.
+func interruptedSecondUpdate(e *env) *Command {
+	e.t.Helper()
+	e.history(1)
+	cmd := e.update(e.rv(), "password", "v3")
+	e.api.on(verbUpdate, testName, lostSend)
+	e.failMove = func(p store.TransitionParams) bool {
+		return p.From == store.StateCalling && len(p.Records) > 0 && p.Records[0].Step == StepReplaceLive
+	}
+	e.first = e.run(cmd)
+	e.failMove = nil
+	require.Equal(e.t, store.StateCalling, e.first.res.Run.Op.State)
+	return cmd
 }
 
 // TestFamilyRecheckSlotsBeforeResend: a snapshot create found not applied

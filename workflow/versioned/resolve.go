@@ -281,9 +281,12 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 // recheck runs again, before a live write is sent again, the checks the
 // decision made before sending it: the archive of version n this operation
 // settled is there, keyledger's and final (archiveProblem: archive-missing,
-// snapshot-terminating, snapshot-finalizers refuse), and every prune is
-// done (a snapshot beyond the limit still being deleted leaves the outcome
-// undetermined, prune-pending: a rerun of the same command checks again).
+// snapshot-terminating, snapshot-finalizers refuse), and no prune is
+// pending (a snapshot beyond the limit still being deleted leaves the
+// outcome undetermined, prune-pending: a rerun of the same command checks
+// again). A snapshot beyond the limit that nothing is deleting (a rerun
+// with a lower KEYLEDGER_HISTORY_LIMIT) does not hold the write back:
+// resolution sends only the call it resolves, and the next write prunes it.
 // A nil verdict: the write may be sent again.
 func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *workflow.Verdict {
 	f, run := r.f, r.run
@@ -307,12 +310,9 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 	if f.cmd.Kind == command.KindSecretRestore {
 		protected = append(protected, f.cmd.Version)
 	}
-	if d, done := f.prune(run, live, inv, protected); !done {
+	if _, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected)); pending > 0 {
 		v := workflow.Verdict{Kind: workflow.Undetermined, Reason: ReasonPrunePending, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
-			Err: errors.New("a snapshot beyond the history limit is not confirmed deleted; the live write is not sent again until it is: rerun the same command")}
-		if d.End != nil {
-			v.Err = d.End
-		}
+			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write is not sent again until they are gone: rerun the same command", pending)}
 		return &v
 	}
 	return nil

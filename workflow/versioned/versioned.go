@@ -529,19 +529,7 @@ func archiveProblem(inv inventory, n int64, rec store.Record) string {
 // read that saw it is journaled; rerunning the same command checks again
 // and completes once it is gone.
 func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, protected []int64) (workflow.Decision, bool) {
-	excess := len(inv.genuine) - f.limit
-	var victims []Snapshot
-	for _, s := range inv.genuine {
-		if excess <= 0 {
-			break
-		}
-		if slices.Contains(protected, s.Version) {
-			continue
-		}
-		excess--
-		victims = append(victims, s)
-	}
-	call, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, victims)
+	call, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
 	if call != nil {
 		return workflow.Decision{Call: call}, false
 	}
@@ -550,6 +538,24 @@ func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, pr
 			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", pending)}}, false
 	}
 	return workflow.Decision{}, true
+}
+
+// victims are the snapshots beyond the limit, oldest first, never one in
+// protected.
+func (f *family) victims(inv inventory, protected []int64) []Snapshot {
+	excess := len(inv.genuine) - f.limit
+	var out []Snapshot
+	for _, s := range inv.genuine {
+		if excess <= 0 {
+			break
+		}
+		if slices.Contains(protected, s.Version) {
+			continue
+		}
+		excess--
+		out = append(out, s)
+	}
+	return out
 }
 
 // nextDelete walks snapshots to delete under step (as listed in this
