@@ -28,7 +28,9 @@
 // read or restored, and reported by `history` by name with its reason
 // (not-journaled, edited, or unsettled: see below). The proof lives in the
 // journal: snapshots made by runs against another journal database are
-// foreign to this one (left alone, never pruned).
+// foreign to this one (left alone, never pruned), and a stale command is
+// never found already applied through one of them (refused
+// stale-resource-version).
 //
 // A create-snapshot call carries a fresh random nonce, whose SHA-256 is
 // journaled in the call record ("nonceDigest") before the create is sent,
