@@ -107,7 +107,7 @@ func TestIntegrationCredentialsAdoptedRepair(t *testing.T) {
 
 // Point 5 on the real platform: a refused batch lists only what keyledger
 // wrote (a planted Secret its 409 found is kept, not applied), and a kept
-// Secret that is complete still gets the terminating check.
+// Secret that is complete still gets the terminating and type checks.
 func TestIntegrationCredentialsKeptIsNotApplied(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -138,6 +138,16 @@ func TestIntegrationCredentialsKeptIsNotApplied(t *testing.T) {
 	t.Cleanup(func() { e.removeFinalizers(held) })
 	plan = credentialPlan(e.ns, "mut-held", []planSecret{standardSecret(held)})
 	requireRefused(t, e.keyledger([]string{"run", e.writeCommand("held.json", plan)}, e.asCredentialRunner(plan)), "secret-terminating")
+
+	// A complete Secret of another type than a create makes, not adopted,
+	// is refused as one lacking something is.
+	const typed = "shop-typed-app"
+	e.createSecret(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: typed, Labels: map[string]string{"app.kubernetes.io/part-of": "shop"}},
+		Type:       corev1.SecretTypeBasicAuth, Data: map[string][]byte{"password": []byte("CANARY-typed-0123456789"), "username": []byte("app")},
+	})
+	plan = credentialPlan(e.ns, "mut-typed", []planSecret{standardSecret(typed)})
+	requireRefused(t, e.keyledger([]string{"run", e.writeCommand("typed.json", plan)}, e.asCredentialRunner(plan)), "secret-wrong-type")
 }
 
 // A live write interrupted after its call was journaled (the process dies
