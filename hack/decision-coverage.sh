@@ -17,7 +17,7 @@ module=$($GO list -m)
 
 declare -A DECISION_FILES=(
   [retire]="retire.go secret.go"
-  [credentials]="family.go ensure.go adopt.go repair.go secret.go dryrun.go"
+  [credentials]="family.go ensure.go adopt.go repair.go secret.go dryrun.go authorship.go"
   [versioned]="versioned.go resolve.go provenance.go calls.go snapshot.go retention.go counter.go"
 )
 

@@ -142,6 +142,7 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 	require.Len(t, refusal, 1)
 	require.Equal(t, []any{"secret/" + lost}, refusal[0].Detail["applied"], "the refusal names what was applied")
 	require.Equal(t, []any{"secret/" + rejected}, refusal[0].Detail["notApplied"])
+	require.Equal(t, []any{}, refusal[0].Detail["kept"], "nothing was found in place")
 	require.Equal(t, "secret/"+rejected, refusal[0].Detail["rejected"])
 	requireNoValues(t, e.journalText("mut-batch:run-1"), e.secretValues(lost))
 }

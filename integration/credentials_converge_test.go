@@ -63,7 +63,7 @@ func TestIntegrationCredentialsConverge(t *testing.T) {
 	oldValue := e.getSecret(names[1]).Data["password"]
 	require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(ctx, names[1], metav1.DeleteOptions{}))
 	out = run(2, "completed")
-	require.Equal(t, map[string]any{"planned": 3.0, "created": 1.0, "patched": 0.0, "existing": 2.0, "unchanged": 2.0}, out["secrets"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 1.0, "patched": 0.0, "existing": 2.0, "unchanged": 2.0, "unproven": 0.0}, out["secrets"])
 	second := rvs()
 	require.Equal(t, first[names[0]], second[names[0]], "not written")
 	require.Equal(t, first[names[2]], second[names[2]], "not written")

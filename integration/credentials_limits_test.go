@@ -34,7 +34,7 @@ func TestIntegrationCredentialsLookAlikeSecret(t *testing.T) {
 		withEnv("KEYLEDGER_FAULT=drop-response:POST:/secrets#1"))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	out := outcome(t, r)
-	require.Equal(t, map[string]any{"planned": 1.0, "created": 0.0, "patched": 1.0, "existing": 1.0, "unchanged": 0.0}, out["secrets"],
+	require.Equal(t, map[string]any{"planned": 1.0, "created": 0.0, "patched": 1.0, "existing": 1.0, "unchanged": 0.0, "unproven": 1.0}, out["secrets"],
 		"never reported as created")
 	after := e.getSecret(name)
 	require.Equal(t, pre.UID, after.UID)

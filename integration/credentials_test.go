@@ -28,7 +28,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	out := outcome(t, r)
 	require.Equal(t, "completed", out["outcome"])
 	require.Equal(t, "CredentialPlan", out["kind"])
-	require.Equal(t, map[string]any{"planned": 3.0, "created": 3.0, "patched": 0.0, "existing": 0.0, "unchanged": 0.0}, out["secrets"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 3.0, "patched": 0.0, "existing": 0.0, "unchanged": 0.0, "unproven": 0.0}, out["secrets"])
 	require.Equal(t, "mut-fresh:run-1", out["run"])
 	require.Equal(t, 3, apiRequests(t, r)["POST secrets"], "one request per absent Secret")
 	require.Zero(t, apiRequests(t, r)["GET secrets"])
@@ -74,10 +74,37 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.Equal(t, "existing", out["outcome"])
 	require.Equal(t, "mut-fresh", out["mutationId"])
 	require.Equal(t, "mut-fresh:run-2", out["run"])
-	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0}, out["secrets"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0, "unproven": 0.0}, out["secrets"],
+		"what run 1 created is proven keyledger's on run 2")
 	require.Zero(t, apiRequests(t, r)["PATCH secrets"])
 	for _, n := range names {
 		require.Equal(t, before[n].ResourceVersion, e.getSecret(n).ResourceVersion, "%s not written by run 2", n)
+	}
+
+	// Run 3: what run 1 created is still proven keyledger's (its nonce is a
+	// create some run of the plan journaled): no run's journal or outcome
+	// calls any of it a look-alike.
+	r = e.keyledger([]string{"run", path}, as)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	out = outcome(t, r)
+	require.Equal(t, "existing", out["outcome"])
+	require.Equal(t, "mut-fresh:run-3", out["run"])
+	require.EqualValues(t, 0, out["secrets"].(map[string]any)["unproven"])
+	require.Equal(t, map[string]any{names[0]: "proven", names[1]: "proven", names[2]: "proven"}, out["authorship"])
+	require.NotContains(t, r.Stdout, "lookAlike")
+	for n := 1; n <= 3; n++ {
+		mutation := fmt.Sprintf("mut-fresh:run-%d", n)
+		_, records := e.journalOf(mutation)
+		resolutions := recordsOf(records, store.RecordResolution, "create-secret")
+		if n > 1 {
+			require.Len(t, resolutions, 3, "%s: every create answered 409 and was resolved", mutation)
+		}
+		for _, res := range resolutions {
+			require.Equal(t, false, res.Detail["lookAlike"], "%s %s", mutation, res.Target)
+			require.Equal(t, "proven", res.Detail["authorship"], "%s %s", mutation, res.Target)
+			require.Equal(t, "mut-fresh:run-1", res.Detail["by"], "%s %s: the run whose create it carries", mutation, res.Target)
+		}
+		require.NotContains(t, e.journalText(mutation), `"lookAlike":true`, mutation)
 	}
 
 	// Forced second run (a new mutation of the same plan): a POST that
@@ -87,7 +114,8 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	out = outcome(t, r)
 	require.Equal(t, "existing", out["outcome"])
-	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0}, out["secrets"])
+	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0, "unproven": 3.0}, out["secrets"],
+		"another plan's creates prove nothing for this one")
 	reqs := apiRequests(t, r)
 	require.Equal(t, 3, reqs["POST secrets"])
 	require.Equal(t, 3, reqs["GET secrets"])
@@ -107,6 +135,8 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	}
 	for _, res := range recordsOf(records, store.RecordResolution, "create-secret") {
 		require.Equal(t, "kept-existing", res.Reason)
+		require.Equal(t, "unproven", res.Detail["authorship"], "no run of this plan created it")
+		require.Equal(t, true, res.Detail["lookAlike"], "it carries keyledger's annotations, proven for no run of this plan")
 	}
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh-2:run-1"), values)
 }

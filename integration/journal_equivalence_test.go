@@ -167,6 +167,16 @@ func (d *journalDriver) stepRecords(p store.StepRecordsParams) journalAnswer {
 	return a
 }
 
+func (d *journalDriver) findInRuns(p store.RunRecordParams) journalAnswer {
+	found, err := d.j.FindInRuns(d.ctx, p)
+	a := d.answer(err)
+	if found != nil {
+		a.Runs = []string{found.Run}
+		a.Records = d.records([]store.Record{found.Record})
+	}
+	return a
+}
+
 func (d *journalDriver) runs(id string) journalAnswer {
 	ops, err := d.j.Runs(d.ctx, id)
 	a := d.answer(err)
@@ -338,6 +348,23 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		{"runs", func(d *journalDriver) journalAnswer { return d.runs("plan") }},
 		{"runs of nothing", func(d *journalDriver) journalAnswer { return d.runs("nothing") }},
 		{"run 2 snapshot", func(d *journalDriver) journalAnswer { return d.snapshot("plan:run-2") }},
+		{"run 2 calls a create", func(d *journalDriver) journalAnswer {
+			return d.move("plan:run-2", tp(pr, ca, 0, call("create", "secret/c", "", 1, map[string]any{"keys": []string{"password"}})))
+		}},
+		{"the create found in the plan's runs", func(d *journalDriver) journalAnswer {
+			return d.findInRuns(store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c",
+				Digest: "sha256:" + strings.Repeat("ab", 32)})
+		}},
+		{"another digest found in no run", func(d *journalDriver) journalAnswer {
+			return d.findInRuns(store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c",
+				Digest: "sha256:" + strings.Repeat("cd", 32)})
+		}},
+		{"another command's runs hold none", func(d *journalDriver) journalAnswer {
+			return d.findInRuns(store.RunRecordParams{Command: "pla", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c"})
+		}},
+		{"another UID found in no run", func(d *journalDriver) journalAnswer {
+			return d.findInRuns(store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c", UID: "uid-x"})
+		}},
 		{"an older keyledger's operation, unfinished", func(d *journalDriver) journalAnswer { return d.prepare(eqPrep("legacy", "name", 7)) }},
 		{"resumed as run 0", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("legacy", "name", 7)) }},
 		{"run 0 completed", func(d *journalDriver) journalAnswer {

@@ -15,11 +15,11 @@ import (
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
-// planter is another identity in the namespace: it may create Secrets and
-// nothing else, which is all a look-alike needs.
+// planter is another identity in the namespace: it may create and get
+// Secrets and nothing else, which is all a look-alike needs.
 func (e *env) planter() kubernetes.Interface {
 	e.t.Helper()
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}}
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get"}}}
 	ctx, c := e.t.Context(), e.kube.Client()
 	_, err := c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "planter"}, Rules: rules}, metav1.CreateOptions{})
 	require.NoError(e.t, err)

@@ -63,11 +63,13 @@ func TestIntegrationVersionedUpdateRestoreHistory(t *testing.T) {
 	r = e.runCmd(updateCommand(e.ns, "db", s0.ResourceVersion, "mut-u1", map[string][]byte{"password": c}, "old"), as)
 	requireOK(t, r, "existing")
 	require.Equal(t, s1.ResourceVersion, e.getSecret("db").ResourceVersion)
-	// A lost journal: another database finds the result in place.
+	// A lost journal: another database proves none of the history, so the
+	// stale command is refused, even though the result is in place (a
+	// look-alike predecessor would look the same), and nothing is written.
 	fresh, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t), e.ns)
 	require.NoError(t, err)
 	r = e.runCmd(updateCommand(e.ns, "db", s0.ResourceVersion, "mut-u1", map[string][]byte{"password": c}, "old"), as, withDatabase(fresh.OperatorURL))
-	requireOK(t, r, "existing")
+	requireRefused(t, r, "stale-resource-version")
 	require.Equal(t, s1.ResourceVersion, e.getSecret("db").ResourceVersion)
 
 	// v2 -> v3 with a binary value under the key __proto__.

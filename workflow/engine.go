@@ -282,6 +282,11 @@ type Verdict struct {
 	Summary map[string]any
 	// Err explains an Undetermined verdict.
 	Err error
+	// Kept marks an Ours verdict whose intended result was found in place,
+	// not written by this operation (a create-if-absent that found the
+	// object): the resolution record says so ("kept" in its detail), and a
+	// refused batch lists the target as kept, never as applied.
+	Kept bool
 }
 
 // Engine drives operations of one family through the state machine.
@@ -674,9 +679,16 @@ func (m *machine) resolve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		detail := v.Detail
+		if v.Kept && v.Kind == Ours {
+			detail = map[string]any{"kept": true}
+			for k, val := range v.Detail {
+				detail[k] = val
+			}
+		}
 		notes = append(notes, store.Record{
 			Kind: store.RecordResolution, Step: call.Step, Target: call.Target, UID: v.UID, ResourceVersion: v.ResourceVersion,
-			Digest: v.Digest, Status: string(v.Kind), Reason: v.Reason, Detail: v.Detail,
+			Digest: v.Digest, Status: string(v.Kind), Reason: v.Reason, Detail: detail,
 		})
 		switch v.Kind {
 		case Ours:
@@ -749,23 +761,28 @@ func (r *Run) rejection(call store.Record) (store.Record, bool) {
 
 // batchSummary adds to summary the targets of the newest batch that were
 // applied (an applied answer, or an "ours" resolution, including those in
-// pending, not yet journaled) and those that were not: a refused batch
-// names what it changed.
+// pending, not yet journaled), those settled by finding the result in
+// place (a "kept" resolution: nothing was written) and those that were not:
+// a refused batch names what it changed, and only that.
 func (m *machine) batchSummary(summary map[string]any, pending []store.Record) map[string]any {
 	records := append(append([]store.Record{}, m.run.Records...), pending...)
 	out := map[string]any{}
 	for k, v := range summary {
 		out[k] = v
 	}
-	done, notDone := []string{}, []string{}
+	done, kept, notDone := []string{}, []string{}, []string{}
 	for _, c := range batchCalls(records, m.run.lastBatch()) {
-		if _, ok := settlement(records, c.Step, c.Target); ok {
+		s, ok := settlement(records, c.Step, c.Target)
+		switch {
+		case ok && s.By.Kind == store.RecordResolution && s.By.Detail["kept"] == true:
+			kept = append(kept, c.Target)
+		case ok:
 			done = append(done, c.Target)
-		} else {
+		default:
 			notDone = append(notDone, c.Target)
 		}
 	}
-	out["applied"], out["notApplied"] = done, notDone
+	out["applied"], out["kept"], out["notApplied"] = done, kept, notDone
 	return out
 }
 

@@ -43,6 +43,9 @@ type Plan struct {
 // JournalReader reads records of other operations than the one being run.
 type JournalReader interface {
 	StepRecords(ctx context.Context, p store.StepRecordsParams) ([][]store.Record, error)
+	// FindInRuns finds the newest record of a kind, step and target in any
+	// run of a desired-state command (store.Store.FindInRuns).
+	FindInRuns(ctx context.Context, p store.RunRecordParams) (*store.RunRecord, error)
 }
 
 // JournalBound is implemented by a family that decides from other

@@ -37,8 +37,12 @@
 //     values: exactly one request for an absent Secret. A lost answer or 409
 //     is settled by reading the Secret: the call's nonce, type Opaque and
 //     exactly the planned keys mean ours ("created-by-this-mutation");
-//     anything else is kept ("kept-existing", lookAlike when it carries
-//     keyledger's annotations) and counted as existing, never as created.
+//     anything else is kept ("kept-existing") once it passes the checks
+//     every kept Secret gets (terminating, type, immutable: keptProblem),
+//     counted as existing, never as created, with its authorship (see
+//     Authorship: proven when the nonce it carries is that of a create any
+//     run of the plan journaled, adopted, or unproven; lookAlike when an
+//     unproven one carries keyledger's annotations).
 //     Then one JSON patch whose first operation tests
 //     /metadata/resourceVersion adds only what is absent (labels, planned
 //     keys) and, on adopted Secrets, removes ExternalSecret owner references,

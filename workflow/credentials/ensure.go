@@ -62,22 +62,16 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 
 // reconcile decides for an existing Secret: refuse, patch, or nothing.
 func (f *family) reconcile(s *corev1.Secret, plan Secret, p *progress) (*workflow.Decision, error) {
-	c := diff(s, plan, f.adopted(plan.Name, p))
+	adopted := f.adopted(plan.Name, p)
+	c := diff(s, plan, adopted)
 	obs := observation(s, c)
-	refuse := func(reason string) *workflow.Decision {
+	if reason := keptProblem(s, c, adopted); reason != "" {
 		return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{obs},
-			Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}
+			Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}, nil
 	}
-	switch {
-	case s.DeletionTimestamp != nil:
-		return refuse(ReasonSecretTerminating), nil
-	case s.Type != corev1.SecretTypeOpaque && s.Type != "":
-		return refuse(ReasonSecretWrongType), nil
-	case c.empty():
+	if c.empty() {
 		p.note(obs) // complete: the next decisions skip it
 		return nil, nil
-	case s.Immutable != nil && *s.Immutable:
-		return refuse(ReasonSecretImmutable), nil
 	}
 	call, err := f.patchCall(s, plan, c)
 	if err != nil {
@@ -139,7 +133,7 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			return workflow.Answer{Status: workflow.Applied, Code: http.StatusCreated, Reason: reasonCreated,
-				UID: string(got.UID), ResourceVersion: got.ResourceVersion}
+				UID: string(got.UID), ResourceVersion: got.ResourceVersion, Detail: map[string]any{"authorship": string(AuthorshipProven)}}
 		},
 	}, nil
 }
@@ -157,10 +151,14 @@ func plannedKeys(plan Secret) []string {
 // This operation's Secret: the nonce of one of its create calls for this
 // Secret (each journaled before its send: with concurrent runs of one
 // operation, an earlier attempt may land after a later one was decided),
-// type Opaque, exactly the planned keys, not being deleted: ours. Anything else
-// is a Secret this run did not create, whatever its annotations say: it is
-// kept ("kept-existing"; "lookAlike" when it carries keyledger's
-// annotations), and the next decision patches in only what it lacks.
+// type Opaque, exactly the planned keys, not being deleted: ours. Anything
+// else is a Secret this run did not create. It is kept ("kept-existing")
+// once it passes the checks every kept Secret gets (keptProblem: a
+// terminating one, one of another type, an immutable one lacking
+// something are refused), with its authorship: proven when an earlier run
+// of the plan created it, adopted, or unproven ("lookAlike" when an
+// unproven one carries keyledger's annotations). The next decision patches
+// in only what it lacks.
 func (f *family) resolveCreate(ctx context.Context, p *progress, name string, call store.Record) (workflow.Verdict, error) {
 	s, err := f.kube.GetSecret(ctx, name)
 	if isNotFound(err) {
@@ -177,19 +175,37 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 	v := workflow.Verdict{Kind: workflow.Ours, UID: string(s.UID), ResourceVersion: s.ResourceVersion}
 	if digest, ok := createdBy(s, f.plan(name), createDigests(p.records, call.Target)...); ok {
 		v.Reason, v.Digest = reasonCreatedByThis, digest
+		v.Detail = map[string]any{"authorship": string(AuthorshipProven)}
 		return v, nil
+	}
+	adopted := f.adopted(name, p)
+	c := diff(s, f.plan(name), adopted)
+	detail := keptDetail(s, c)
+	if reason := keptProblem(s, c, adopted); reason != "" {
+		v.Kind, v.Reason, v.Detail = workflow.Theirs, reason, detail
+		v.Summary = map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": name}
+		return v, nil
+	}
+	authorship, by, err := f.authorship(ctx, p, s)
+	if err != nil {
+		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "journal-read-failed",
+			Err: &workflow.Unavailable{Dependency: "postgresql", Err: err}}, nil
 	}
 	// Kept: what it lacks is journaled with the verdict, so that the next
 	// decision skips a complete Secret without reading it again (and
 	// reads one that lacks something, to build its patch from that read).
-	v.Reason = reasonKeptExisting
-	v.Detail = keptDetail(s, diff(s, f.plan(name), f.adopted(name, p)))
+	detail["authorship"] = string(authorship)
+	if by != "" {
+		detail["by"] = by
+	}
+	detail["lookAlike"] = detail["lookAlike"] == true && authorship == AuthorshipUnproven
+	v.Reason, v.Detail, v.Kept = reasonKeptExisting, detail, true
 	return v, nil
 }
 
 // keptDetail is the verdict detail of a Secret kept as found: what it
 // lacks (names only), whether that is nothing, and whether it carries
-// keyledger's annotations (a look-alike).
+// keyledger's annotations (a look-alike, unless its authorship is proven).
 func keptDetail(s *corev1.Secret, c change) map[string]any {
 	_, nonce := s.Annotations[AnnotationNonce]
 	_, by := s.Annotations[AnnotationCreatedBy]
@@ -206,13 +222,8 @@ func keptDetail(s *corev1.Secret, c change) map[string]any {
 // sent.
 func createdBy(s *corev1.Secret, plan Secret, digests ...string) (string, bool) {
 	nonce, ok := s.Annotations[AnnotationNonce]
-	if !ok || s.DeletionTimestamp != nil || s.Type != corev1.SecretTypeOpaque || len(s.Data) != len(plan.Keys) {
+	if !ok || !shapedAsCreated(s, plan) {
 		return "", false
-	}
-	for _, k := range plan.Keys {
-		if _, ok := s.Data[k.Name]; !ok {
-			return "", false
-		}
 	}
 	have := nonceDigest(nonce)
 	for _, d := range digests {
@@ -273,14 +284,17 @@ func (f *family) resolvePatch(ctx context.Context, p *progress, name string, cal
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	}
 	plan := f.plan(name)
-	c := diff(s, plan, f.adopted(name, p))
+	adopted := f.adopted(name, p)
+	c := diff(s, plan, adopted)
 	v := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: c.detail()}
-	if c.empty() {
-		v.Kind, v.Reason = workflow.Ours, reasonSecretComplete
+	// The checks the decision made before the patch run again before it is
+	// sent again: the Secret may have changed in between.
+	if reason := keptProblem(s, c, adopted); reason != "" {
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, map[string]any{"namespace": s.Namespace, "secret": name}
 		return v, nil
 	}
-	if s.Immutable != nil && *s.Immutable {
-		v.Kind, v.Reason, v.Summary = workflow.Theirs, ReasonSecretImmutable, map[string]any{"namespace": s.Namespace, "secret": name}
+	if c.empty() {
+		v.Kind, v.Reason = workflow.Ours, reasonSecretComplete
 		return v, nil
 	}
 	retry, err := f.patchCall(s, plan, c)

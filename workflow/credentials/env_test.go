@@ -214,10 +214,34 @@ func (r result) calls() []string {
 	return out
 }
 
-// secretsCount is the completion summary's Secret counts.
+// secretsCount is the completion summary's Secret counts, but for the
+// count of unproven Secrets (unproven).
 func (r result) secretsCount() map[string]any {
 	s, _ := r.summary()["secrets"].(map[string]any)
-	return s
+	out := map[string]any{}
+	for k, v := range s {
+		if k != "unproven" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// unproven is the completion summary's count of Secrets kept without proof
+// of authorship (-1 when it has none).
+func (r result) unproven() int {
+	s, _ := r.summary()["secrets"].(map[string]any)
+	n, ok := s["unproven"].(float64)
+	if !ok {
+		return -1
+	}
+	return int(n)
+}
+
+// authorship is the completion summary's authorship of each Secret.
+func (r result) authorship() map[string]any {
+	a, _ := r.summary()["authorship"].(map[string]any)
+	return a
 }
 
 func counts(planned, created, patched, existing, unchanged int) map[string]any {

@@ -108,6 +108,9 @@ type family struct {
 	poll  waiter
 	// random is where values and nonces come from: crypto/rand.
 	random io.Reader
+	// journal reads the records of the plan's other runs (authorship); it
+	// is bound before the first decision (BindJournal).
+	journal workflow.JournalReader
 }
 
 func newFamily(cmd *Command, client authority) *family {
@@ -216,6 +219,18 @@ type progress struct {
 	externalGone map[string]bool // ExternalSecrets seen gone
 	complete     map[string]bool // Secrets whose newest read found nothing lacking
 	probes       map[string]ProbeResult
+	// authorship of each planned Secret, as this run journaled it (the
+	// create's applied answer, or the resolution of its 409).
+	authorship map[string]Authorship
+	// restarts: each pod whose delete this run called, with the Secret
+	// and the authorship its call record names.
+	restarts map[string]restart
+}
+
+// restart is what a delete-pod call record says the restart followed.
+type restart struct {
+	Secret     string
+	Authorship Authorship
 }
 
 // fold reads the run's records: settlement through workflow.Run.Settled,
@@ -227,6 +242,7 @@ func fold(run *workflow.Run) *progress {
 		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
 		found: map[string]bool{}, externalGone: map[string]bool{}, complete: map[string]bool{}, probes: map[string]ProbeResult{},
+		authorship: map[string]Authorship{}, restarts: map[string]restart{},
 	}
 	called := map[[2]string]bool{}
 	for _, r := range run.Records {
@@ -272,6 +288,7 @@ func (p *progress) observe(r store.Record) {
 	switch {
 	case r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod:
 		p.podDeletedUID[name] = r.UID
+		p.restarts[name] = restart{Secret: str(r.Detail["secret"]), Authorship: Authorship(str(r.Detail["authorship"]))}
 	case r.Kind == store.RecordAuthorityCall && r.Step == stepOrphanExternalSecret:
 		p.orphanUID[name] = r.UID
 	case r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == reasonAbsent:
@@ -289,6 +306,11 @@ func (p *progress) observe(r store.Record) {
 		p.complete[name] = complete
 	case r.Kind == store.RecordProbe && r.Step == stepProbe:
 		p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
+	}
+	if r.Step == stepCreateSecret && (r.Kind == store.RecordAuthorityResult || r.Kind == store.RecordResolution) {
+		if a := Authorship(str(r.Detail["authorship"])); a != "" {
+			p.authorship[name] = a
+		}
 	}
 }
 
@@ -318,13 +340,18 @@ func (f *family) summary(p *progress) map[string]any {
 	}
 	servers := map[ProbeStatus]int{}
 	repaired := 0
+	restarts := []map[string]any{}
 	for _, srv := range s.Servers {
 		r := p.probes[srv.Pod]
 		servers[r.Status]++
 		if p.podDeleted[srv.Pod] && r.Status == ProbeAccepted {
 			repaired++
 		}
+		if rs, ok := p.restarts[srv.Pod]; ok {
+			restarts = append(restarts, map[string]any{"pod": srv.Pod, "secret": rs.Secret, "authorship": string(rs.Authorship)})
+		}
 	}
+	authorship, unproven := p.authorshipOf(s)
 	out := map[string]any{
 		"namespace": s.Namespace, "owner": s.Owner, "run": p.run,
 		// existing: found in place and not created by this run (whatever
@@ -332,13 +359,36 @@ func (f *family) summary(p *progress) map[string]any {
 		"secrets": map[string]int{
 			"planned": len(s.Secrets), "created": len(p.created), "patched": len(p.patched), "existing": len(p.exists),
 			"unchanged": len(s.Secrets) - len(p.created) - len(p.patched),
+			// unproven: kept as found, neither created by a run of this
+			// plan nor adopted (see Authorship).
+			"unproven": unproven,
 		},
+		"authorship":             authorship,
 		"externalSecretsDeleted": len(p.externalDeleted), "generatorsDeleted": generators,
 	}
 	if len(s.Servers) > 0 {
 		out["servers"] = map[string]int{"accepted": servers[ProbeAccepted], "skipped": servers[probeSkipped], "repaired": repaired}
+		out["restarts"] = restarts
 	}
 	return out
+}
+
+// authorshipOf is each planned Secret's authorship as this run journaled
+// it (unproven when nothing proves more), and how many are unproven.
+func (p *progress) authorshipOf(s Spec) (map[string]string, int) {
+	out := make(map[string]string, len(s.Secrets))
+	unproven := 0
+	for _, plan := range s.Secrets {
+		a, ok := p.authorship[plan.Name]
+		if !ok {
+			a = AuthorshipUnproven
+		}
+		if a == AuthorshipUnproven {
+			unproven++
+		}
+		out[plan.Name] = string(a)
+	}
+	return out, unproven
 }
 
 // kubeErr turns a failed read into the run's error: the API server could not

@@ -95,7 +95,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod}}}, nil
 		}
 		p.note(probe)
-		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID)}, nil
+		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID, srv.Secret, p.authorshipOfSecret(srv.Secret))}, nil
 	default:
 		p.note(probe)
 		return nil, nil
@@ -164,10 +164,23 @@ func ready(pod *corev1.Pod) bool {
 	return false
 }
 
-func (f *family) deletePodCall(name string, uid types.UID) *workflow.Call {
+// authorshipOfSecret is the authorship this run journaled for the planned
+// Secret name: unproven when nothing proves more.
+func (p *progress) authorshipOfSecret(name string) Authorship {
+	if a, ok := p.authorship[name]; ok {
+		return a
+	}
+	return AuthorshipUnproven
+}
+
+// deletePodCall restarts a refusing server once, onto what its Secret
+// holds; the call record names that Secret and its authorship, so the
+// journal says whether the server was restarted onto a Secret keyledger
+// created, adopted, or only kept as it found it.
+func (f *family) deletePodCall(name string, uid types.UID, secret string, authorship Authorship) *workflow.Call {
 	return &workflow.Call{
 		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid),
-		Detail: map[string]any{"why": "refused-credentials"},
+		Detail: map[string]any{"why": "refused-credentials", "secret": secret, "authorship": string(authorship)},
 		Send: func(ctx context.Context) workflow.Answer {
 			return deleteAnswer(uid, "deleted", f.kube.DeletePod(ctx, name, uid))
 		},
@@ -186,5 +199,6 @@ func (f *family) resolveDeletePod(ctx context.Context, name string, call store.R
 	case pod.DeletionTimestamp != nil:
 		return workflow.Verdict{Kind: workflow.Ours, Reason: "terminating", UID: call.UID}, nil
 	}
-	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID, Retry: f.deletePodCall(name, pod.UID)}, nil
+	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID,
+		Retry: f.deletePodCall(name, pod.UID, str(call.Detail["secret"]), Authorship(str(call.Detail["authorship"])))}, nil
 }

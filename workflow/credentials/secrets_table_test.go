@@ -292,7 +292,9 @@ func TestPatchSecretTable(t *testing.T) {
 			e.k.putSecret(theirSecret(secretApp, nil, func(s *corev1.Secret) { s.Type = corev1.SecretTypeDockerConfigJson }))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
-			require.Equal(t, "read-secret", r.records[len(r.records)-2].Step, "the read is journaled with the refusal")
+			res := r.records[len(r.records)-2]
+			require.Equal(t, "create-secret theirs/"+ReasonSecretWrongType, res.Step+" "+res.Status+"/"+res.Reason,
+				"the resolution of the create's 409 read it and is journaled with the refusal")
 		}},
 		{name: "terminating", setup: func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, terminating))

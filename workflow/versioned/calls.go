@@ -34,9 +34,10 @@ func (f *family) createCall() *workflow.Call {
 	}
 }
 
-// snapshotCall creates snap with a fresh nonce, journaled in the call's
-// record before the create is sent: if the answer is lost, the occupant
-// carrying it is provably this call's.
+// snapshotCall creates snap with a fresh nonce whose digest is journaled
+// in the call's record before the create is sent: if the answer is lost,
+// the occupant carrying it is provably this call's. The journal holds only
+// the digest, so nobody who reads it can plant an occupant that passes.
 func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 	version, _ := strconv.ParseInt(snap.Annotations[AnnotationVersion], 10, 64)
 	nonce := newNonce()
@@ -45,7 +46,7 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 	return &workflow.Call{
 		Step: StepCreateSnapshot, Target: "secret/" + snap.Name, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 		Digest:  intentDigest(f.cmd, string(live.UID), live.ResourceVersion, version),
-		Detail:  map[string]any{"version": version, "keys": len(snap.Data), "nonce": nonce},
+		Detail:  map[string]any{"version": version, "keys": len(snap.Data), "nonceDigest": nonceDigest(nonce)},
 		Summary: f.summary(live, map[string]any{"snapshot": snap.Name, "snapshotVersion": version}),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.api.CreateSnapshot(ctx, snap.DeepCopy())

@@ -28,12 +28,16 @@
 // read or restored, and reported by `history` by name with its reason
 // (not-journaled, edited, or unsettled: see below). The proof lives in the
 // journal: snapshots made by runs against another journal database are
-// foreign to this one (left alone, never pruned).
+// foreign to this one (left alone, never pruned), and a stale command is
+// never found already applied through one of them (refused
+// stale-resource-version).
 //
-// A create-snapshot call carries a fresh random nonce, journaled in the
-// call record before the create is sent and written as the snapshot's
-// keyledger.dev/nonce annotation. When the answer is lost, the occupant
-// carrying a journaled nonce is that call's; its resolution journals the
+// A create-snapshot call carries a fresh random nonce, whose SHA-256 is
+// journaled in the call record ("nonceDigest") before the create is sent,
+// written as the snapshot's keyledger.dev/nonce annotation (records written
+// by an older keyledger hold the nonce itself, and are still read). When
+// the answer is lost, the occupant carrying a journaled nonce is that
+// call's; its resolution journals the
 // occupant's UID, which is from then on the proof. Until then the object is
 // "unsettled": not history, and not blocking the slot it was made for. The
 // list is taken before the journal is read, so an object a concurrent run
@@ -128,7 +132,7 @@
 //
 // # No value digests in the journal
 //
-// The journal records names, versions, key names and counts, nonces, and
+// The journal records names, versions, key names and counts, nonce digests, and
 // for each call a digest of its intent (command digest, UID,
 // resourceVersion, version), never a digest of values. A SecretUpdate's
 // command digest sees its values only through one PBKDF2-HMAC-SHA256

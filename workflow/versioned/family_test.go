@@ -1707,6 +1707,10 @@ func (failingReader) StepRecords(context.Context, store.StepRecordsParams) ([][]
 	return nil, errors.New("connection refused")
 }
 
+func (failingReader) FindInRuns(context.Context, store.RunRecordParams) (*store.RunRecord, error) {
+	return nil, errors.New("connection refused")
+}
+
 func TestFamilyJournalReadFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -3,6 +3,7 @@ package versioned
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"sort"
 	"strings"
@@ -42,10 +43,12 @@ type Foreign struct {
 
 // provenance is what the journal proves about the snapshots of one live
 // UID: which snapshot UIDs keyledger's creates answered with (or its
-// resolutions found), and which nonces its create-snapshot calls carried.
+// resolutions found), and which nonces its create-snapshot calls carried
+// (by digest: the journal holds only the nonce's SHA-256, so reading it does
+// not let anyone write an object that passes for a call's).
 type provenance struct {
 	uids   map[types.UID]string // snapshot UID -> the slot name it was created in
-	nonces map[string]string    // nonce -> the slot name of the call that carried it
+	nonces map[string]string    // nonce digest -> the slot name of the call that carried it
 }
 
 func newProvenance() provenance {
@@ -69,8 +72,8 @@ func (p provenance) add(records []store.Record, liveUID types.UID) {
 				continue
 			}
 			bound[r.Target] = true
-			if nonce, _ := r.Detail["nonce"].(string); nonce != "" {
-				p.nonces[nonce] = slot
+			if digest := journaledNonce(r.Detail); digest != "" {
+				p.nonces[digest] = slot
 			}
 		case store.RecordAuthorityResult:
 			if bound[r.Target] && r.Status == string(workflow.Applied) && r.UID != "" {
@@ -95,8 +98,41 @@ func (p provenance) journaled(m *metav1.ObjectMeta) bool {
 // create-snapshot call on the slot m occupies.
 func (p provenance) carriesNonce(m *metav1.ObjectMeta) bool {
 	nonce := m.Annotations[AnnotationNonce]
-	slot, ok := p.nonces[nonce]
-	return nonce != "" && ok && slot == m.Name
+	if nonce == "" {
+		return false
+	}
+	slot, ok := p.nonces[nonceDigest(nonce)]
+	return ok && slot == m.Name
+}
+
+// journaledNonce is the nonce digest a create-snapshot call record holds:
+// "nonceDigest" since the journal holds digests only, or the digest of the
+// plain "nonce" a record written by an older keyledger holds.
+func journaledNonce(detail map[string]any) string {
+	if d, _ := detail["nonceDigest"].(string); d != "" {
+		return d
+	}
+	if nonce, _ := detail["nonce"].(string); nonce != "" {
+		return nonceDigest(nonce)
+	}
+	return ""
+}
+
+// nonceDigest is what the journal holds of a snapshot nonce.
+func nonceDigest(nonce string) string {
+	sum := sha256.Sum256([]byte(nonce))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// provenSlot reports whether the journal holds a snapshot UID created in
+// the slot name.
+func (p provenance) provenSlot(name string) bool {
+	for _, slot := range p.uids {
+		if slot == name {
+			return true
+		}
+	}
+	return false
 }
 
 // owns reports whether keyledger made m: its UID is journaled, or it

@@ -18,6 +18,18 @@ import (
 // Resolve re-reads the durable facts after a call whose outcome is
 // unknown. Everything it reads is read within this call (see reads).
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
+	v, err := f.resolveRun(ctx, run, call)
+	if err == nil && v.Kind == workflow.Theirs && f.purges() {
+		if v.Summary == nil {
+			uid, _ := boundUID(run)
+			v.Summary = f.summaryOf(types.UID(uid), nil)
+		}
+		v.Summary = withPurged(v.Summary, run)
+	}
+	return v, err
+}
+
+func (f *family) resolveRun(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	r := f.reads(run)
 	switch call.Step {
 	case StepCreateLive:
@@ -115,6 +127,18 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 		return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
 	}
 	if absent {
+		// Not applied: before it is sent again, the slots are checked again
+		// as the decision checked them (a look-alike may have been planted
+		// at or above the live counter since).
+		inv, err := r.inventory(ctx, live)
+		if err != nil {
+			return undetermined(err), nil
+		}
+		if d, blocked := f.checkSlots(live, inv, n); blocked {
+			v := found(workflow.Theirs, d.Refuse.Reason, live)
+			v.Summary = d.Refuse.Summary
+			return v, nil
+		}
 		v := found(workflow.NotApplied, "absent", nil)
 		v.Retry = f.snapshotCall(live, want)
 		return v, nil
@@ -170,7 +194,9 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 
 // resolveReplace settles the live write: the live object of the same UID
 // carrying version N+1 and exactly the intended data is ours; unchanged is
-// not applied; anything else is someone else's.
+// not applied, and is sent again only once the checks the decision made
+// before it hold again (recheck: the archive there, ours and final, the
+// prunes done); anything else is someone else's.
 func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow.Verdict, error) {
 	f, run := r.f, r.run
 	live, settled := r.rereadBound(ctx, call)
@@ -202,6 +228,9 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 				return *settled, nil
 			}
 		}
+		if settled := r.recheck(ctx, live, n); settled != nil {
+			return *settled, nil
+		}
 		v := found(workflow.NotApplied, "resource-version-unchanged", live)
 		v.Retry = f.replaceCall(live, base, n, snapName)
 		return v, nil
@@ -227,7 +256,9 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 		if err != nil {
 			return undetermined(err), nil
 		}
-		if !ok || meta.SourceResourceVersion != call.ResourceVersion || !prov.owns(&prev.ObjectMeta) {
+		// The archive behind a live write was settled (its UID journaled)
+		// before the write was sent: nothing less proves it.
+		if !ok || meta.SourceResourceVersion != call.ResourceVersion || !prov.journaled(&prev.ObjectMeta) {
 			return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
 		}
 		base = prev.Data
@@ -245,6 +276,46 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 	v := found(workflow.Theirs, ReasonChangedConcurrent, live)
 	v.Summary = f.summary(live, nil)
 	return v, nil
+}
+
+// recheck runs again, before a live write is sent again, the checks the
+// decision made before sending it: the archive of version n this operation
+// settled is there, keyledger's and final (archiveProblem: archive-missing,
+// snapshot-terminating, snapshot-finalizers refuse), and no prune is
+// pending (a snapshot beyond the limit still being deleted leaves the
+// outcome undetermined, prune-pending: a rerun of the same command checks
+// again). A snapshot beyond the limit that nothing is deleting (a rerun
+// with a lower KEYLEDGER_HISTORY_LIMIT) does not hold the write back:
+// resolution sends only the call it resolves, and the next write prunes it.
+// A nil verdict: the write may be sent again.
+func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *workflow.Verdict {
+	f, run := r.f, r.run
+	inv, err := r.inventory(ctx, live)
+	if err != nil {
+		v := undetermined(err)
+		return &v
+	}
+	snap := SnapshotName(live.UID, n)
+	archived, ok := run.Settled(StepCreateSnapshot, "secret/"+snap)
+	reason := ReasonArchiveMissing
+	if ok {
+		reason = archiveProblem(inv, n, archived.By)
+	}
+	if reason != "" {
+		v := found(workflow.Theirs, reason, live)
+		v.Summary = f.summary(live, map[string]any{"snapshot": snap, "snapshotVersion": n})
+		return &v
+	}
+	protected := []int64{n}
+	if f.cmd.Kind == command.KindSecretRestore {
+		protected = append(protected, f.cmd.Version)
+	}
+	if _, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected)); pending > 0 {
+		v := workflow.Verdict{Kind: workflow.Undetermined, Reason: ReasonPrunePending, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write is not sent again until they are gone: rerun the same command", pending)}
+		return &v
+	}
+	return nil
 }
 
 func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (workflow.Verdict, error) {

@@ -258,6 +258,53 @@ func (f *family) precheck(ctx context.Context) error {
 // Decide reads the durable facts and says what to do next. Everything it
 // reads is read within this call (see reads).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
+	d, err := f.decideRun(ctx, run)
+	if err == nil && f.purges() {
+		// A delete without history purges first: whatever then stops the
+		// live delete, its refusal says which versions are already gone.
+		switch {
+		case d.Refuse != nil:
+			d.Refuse.Summary = withPurged(d.Refuse.Summary, run)
+		case d.Call != nil && d.Call.Step == StepDeleteLive:
+			d.Call.Summary = withPurged(d.Call.Summary, run)
+		}
+	}
+	return d, err
+}
+
+// purges: the command is a delete without history, which deletes every
+// snapshot keyledger made for the live UID before the live delete.
+func (f *family) purges() bool { return f.cmd.Kind == command.KindSecretDelete && !f.cmd.KeepHistory }
+
+// withPurged adds to summary the versions whose snapshots this operation's
+// purge deleted ("purgedVersions", oldest first; empty when none).
+func withPurged(summary map[string]any, run *workflow.Run) map[string]any {
+	out := map[string]any{"purgedVersions": purgedVersions(run)}
+	for k, v := range summary {
+		out[k] = v
+	}
+	return out
+}
+
+// purgedVersions lists the versions of the snapshots whose delete-snapshot
+// call the journal settled as done.
+func purgedVersions(run *workflow.Run) []int64 {
+	out := []int64{}
+	seen := map[string]bool{}
+	for _, r := range run.Records {
+		if r.Kind != store.RecordAuthorityCall || r.Step != StepDeleteSnapshot || seen[r.Target] {
+			continue
+		}
+		seen[r.Target] = true
+		if done, ok := run.Settled(r.Step, r.Target); ok {
+			out = append(out, callVersion(done.Call))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (f *family) decideRun(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	if f.cmd.Kind == command.KindSecretDelete {
 		if done, ok := run.Settled(StepDeleteLive, f.liveTarget()); ok {
 			if workflow.IsDryRun(ctx) && done.By.Reason == workflow.StatusPlanned {
@@ -315,7 +362,11 @@ func (r *reads) decide(ctx context.Context, live *corev1.Secret) (workflow.Decis
 		if _, called := run.LastCall(); called {
 			return f.refuse(ReasonChangedConcurrent, live), nil
 		}
-		if r.alreadyApplied(ctx, live) {
+		applied, err := r.alreadyApplied(ctx, live)
+		if err != nil {
+			return workflow.Decision{}, err // *workflow.Unavailable
+		}
+		if applied {
 			return f.complete(workflow.OutcomeExisting, live, nil), nil
 		}
 		return f.refuse(ReasonStale, live), nil
@@ -478,19 +529,7 @@ func archiveProblem(inv inventory, n int64, rec store.Record) string {
 // read that saw it is journaled; rerunning the same command checks again
 // and completes once it is gone.
 func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, protected []int64) (workflow.Decision, bool) {
-	excess := len(inv.genuine) - f.limit
-	var victims []Snapshot
-	for _, s := range inv.genuine {
-		if excess <= 0 {
-			break
-		}
-		if slices.Contains(protected, s.Version) {
-			continue
-		}
-		excess--
-		victims = append(victims, s)
-	}
-	call, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, victims)
+	call, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
 	if call != nil {
 		return workflow.Decision{Call: call}, false
 	}
@@ -499,6 +538,24 @@ func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, pr
 			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", pending)}}, false
 	}
 	return workflow.Decision{}, true
+}
+
+// victims are the snapshots beyond the limit, oldest first, never one in
+// protected.
+func (f *family) victims(inv inventory, protected []int64) []Snapshot {
+	excess := len(inv.genuine) - f.limit
+	var out []Snapshot
+	for _, s := range inv.genuine {
+		if excess <= 0 {
+			break
+		}
+		if slices.Contains(protected, s.Version) {
+			continue
+		}
+		excess--
+		out = append(out, s)
+	}
+	return out
 }
 
 // nextDelete walks snapshots to delete under step (as listed in this
@@ -596,35 +653,48 @@ func (r *reads) loadTarget(ctx context.Context, live *corev1.Secret) (*corev1.Se
 // alreadyApplied reports whether live, found at another resourceVersion
 // than the command expects, already holds this command's result: version
 // M, the snapshot of M-1 taken from the expected resourceVersion, and the
-// data the command writes over it. It settles a rerun whose journal was lost
-// (so the update's archive is compared, never trusted: only the live bytes
-// decide, and nothing is written); a restore's target must be proven ours.
-func (r *reads) alreadyApplied(ctx context.Context, live *corev1.Secret) bool {
+// data the command writes over it. It settles a command whose own
+// operation was journaled under another mutation ID (only the live bytes
+// decide, and nothing is written). The predecessor snapshot is history only
+// when the journal proves it: the journal is read first, and no snapshot is
+// read unless its slot holds a UID a keyledger create answered with, so a
+// look-alike planted in that slot (its source-resource-version copied from
+// what anyone can read) leaves the stale command refused. A restore's
+// target must be proven ours too (loadTarget).
+func (r *reads) alreadyApplied(ctx context.Context, live *corev1.Secret) (bool, error) {
 	f := r.f
 	if f.cmd.Kind == command.KindSecretDelete {
-		return false
+		return false, nil
 	}
 	m, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
 	if err != nil || m < 2 {
-		return false
+		return false, nil
 	}
-	prev, err := f.api.GetSnapshot(ctx, SnapshotName(live.UID, m-1))
+	prov, err := f.provenance(ctx, r.run, live.UID)
 	if err != nil {
-		return false
+		return false, err
+	}
+	name := SnapshotName(live.UID, m-1)
+	if !prov.provenSlot(name) {
+		return false, nil
+	}
+	prev, err := f.api.GetSnapshot(ctx, name)
+	if err != nil {
+		return false, nil
 	}
 	meta, ok := checkSnapshot(prev, live.UID, live.Name)
-	if !ok || meta.SourceResourceVersion != f.cmd.ExpectedResourceVersion {
-		return false
+	if !ok || !prov.journaled(&prev.ObjectMeta) || meta.SourceResourceVersion != f.cmd.ExpectedResourceVersion {
+		return false, nil
 	}
 	base := prev.Data
 	if f.cmd.Kind == command.KindSecretRestore {
 		target, _, err := r.loadTarget(ctx, live)
 		if err != nil || target == nil {
-			return false
+			return false, err
 		}
 		base = target.Data
 	}
-	return sameData(live.Data, f.replacement(live, base, m-1).Data)
+	return sameData(live.Data, f.replacement(live, base, m-1).Data), nil
 }
 
 func (f *family) actor() string { return f.cmd.Metadata.RequestID + "/" + f.cmd.Metadata.MutationID }

@@ -432,3 +432,36 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
+
+// FindInRuns returns, as store.Store.FindInRuns, the newest record of
+// p.Kind, p.Step and p.Target (carrying p.UID and p.Digest when they are
+// not empty) in any run of command p.Command, with that run's mutation ID;
+// nil when there is none.
+func (j *Journal) FindInRuns(ctx context.Context, p store.RunRecordParams) (*store.RunRecord, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	what := "reading the command's runs for " + p.Step + " records"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if j.closed {
+		return nil, fmt.Errorf("%s: connection failed", what)
+	}
+	if err := firstErr(checkText(p.Command), checkText(p.Step), checkText(p.Target), checkText(p.UID), checkText(p.Digest)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var found *store.RunRecord
+	for _, e := range j.runs(p.Command) {
+		for _, s := range e.records {
+			r := s.r
+			if r.Kind != p.Kind || r.Step != p.Step || r.Target != p.Target ||
+				p.UID != "" && r.UID != p.UID || p.Digest != "" && r.Digest != p.Digest {
+				continue
+			}
+			if found == nil || r.ID > found.Record.ID {
+				found = &store.RunRecord{Run: e.op.MutationID, Record: s.record()}
+			}
+		}
+	}
+	return found, nil
+}

@@ -1,0 +1,220 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// planted is a complete Secret of the first planned name that someone
+// with create on Secrets wrote before keyledger did, with a password they
+// know (and, with mods, anything else).
+func planted(mods ...func(*corev1.Secret)) func(e *env) {
+	return func(e *env) {
+		labelled := func(s *corev1.Secret) { s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"} }
+		e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "known-to-them"}, append([]func(*corev1.Secret){labelled}, mods...)...))
+	}
+}
+
+// requireKept checks the resolution of the create of name in r: kept, with
+// authorship want and lookAlike as given.
+func requireKept(t *testing.T, r result, name string, want Authorship, lookAlike bool) store.Record {
+	t.Helper()
+	res := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+name)
+	require.Equal(t, "ours/"+reasonKeptExisting, res.Status+"/"+res.Reason, name)
+	require.Equal(t, string(want), res.Detail["authorship"], name)
+	require.Equal(t, lookAlike, res.Detail["lookAlike"], name)
+	require.Equal(t, true, res.Detail["kept"], "%s: kept, not written by this run", name)
+	return res
+}
+
+// TestAuthorshipTable: where each planned Secret came from, proven from
+// every run of the plan, journaled and counted; a server's restart names
+// the authorship of the Secret it follows.
+func TestAuthorshipTable(t *testing.T) {
+	t.Parallel()
+	runTable(t, []row{
+		{name: "three runs: what run 1 created is proven on every later run, never a look-alike", check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, 0, r.unproven())
+			require.Equal(t, map[string]any{secretApp: "proven", secretBus: "proven"}, r.authorship())
+			for run := 2; run <= 3; run++ {
+				r = e.run()
+				require.Equal(t, "existing", r.ending(), "run %d", run)
+				require.Equal(t, 0, r.unproven(), "run %d", run)
+				require.Equal(t, map[string]any{secretApp: "proven", secretBus: "proven"}, r.authorship(), "run %d", run)
+				for _, n := range []string{secretApp, secretBus} {
+					res := requireKept(t, r, n, AuthorshipProven, false)
+					require.Equal(t, "m-1:run-1", res.Detail["by"], "the run whose create it carries")
+				}
+			}
+		}},
+		{name: "planted before the first run, its server refusing: kept, unproven, the restart says so", spec: withServers,
+			setup: func(e *env) { planted()(e); staleServer(e) },
+			check: func(t *testing.T, e *env, r result) {
+				require.Equal(t, "completed", r.ending())
+				require.Equal(t, "known-to-them", string(e.secret(secretApp).Data["password"]), "create-if-absent keeps it")
+				require.Equal(t, 1, r.unproven())
+				require.Equal(t, map[string]any{secretApp: "unproven", secretBus: "proven"}, r.authorship())
+				requireKept(t, r, secretApp, AuthorshipUnproven, false)
+				call := callOf(r, stepDeletePod, "pod/"+podApp)
+				require.Equal(t, secretApp, call.Detail["secret"])
+				require.Equal(t, "unproven", call.Detail["authorship"], "the restart's record names what it followed")
+				require.Equal(t, []any{map[string]any{"pod": podApp, "secret": secretApp, "authorship": "unproven"}}, r.summary()["restarts"])
+				r = e.run()
+				require.Equal(t, 1, r.unproven(), "still unproven on the next run")
+				requireKept(t, r, secretApp, AuthorshipUnproven, false)
+				require.Equal(t, []any{}, r.summary()["restarts"])
+			}},
+		{name: "a look-alike carrying keyledger's annotations stays a look-alike on later runs", setup: planted(func(s *corev1.Secret) {
+			s.Annotations = map[string]string{AnnotationNonce: "0123456789abcdef0123456789abcdef", AnnotationCreatedBy: "m-1:run-1"}
+		}), check: func(t *testing.T, e *env, r result) {
+			requireKept(t, r, secretApp, AuthorshipUnproven, true)
+			r = e.run()
+			requireKept(t, r, secretApp, AuthorshipUnproven, true)
+			require.Equal(t, 1, r.unproven())
+		}},
+		{name: "adopted, then proven adopted by its UID on the next run", spec: withAdoption, setup: adoptable, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			requireKept(t, r, secretApp, AuthorshipAdopted, false)
+			require.Equal(t, map[string]any{secretApp: "adopted", secretBus: "proven"}, r.authorship())
+			require.Equal(t, 0, r.unproven())
+			r = e.run()
+			res := requireKept(t, r, secretApp, AuthorshipAdopted, false)
+			require.Equal(t, "m-1:run-1", res.Detail["by"])
+			require.Equal(t, 0, r.unproven())
+		}},
+		{name: "another Secret planted under an adopted name after it was deleted is unproven", spec: withAdoption, setup: adoptable, check: func(t *testing.T, e *env, r result) {
+			requireKept(t, r, secretApp, AuthorshipAdopted, false)
+			e.k.mu.Lock()
+			delete(e.k.secrets, secretApp)
+			e.k.mu.Unlock()
+			planted()(e) // a new UID
+			r = e.run()
+			requireKept(t, r, secretApp, AuthorshipUnproven, false)
+			require.Equal(t, 1, r.unproven())
+		}},
+		{name: "the outcome counts a kept Secret no run made as unproven even when it lacked something", setup: partial, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, 1, r.unproven())
+			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
+		}},
+	})
+}
+
+// TestKeptSecretChecksTable: a Secret found in place gets the same checks
+// whether it is complete (settled by the resolution of the create's 409)
+// or lacks something (read again and patched), and before a patch is sent
+// again.
+func TestKeptSecretChecksTable(t *testing.T) {
+	t.Parallel()
+	runTable(t, []row{
+		{name: "complete but terminating: refused, not kept", setup: planted(terminating), check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
+			require.Zero(t, e.k.count(opPatchSecret, secretApp))
+		}},
+		{name: "complete but of another type: refused, not kept", setup: planted(func(s *corev1.Secret) { s.Type = corev1.SecretTypeBasicAuth }),
+			check: func(t *testing.T, e *env, r result) {
+				require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
+			}},
+		{name: "complete and immutable: nothing to write, kept", setup: planted(func(s *corev1.Secret) {
+			yes := true
+			s.Immutable = &yes
+		}), check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Zero(t, e.k.written("secret/"+secretApp))
+		}},
+		{name: "adopted basic-auth keeps the type External Secrets gave it", spec: withAdoption, setup: func(e *env) {
+			adoptable(e)
+			e.k.mu.Lock()
+			e.k.secrets[secretApp].Type = corev1.SecretTypeBasicAuth
+			e.k.mu.Unlock()
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.ending())
+			require.Equal(t, corev1.SecretTypeBasicAuth, e.secret(secretApp).Type)
+			requireAdopted(t, e)
+		}},
+		{name: "adopted TLS Secret: refused", spec: withAdoption, setup: func(e *env) {
+			adoptable(e)
+			e.k.mu.Lock()
+			e.k.secrets[secretApp].Type = corev1.SecretTypeTLS
+			e.k.mu.Unlock()
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
+		}},
+		{name: "made terminating before a lost patch: refused, never sent again", setup: func(e *env) {
+			partial(e)
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore, before: someone(func(k *fakeKube) {
+				terminating(k.secrets[secretApp])
+				k.stamp(k.secrets[secretApp])
+			})})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
+			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp), "not sent again")
+			require.NotContains(t, e.secret(secretApp).Data, "password")
+		}},
+	})
+}
+
+// TestRefusedBatchListsOnlyWrites: a batch whose one create is rejected
+// names as applied only the creates keyledger made; a Secret its 409 found
+// in place is kept, not applied.
+func TestRefusedBatchListsOnlyWrites(t *testing.T) {
+	t.Parallel()
+	runTable(t, []row{
+		{name: "a kept look-alike is not applied", setup: func(e *env) {
+			planted()(e)
+			e.k.script(&fault{op: opCreateSecret, name: secretBus, kind: faultAnswer, err: errInvalid("Secret", secretBus)})
+		}, check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/invalid", r.ending())
+			require.Equal(t, []any{}, r.summary()["applied"], "keyledger wrote nothing")
+			require.Equal(t, []any{"secret/" + secretApp}, r.summary()["kept"])
+			require.Equal(t, []any{"secret/" + secretBus}, r.summary()["notApplied"])
+		}},
+	})
+}
+
+// failingRuns is a journal whose reads of the plan's other runs fail.
+type failingRuns struct{ workflow.JournalReader }
+
+func (failingRuns) FindInRuns(context.Context, store.RunRecordParams) (*store.RunRecord, error) {
+	return nil, errors.New("connection refused")
+}
+
+// unreadableRuns is the family with a journal whose reads of other runs
+// fail, whatever Operate binds.
+type unreadableRuns struct{ *family }
+
+func (u unreadableRuns) BindJournal(j workflow.JournalReader) { u.family.BindJournal(failingRuns{j}) }
+
+// A Secret found in place whose authorship cannot be read from the journal
+// is neither kept nor refused: the run ends uncertain and a rerun decides.
+func TestAuthorshipJournalUnreadable(t *testing.T) {
+	t.Parallel()
+	e := rowEnv(t, nil, planted())
+	plan := e.plan()
+	plan.Family = unreadableRuns{e.family()}
+	_, err := workflow.Operate(context.Background(), e.j, plan, nil)
+	var uncertain *workflow.Uncertain
+	require.ErrorAs(t, err, &uncertain)
+	require.Equal(t, "journal-read-failed", uncertain.Reason)
+	require.Zero(t, e.k.count(opPatchSecret, secretApp))
+}
+
+// The keys a journaled create named are compared as the journal reads
+// them back (a JSON array) and as this process built them.
+func TestSameKeys(t *testing.T) {
+	t.Parallel()
+	want := []string{"password", "user"}
+	require.True(t, sameKeys([]any{"password", "user"}, want))
+	require.True(t, sameKeys([]string{"password", "user"}, want))
+	require.False(t, sameKeys([]any{"password"}, want))
+	require.False(t, sameKeys([]any{"password", 3.0}, want))
+	require.False(t, sameKeys(nil, want))
+}

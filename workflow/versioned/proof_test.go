@@ -1,0 +1,303 @@
+package versioned
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// lostAfterArchiveChange scripts the live write (update) to be lost before
+// it reaches the server, after change ran on the archive of version n:
+// the resolution finds the live Secret unchanged, and must check the
+// archive again before sending the write again.
+func lostAfterArchiveChange(setup func(e *env) *Command, n int64, change func(d *apiDouble, name string)) func(e *env) *Command {
+	return func(e *env) *Command {
+		cmd := setup(e)
+		e.api.on(verbUpdate, testName, fault{kind: faultLostBefore, hook: func(d *apiDouble) { change(d, snapName(n)) }})
+		return cmd
+	}
+}
+
+// TestFamilyRecheckBeforeResend: a live write (update or restore) whose
+// answer was lost, found not applied, is sent again only when the archive
+// the decision checked is still there, keyledger's and final.
+func TestFamilyRecheckBeforeResend(t *testing.T) {
+	t.Parallel()
+	removed := func(d *apiDouble, name string) { d.remove(name) }
+	deleting := func(d *apiDouble, name string) { d.edit(name, terminating) }
+	finalized := func(d *apiDouble, name string) { d.edit(name, held) }
+	archived := []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost"}
+	trace := func(reason string) []string {
+		return append(append([]string{}, archived...), "resolve replace-live theirs/"+reason, "refuse "+reason)
+	}
+	notResent := func(t *testing.T, e *env, o outcome) {
+		t.Helper()
+		requireLive(t, e, "1", "password", "old")
+		require.Equal(t, 1, e.api.calls[verbUpdate], "the live write is not sent again")
+		require.NotEqual(t, "converged", o.word())
+	}
+	restoreArchive := func(e *env) *Command {
+		restoreSetup(e)
+		return e.restore(e.rv(), 1)
+	}
+	runRows(t, []famRow{{
+		name:  "update: the archive deleted since: archive-missing",
+		setup: lostAfterArchiveChange(seedV1, 1, removed),
+		want:  "refused:archive-missing", trace: trace(ReasonArchiveMissing),
+		check: notResent,
+	}, {
+		name:  "update: the archive being deleted since: snapshot-terminating",
+		setup: lostAfterArchiveChange(seedV1, 1, deleting),
+		want:  "refused:snapshot-terminating", trace: trace(ReasonSnapshotTerminating),
+		check: notResent,
+	}, {
+		name:  "update: the archive given a finalizer since: snapshot-finalizers",
+		setup: lostAfterArchiveChange(seedV1, 1, finalized),
+		want:  "refused:snapshot-finalizers", trace: trace(ReasonSnapshotFinalizers),
+		check: notResent,
+	}, {
+		name:  "update: the archive replaced by a look-alike since: archive-missing",
+		setup: lostAfterArchiveChange(seedV1, 1, func(d *apiDouble, name string) { d.remove(name); d.seedLocked(lookalike(d.objs[testName], 1)) }),
+		want:  "refused:archive-missing", trace: trace(ReasonArchiveMissing),
+		check: notResent,
+	}, {
+		name: "restore: the archive of the live state deleted since: archive-missing",
+		setup: func(e *env) *Command {
+			cmd := restoreArchive(e)
+			e.api.on(verbUpdate, testName, fault{kind: faultLostBefore, hook: func(d *apiDouble) { d.remove(snapName(3)) }})
+			return cmd
+		},
+		want: "refused:archive-missing",
+		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live unknown/lost",
+			"resolve replace-live theirs/archive-missing", "refuse archive-missing"},
+		check: func(t *testing.T, e *env, o outcome) {
+			requireLive(t, e, "3", "password", "v3")
+			require.Equal(t, 1, e.api.calls[verbUpdate], "the restore is not sent again")
+		},
+	}, {
+		name: "interrupted in calling, the archive deleted before the rerun: archive-missing, never sent",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			// The process dies after the call record, before the send
+			// (KEYLEDGER_FAILPOINT=after-call): the answer never journaled.
+			e.api.on(verbUpdate, testName, lostSend)
+			e.failMove = func(p store.TransitionParams) bool {
+				return p.From == store.StateCalling && len(p.Records) > 0 && p.Records[0].Step == StepReplaceLive
+			}
+			e.first = e.run(cmd)
+			e.failMove = nil
+			e.api.remove(snapName(1))
+			return cmd
+		},
+		want: "refused:archive-missing",
+		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live",
+			"result replace-live lost/no-result-recorded", "resolve replace-live theirs/archive-missing", "refuse archive-missing"},
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
+			requireLive(t, e, "1", "password", "old")
+			require.Zero(t, e.api.calls[verbUpdate], "the rerun sends nothing")
+		},
+	}, {
+		name: "interrupted in calling, rerun with a lower limit while the oldest snapshot is being deleted: prune-pending, not sent",
+		setup: func(e *env) *Command {
+			cmd := interruptedSecondUpdate(e)
+			e.limit = 1
+			e.api.edit(snapName(1), terminating)
+			return cmd
+		},
+		want: "uncertain:prune-pending",
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Zero(t, e.api.calls[verbUpdate], "not sent again while a prune is pending")
+			require.Equal(t, store.StateResolving, o.res.Run.Op.State, "a rerun checks again")
+		},
+	}, {
+		name: "interrupted in calling, rerun with a lower limit: sent again (the next write prunes)",
+		setup: func(e *env) *Command {
+			cmd := interruptedSecondUpdate(e)
+			e.limit = 1
+			return cmd
+		},
+		want: "completed",
+		check: func(t *testing.T, e *env, _ outcome) {
+			requireLive(t, e, "3", "password", "v3")
+			require.Equal(t, 1, e.api.calls[verbUpdate])
+		},
+	}, {
+		name: "interrupted in calling, the history unreadable on the rerun: uncertain, not sent",
+		setup: func(e *env) *Command {
+			cmd := interruptedSecondUpdate(e)
+			e.api.on(verbList, "", ans(statusServer()))
+			return cmd
+		},
+		want: "uncertain:read-failed",
+		check: func(t *testing.T, e *env, _ outcome) {
+			require.Zero(t, e.api.calls[verbUpdate])
+		},
+	}, {
+		name:  "update: the archive still there: sent again",
+		setup: lostAfterArchiveChange(seedV1, 1, func(*apiDouble, string) {}),
+		want:  "completed",
+		trace: append(append([]string{}, archived...), "resolve replace-live not-applied/resource-version-unchanged",
+			"call replace-live", "result replace-live applied", "complete completed"),
+		check: updated,
+	}})
+}
+
+// interruptedSecondUpdate builds genuine history v1, live at version 2,
+// and runs an update of it that dies in calling after its live write's
+// call record was journaled and before it was sent.
+func interruptedSecondUpdate(e *env) *Command {
+	e.t.Helper()
+	e.history(1)
+	cmd := e.update(e.rv(), "password", "v3")
+	e.api.on(verbUpdate, testName, lostSend)
+	e.failMove = func(p store.TransitionParams) bool {
+		return p.From == store.StateCalling && len(p.Records) > 0 && p.Records[0].Step == StepReplaceLive
+	}
+	e.first = e.run(cmd)
+	e.failMove = nil
+	require.Equal(e.t, store.StateCalling, e.first.res.Run.Op.State)
+	return cmd
+}
+
+// TestFamilyRecheckSlotsBeforeResend: a snapshot create found not applied
+// is sent again only when the slots are still free of look-alikes.
+func TestFamilyRecheckSlotsBeforeResend(t *testing.T) {
+	t.Parallel()
+	runRows(t, []famRow{{
+		name: "a look-alike planted above the counter while the create was lost: slot-occupied",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			e.api.on(verbCreate, snapName(1), fault{kind: faultLostBefore, hook: func(d *apiDouble) {
+				d.seedLocked(lookalike(d.objs[testName], 2))
+			}})
+			return cmd
+		},
+		want: "refused:slot-occupied",
+		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/slot-occupied",
+			"refuse slot-occupied"},
+		check: func(t *testing.T, e *env, _ outcome) {
+			requireLive(t, e, "1", "password", "old")
+			require.Equal(t, 1, e.api.calls[verbCreate], "not sent again")
+		},
+	}})
+}
+
+// TestFamilyStaleWithPlantedPredecessor: a stale command is existing only
+// when the journal proves the predecessor snapshot; a look-alike of it,
+// however exact, leaves it stale.
+func TestFamilyStaleWithPlantedPredecessor(t *testing.T) {
+	t.Parallel()
+	runRows(t, []famRow{{
+		name: "a look-alike predecessor with the right source-resource-version: stale, and no snapshot is read",
+		setup: func(e *env) *Command {
+			live := e.seedLive("2", "password", "new")
+			before := live.DeepCopy()
+			before.ResourceVersion, before.Data = "rv-before", data("password", "old")
+			e.api.seed(lookalike(before, 1))
+			return e.update("rv-before", "password", "new")
+		},
+		want:  "refused:stale-resource-version",
+		trace: []string{"refuse stale-resource-version"},
+		check: func(t *testing.T, e *env, _ outcome) {
+			requireWrites(t, e, nil)
+			require.Zero(t, e.api.calls[verbGet+" "+snapName(1)], "an unproven snapshot is never read")
+		},
+	}, {
+		name: "keyledger's own predecessor: existing",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			require.Equal(t, "completed", e.run(cmd).word())
+			return e.update(cmd.ExpectedResourceVersion, "password", "new")
+		},
+		want:  "existing",
+		trace: []string{"complete existing"},
+		check: func(t *testing.T, e *env, _ outcome) { requireWrites(t, e, nil) },
+	}})
+}
+
+// TestFamilyPurgeThenRefusedSaysWhatIsGone: a delete without history
+// purges first; when the live delete is then refused, the refusal names
+// the versions already purged.
+func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
+	t.Parallel()
+	runRows(t, []famRow{{
+		name: "the live Secret changed after the purge: changed-concurrently, purgedVersions 1 and 2",
+		setup: func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.on(verbDelete, snapName(2), hook(func(d *apiDouble) {
+				d.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			}))
+			return cmd
+		},
+		want: "refused:changed-concurrently",
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"], "the refusal says the history is gone")
+			require.NotNil(t, e.live(), "the live Secret stays")
+			require.Nil(t, e.snap("uid-0001", 1))
+		},
+	}, {
+		name: "the live delete rejected (422) after the purge: purgedVersions in the refusal",
+		setup: func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.on(verbDelete, testName, ans(statusInvalid(testName)))
+			return cmd
+		},
+		want: "refused:invalid",
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"])
+			require.NotNil(t, e.live())
+		},
+	}, {
+		name: "the live Secret changed while the live delete was lost: the resolution's refusal names them too",
+		setup: func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.on(verbDelete, testName, fault{kind: faultLostBefore, hook: func(d *apiDouble) {
+				d.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			}})
+			return cmd
+		},
+		want: "refused:changed-concurrently",
+		check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, "resolution", string(o.records[len(o.records)-2].Kind))
+			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"])
+		},
+	}})
+}
+
+// TestProvenanceReadsOldAndNewNonces: a create-snapshot call record written
+// by an older keyledger holds the plain nonce; one written now holds only
+// its digest. Both prove the occupant carrying that nonce, and a new call
+// record holds no nonce in plain text.
+func TestProvenanceReadsOldAndNewNonces(t *testing.T) {
+	t.Parallel()
+	live := liveSecret()
+	oldNonce, newNonce := "00112233445566778899aabbccddeeff", "ffeeddccbbaa99887766554433221100"
+	slot := func(n int64) string { return "secret/" + SnapshotName(live.UID, n) }
+	p := newProvenance()
+	p.add([]store.Record{
+		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: slot(1), UID: string(live.UID), Detail: map[string]any{"nonce": oldNonce}},
+		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: slot(2), UID: string(live.UID), Detail: map[string]any{"nonceDigest": nonceDigest(newNonce)}},
+	}, live.UID)
+	occupant := func(n int64, nonce string) *corev1.Secret {
+		s := snapshotOf(live, n, live.CreationTimestamp.Time, "req/mut")
+		s.UID = types.UID("s-" + nonce[:4])
+		s.Annotations[AnnotationNonce] = nonce
+		return s
+	}
+	require.True(t, p.carriesNonce(&occupant(1, oldNonce).ObjectMeta), "a plain nonce journaled by an older keyledger is still read")
+	require.True(t, p.carriesNonce(&occupant(2, newNonce).ObjectMeta), "a digest proves the nonce")
+	require.False(t, p.carriesNonce(&occupant(2, oldNonce).ObjectMeta), "another slot's nonce proves nothing")
+	require.False(t, p.carriesNonce(&occupant(1, nonceDigest(oldNonce)).ObjectMeta), "the digest itself is not the nonce")
+
+	f := &family{cmd: (&env{}).command("SecretUpdate")}
+	call := f.snapshotCall(live, snapshotOf(live, 3, live.CreationTimestamp.Time, "req/mut"))
+	require.NotContains(t, call.Detail, "nonce", "the journal never holds the nonce")
+	require.Regexp(t, "^sha256:[0-9a-f]{64}$", call.Detail["nonceDigest"])
+	require.NotContains(t, workflow.Call{}.Detail, "nonce")
+}
