@@ -98,6 +98,9 @@ type Deps struct {
 
 // Result is what a run ends with.
 type Result struct {
+	// Run is the operation as the journal holds it. It is nil when a
+	// replay was contradicted by the cluster (Family.ConfirmReplay): the
+	// journaled ending is not what happened, and is not reported.
 	Run *Run
 	// Outcome is the word printed on stdout.
 	Outcome Outcome
@@ -200,6 +203,18 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	res.Run = run
 	if op.State.Terminal() {
 		res.Replayed = true
+		// A completed operation is reported existing only once a read of
+		// the cluster made now shows its effect. A contradicted replay
+		// appends nothing (the operation is final) and writes nothing; its
+		// journaled ending is not believed, so it is not returned.
+		if err := confirmReplay(ctx, plan.Family, run); err != nil {
+			res.Run, res.Outcome = nil, OutcomeRefused
+			var unavailable *Unavailable
+			if errors.As(err, &unavailable) {
+				res.Outcome = ""
+			}
+			return res, err
+		}
 		return res, finish(res)
 	}
 
