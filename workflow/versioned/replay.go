@@ -139,11 +139,17 @@ func (f *family) confirmArchive(ctx context.Context, run *workflow.Run, live *co
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
 	// Only this operation's records prove which object it created: the
-	// nonce its call carried (journaled before the create was sent) or the
-	// UID its create answered.
+	// UID its create answered (or its resolution found), and, only when no
+	// UID was journaled, the nonce its call carried (journaled before the
+	// create was sent). A copy of the archive under another UID carries
+	// the nonce too, so a journaled UID decides.
 	p := newProvenance()
 	p.add(run.Records, live.UID)
-	if !p.owns(&s.ObjectMeta) {
+	owned := p.owns(&s.ObjectMeta)
+	if archived.By.UID != "" {
+		owned = string(s.UID) == archived.By.UID
+	}
+	if !owned {
 		return contradiction(ReasonReplaySnapshotMissing, "the slot "+name+" holds an object this operation did not create")
 	}
 	meta, ok := checkSnapshot(s, live.UID, live.Name)
