@@ -291,6 +291,129 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			return cmd
 		},
 		want: "replay:existing", check: existing,
+	}, {
+		name: "a genuine create, the live Secret deleted since: replay-secret-absent",
+		setup: func(e *env) *Command {
+			cmd := genuine(e, e.update("", "password", "v1"))
+			e.api.remove(testName)
+			return cmd
+		},
+		want: "refused:" + ReasonReplaySecretAbsent, trace: []string{"call create-live", "result create-live applied", "complete completed"},
+		check: afterGenuine,
+	}, {
+		name: "a genuine create, the live Secret re-created since: replay-uid-changed",
+		setup: func(e *env) *Command {
+			cmd := genuine(e, e.update("", "password", "v1"))
+			e.api.remove(testName)
+			e.seedLive("1", "password", "v1")
+			return cmd
+		},
+		want: "refused:" + ReasonReplayUIDChanged, trace: []string{"call create-live", "result create-live applied", "complete completed"},
+		check: afterGenuine,
+	}, {
+		name: "a forged completion with an archive and no live write: replay-write-unsettled",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			e.forge(cmd, forgedUpdate(e.live(), 1)[:2]...)
+			return cmd
+		},
+		want:  "refused:" + ReasonReplayWriteUnsettled,
+		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "complete completed"},
+		check: func(t *testing.T, e *env, o outcome) {
+			contradicted(t, e, o, []string{"call create-snapshot v1", "result create-snapshot v1 applied", "complete completed"})
+		},
+	}, {
+		name: "a forged live write without an archive, the counter raised by hand: replay-snapshot-missing",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			e.forge(cmd, forgedUpdate(e.live(), 1)[2:]...)
+			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
+			return cmd
+		},
+		want:  "refused:" + ReasonReplaySnapshotMissing,
+		trace: []string{"call replace-live", "result replace-live applied", "complete completed"},
+		check: func(t *testing.T, e *env, o outcome) {
+			contradicted(t, e, o, []string{"call replace-live", "result replace-live applied", "complete completed"})
+			require.Zero(t, e.api.calls[verbGet+" "+SnapshotName("uid-0001", 1)], "no journaled archive: nothing to read")
+		},
+	}, {
+		name: "a genuine update, the counter made malformed since: replay-version-malformed",
+		setup: func(e *env) *Command {
+			cmd := genuine(e, seedV1(e))
+			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "07" })
+			return cmd
+		},
+		want: "refused:" + workflow.ReplayPrefix + ReasonVersionMalformed, trace: traceUpdate, check: afterGenuine,
+	}, {
+		name: "a genuine update, the archive's read fails: unavailable",
+		setup: func(e *env) *Command {
+			cmd := genuine(e, seedV1(e))
+			e.api.on(verbGet, SnapshotName("uid-0001", 1), ans(statusServer()))
+			return cmd
+		},
+		want: "unavailable", trace: traceUpdate, check: afterGenuine,
+	}, {
+		name: "a genuine existing, someone else's write since: replay-stale-resource-version",
+		setup: func(e *env) *Command {
+			cmd := seedV1(e)
+			require.NoError(e.t, e.run(cmd).err)
+			again := genuine(e, e.update(cmd.ExpectedResourceVersion, "password", "new"))
+			e.api.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			return again
+		},
+		want: "refused:" + workflow.ReplayPrefix + ReasonStale, trace: []string{"complete existing"}, check: afterGenuine,
+	}, {
+		name: "a genuine existing restore (immutable, the target's data), the list fails: unavailable",
+		setup: func(e *env) *Command {
+			restoreSetup(e)
+			e.api.edit(testName, func(s *corev1.Secret) {
+				immutable := true
+				s.Immutable, s.Data = &immutable, data("password", "v1")
+			})
+			cmd := genuine(e, e.restore(e.rv(), 1))
+			e.api.on(verbList, "", ans(statusServer()))
+			return cmd
+		},
+		want: "unavailable", trace: []string{"complete existing"}, check: afterGenuine,
+	}, {
+		name: "a forged delete without a live delete: replay-write-unsettled",
+		setup: func(e *env) *Command {
+			e.seedLive("1", "password", "v1")
+			cmd := e.delete(e.rv(), true)
+			e.forge(cmd)
+			return cmd
+		},
+		want: "refused:" + ReasonReplayWriteUnsettled, trace: []string{"complete completed"}, check: bare,
+	}, {
+		name: "a forged delete, the live Secret edited since but still there: replay-live-present",
+		setup: func(e *env) *Command {
+			e.seedLive("1", "password", "v1")
+			cmd := e.delete(e.rv(), true)
+			e.forge(cmd, forgedDelete(e.live())...)
+			e.api.edit(testName, func(s *corev1.Secret) { s.Labels = map[string]string{"touched": "yes"} })
+			return cmd
+		},
+		want:  "refused:" + ReasonReplayLivePresent,
+		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
+		check: func(t *testing.T, e *env, o outcome) {
+			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
+		},
+	}, {
+		name: "a genuine delete, the live read fails: unavailable",
+		setup: func(e *env) *Command {
+			cmd := genuine(e, purgeSetup(e))
+			e.api.on(verbGet, testName, ans(statusServer()))
+			return cmd
+		},
+		want: "unavailable", check: afterGenuine,
+	}, {
+		name: "a genuine delete without history, the list fails: unavailable",
+		setup: func(e *env) *Command {
+			cmd := genuine(e, purgeSetup(e))
+			e.api.on(verbList, "", ans(statusServer()))
+			return cmd
+		},
+		want: "unavailable", check: afterGenuine,
 	}})
 }
 
