@@ -305,6 +305,10 @@ type Engine struct {
 	MaxAttempts int
 	// dry, when set, holds every call back (DryRun).
 	dry *dryCalls
+	// ended is set once this engine committed the operation's terminal
+	// move: an operation found terminal otherwise was ended by another
+	// process (or another hand), which Operate does not take on trust.
+	ended bool
 }
 
 // The engine's events. Their names are also the failpoint names
@@ -388,6 +392,9 @@ func (m *machine) fire(ctx context.Context, event string, mv move) error {
 			return canceled.Err
 		}
 		return fmt.Errorf("state machine event %s from %s: %w", event, m.fsm.Current(), err)
+	}
+	if m.run.Op.State.Terminal() {
+		m.e.ended = true
 	}
 	m.e.Log.Debug("transition", "event", event, "state", m.fsm.Current(), "mutation_id", m.run.Op.MutationID)
 	if m.e.dry == nil {

@@ -204,16 +204,9 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	if op.State.Terminal() {
 		res.Replayed = true
 		// A completed operation is reported existing only once a read of
-		// the cluster made now shows its effect. A contradicted replay
-		// appends nothing (the operation is final) and writes nothing; its
-		// journaled ending is not believed, so it is not returned.
+		// the cluster made now shows its effect.
 		if err := confirmReplay(ctx, plan.Family, run); err != nil {
-			res.Run, res.Outcome = nil, OutcomeRefused
-			var unavailable *Unavailable
-			if errors.As(err, &unavailable) {
-				res.Outcome = ""
-			}
-			return res, err
+			return contradicted(res, err)
 		}
 		return res, finish(res)
 	}
@@ -226,6 +219,15 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		unavailable *Unavailable
 	)
 	switch {
+	case err == nil && !engine.ended && run.Op.State == store.StateCompleted && !plan.Runs:
+		// Another process completed the operation while this run drove it
+		// (found on a reload): believed, as a replay is, only with the
+		// cluster's agreement. (A desired-state run is not asked: the next
+		// run reads the cluster afresh whatever this one reports.)
+		if err := confirmReplay(ctx, plan.Family, run); err != nil {
+			return contradicted(res, err)
+		}
+		return res, finish(res)
 	case err == nil, errors.As(err, &refused):
 		return res, finish(res)
 	case errors.As(err, &uncertain):
@@ -238,6 +240,19 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		err = &Uncertain{Reason: "interrupted", Err: err}
 	}
 	res.Outcome = OutcomeUncertain
+	return res, err
+}
+
+// contradicted ends a run whose completed operation the cluster does not
+// bear out (err is *Refused), or could not be read (*Unavailable). Nothing
+// is appended (the operation is final) and nothing written; the journaled
+// ending is not believed, so the run's Result carries no Run.
+func contradicted(res *Result, err error) (*Result, error) {
+	res.Run, res.Outcome = nil, ""
+	var refused *Refused
+	if errors.As(err, &refused) {
+		res.Outcome = OutcomeRefused
+	}
 	return res, err
 }
 

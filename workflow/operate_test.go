@@ -365,3 +365,49 @@ func TestDryRunOnlyReadsTheJournal(t *testing.T) {
 	require.Equal(t, workflow.OutcomeExisting, plan.Outcome)
 	require.Equal(t, before, done.Transactions())
 }
+
+// An operation completed by another hand while this run drives it (found
+// on a reload after a lost compare-and-set) is believed only with the
+// cluster's agreement too: a forged completion slipped in mid-run refuses,
+// with nothing sent; a genuine concurrent one ends the run as it ended.
+func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		confirm func(*workflow.Run) (*workflow.Contradiction, error)
+		outcome workflow.Outcome
+		err     error
+	}{
+		{name: "the cluster agrees", outcome: workflow.OutcomeCompleted},
+		{
+			name: "the cluster contradicts",
+			confirm: func(*workflow.Run) (*workflow.Contradiction, error) {
+				return &workflow.Contradiction{Reason: "replay-claim-missing", Detail: "not claimed"}, nil
+			},
+			outcome: workflow.OutcomeRefused, err: &workflow.Refused{Reason: "replay-claim-missing", Detail: "not claimed"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			j := workflowtest.NewJournal()
+			f := &scripted{resolve: noResolve, confirm: c.confirm}
+			f.decide = func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+				// Another hand ends the operation between this decision's
+				// read and its commit.
+				_, err := j.Transition(t.Context(), store.TransitionParams{OperationID: run.Op.ID, From: run.Op.State, To: store.StateCompleted,
+					Revision: run.Op.Revision, Outcome: string(workflow.OutcomeCompleted),
+					Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+				require.NoError(t, err)
+				return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
+			}
+			res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+			require.Equal(t, c.err, err)
+			require.Equal(t, c.outcome, res.Outcome)
+			require.Equal(t, 1, f.confirmed, "the completion this run did not make is confirmed")
+			require.Zero(t, f.sent, "the call lost its compare-and-set: never sent")
+			_, records, err := j.Snapshot(t.Context(), "m")
+			require.NoError(t, err)
+			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordCompletion}, kinds(records))
+		})
+	}
+}

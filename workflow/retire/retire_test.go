@@ -290,7 +290,7 @@ func retireRows() []row {
 				}))
 			},
 			runs: []runWant{completed()},
-			end:  retired, writes: 1, gets: 2, replaces: 2,
+			end:  retired, writes: 1, gets: 3, replaces: 2, // the third get confirms the completion the other process journaled
 			trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
 		},
 		{
