@@ -13,6 +13,7 @@ import (
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/retire"
+	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
@@ -107,6 +108,7 @@ func TestIntegrationReplayForgedRetirementRefused(t *testing.T) {
 	require.Equal(t, "mut-forged", out["mutationId"])
 	require.Contains(t, r.Stdout, "no retirement receipt for key k-2026-07", "stdout names the missing receipt")
 	require.Equal(t, 1, strings.Count(r.Stdout, "\n"), "one line on stdout")
+	keyringtest.AssertNoMaterial(t, r.Stdout+r.Stderr, allMaterial()...)
 	require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "the keyring Secret is untouched")
 
 	p := e.plan(path, as)
