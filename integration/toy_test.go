@@ -86,6 +86,19 @@ func (f *toyFamily) Resolve(ctx context.Context, run *workflow.Run, call store.R
 	return v, nil
 }
 
+// ConfirmReplay: a completed claim is a replay only while the ConfigMap
+// carries this mutation's annotation.
+func (f *toyFamily) ConfirmReplay(ctx context.Context, _ *workflow.Run) (*workflow.Contradiction, error) {
+	cm, err := f.cms.Get(ctx, f.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if cm.Annotations[toyAnnotation] != f.mutation {
+		return &workflow.Contradiction{Reason: "replay-claim-missing"}, nil
+	}
+	return nil, nil
+}
+
 // toyPlan is the plan for claiming namespace/name for mutation.
 func toyPlan(client kube.Interface, namespace, name, mutation string) workflow.Plan {
 	return workflow.Plan{

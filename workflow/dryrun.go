@@ -29,7 +29,10 @@ type DryRunResult struct {
 	// desired-state command's run: "<mutationId>:run-<n>").
 	Operation string
 	// Replay is true when the operation is terminal in the journal: a run
-	// would replay its ending and send nothing.
+	// would replay its ending and send nothing. A completed one is checked
+	// against the cluster as a run checks it (Family.ConfirmReplay): when
+	// the cluster contradicts it, Outcome is refused and Reason names what
+	// differs (replay-...).
 	Replay bool
 	// Records are the records the run would journal, in order: the
 	// preparation, observations, calls (with "planned" results), probes and
@@ -87,6 +90,18 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	}
 	if op != nil {
 		res.Operation = op.MutationID
+	}
+	if op != nil && res.Replay {
+		// The same check as a run's, read-only: a completed operation is a
+		// replay only when the cluster shows its effect.
+		err := confirmReplay(ctx, plan.Family, &Run{Op: op, Records: records})
+		var refused *Refused
+		switch {
+		case errors.As(err, &refused):
+			res.Outcome, res.Reason, res.Summary = OutcomeRefused, refused.Reason, nil
+		case err != nil:
+			return nil, err
+		}
 	}
 	if op == nil || op.State.Terminal() {
 		return res, nil

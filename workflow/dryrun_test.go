@@ -35,6 +35,8 @@ func (f scriptFamily) Resolve(context.Context, *Run, store.Record) (Verdict, err
 	return Verdict{Kind: Undetermined}, nil
 }
 
+func (f scriptFamily) ConfirmReplay(context.Context, *Run) (*Contradiction, error) { return nil, nil }
+
 // repeatFamily decides the same call forever: only its effect, which a dry
 // run never has, would settle it.
 type repeatFamily struct{ sent *int }
@@ -47,6 +49,8 @@ func (f repeatFamily) Decide(context.Context, *Run) (Decision, error) {
 func (f repeatFamily) Resolve(context.Context, *Run, store.Record) (Verdict, error) {
 	return Verdict{Kind: Undetermined}, nil
 }
+
+func (f repeatFamily) ConfirmReplay(context.Context, *Run) (*Contradiction, error) { return nil, nil }
 
 func dryEngine(f Family) (*Engine, *Run) {
 	run := &Run{Op: &store.Operation{MutationID: "m", State: store.StatePrepared},

@@ -29,6 +29,17 @@ type Family interface {
 	// Resolve re-reads the durable facts after the call recorded in call
 	// (an authority_call record) ended without a known outcome.
 	Resolve(ctx context.Context, run *Run, call store.Record) (Verdict, error)
+	// ConfirmReplay is asked before an operation the journal says completed
+	// is reported as a replay (existing): it reads the cluster in this run,
+	// with the rights the family already holds (nothing beyond its Rules and
+	// Access), and returns nil when the cluster shows the effect the
+	// journal says the operation had, a *Contradiction naming what differs
+	// when it does not, and an error when the read failed (the run is then
+	// unavailable, never existing). It must only read: it is asked by
+	// `keyledger plan` too. A journal is far easier to write than the
+	// objects it describes, so a replay is believed only with the cluster's
+	// agreement.
+	ConfirmReplay(ctx context.Context, run *Run) (*Contradiction, error)
 }
 
 // Run is one operation as the engine drives it: the journaled operation and
@@ -299,6 +310,10 @@ type Engine struct {
 	MaxAttempts int
 	// dry, when set, holds every call back (DryRun).
 	dry *dryCalls
+	// ended is set once this engine committed the operation's terminal
+	// move: an operation found terminal otherwise was ended by another
+	// process (or another hand), which Operate does not take on trust.
+	ended bool
 }
 
 // The engine's events. Their names are also the failpoint names
@@ -382,6 +397,9 @@ func (m *machine) fire(ctx context.Context, event string, mv move) error {
 			return canceled.Err
 		}
 		return fmt.Errorf("state machine event %s from %s: %w", event, m.fsm.Current(), err)
+	}
+	if m.run.Op.State.Terminal() {
+		m.e.ended = true
 	}
 	m.e.Log.Debug("transition", "event", event, "state", m.fsm.Current(), "mutation_id", m.run.Op.MutationID)
 	if m.e.dry == nil {

@@ -101,6 +101,9 @@ type Deps struct {
 
 // Result is what a run ends with.
 type Result struct {
+	// Run is the operation as the journal holds it. It is nil when a
+	// replay was contradicted by the cluster (Family.ConfirmReplay): the
+	// journaled ending is not what happened, and is not reported.
 	Run *Run
 	// Outcome is the word printed on stdout.
 	Outcome Outcome
@@ -203,6 +206,11 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	res.Run = run
 	if op.State.Terminal() {
 		res.Replayed = true
+		// A completed operation is reported existing only once a read of
+		// the cluster made now shows its effect.
+		if err := confirmReplay(ctx, plan.Family, run); err != nil {
+			return contradicted(res, err)
+		}
 		return res, finish(res)
 	}
 
@@ -214,6 +222,15 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		unavailable *Unavailable
 	)
 	switch {
+	case err == nil && !engine.ended && run.Op.State == store.StateCompleted && !plan.Runs:
+		// Another process completed the operation while this run drove it
+		// (found on a reload): believed, as a replay is, only with the
+		// cluster's agreement. (A desired-state run is not asked: the next
+		// run reads the cluster afresh whatever this one reports.)
+		if err := confirmReplay(ctx, plan.Family, run); err != nil {
+			return contradicted(res, err)
+		}
+		return res, finish(res)
 	case err == nil, errors.As(err, &refused):
 		return res, finish(res)
 	case errors.As(err, &uncertain):
@@ -226,6 +243,19 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		err = &Uncertain{Reason: "interrupted", Err: err}
 	}
 	res.Outcome = OutcomeUncertain
+	return res, err
+}
+
+// contradicted ends a run whose completed operation the cluster does not
+// bear out (err is *Refused), or could not be read (*Unavailable). Nothing
+// is appended (the operation is final) and nothing written; the journaled
+// ending is not believed, so the run's Result carries no Run.
+func contradicted(res *Result, err error) (*Result, error) {
+	res.Run, res.Outcome = nil, ""
+	var refused *Refused
+	if errors.As(err, &refused) {
+		res.Outcome = OutcomeRefused
+	}
 	return res, err
 }
 

@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -17,8 +18,12 @@ import (
 type scripted struct {
 	decide  func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision
 	resolve func(run *workflow.Run, call store.Record) workflow.Verdict
-	sent    int
-	bound   workflow.JournalReader
+	// confirm answers ConfirmReplay (nil: the cluster agrees); confirmed
+	// counts the questions.
+	confirm   func(run *workflow.Run) (*workflow.Contradiction, error)
+	confirmed int
+	sent      int
+	bound     workflow.JournalReader
 }
 
 func (f *scripted) Decide(_ context.Context, run *workflow.Run) (workflow.Decision, error) {
@@ -29,6 +34,14 @@ func (f *scripted) Decide(_ context.Context, run *workflow.Run) (workflow.Decisi
 
 func (f *scripted) Resolve(_ context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	return f.resolve(run, call), nil
+}
+
+func (f *scripted) ConfirmReplay(_ context.Context, run *workflow.Run) (*workflow.Contradiction, error) {
+	f.confirmed++
+	if f.confirm == nil {
+		return nil, nil
+	}
+	return f.confirm(run)
 }
 
 func (f *scripted) BindJournal(j workflow.JournalReader) { f.bound = j }
@@ -134,6 +147,118 @@ func TestOperateWithTheInMemoryJournal(t *testing.T) {
 			require.True(t, again.Replayed, "a terminal operation is replayed")
 			require.EqualValues(t, 1, again.Transactions, "a replay commits only its prepare")
 			require.Equal(t, c.sent, c.family.sent, "a replay sends nothing")
+			wantConfirmed := 0
+			if c.state == store.StateCompleted {
+				wantConfirmed = 1
+			}
+			require.Equal(t, wantConfirmed, c.family.confirmed, "a completed operation's replay is confirmed by the family, a refused one's is not")
+		})
+	}
+}
+
+// forgeCompleted journals, as someone who can write the journal could, a
+// completed operation for prepare that did nothing: its preparation, then
+// its completion.
+func forgeCompleted(t *testing.T, j workflow.Store, prepare store.PrepareParams) {
+	t.Helper()
+	op, created, err := j.Prepare(t.Context(), prepare)
+	require.NoError(t, err)
+	require.True(t, created)
+	_, err = j.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted),
+		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+	require.NoError(t, err)
+}
+
+// A completed operation is reported existing only with the cluster's
+// agreement (Family.ConfirmReplay): a contradiction refuses with its
+// replay- reason, a failed read is unavailable, and neither decides,
+// sends or appends anything, nor reports the journaled ending.
+func TestOperateBelievesAReplayOnlyWithTheCluster(t *testing.T) {
+	t.Parallel()
+	never := func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		panic("a replay is never decided")
+	}
+	cases := []struct {
+		name    string
+		confirm func(*workflow.Run) (*workflow.Contradiction, error)
+		outcome workflow.Outcome
+		err     error
+	}{
+		{name: "agrees: existing", outcome: workflow.OutcomeExisting},
+		{
+			name: "contradicts: refused with the family's reason",
+			confirm: func(*workflow.Run) (*workflow.Contradiction, error) {
+				return &workflow.Contradiction{Reason: "replay-receipt-missing", Detail: "no receipt"}, nil
+			},
+			outcome: workflow.OutcomeRefused, err: &workflow.Refused{Reason: "replay-receipt-missing", Detail: "no receipt"},
+		},
+		{
+			name: "contradicts without the prefix: the engine adds it",
+			confirm: func(*workflow.Run) (*workflow.Contradiction, error) {
+				return &workflow.Contradiction{Reason: "uid-changed", Detail: "another UID"}, nil
+			},
+			outcome: workflow.OutcomeRefused, err: &workflow.Refused{Reason: "replay-uid-changed", Detail: "another UID"},
+		},
+		{
+			name: "the read failed: unavailable, never existing",
+			confirm: func(*workflow.Run) (*workflow.Contradiction, error) {
+				return nil, errors.New("connection reset")
+			},
+			err: &workflow.Unavailable{Dependency: "kubernetes", Err: errors.New("connection reset")},
+		},
+		{
+			name: "the family's own unavailable is kept",
+			confirm: func(*workflow.Run) (*workflow.Contradiction, error) {
+				return nil, &workflow.Unavailable{Dependency: "postgresql", Err: errors.New("gone")}
+			},
+			err: &workflow.Unavailable{Dependency: "postgresql", Err: errors.New("gone")},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			j := workflowtest.NewJournal()
+			forgeCompleted(t, j, toy("m"))
+			_, before, err := j.Snapshot(t.Context(), "m")
+			require.NoError(t, err)
+			f := &scripted{decide: never, resolve: noResolve, confirm: c.confirm}
+
+			res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+			require.Equal(t, c.err, err)
+			require.Equal(t, c.outcome, res.Outcome)
+			require.True(t, res.Replayed)
+			require.Equal(t, 1, f.confirmed)
+			require.Zero(t, f.sent)
+			if c.err == nil {
+				require.NotNil(t, res.Run)
+			} else {
+				require.Nil(t, res.Run, "a journaled ending the cluster does not confirm is not reported")
+			}
+			require.EqualValues(t, 1, res.Transactions, "only the prepare that found the operation")
+			_, after, err := j.Snapshot(t.Context(), "m")
+			require.NoError(t, err)
+			require.Equal(t, before, after, "nothing is appended to a final operation")
+
+			// keyledger plan asks the same question, read-only.
+			deps := workflow.Deps{OpenStore: func(context.Context) (workflow.Store, error) { return j, nil }}
+			txs := j.Transactions()
+			plan, err := workflow.DryRun(t.Context(), deps, workflow.Plan{Prepare: toy("m"), Family: f})
+			require.Equal(t, txs, j.Transactions(), "a plan writes nothing")
+			require.Equal(t, 2, f.confirmed)
+			var unavailable *workflow.Unavailable
+			if errors.As(c.err, &unavailable) {
+				require.Equal(t, c.err, err)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, plan.Replay)
+			require.Equal(t, c.outcome, plan.Outcome)
+			var refused *workflow.Refused
+			if errors.As(c.err, &refused) {
+				require.Equal(t, refused.Reason, plan.Reason)
+				require.Nil(t, plan.Summary, "the journaled ending is not shown")
+			}
 		})
 	}
 }
@@ -239,4 +364,50 @@ func TestDryRunOnlyReadsTheJournal(t *testing.T) {
 	require.True(t, plan.Replay)
 	require.Equal(t, workflow.OutcomeExisting, plan.Outcome)
 	require.Equal(t, before, done.Transactions())
+}
+
+// An operation completed by another hand while this run drives it (found
+// on a reload after a lost compare-and-set) is believed only with the
+// cluster's agreement too: a forged completion slipped in mid-run refuses,
+// with nothing sent; a genuine concurrent one ends the run as it ended.
+func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		confirm func(*workflow.Run) (*workflow.Contradiction, error)
+		outcome workflow.Outcome
+		err     error
+	}{
+		{name: "the cluster agrees", outcome: workflow.OutcomeCompleted},
+		{
+			name: "the cluster contradicts",
+			confirm: func(*workflow.Run) (*workflow.Contradiction, error) {
+				return &workflow.Contradiction{Reason: "replay-claim-missing", Detail: "not claimed"}, nil
+			},
+			outcome: workflow.OutcomeRefused, err: &workflow.Refused{Reason: "replay-claim-missing", Detail: "not claimed"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			j := workflowtest.NewJournal()
+			f := &scripted{resolve: noResolve, confirm: c.confirm}
+			f.decide = func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+				// Another hand ends the operation between this decision's
+				// read and its commit.
+				_, err := j.Transition(t.Context(), store.TransitionParams{OperationID: run.Op.ID, From: run.Op.State, To: store.StateCompleted,
+					Revision: run.Op.Revision, Outcome: string(workflow.OutcomeCompleted),
+					Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+				require.NoError(t, err)
+				return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
+			}
+			res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+			require.Equal(t, c.err, err)
+			require.Equal(t, c.outcome, res.Outcome)
+			require.Equal(t, 1, f.confirmed, "the completion this run did not make is confirmed")
+			require.Zero(t, f.sent, "the call lost its compare-and-set: never sent")
+			_, records, err := j.Snapshot(t.Context(), "m")
+			require.NoError(t, err)
+			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordCompletion}, kinds(records))
+		})
+	}
 }

@@ -7,7 +7,9 @@
 // run that finds the plan's newest run unfinished resumes it, otherwise it
 // starts the next one, so running the plan again converges again (a deleted
 // Secret is recreated, a refusing server repaired) while an interrupted run
-// never starts over. Concurrent runs meet on one operation.
+// never starts over. Concurrent runs meet on one operation. A terminal run
+// is never replayed (a forged completed run only makes the next run start);
+// a run handed back already ended is refused (replay-run-ended).
 //
 // Decide walks five phases, each a short list of calls the engine journals
 // (authority_call before, authority_result after):

@@ -10,6 +10,11 @@
 // write did not happen, so the same compare-and-set may be sent again;
 // anything else is someone else's change and fails closed.
 //
+// A completed operation is replayed (existing) only once ConfirmReplay has
+// read the Secret again and found this operation's receipt with the key
+// gone and the journaled UID: a completion forged in the journal, with the
+// key still there, refuses (replay-receipt-missing) and writes nothing.
+//
 // The receipt's retiredAt is the operation's preparation time from the
 // journal, so every run of the same command (a retry, a rerun after a crash,
 // a concurrent duplicate) computes byte-identical keyring bytes.

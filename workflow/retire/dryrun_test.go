@@ -49,6 +49,8 @@ type dryRow struct {
 	script   func(d *apiDouble)
 	crash    func(p store.TransitionParams) bool
 	before   []runWant
+	// with, when set, runs after the runs before (someone else's move).
+	with func(sc *scene)
 
 	journal string
 	replay  bool
@@ -90,10 +92,16 @@ func TestRetireDryRun(t *testing.T) {
 			after: &runWant{outcome: workflow.OutcomeExisting},
 		},
 		{
-			name:   "a completed operation: a replay, nothing read",
+			name:   "a completed operation: a replay, confirmed by one read",
 			before: []runWant{completed()}, journal: "completed", replay: true,
-			outcome: workflow.OutcomeExisting,
-			after:   &runWant{outcome: workflow.OutcomeExisting, replayed: true},
+			outcome: workflow.OutcomeExisting, gets: 1,
+			after: &runWant{outcome: workflow.OutcomeExisting, replayed: true},
+		},
+		{
+			name: "a forged completion: refused as the run then refuses, read-only",
+			with: func(sc *scene) { sc.forge() }, journal: "completed", replay: true,
+			outcome: workflow.OutcomeRefused, reason: ReasonReplayReceiptMissing, gets: 1,
+			after: &runWant{outcome: workflow.OutcomeRefused, reason: ReasonReplayReceiptMissing, replayed: true},
 		},
 		{
 			name: "a refused operation: the refusal replayed", spec: func(s *Spec) { s.KeyID = "k-2026-08" },
@@ -151,6 +159,9 @@ func TestRetireDryRun(t *testing.T) {
 				requireRun(t, i, want, res, err)
 			}
 
+			if tc.with != nil {
+				tc.with(sc)
+			}
 			secret, gets, replaces, txs := sc.api.now(), sc.api.gets, sc.api.replaces, sc.journal.Transactions()
 			plan, err := sc.dryRun()
 			require.NoError(t, err)

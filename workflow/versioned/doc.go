@@ -95,6 +95,17 @@
 // unchanged resourceVersion means the write did not happen and the same
 // compare-and-set may be sent again.
 //
+// # Replays
+//
+// A completed operation is replayed (existing) only once ConfirmReplay
+// (replay.go) has read the cluster and found its effect: for an update or a
+// restore the live UID the write was bound to, a resourceVersion past the
+// replaced one, a counter at or past the version written and the archive
+// this operation created (its journaled UID, or its call's nonce), for a
+// delete no live object of the deleted UID that is not being deleted and,
+// without history, none of its proven snapshots left. Otherwise the run
+// refuses with a replay- reason and writes nothing.
+//
 // # No memory between decisions
 //
 // The family keeps nothing it read from the API server from one decision

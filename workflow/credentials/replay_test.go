@@ -1,0 +1,82 @@
+package credentials
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+)
+
+// forge journals, as anyone who can write the journal could, a completed
+// operation named mutationID for the plan's command (its kind and digest)
+// that the API server never saw.
+func (e *env) forge(mutationID string) {
+	e.t.Helper()
+	ctx := context.Background()
+	p := e.plan().Prepare
+	p.MutationID = mutationID
+	op, created, err := e.j.Prepare(ctx, p)
+	require.NoError(e.t, err)
+	require.True(e.t, created)
+	_, err = e.j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted),
+		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+	require.NoError(e.t, err)
+}
+
+// A plan is desired state: a terminal run is never replayed, the next run
+// starts and reads the cluster afresh. A forged completed run (the newest
+// run, as the journal orders them) does not stop it from converging.
+func TestForgedCompletedRunDoesNotStopConvergence(t *testing.T) {
+	t.Parallel()
+	t.Run("forged as the first run", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, basePlan())
+		e.forge(store.RunID("m-1", 1))
+		r := e.run()
+		require.Equal(t, "completed", r.ending())
+		require.Equal(t, store.RunID("m-1", 2), r.op.MutationID, "the next run, not a replay")
+		require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
+		e.requirePlanned(secretApp, true)
+		e.requirePlanned(secretBus, true)
+	})
+	t.Run("forged after a real run, a Secret deleted since", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, basePlan())
+		require.Equal(t, "completed", e.run().ending())
+		e.k.mu.Lock()
+		delete(e.k.secrets, secretBus) // someone else's delete
+		e.k.mu.Unlock()
+		e.forge(store.RunID("m-1", 2))
+		r := e.run()
+		require.Equal(t, "completed", r.ending())
+		require.Equal(t, store.RunID("m-1", 3), r.op.MutationID)
+		require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount(), "the deleted one created again, the other kept unchanged")
+		e.requirePlanned(secretBus, true)
+	})
+}
+
+// Should the journal hand back a run that already ended (a completion
+// forged under the command's own mutation ID after its runs makes the run
+// numbering find run 1 again), nothing of it is believed: the run refuses
+// replay-run-ended, never existing, and writes nothing.
+func TestEndedRunHandedBackIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basePlan())
+	require.Equal(t, "completed", e.run().ending())
+	e.forge("m-1")
+	mark := e.k.mark()
+	writes := e.k.written("secret/"+secretApp) + e.k.written("secret/"+secretBus)
+
+	res, err := workflow.Operate(context.Background(), e.j, e.plan(), nil)
+	var refused *workflow.Refused
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, ReasonReplayRunEnded, refused.Reason)
+	require.Equal(t, workflow.OutcomeRefused, res.Outcome)
+	require.Nil(t, res.Run, "the ended run's journaled outcome is not reported")
+	require.Equal(t, mark, e.k.mark(), "nothing is sent, not even a read")
+	require.Equal(t, writes, e.k.written("secret/"+secretApp)+e.k.written("secret/"+secretBus))
+}

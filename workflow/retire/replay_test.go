@@ -1,0 +1,176 @@
+package retire
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/retire/keyring"
+)
+
+// forge journals, as anyone who can write the journal could, a completed
+// operation for the scene's command that the API server never saw: its
+// preparation, then records (in the shape a run journals them) and a
+// completion in one move. Every field of a retirement command is public.
+func (sc *scene) forge(records ...store.Record) {
+	sc.t.Helper()
+	ctx := context.Background()
+	op, created, err := sc.journal.Prepare(ctx, preparation(sc.cmd))
+	require.NoError(sc.t, err)
+	require.True(sc.t, created)
+	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)})
+	_, err = sc.journal.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted), Records: records})
+	require.NoError(sc.t, err)
+}
+
+// forgedRun is what a run's replace journals, copied from the Secret as it
+// is: the observation, the call and an applied answer.
+func forgedRun(sc *scene) []store.Record {
+	s := sc.api.now()
+	target := "secret/" + s.Name
+	return []store.Record{
+		{Kind: store.RecordObservation, Step: "read-keyring", Target: target, UID: string(s.UID), ResourceVersion: s.ResourceVersion},
+		{Kind: store.RecordAuthorityCall, Step: stepReplace, Target: target, Attempt: 1, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+			Batch: 1, Final: true},
+		{Kind: store.RecordAuthorityResult, Step: stepReplace, Target: target, UID: string(s.UID), ResourceVersion: "999", Status: "applied"},
+	}
+}
+
+// contradicted is a replay the cluster contradicts: refused with reason,
+// nothing appended, the journaled ending not reported.
+func contradicted(reason string) runWant {
+	return runWant{outcome: workflow.OutcomeRefused, reason: reason, replayed: true}
+}
+
+// replayRows: a completed operation is a replay only with the keyring
+// Secret's agreement, read in this run (ConfirmReplay). A forged
+// completion (the journal says completed, the Secret shows no retirement)
+// and a genuine one the Secret no longer bears out refuse with a replay-
+// reason, write nothing and append nothing.
+func replayRows() []row {
+	forged := []string{"preparation", "completion completed"}
+	forgedShape := []string{"preparation", "observation", "call 1", "result applied", "completion completed"}
+	then := func(move func(d *apiDouble)) func(d *apiDouble) {
+		return func(d *apiDouble) { d.on(verbGet, fault{}, theirs(move)) }
+	}
+	return []row{
+		{
+			name: "a forged completion of a pending retirement: replay-receipt-missing, nothing written",
+			with: func(sc *scene) { sc.forge() },
+			runs: []runWant{contradicted(ReasonReplayReceiptMissing)},
+			end:  unchanged, gets: 1, trail: forged,
+		},
+		{
+			name: "a forged completion in the shape a run journals: replay-receipt-missing",
+			with: func(sc *scene) { sc.forge(forgedRun(sc)...) },
+			runs: []runWant{contradicted(ReasonReplayReceiptMissing)},
+			end:  unchanged, gets: 1, trail: forgedShape,
+		},
+		{
+			name: "a forged completion bound to another UID: replay-uid-changed",
+			with: func(sc *scene) {
+				records := forgedRun(sc)
+				for i := range records {
+					records[i].UID = "00000000-0000-4000-8000-00000000beef"
+				}
+				sc.forge(records...)
+			},
+			runs: []runWant{contradicted(ReasonReplayUIDChanged)},
+			end:  unchanged, gets: 1, trail: forgedShape,
+		},
+		{
+			name: "a forged completion, someone else's receipt for the key: replay-receipt-conflict",
+			manifest: func(t testing.TB) *keyring.Manifest {
+				return retiredBy(t, standardKeyring(), "mut-other", fxKey)
+			},
+			with: func(sc *scene) { sc.forge() },
+			runs: []runWant{contradicted(ReasonReplayReceiptConflict)},
+			end:  unchanged, gets: 1, trail: forged,
+		},
+		{
+			name: "a forged completion, the Secret absent: replay-secret-absent", missing: true,
+			with: func(sc *scene) { sc.forge() },
+			runs: []runWant{contradicted(ReasonReplaySecretAbsent)},
+			end:  absent, gets: 1, trail: forged,
+		},
+		{
+			name:   "a genuine retirement, the old keyring put back since: replay-receipt-missing",
+			script: then(func(d *apiDouble) { d.theirUpdate(holding(standardKeyring())) }),
+			runs:   []runWant{completed(), contradicted(ReasonReplayReceiptMissing)},
+			end:    theirsOnly, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+		},
+		{
+			name:   "a genuine retirement, the Secret deleted since: replay-secret-absent",
+			script: then((*apiDouble).theirDelete),
+			runs:   []runWant{completed(), contradicted(ReasonReplaySecretAbsent)},
+			end:    absent, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+		},
+		{
+			name: "a genuine retirement, the Secret re-created since: replay-uid-changed",
+			script: then(func(d *apiDouble) {
+				d.theirDelete()
+				d.create(keyringSecret(standardKeyring()))
+			}),
+			runs: []runWant{completed(), contradicted(ReasonReplayUIDChanged)},
+			end:  theirsOnly, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+		},
+		{
+			name: "a genuine retirement, the keyring label removed since: replay-not-managed",
+			script: then(func(d *apiDouble) {
+				d.theirUpdate(func(s *corev1.Secret) { delete(s.Labels, LabelKeyring) })
+			}),
+			runs: []runWant{completed(), contradicted(workflow.ReplayPrefix + ReasonNotManaged)},
+			end:  retired, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+		},
+		{
+			name:   "a genuine retirement, the confirming read fails: unavailable, never existing",
+			script: func(d *apiDouble) { d.on(verbGet, fault{}, serverError) },
+			runs:   []runWant{completed(), {unavailable: true}},
+			end:    retired, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+		},
+	}
+}
+
+// A forged completion is evidence: it stays in the journal, final, and is
+// never reopened. The same retirement under a new mutationId is a new
+// operation: it reads the Secret, retires the key once, and from then on
+// the forged operation's replay is contradicted by the new receipt
+// (another mutationId's), never reported existing.
+func TestRetireForgedCompletionThenANewMutationID(t *testing.T) {
+	t.Parallel()
+	m := standardKeyring()
+	sc := newScene(t, m, keyringSecret(m))
+	sc.forge()
+
+	res, err := sc.run(nil)
+	requireRun(t, 0, contradicted(ReasonReplayReceiptMissing), res, err)
+	require.Equal(t, sc.start, sc.api.now(), "nothing written")
+	require.Zero(t, sc.api.replaces)
+
+	fresh := *sc.cmd
+	fresh.Metadata.MutationID = "mut-8"
+	plan := workflow.Plan{Prepare: preparation(&fresh), Family: &family{cmd: &fresh, secret: sc.api}}
+	res, err = workflow.Operate(context.Background(), sc.journal, plan, nil)
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
+	require.Len(t, sc.api.replaced, 1, "the key is retired by one write")
+	got, err := keyring.Parse(sc.api.now().Data[fxDataKey])
+	require.NoError(t, err)
+	r, ok := got.Receipt(fxKey)
+	require.True(t, ok)
+	require.Equal(t, "mut-8", r.MutationID)
+	_, present := got.Key(fxKey)
+	require.False(t, present)
+
+	res, err = sc.run(nil)
+	requireRun(t, 1, contradicted(ReasonReplayReceiptConflict), res, err)
+	op, records := sc.operation()
+	require.Equal(t, store.StateCompleted, op.State, "the forged operation stays as it was")
+	require.Equal(t, []string{"preparation", "completion completed"}, trail(records))
+	require.Len(t, sc.api.replaced, 1)
+}
