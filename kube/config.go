@@ -47,7 +47,7 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	if o.Wrap != nil {
 		cfg.Wrap(o.Wrap)
 	}
-	if err := own(cfg); err != nil {
+	if err := own(cfg, true); err != nil {
 		Scrub(cfg)
 		return nil, fmt.Errorf("loading cluster configuration: %w", err)
 	}
@@ -109,7 +109,7 @@ func (c *clients) BatchV1() typedbatchv1.BatchV1Interface { return c.batch }
 // credentials move into the transport keyledger owns (see Scrub), if
 // LoadConfig has not moved them already.
 func NewClient(cfg *rest.Config) (Interface, error) {
-	if err := own(cfg); err != nil {
+	if err := own(cfg, false); err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -138,7 +138,7 @@ func NewClient(cfg *rest.Config) (Interface, error) {
 // NewDynamic builds a dynamic client for cfg whose mutating requests are
 // never re-sent by client-go (see NoRetry).
 func NewDynamic(cfg *rest.Config) (*dynamic.DynamicClient, error) {
-	if err := own(cfg); err != nil {
+	if err := own(cfg, false); err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
 	config := dynamic.ConfigFor(cfg)
@@ -193,7 +193,7 @@ func Scrub(cfg *rest.Config) {
 	if t, ok := cfg.Transport.(*ownedTransport); ok {
 		t.clear()
 	}
-	clearCredentials(cfg)
+	clearCredentials(cfg, true)
 }
 
 func zero(b []byte) {
