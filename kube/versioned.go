@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,16 +117,36 @@ func (v *VersionedSecrets) DeleteSnapshot(ctx context.Context, name string, uid 
 	return v.delete(ctx, name, uid, resourceVersion)
 }
 
-// ListMetadata lists the metadata (names, UIDs, resourceVersions,
-// labels, annotations, finalizers, deletion state) of every Secret in the
-// namespace, as a PartialObjectMetadataList: the API server sends no data.
-// A look-alike snapshot needs no label to occupy a slot, so the family
-// looks at every name, never at a selector's answer alone.
-func (v *VersionedSecrets) ListMetadata(ctx context.Context) ([]metav1.PartialObjectMetadata, error) {
+// ListPageSize is the page size of ListClaims. Each page is decoded,
+// filtered and dropped before the next is read, so a list's peak memory
+// follows one page (at most 50 objects' metadata: the API server allows
+// 256 KiB of annotations per object), never the number or the size of the
+// other Secrets in the namespace.
+const ListPageSize = 50
+
+// TooManyClaimsError: more Secrets than the caller's cap matched its
+// filter. Count is how many matched in all (the list is read to its end,
+// keeping none past the cap).
+type TooManyClaimsError struct{ Count, Max int }
+
+func (e *TooManyClaimsError) Error() string {
+	return fmt.Sprintf("%d Secrets in the namespace claim to be history of this Secret; at most %d are read", e.Count, e.Max)
+}
+
+// ListClaims lists the metadata (names, UIDs, resourceVersions, labels,
+// annotations, finalizers, deletion state) of every Secret in the
+// namespace, as PartialObjectMetadataLists (the API server sends no data),
+// ListPageSize at a time, and keeps only the objects keep returns true for,
+// without their managedFields; keep may trim what it keeps. More than max
+// kept is *TooManyClaimsError. A look-alike snapshot needs no label to
+// occupy a slot, so the family looks at every name, never at a selector's
+// answer alone.
+func (v *VersionedSecrets) ListClaims(ctx context.Context, keep func(*metav1.ObjectMeta) bool, max int) ([]metav1.PartialObjectMetadata, error) {
 	var out []metav1.PartialObjectMetadata
+	count := 0
 	cont := ""
 	for {
-		req := v.rest.Get().Namespace(v.namespace).Resource("secrets").Param("limit", "500").
+		req := v.rest.Get().Namespace(v.namespace).Resource("secrets").Param("limit", strconv.Itoa(ListPageSize)).
 			SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
 		if cont != "" {
 			req = req.Param("continue", cont)
@@ -135,17 +156,32 @@ func (v *VersionedSecrets) ListMetadata(ctx context.Context) ([]metav1.PartialOb
 			return nil, wrap(err)
 		}
 		var list metav1.PartialObjectMetadataList
-		if err := json.Unmarshal(raw, &list); err != nil {
+		err = json.Unmarshal(raw, &list)
+		raw = nil //nolint:ineffassign,wastedassign // the page's bytes may go before the next is read
+		if err != nil {
 			return nil, fmt.Errorf("decoding secret metadata list: %w", err)
 		}
 		if list.Kind != "PartialObjectMetadataList" {
 			return nil, fmt.Errorf("secret metadata list: the API server answered %q", list.Kind)
 		}
-		out = append(out, list.Items...)
+		for i := range list.Items {
+			m := &list.Items[i].ObjectMeta
+			m.ManagedFields = nil
+			if !keep(m) {
+				continue
+			}
+			if count++; count <= max {
+				out = append(out, list.Items[i])
+			}
+		}
 		if cont = list.Continue; cont == "" {
-			return out, nil
+			break
 		}
 	}
+	if count > max {
+		return nil, &TooManyClaimsError{Count: count, Max: max}
+	}
+	return out, nil
 }
 
 // Deletion is what the API server's answer to a delete says about the object.
