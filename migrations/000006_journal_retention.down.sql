@@ -18,6 +18,7 @@ $$;
 DROP INDEX keyledger.records_operation_step;
 DROP INDEX keyledger.operations_target;
 DROP INDEX keyledger.operations_run_series;
+ALTER TABLE keyledger.operations DROP COLUMN run_series;
 
 DROP FUNCTION keyledger.prune(interval);
 

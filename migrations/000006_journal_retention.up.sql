@@ -158,12 +158,16 @@ REVOKE ALL ON FUNCTION keyledger.guard_pruned_delete() FROM PUBLIC;
 --
 -- A command's runs by command (the mutation ID without ":run-<n>"), newest
 -- first: PrepareRun, `keyledger plan` and `journal show` read the newest
--- run(s) in one index probe, whatever the number of runs (the text_pattern_ops
--- index of migration 3 finds every run and sorts them). store.runSeries
--- repeats this expression; a query must use it verbatim.
-CREATE INDEX operations_run_series ON keyledger.operations
-  ((substring(mutation_id FROM '^(.*):run-[1-9][0-9]{0,9}$')), id DESC)
-  WHERE mutation_id ~ ':run-[1-9][0-9]{0,9}$';
+-- run(s) in one index probe, whatever the number of runs. The command is a
+-- stored generated column, not an expression in the query: under
+-- row-level security (every namespace role) only leakproof operators may
+-- become index conditions, and neither substring() nor the regular
+-- expression match of migration 3's prefix lookup is leakproof, so both
+-- scanned every operation of the journal. run_series = $1 is a plain text
+-- equality.
+ALTER TABLE keyledger.operations ADD COLUMN run_series text
+  GENERATED ALWAYS AS (substring(mutation_id FROM '^(.*):run-[1-9][0-9]{0,9}$')) STORED;
+CREATE INDEX operations_run_series ON keyledger.operations (run_series, id DESC) WHERE run_series IS NOT NULL;
 -- StepRecords: the operations on one target, then one step's records of
 -- each (the versioned family reads them on every decision).
 CREATE INDEX operations_target ON keyledger.operations (target_namespace, target_name, id);

@@ -95,21 +95,30 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 }
 
 // runSeries is the command a run's mutation ID belongs to (NULL for any
-// other), as migration 6 indexes it (operations_run_series): a query must
-// repeat it verbatim, with runSeriesFilter, for the index to serve it.
-const (
-	runSeries       = `substring(mutation_id FROM '^(.*):run-[1-9][0-9]{0,9}$')`
-	runSeriesFilter = `mutation_id ~ ':run-[1-9][0-9]{0,9}$'`
-)
+// other operation): a stored generated column of migration 6, indexed with
+// id (operations_run_series). A plain equality on it is what row-level
+// security lets the index serve (see the migration).
+const runSeries = `run_series`
 
 // latestRunQuery reads the newest run of command $1 (or the operation
 // journaled under $1 itself by an older keyledger, run 0) in two index
 // probes, whatever the number of runs.
 const latestRunQuery = `SELECT ` + operationColumns + ` FROM (
-	(SELECT * FROM keyledger.operations WHERE ` + runSeries + ` = $1 AND ` + runSeriesFilter + ` ORDER BY id DESC LIMIT 1)
+	(SELECT * FROM keyledger.operations WHERE ` + runSeries + ` = $1 ORDER BY id DESC LIMIT 1)
 	UNION ALL
 	(SELECT * FROM keyledger.operations WHERE mutation_id = $1)
 ) o ORDER BY id DESC LIMIT 1`
+
+// runsPageQuery reads up to $3 runs of command $1 newest first, before the
+// run whose mutation ID is $2 (all when $2 is empty), and run 0.
+const runsPageQuery = `SELECT ` + operationColumns + ` FROM (
+	(SELECT * FROM keyledger.operations
+	  WHERE ` + runSeries + ` = $1
+	    AND ($2 = '' OR id < coalesce((SELECT b.id FROM keyledger.operations b WHERE b.mutation_id = $2), 0))
+	  ORDER BY id DESC LIMIT $3)
+	UNION ALL
+	(SELECT * FROM keyledger.operations WHERE mutation_id = $1)
+) o ORDER BY id DESC LIMIT $3`
 
 // LatestRun returns the newest run of the command whose mutation ID is id
 // (or an operation journaled under id itself), or ErrNotFound.
@@ -168,14 +177,7 @@ func (s *Store) RunsPage(ctx context.Context, p RunsPageParams) (runs []*Operati
 	if p.Before > 0 {
 		before = RunID(p.Command, p.Before)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+operationColumns+` FROM (
-		(SELECT * FROM keyledger.operations
-		  WHERE `+runSeries+` = $1 AND `+runSeriesFilter+`
-		    AND ($2 = '' OR id < coalesce((SELECT b.id FROM keyledger.operations b WHERE b.mutation_id = $2), 0))
-		  ORDER BY id DESC LIMIT $3)
-		UNION ALL
-		(SELECT * FROM keyledger.operations WHERE mutation_id = $1)
-	) o ORDER BY id DESC LIMIT $3`, p.Command, before, p.Limit+1)
+	rows, err := s.pool.Query(ctx, runsPageQuery, p.Command, before, p.Limit+1)
 	if err != nil {
 		return nil, false, wrap("listing runs", err)
 	}
