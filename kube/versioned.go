@@ -117,11 +117,11 @@ func (v *VersionedSecrets) DeleteSnapshot(ctx context.Context, name string, uid 
 	return v.delete(ctx, name, uid, resourceVersion)
 }
 
-// ListPageSize is the page size of ListClaims. Each page is decoded,
-// filtered and dropped before the next is read, so a list's peak memory
-// follows one page (at most 50 objects' metadata: the API server allows
-// 256 KiB of annotations per object), never the number or the size of the
-// other Secrets in the namespace.
+// ListPageSize is the page size of ListClaims. Each page is decoded from
+// the response stream one object at a time, filtered and dropped, so a
+// list's peak memory follows one object's metadata (the API server allows
+// 256 KiB of annotations per object) and the claimants kept, never the
+// number or the size of the other Secrets in the namespace.
 const ListPageSize = 50
 
 // TooManyClaimsError: more Secrets than the caller's cap matched its
@@ -151,30 +151,21 @@ func (v *VersionedSecrets) ListClaims(ctx context.Context, keep func(*metav1.Obj
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}
-		raw, err := req.Do(ctx).Raw()
-		if err != nil {
-			return nil, wrap(err)
-		}
-		var list metav1.PartialObjectMetadataList
-		err = json.Unmarshal(raw, &list)
-		raw = nil //nolint:ineffassign,wastedassign // the page's bytes may go before the next is read
-		if err != nil {
-			return nil, fmt.Errorf("decoding secret metadata list: %w", err)
-		}
-		if list.Kind != "PartialObjectMetadataList" {
-			return nil, fmt.Errorf("secret metadata list: the API server answered %q", list.Kind)
-		}
-		for i := range list.Items {
-			m := &list.Items[i].ObjectMeta
+		next, err := streamPage(ctx, req, func(item *metav1.PartialObjectMetadata) {
+			m := &item.ObjectMeta
 			m.ManagedFields = nil
 			if !keep(m) {
-				continue
+				return
 			}
 			if count++; count <= max {
-				out = append(out, list.Items[i])
+				out = append(out, *item)
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
-		if cont = list.Continue; cont == "" {
+		cont = next
+		if cont == "" {
 			break
 		}
 	}
@@ -182,6 +173,71 @@ func (v *VersionedSecrets) ListClaims(ctx context.Context, keep func(*metav1.Obj
 		return nil, &TooManyClaimsError{Count: count, Max: max}
 	}
 	return out, nil
+}
+
+// streamPage reads one PartialObjectMetadataList from req's response body
+// one item at a time (json.Decoder over the stream), handing each to fn
+// and dropping it: a page's memory is one object's metadata, not the page.
+// It returns the list's continue token.
+func streamPage(ctx context.Context, req *rest.Request, fn func(*metav1.PartialObjectMetadata)) (cont string, err error) {
+	body, err := req.Stream(ctx)
+	if err != nil {
+		return "", wrap(err)
+	}
+	defer body.Close()
+	dec := json.NewDecoder(body)
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("decoding secret metadata list: %w", err)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fail(fmt.Errorf("not a JSON object (%v)", err))
+	}
+	kind := ""
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		switch key, _ := tok.(string); key {
+		case "kind":
+			if err := dec.Decode(&kind); err != nil {
+				return fail(err)
+			}
+		case "metadata":
+			var lm metav1.ListMeta
+			if err := dec.Decode(&lm); err != nil {
+				return fail(err)
+			}
+			cont = lm.Continue
+		case "items":
+			if tok, err := dec.Token(); err != nil {
+				return fail(err)
+			} else if tok == nil {
+				continue // "items": null
+			} else if tok != json.Delim('[') {
+				return fail(errors.New("items is not an array"))
+			}
+			for dec.More() {
+				var item metav1.PartialObjectMetadata
+				if err := dec.Decode(&item); err != nil {
+					return fail(err)
+				}
+				fn(&item)
+			}
+			if _, err := dec.Token(); err != nil { // ]
+				return fail(err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if kind != "PartialObjectMetadataList" {
+		return "", fmt.Errorf("secret metadata list: the API server answered %q", kind)
+	}
+	return cont, nil
 }
 
 // Deletion is what the API server's answer to a delete says about the object.
