@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -82,6 +83,10 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	a, b := twoTenants(e)
+	owner := connect(t, e.journal.OwnerURL)
+	require.Equal(t, 3, countRows(t, owner, `SELECT count(*) FROM pg_class WHERE relrowsecurity AND relforcerowsecurity
+		AND oid IN ('keyledger.operations'::regclass, 'keyledger.records'::regclass, 'keyledger.namespace_grants'::regclass)`),
+		"row-level security is enabled and forced (the owner too is held to the policies)")
 
 	// Reads: nothing of B's, A's own in full.
 	require.Zero(t, countRows(t, a.conn, `SELECT count(*) FROM keyledger.operations WHERE target_namespace = $1`, b.ns))
@@ -130,7 +135,6 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	require.Equal(t, b.op.Revision, after.Revision)
 	require.Equal(t, store.StateCalling, after.State)
 	require.Len(t, recs, 2)
-	owner := connect(t, e.journal.OwnerURL)
 	require.Equal(t, 2, countRows(t, owner, `SELECT count(*) FROM keyledger.operations`), "the owner sees both namespaces")
 	require.Equal(t, 3, countRows(t, owner, `SELECT count(*) FROM keyledger.records`))
 
@@ -148,6 +152,20 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	r = e.keyledger([]string{"journal", "show", b.op.MutationID, "-o", "json"}, withDatabase(b.url))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.NotContains(t, r.Stdout, a.ns)
+
+	// Nothing the CLI printed as A, refusals included, holds A's password
+	// or the server's address.
+	u, err := url.Parse(a.url)
+	require.NoError(t, err)
+	pw, _ := u.User.Password()
+	for _, args := range [][]string{
+		{"journal", "list"}, {"journal", "show", b.op.MutationID}, {"journal", "grants"},
+		{"journal", "grants", "--history"}, {"journal", "grant", roleOf(t, a.url), b.ns},
+	} {
+		r := e.keyledger(args, withDatabase(a.url))
+		require.NotContains(t, r.Stdout+r.Stderr, pw, "%v", args)
+		require.NotContains(t, r.Stdout+r.Stderr, u.Host, "%v", args)
+	}
 }
 
 // A role granted no namespace of these sees nothing; a revoke takes effect
@@ -262,14 +280,26 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, r := range []string{super, bypass} {
-			_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+r)
+			_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+r) // members' grants go with it
 		}
 	})
 	// A member of the owner has the owner's privileges: refused as the owner.
-	member := "kl_member_" + randomSuffix(t)
-	require.NoError(t, shared.pg.EnsureRole(ctx, member, randomSuffix(t)))
-	_, err := admin.Exec(ctx, "GRANT "+pgx.Identifier{roleOf(t, e.journal.OwnerURL)}.Sanitize()+" TO "+member)
-	require.NoError(t, err)
+	// A member of a BYPASSRLS role may SET ROLE to it; a CREATEROLE role may
+	// (before PostgreSQL 16) make itself a member of the owner.
+	member, superMember, bypassMember, creator := "kl_member_"+randomSuffix(t), "kl_sumember_"+randomSuffix(t),
+		"kl_bymember_"+randomSuffix(t), "kl_creator_"+randomSuffix(t)
+	for _, r := range []string{member, superMember, bypassMember, creator} {
+		require.NoError(t, shared.pg.EnsureRole(ctx, r, randomSuffix(t)))
+	}
+	for _, stmt := range []string{
+		"GRANT " + pgx.Identifier{roleOf(t, e.journal.OwnerURL)}.Sanitize() + " TO " + member,
+		"GRANT " + super + " TO " + superMember,
+		"GRANT " + bypass + " TO " + bypassMember,
+		"ALTER ROLE " + creator + " CREATEROLE",
+	} {
+		_, err := admin.Exec(ctx, stmt)
+		require.NoError(t, err)
+	}
 
 	for _, c := range []struct {
 		role, ns string
@@ -280,6 +310,9 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 		{bypass, "tenant-x", 77, "role-bypasses-rls"},
 		{roleOf(t, e.journal.OwnerURL), "tenant-x", 77, "role-is-schema-owner"},
 		{member, "tenant-x", 77, "role-is-schema-owner"},
+		{superMember, "tenant-x", 77, "role-is-superuser"},
+		{bypassMember, "tenant-x", 77, "role-bypasses-rls"},
+		{creator, "tenant-x", 77, "role-can-create-roles"},
 		{"kl_nobody_" + randomSuffix(t), "tenant-x", 64, "role-missing"},
 		{member, "Tenant_X", 64, "invalid-namespace"},
 		{"Bad Role", "tenant-x", 64, "invalid-role"},
@@ -479,8 +512,12 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Equal(t, store.MigrationStatus{Version: 6, Changed: true}, migrateStatus(t, r))
 	_, err = old.List(ctx, store.ListParams{})
-	require.Error(t, err, "the shared role keeps no right")
+	require.Error(t, err, "the shared role reads nothing")
 	admin := connect(t, db)
+	require.Zero(t, countRows(t, admin, `SELECT count(*) FROM unnest(ARRAY['keyledger.operations', 'keyledger.records', 'keyledger.state_edges']) t
+		WHERE has_table_privilege($1, t, 'SELECT, INSERT, UPDATE')`, shared0), "the shared role keeps no table right")
+	require.Zero(t, countRows(t, admin, `SELECT (has_column_privilege($1, 'keyledger.operations', 'state', 'UPDATE')
+		OR has_schema_privilege($1, 'keyledger', 'USAGE'))::int`, shared0), "nor a column right, nor the schema")
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NOT NULL AND id = $1`, finished.ID))
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NULL AND id = $1`, open.ID))
 
@@ -497,4 +534,49 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: open.ID, From: store.StatePrepared, To: store.StateCalling, Revision: open.Revision,
 		Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: 1}}})
 	require.NoError(t, err, "an open operation continues under its namespace's role")
+}
+
+// journal grant gives exactly the rights a run needs, as migrations 1 to 4
+// gave the shared operator role, and the last revoke takes all of them:
+// read from the catalog's access lists, table by table and column by column.
+func TestIntegrationTenancyGrantsExactRights(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.ownedJournal()
+	ns := "tenant-r-" + randomSuffix(t)
+	url := e.namespaceRole(ns)
+	role := roleOf(t, url)
+	owner := connect(t, e.journal.OwnerURL)
+	rights := func() []string {
+		rows, err := owner.Query(t.Context(), `
+			SELECT 'schema ' || a.privilege_type FROM pg_namespace n, aclexplode(n.nspacl) a
+			 WHERE n.nspname = 'keyledger' AND a.grantee = $1::regrole
+			UNION ALL
+			SELECT c.relname || ' ' || a.privilege_type FROM pg_class c, aclexplode(c.relacl) a
+			 WHERE c.relnamespace = 'keyledger'::regnamespace AND a.grantee = $1::regrole
+			UNION ALL
+			SELECT c.relname || '.' || att.attname || ' ' || a.privilege_type
+			  FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid, aclexplode(att.attacl) a
+			 WHERE c.relnamespace = 'keyledger'::regnamespace AND a.grantee = $1::regrole`, role)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return got
+	}
+	want := []string{
+		"schema USAGE",
+		"state_edges SELECT", "namespace_grants SELECT", "operations SELECT", "records SELECT",
+		"operations.state UPDATE", "operations.outcome UPDATE", "operations.reason UPDATE",
+	}
+	for _, c := range []string{"kind", "mutation_id", "request_id", "command_digest", "target_namespace", "target_name", "expected_uid"} {
+		want = append(want, "operations."+c+" INSERT")
+	}
+	for _, c := range []string{"operation_id", "kind", "step", "target", "attempt", "uid", "resource_version", "digest", "status", "reason", "detail", "batch", "final"} {
+		want = append(want, "records."+c+" INSERT")
+	}
+	require.ElementsMatch(t, want, rights())
+
+	r := e.keyledger([]string{"journal", "revoke", role, ns}, withDatabase(e.journal.OwnerURL))
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Empty(t, rights(), "the last revoke takes every right")
 }
