@@ -57,13 +57,13 @@ if ! docker image inspect "$operand" >/dev/null 2>&1; then
   log "building $operand from Debian $suite packages with mmdebstrap (first run only, a few minutes)"
   # Hooks: drop the cluster postgresql-common creates at install time (the
   # instance manager runs initdb), drop LLVM (JIT off saves ~150 MB), and
-  # renumber postgres to 26:26 with its files.
+  # renumber postgres to 26:26 with its files (Debian's gid 26, tape, goes).
   operand_tar() {
     debian_rootfs "$suite" "postgresql-$major" \
       --customize-hook="rm -rf \"\$1/var/lib/postgresql/$major\" \"\$1/etc/postgresql/$major\"" \
       --customize-hook="rm -rf \"\$1/usr/lib/postgresql/$major/lib/bitcode\" \"\$1/usr/lib/postgresql/$major/lib/llvmjit.so\" \"\$1/usr/lib/postgresql/$major/lib/llvmjit_types.bc\"" \
       --customize-hook='for p in $(chroot "$1" dpkg-query -W -f="\${Package}\n" "libllvm*" "libz3-*" 2>/dev/null); do chroot "$1" dpkg --purge --force-depends "$p" >&2; done' \
-      --customize-hook='chroot "$1" sh -ec "old=\$(id -u postgres); oldg=\$(id -g postgres); groupmod -g 26 postgres; usermod -u 26 -g 26 postgres; find / -xdev \\( -uid \$old -o -gid \$oldg \\) -exec chown -h 26:26 {} +"'
+      --customize-hook='chroot "$1" sh -ec "old=\$(id -u postgres); oldg=\$(id -g postgres); g=\$(getent group 26 | cut -d: -f1); if [ -n \"\$g\" ]; then groupdel \"\$g\"; fi; groupmod -g 26 postgres; usermod -u 26 -g 26 postgres; find / -xdev \\( -uid \$old -o -gid \$oldg \\) -exec chown -h 26:26 {} +"'
   }
   debian_build "$operand" operand_tar \
     --change "ENV PATH=/usr/lib/postgresql/$major/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \

@@ -446,69 +446,65 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		require.Contains(t, dsn, "sslmode=verify-full")
 	})
 
-	t.Run("failover-retirement", func(t *testing.T) {
+	t.Run("failover-mid-operation", func(t *testing.T) {
+		// Two operations stopped mid-way, then one loss of the primary (a
+		// failover takes minutes here: both share it): a retirement killed
+		// right after its call record committed (the write not sent), and
+		// a credential plan killed between its two creates.
+		ctx := t.Context()
 		before := standardKeyring()
 		s := ne.createSecret(keyringSecret("failover-keyring", before))
-		const mutation = "mut-cnpg-failover-retire"
-		path := ne.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
-		as := ne.asRetirerOf(s)
+		const retireMutation = "mut-cnpg-failover-retire"
+		retirePath := ne.writeCommand(retireMutation+".json", retireCommand(s, "k-2026-07", retireMutation))
+		asRetirer := ne.asRetirerOf(s)
+		const a, b = "failover-a", "failover-b"
+		const planMutation = "mut-cnpg-failover-credentials"
+		plan := credentialPlan(ne.ns, planMutation, []planSecret{standardSecret(a), standardSecret(b)})
+		planPath := ne.writeCommand(planMutation+".json", plan)
+		asRunner := ne.asCredentialRunner(plan)
 		events, stop := watchSecrets(t, ne)
 		defer stop()
 
-		r := ne.keyledger([]string{"run", path}, as, withFailpoint("after-call"))
+		r := ne.keyledger([]string{"run", retirePath}, asRetirer, withFailpoint("after-call"))
 		require.Equal(t, 137, r.Code, "must die right after the call record commits: %s %s", r.Stdout, r.Stderr)
 		require.Equal(t, s.ResourceVersion, ne.getSecret(s.Name).ResourceVersion, "the call was journaled, not sent")
-		rows := j.journalRows()
-		_, records := ne.journalOf(mutation)
+		_, records := ne.journalOf(retireMutation)
 		require.Equal(t, store.RecordAuthorityCall, records[len(records)-1].Kind, "the last committed record is the call: %v", kinds(records))
 
-		_, _ = j.loseThePrimary()
-		requireRowsKept(t, rows, j.journalRows())
-
-		r = ne.keyledger([]string{"run", path}, as)
-		require.Equal(t, 0, r.Code, "the rerun converges: %s %s", r.Stdout, r.Stderr)
-		after := ne.getSecret(s.Name)
-		requireRetired(t, after, "k-2026-07", mutation, before)
-		require.Equal(t, 1, ne.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write to the keyring Secret in total")
-		op, records := ne.journalOf(mutation)
-		require.Equal(t, store.StateCompleted, op.State)
-		require.Equal(t, 1, count(records, store.RecordCompletion))
-		stop()
-		require.Equal(t, 1, writesTo(t, events(), s.Name), "one write in the whole watch history")
-	})
-
-	t.Run("failover-credentials", func(t *testing.T) {
-		const a, b = "failover-a", "failover-b"
-		const mutation = "mut-cnpg-failover-credentials"
-		plan := credentialPlan(ne.ns, mutation, []planSecret{standardSecret(a), standardSecret(b)})
-		path := ne.writeCommand(mutation+".json", plan)
-		as := ne.asCredentialRunner(plan)
-		events, stop := watchSecrets(t, ne)
-		defer stop()
-
-		r := ne.keyledger([]string{"run", path}, as, withFailpoint("after-answer"))
+		r = ne.keyledger([]string{"run", planPath}, asRunner, withFailpoint("after-answer"))
 		require.Equal(t, 137, r.Code, "must die after the first create's answer: %s %s", r.Stdout, r.Stderr)
-		_, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Get(t.Context(), a, metav1.GetOptions{})
+		_, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Get(ctx, a, metav1.GetOptions{})
 		require.NoError(t, err, "the first Secret was created")
-		_, err = ne.kube.Client().CoreV1().Secrets(ne.ns).Get(t.Context(), b, metav1.GetOptions{})
+		_, err = ne.kube.Client().CoreV1().Secrets(ne.ns).Get(ctx, b, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "stopped between the two creates: %v", err)
+
 		rows := j.journalRows()
-
-		_, _ = j.loseThePrimary()
+		lost, after := j.loseThePrimary()
 		requireRowsKept(t, rows, j.journalRows())
+		t.Logf("all %d journal rows committed before the loss of %s (timeline %d) are on %s (timeline %d), byte for byte",
+			len(rows), lost.CurrentPrimary, lost.TimelineID, after.CurrentPrimary, after.TimelineID)
 
-		r = ne.keyledger([]string{"run", path}, as)
-		require.Equal(t, 0, r.Code, "the rerun converges: %s %s", r.Stdout, r.Stderr)
-		op, records := ne.journalOf(mutation + ":run-1")
+		r = ne.keyledger([]string{"run", retirePath}, asRetirer)
+		require.Equal(t, 0, r.Code, "the retirement rerun converges: %s %s", r.Stdout, r.Stderr)
+		retired := ne.getSecret(s.Name)
+		requireRetired(t, retired, "k-2026-07", retireMutation, before)
+		op, records := ne.journalOf(retireMutation)
 		require.Equal(t, store.StateCompleted, op.State)
 		require.Equal(t, 1, count(records, store.RecordCompletion))
+
+		r = ne.keyledger([]string{"run", planPath}, asRunner)
+		require.Equal(t, 0, r.Code, "the plan rerun converges: %s %s", r.Stdout, r.Stderr)
+		op, records = ne.journalOf(planMutation + ":run-1")
+		require.Equal(t, store.StateCompleted, op.State)
+		require.Equal(t, 1, count(records, store.RecordCompletion))
+
 		stop()
 		evs := events()
+		require.Equal(t, 1, writesTo(t, evs, s.Name), "one write to the keyring Secret in the whole watch history")
 		for _, n := range []string{a, b} {
-			sec := ne.getSecret(n)
-			require.Len(t, sec.Data["password"], 32)
+			require.Len(t, ne.getSecret(n).Data["password"], 32)
 			require.Equal(t, 1, writesTo(t, evs, n), "%s written once in the whole watch history", n)
 		}
-		requireNoValues(t, r.Stdout+r.Stderr+ne.journalText(mutation+":run-1"), ne.secretValues(a, b))
+		requireNoValues(t, r.Stdout+r.Stderr+ne.journalText(planMutation+":run-1"), ne.secretValues(a, b))
 	})
 }

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -211,7 +211,7 @@ func StartExternalSecrets(ctx context.Context, k *Kube) (*ExternalSecrets, error
 		"--enable-cluster-external-secret-reconciler=false",
 		"--enable-push-secret-reconciler=false",
 		"--enable-cluster-push-secret-reconciler=false",
-		"--loglevel=debug",
+		"--loglevel=info",
 	)
 	// controller-runtime reads $KUBECONFIG (there is no flag).
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + k.WorkDir(), "KUBECONFIG=" + k.KubeconfigFile()}
