@@ -43,7 +43,7 @@ if [[ $only != external-secrets && ( ! -x $cnpg/manager || ! -s $cnpg/cnpg.yaml 
   manifest=$work/cnpg/releases/cnpg-$CLOUDNATIVEPG_VERSION.yaml
   [[ -s $manifest ]] || { log "the module has no releases/cnpg-$CLOUDNATIVEPG_VERSION.yaml"; exit 1; }
   mkdir -p "$cnpg"
-  cp "$manifest" "$cnpg/cnpg.yaml"
+  install -m 0644 "$manifest" "$cnpg/cnpg.yaml"
   mv "$work/manager" "$cnpg/manager"
   log "CloudNativePG built in $(($(date +%s) - start)) s"
 fi
@@ -62,7 +62,7 @@ if [[ $only != cloudnativepg && ( ! -x $eso/external-secrets || ! -s $eso/crds.y
   src=$(go list -m -f '{{.Dir}}' "$mod")
   [[ -s $src/deploy/crds/bundle.yaml ]] || { log "the module has no deploy/crds/bundle.yaml"; exit 1; }
   mkdir -p "$eso"
-  cp "$src/deploy/crds/bundle.yaml" "$eso/crds.yaml"
+  install -m 0644 "$src/deploy/crds/bundle.yaml" "$eso/crds.yaml"
   mv "$work/external-secrets" "$eso/external-secrets"
   cd "$root"
   log "External Secrets built in $(($(date +%s) - start)) s"

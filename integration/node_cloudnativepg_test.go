@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,7 @@ type clusterStatus struct {
 	ReadyInstances, Instances     int64
 	CurrentPrimary, TargetPrimary string
 	TimelineID                    int64
+	RolesReconciled               []string // managed roles CloudNativePG has created
 }
 
 func (j *cnpgJournal) status(ctx context.Context) (clusterStatus, error) {
@@ -70,6 +72,7 @@ func (j *cnpgJournal) status(ctx context.Context) (clusterStatus, error) {
 	s.CurrentPrimary, _, _ = unstructured.NestedString(u.Object, "status", "currentPrimary")
 	s.TargetPrimary, _, _ = unstructured.NestedString(u.Object, "status", "targetPrimary")
 	s.TimelineID, _, _ = unstructured.NestedInt64(u.Object, "status", "timelineID")
+	s.RolesReconciled, _, _ = unstructured.NestedStringSlice(u.Object, "status", "managedRolesStatus", "byStatus", "reconciled")
 	return s, nil
 }
 
@@ -171,6 +174,11 @@ images:
 	require.True(t, end.Complete, "migration Job failed: %s", log)
 	require.Contains(t, log, `"dirty":false`)
 
+	// The served namespace's role, as CloudNativePG reports it, before
+	// its grant.
+	j.waitCluster("the role "+j.role+" reconciled", 2*time.Minute, func(s clusterStatus) bool {
+		return slices.Contains(s.RolesReconciled, j.role)
+	})
 	fsys = deployFS(t)
 	require.NoError(t, fsys.WriteFile("/my-grant/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization

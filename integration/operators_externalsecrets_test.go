@@ -170,6 +170,35 @@ func (e *env) secretHistory(name, from string) []*corev1.Secret {
 	}
 }
 
+// resourceVersions lists the writes of a history by resourceVersion only
+// (a failure message must never print a Secret's data).
+func resourceVersions(history []*corev1.Secret) []string {
+	out := make([]string, len(history))
+	for i, s := range history {
+		out[i] = s.ResourceVersion
+	}
+	return out
+}
+
+// waitOrphaned waits until the garbage collector has removed the deleted
+// owner's reference from the Secret (the Orphan propagation's one write)
+// and returns the Secret then.
+func (e *env) waitOrphaned(name string) *corev1.Secret {
+	e.t.Helper()
+	var got *corev1.Secret
+	ctx, cancel := context.WithTimeout(e.t.Context(), time.Minute)
+	defer cancel()
+	require.NoError(e.t, wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		s, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(s.OwnerReferences) > 0 {
+			return false, nil
+		}
+		got = s
+		return true, nil
+	}), "the Secret %s was not orphaned", name)
+	return got
+}
+
 // orphanExternalSecret deletes the ExternalSecret leaving its Secret (the
 // Orphan propagation keyledger's adoption uses) and waits until it is gone.
 func (e *env) orphanExternalSecret(name string) {
@@ -206,12 +235,15 @@ func TestIntegrationExternalSecretsRecreateRegenerates(t *testing.T) {
 	first = e.getSecret(name)
 
 	e.orphanExternalSecret(name)
-	// The control: the ExternalSecret is gone and not re-created; over a
-	// bounded window nothing writes the Secret.
+	// The control: the ExternalSecret is gone and not re-created; once the
+	// garbage collector has dropped the owner reference (its one write),
+	// nothing writes the Secret over a bounded window.
+	orphaned := e.waitOrphaned(name)
+	require.Equal(t, first.UID, orphaned.UID)
+	require.True(t, bytes.Equal(first.Data["password"], orphaned.Data["password"]), "the Orphan delete keeps the value")
 	time.Sleep(5 * time.Second)
-	control := e.getSecret(name)
-	require.Equal(t, first.UID, control.UID)
-	require.Empty(t, e.secretHistory(name, first.ResourceVersion), "nothing writes the Secret while no ExternalSecret exists")
+	quiet := e.secretHistory(name, orphaned.ResourceVersion)
+	require.Empty(t, resourceVersions(quiet), "nothing writes the Secret while no ExternalSecret exists")
 
 	recreated := time.Now()
 	_, err = ess.Create(ctx, generatorBackedExternalSecret(name, generator), metav1.CreateOptions{})
@@ -222,7 +254,7 @@ func TestIntegrationExternalSecretsRecreateRegenerates(t *testing.T) {
 	defer cancel()
 	err = wait.PollUntilContextCancel(wctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		s, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || s.ResourceVersion == first.ResourceVersion {
+		if err != nil || s.ResourceVersion == orphaned.ResourceVersion {
 			return false, nil
 		}
 		after, took = s, time.Since(recreated)
@@ -230,22 +262,22 @@ func TestIntegrationExternalSecretsRecreateRegenerates(t *testing.T) {
 	})
 	require.NoError(t, err, "the re-created ExternalSecret never wrote the Secret; controller log:\n%s", tail(esoShared.eso.Log(), 30))
 	e.waitSynced(name)
-	history := e.secretHistory(name, first.ResourceVersion)
-	require.NotEmpty(t, history)
+	history := e.secretHistory(name, orphaned.ResourceVersion)
+	require.NotEmpty(t, resourceVersions(history))
 	after = history[len(history)-1]
 	require.Equal(t, first.UID, after.UID, "the same Secret object, rewritten in place")
 	require.Len(t, after.Data["password"], 32)
-	require.NotEqual(t, first.Data["password"], after.Data["password"], "#6640: the re-created ExternalSecret regenerated the password")
+	require.False(t, bytes.Equal(first.Data["password"], after.Data["password"]), "#6640: the re-created ExternalSecret regenerated the password")
 	changed := 0
 	for _, s := range history {
 		if !bytes.Equal(s.Data["password"], first.Data["password"]) {
 			changed++
 		}
 	}
-	t.Logf("#6640 reproduced: the Secret survived the Orphan delete unchanged (no write in 5 s); re-creating the ExternalSecret wrote it %d time(s), "+
+	t.Logf("#6640 reproduced: the Secret survived the Orphan delete with its value (no write in 5 s after the owner reference went); re-creating the ExternalSecret wrote it %d time(s), "+
 		"first %s after the create, resourceVersion %s -> %s, password changed in %d write(s) (values not printed)",
 		len(history), took.Round(10*time.Millisecond),
-		first.ResourceVersion, after.ResourceVersion, changed)
+		orphaned.ResourceVersion, after.ResourceVersion, changed)
 }
 
 // The race of incident #316: on a first sync the controller's own Secret
@@ -318,7 +350,7 @@ func TestIntegrationExternalSecretsAdoptionLive(t *testing.T) {
 			select {
 			case <-stopPoke:
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(500 * time.Millisecond):
 			}
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{"keyledger.test/poke":"%d"}}}`, n)
 			if _, err := ess.Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -349,14 +381,14 @@ func TestIntegrationExternalSecretsAdoptionLive(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "the generator is gone: %v", err)
 	adopted := e.getSecret(name)
 	require.Equal(t, before.UID, adopted.UID, "orphaned, not collected")
-	require.Equal(t, before.Data["password"], adopted.Data["password"], "the pre-adoption value")
+	require.True(t, bytes.Equal(before.Data["password"], adopted.Data["password"]), "the pre-adoption value")
 	require.Empty(t, adopted.OwnerReferences)
 
 	// The bounded window: nothing writes or deletes the Secret.
 	time.Sleep(10 * time.Second)
-	require.Empty(t, e.secretHistory(name, adopted.ResourceVersion), "no write to the adopted Secret after adoption")
+	require.Empty(t, resourceVersions(e.secretHistory(name, adopted.ResourceVersion)), "no write to the adopted Secret after adoption")
 	for _, s := range e.secretHistory(name, before.ResourceVersion) {
-		require.Equal(t, before.Data["password"], s.Data["password"], "no write changed the password (resourceVersion %s)", s.ResourceVersion)
+		require.True(t, bytes.Equal(before.Data["password"], s.Data["password"]), "no write changed the password (resourceVersion %s)", s.ResourceVersion)
 	}
 
 	// The next sync: the same command again changes nothing.
@@ -365,7 +397,15 @@ func TestIntegrationExternalSecretsAdoptionLive(t *testing.T) {
 	require.Equal(t, "existing", outcome(t, r)["outcome"])
 	require.Equal(t, adopted.ResourceVersion, e.getSecret(name).ResourceVersion, "the second sync wrote nothing")
 	_, records := e.journalOf("mut-adopt-live:run-1")
-	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret"), 1)
+	// Each change to the ExternalSecret between keyledger's read and its
+	// delete fails the delete's resourceVersion precondition; it re-reads
+	// and calls again, bound to the same UID.
+	orphanCalls := recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
+	require.NotEmpty(t, orphanCalls)
+	for _, c := range orphanCalls {
+		require.Equal(t, string(es.GetUID()), c.UID)
+	}
+	t.Logf("the Orphan delete took %d call(s) against the moving ExternalSecret", len(orphanCalls))
 	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "delete-generator"), 1)
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-adopt-live:run-1"), [][]byte{before.Data["password"]})
 
