@@ -399,6 +399,16 @@ func removeNodeAddress() {
 	_ = exec.Command("ip", "addr", "del", NodeAddress+"/32", "dev", "lo").Run()
 }
 
+// nodeOwnedByOther reports whether another live test process runs the
+// machine's node. Its node (and every control plane bound to the node
+// address, its own included) needs the address: a control plane of this
+// process, started WithNode for a node that then could not claim the
+// machine, must leave the address alone when it stops.
+func nodeOwnedByOther() bool {
+	rec, err := readOwner()
+	return err == nil && rec != nil && rec.TestPID != os.Getpid() && alive(rec.TestPID)
+}
+
 // splitRule splits an iptables -S rule into arguments, keeping quoted
 // comments whole.
 func splitRule(s string) []string {
