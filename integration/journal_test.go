@@ -46,31 +46,37 @@ func sqlState(err error) string {
 }
 
 // `keyledger migrate` takes a fresh database up and down and up again, and
-// reports the version.
+// reports the version. The test's journal holds grants (setup granted the
+// operator role its namespaces) but no operation: going down from 5, which
+// drops the grant history, takes --destroy-journal-records; going down from
+// 1 on a journal without operations or records does not.
 func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	owner := withDatabase(e.journal.OwnerURL)
 	steps := []struct {
 		args   []string
+		code   int
 		want   string
 		tables int
 	}{
-		{[]string{"migrate", "version"}, `"version":4,"dirty":false,"changed":false`, 2},
-		{[]string{"migrate", "down"}, `"version":3,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "down"}, `"version":2,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "down"}, `"version":1,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":true`, 0},
-		{[]string{"migrate", "version"}, `"version":0,"dirty":false,"changed":false`, 0},
-		{[]string{"migrate", "down"}, `"version":0,"dirty":false,"changed":false`, 0},
-		{[]string{"migrate", "up"}, `"version":4,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "up"}, `"version":4,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "version"}, 0, `"version":5,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "down"}, 64, "journal-not-empty", 2},
+		{[]string{"migrate", "down", "--destroy-journal-records"}, 0, `"version":4,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "down"}, 0, `"version":3,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "down"}, 0, `"version":2,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "down"}, 0, `"version":1,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "down"}, 0, `"version":0,"dirty":false,"changed":true`, 0},
+		{[]string{"migrate", "version"}, 0, `"version":0,"dirty":false,"changed":false`, 0},
+		{[]string{"migrate", "down"}, 0, `"version":0,"dirty":false,"changed":false`, 0},
+		{[]string{"migrate", "up"}, 0, `"version":5,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "up"}, 0, `"version":5,"dirty":false,"changed":false`, 2},
 	}
 	conn := connect(t, e.journal.OwnerURL)
 	for _, s := range steps {
 		r := e.keyledger(s.args, owner)
-		require.Equal(t, 0, r.Code, "%v: %s", s.args, r.Stderr)
-		require.Contains(t, r.Stdout, s.want, "%v", s.args)
+		require.Equal(t, s.code, r.Code, "%v: %s", s.args, r.Stderr)
+		require.Contains(t, r.Stdout+r.Stderr, s.want, "%v", s.args)
 		var tables int
 		require.NoError(t, conn.QueryRow(t.Context(),
 			`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'keyledger' AND table_name IN ('operations', 'records')`).Scan(&tables))
@@ -78,6 +84,8 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 	}
 	r := e.keyledger([]string{"migrate", "sideways"}, owner)
 	require.Equal(t, 64, r.Code)
+	r = e.keyledger([]string{"migrate", "up", "--destroy-journal-records"}, owner)
+	require.Equal(t, 64, r.Code, "the flag names a down step's destruction only: %s", r.Stderr)
 }
 
 // The journal refuses what the engine must never do, whoever asks.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/workflow/failpoint"
@@ -193,4 +197,58 @@ func (e *env) keyledger(args []string, opts ...runOption) result {
 		}
 	}
 	return result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
+
+// namespaceRole creates a LOGIN role of its own (NOSUPERUSER, random name
+// and password), grants it namespaces in this test's journal with the real
+// `keyledger journal grant` run as the journal's owner, and returns a URL
+// that connects to the journal as that role. Nothing it prints may hold the
+// password.
+func (e *env) namespaceRole(namespaces ...string) string {
+	e.t.Helper()
+	role, pw := "kl_ns_"+randomSuffix(e.t), randomSuffix(e.t)
+	require.NoError(e.t, shared.pg.EnsureRole(e.t.Context(), role, pw))
+	r := e.keyledger(append([]string{"journal", "grant", role}, namespaces...), withDatabase(e.journal.OwnerURL))
+	require.Equal(e.t, 0, r.Code, "journal grant: stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.NotContains(e.t, r.Stdout+r.Stderr, pw)
+	url, err := shared.pg.URLFor(e.journal.OwnerURL, role, pw)
+	require.NoError(e.t, err)
+	return url
+}
+
+// roleOf is the user name in a database URL.
+func roleOf(t *testing.T, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	return u.User.Username()
+}
+
+// ownedJournal makes this test's journal a fresh database migrated by a
+// role that is not a superuser (as CloudNativePG's application owner is):
+// the owner is then held to row-level security like every other role, and
+// sees everything only through its own policy. The operator role is not
+// granted anything in it.
+func (e *env) ownedJournal() {
+	e.t.Helper()
+	ctx := e.t.Context()
+	db := freshDatabase(e.t)
+	owner, pw := "kl_owner_"+randomSuffix(e.t), randomSuffix(e.t)
+	require.NoError(e.t, shared.pg.EnsureRole(ctx, owner, pw))
+	admin := connect(e.t, db)
+	_, err := admin.Exec(ctx, "GRANT CREATE ON DATABASE "+pgx.Identifier{dbName(e.t, db)}.Sanitize()+" TO "+pgx.Identifier{owner}.Sanitize())
+	require.NoError(e.t, err)
+	ownerURL, err := shared.pg.URLFor(db, owner, pw)
+	require.NoError(e.t, err)
+	r := e.keyledger([]string{"migrate", "up"}, withDatabase(ownerURL))
+	require.Equal(e.t, 0, r.Code, "migrate up as a plain owner: %s", r.Stderr)
+	e.journal = &platform.Journal{Name: dbName(e.t, db), OwnerURL: ownerURL}
+}
+
+// dbName is the database name in a database URL.
+func dbName(t *testing.T, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	return strings.TrimPrefix(u.Path, "/")
 }

@@ -44,6 +44,25 @@ func latestVersion(t *testing.T) uint {
 	return v
 }
 
+// migrationsUpTo is the embedded migrations up to and including version.
+func migrationsUpTo(t *testing.T, version uint) fs.FS {
+	t.Helper()
+	src := fstest.MapFS{}
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	require.NoError(t, err)
+	for _, entry := range entries {
+		var n uint
+		_, err := fmt.Sscanf(entry.Name(), "%d_", &n)
+		require.NoError(t, err, entry.Name())
+		if n <= version {
+			b, err := fs.ReadFile(migrations.FS, entry.Name())
+			require.NoError(t, err)
+			src[entry.Name()] = &fstest.MapFile{Data: b}
+		}
+	}
+	return src
+}
+
 // schemaExists reports whether the keyledger schema exists in the database.
 func schemaExists(t *testing.T, url string) bool {
 	t.Helper()
@@ -61,30 +80,26 @@ func migrateStatus(t *testing.T, r result) store.MigrationStatus {
 	return st
 }
 
-// `migrate up` without the operator role changes nothing and prints the
-// fix; once the role exists it succeeds, and a second `up` is a no-op.
-func TestIntegrationMigrateOperatorRoleMissing(t *testing.T) {
+// A fresh install needs no shared operator role (migration 5 has each
+// namespace's role granted by keyledger journal grant): `migrate up` names a
+// role that does not exist and succeeds, warning that --operator-role is
+// deprecated; a second `up` is a no-op.
+func TestIntegrationMigrateNeedsNoOperatorRole(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	db := freshDatabase(t)
 	role := "kl_operator_" + randomSuffix(t)
 
 	r := e.keyledger([]string{"migrate", "up", "--operator-role", role}, withDatabase(db))
-	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Empty(t, r.Stdout)
-	require.Contains(t, r.Stderr, `operator role "`+role+`" does not exist`)
-	require.Contains(t, r.Stderr, `CREATE ROLE "`+role+`" LOGIN`)
-	require.Contains(t, r.Stderr, "operator-role-missing")
-	require.False(t, schemaExists(t, db), "a refused migrate up leaves no schema")
-
-	require.NoError(t, shared.pg.EnsureRole(t.Context(), role, randomSuffix(t)))
-	r = e.keyledger([]string{"migrate", "up", "--operator-role", role}, withDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+	require.Contains(t, r.Stderr, `"msg":"deprecated flag","flag":"--operator-role"`)
+	require.True(t, schemaExists(t, db))
 
-	r = e.keyledger([]string{"migrate", "up", "--operator-role", role}, withDatabase(db))
+	r = e.keyledger([]string{"migrate", "up"}, withDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Equal(t, store.MigrationStatus{Version: latestVersion(t)}, migrateStatus(t, r), "the second up is a no-op")
+	require.NotContains(t, r.Stderr, "deprecated", "no warning without the flag")
 }
 
 // A role that may not create the schema is told so before anything changes.
@@ -205,22 +220,7 @@ func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 	setup(t) // skips under -short; the shared platform and its operator role
 	db := freshDatabase(t)
 	ctx := context.WithoutCancel(t.Context())
-	upTo := func(version uint) fs.FS {
-		src := fstest.MapFS{}
-		entries, err := fs.ReadDir(migrations.FS, ".")
-		require.NoError(t, err)
-		for _, entry := range entries {
-			var n uint
-			_, err := fmt.Sscanf(entry.Name(), "%d_", &n)
-			require.NoError(t, err, entry.Name())
-			if n <= version {
-				b, err := fs.ReadFile(migrations.FS, entry.Name())
-				require.NoError(t, err)
-				src[entry.Name()] = &fstest.MapFile{Data: b}
-			}
-		}
-		return src
-	}
+	upTo := func(version uint) fs.FS { return migrationsUpTo(t, version) }
 	status, err := store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, upTo(3))
 	require.NoError(t, err)
 	require.Equal(t, uint(3), status.Version)

@@ -23,19 +23,6 @@ import (
 	"github.com/keyledger/keyledger/integration/platform"
 )
 
-// databaseSecret creates the Secret the rendered hook Job reads its journal
-// URL from (render's --database-secret default): the operator role through
-// the journal's Service, TLS required.
-func (ne *nodeEnv) databaseSecret() {
-	ne.t.Helper()
-	creds, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Get(ne.t.Context(), "keyledger-operator-credentials", metav1.GetOptions{})
-	require.NoError(ne.t, err)
-	url := fmt.Sprintf("postgresql://%s:%s@%s-rw.%s:5432/app?sslmode=require", creds.Data["username"], creds.Data["password"], journalCluster, ne.ns)
-	_, err = ne.kube.Client().CoreV1().Secrets(ne.ns).Create(ne.t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "keyledger-database"}, Data: map[string][]byte{"url": []byte(url)}}, metav1.CreateOptions{})
-	require.NoError(ne.t, err)
-}
-
 // renderHook runs `keyledger render credentials` for plan into a fresh
 // directory, with the node test image, and returns the directory.
 func (ne *nodeEnv) renderHook(plan map[string]any) string {
@@ -77,11 +64,15 @@ func (ne *nodeEnv) hookPodLogs() string {
 // exactly where the rendered spec mounts it, and creates the planned
 // Secrets. A second sync (apply-hook again: the same Job name, deleted
 // first) after one planned Secret was deleted by hand recreates it and
-// writes nothing else.
-func TestIntegrationNodeCredentialsHook(t *testing.T) {
+// writes nothing else. The hook pod is fenced by deploy/credentials (DNS,
+// the journal's primary, the API server endpoint) and reaches the one
+// journal of keyledger-journal as its namespace's own role (a part of
+// TestIntegrationNodeTenancy).
+func nodeCredentialsHook(t *testing.T) nodeTenant {
 	ne := setupNode(t)
-	ne.deployJournal()
-	ne.databaseSecret()
+	ne.joinJournal()
+	apiIP, apiPort := ne.apiEndpoint()
+	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
 	plan := credentialPlan(ne.ns, "mut-node-hook", []planSecret{standardSecret("shop-orders-cache-app"), standardSecret("shop-bus-users")})
 	dir := ne.renderHook(plan)
 
@@ -105,6 +96,8 @@ func TestIntegrationNodeCredentialsHook(t *testing.T) {
 	ne.applyHook(dir)
 	require.Equal(t, again.ResourceVersion, ne.getSecret(again.Name).ResourceVersion)
 	require.Equal(t, other.ResourceVersion, ne.getSecret(other.Name).ResourceVersion)
+	// Each sync is one run of the plan, journaled as MUTATION:run-N.
+	return nodeTenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-hook:run-1", "mut-node-hook:run-2", "mut-node-hook:run-3"}}
 }
 
 const alphanumeric = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -231,11 +224,11 @@ func (ne *nodeEnv) podUIDs(name string) (stop func() []string) {
 // the Secret get WRONGPASS. The credentials hook (render + apply-hook, the
 // Job in a pod) probes each server with the stored password, deletes the
 // refusing pod once, the StatefulSet recreates it with B, the probe accepts
-// and a client authenticates. A second sync restarts nothing.
+// and a client authenticates. A second sync restarts nothing. (No fence:
+// the hook probes the servers, which deploy/credentials does not reach.)
 func TestIntegrationNodeIncident316(t *testing.T) {
 	ne := setupNode(t)
-	ne.deployJournal()
-	ne.databaseSecret()
+	ne.joinJournal()
 	ne.serversImage()
 	c := ne.kube.Client()
 	passwordA, passwordB := []byte(randomHexT(t)), []byte(randomHexT(t))

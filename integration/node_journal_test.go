@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,46 +30,86 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keyledger/keyledger/integration/platform"
-	"github.com/keyledger/keyledger/store"
 )
 
 // The journal, deployed as deploy/README.md describes it with CloudNativePG:
-// this test plays the operator. It runs PostgreSQL (the image the other
-// tests use) as a pod labelled like a CloudNativePG primary, behind the
-// keyledger-journal-rw Service, serving TLS with a certificate for that
-// name; creates the Secrets CloudNativePG would (keyledger-journal-app with
-// host, port, dbname and uri for the schema owner, keyledger-journal-ca) and
-// the operator role declared in managed.roles with the password from
-// keyledger-operator-credentials; then runs the migration Job of
-// overlays/cloudnativepg/database in a pod. The Cluster object itself is not
-// applied: no CloudNativePG operator runs here.
+// one journal for the whole node, in the namespace keyledger-journal, shared
+// by every node test; this code plays the operator. It runs PostgreSQL (the
+// image the other tests use) as a pod labelled like a CloudNativePG primary,
+// behind the keyledger-journal-rw Service, serving TLS with a certificate
+// for that Service's names; creates the Secrets CloudNativePG would
+// (keyledger-journal-app with host, port, dbname and uri for the schema
+// owner, keyledger-journal-ca); then runs the migration Job of
+// deploy/journal in a pod there. The Cluster object itself is not applied:
+// no CloudNativePG operator runs here. Each test's namespace then joins the
+// journal (joinJournal) with a role of its own.
 const journalCluster = "keyledger-journal"
 
-// deployJournal brings the journal up in the test namespace and points the
-// test's journal URLs (for `keyledger journal` from this machine) at the pod.
-func (ne *nodeEnv) deployJournal() {
+// nodeJournal is the node's one journal, started on first use.
+var nodeJournal struct {
+	once               sync.Once
+	err                error
+	ca                 []byte // the CA's certificate (PEM)
+	podIP              string
+	caFile             string
+	superURL, ownerURL string // from this machine to the pod, verify-ca
+}
+
+// hostURL is a URL from this machine to the journal pod as user: TLS
+// verified against the CA (the pod IP is not in the certificate, so
+// verify-ca, not verify-full).
+func journalHostURL(user, pw, db string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(user, pw), Host: net.JoinHostPort(nodeJournal.podIP, "5432"), Path: "/" + db,
+		RawQuery: "sslmode=verify-ca&sslrootcert=" + url.QueryEscape(nodeJournal.caFile)}
+	return u.String()
+}
+
+// startJournal brings the journal up in its namespace, once per node.
+func (ne *nodeEnv) startJournal() {
 	ne.t.Helper()
-	t, ctx, c := ne.t, ne.t.Context(), ne.kube.Client()
-	ns := ne.ns
+	nodeJournal.once.Do(func() {
+		// Stays the error if deployJournal's test fails inside it.
+		nodeJournal.err = errors.New("the journal's deployment did not finish")
+		nodeJournal.err = ne.deployJournal()
+	})
+	require.NoError(ne.t, nodeJournal.err, "the node's journal")
+}
+
+func (ne *nodeEnv) deployJournal() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := ne.kube.Client()
+	ns := journalNamespace
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// ServiceAccount admission refuses pods until the default account exists.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("default ServiceAccount of %s: %w", ns, err)
+	}
 	rw := journalCluster + "-rw"
-	ca, serverCert, serverKey := journalPKI(t, rw, rw+"."+ns, rw+"."+ns+".svc", rw+"."+ns+".svc.cluster.local")
-	superPW, ownerPW, operatorPW := randomHexT(t), randomHexT(t), randomHexT(t)
+	ca, serverCert, serverKey, err := journalPKI(rw, rw+"."+ns, rw+"."+ns+".svc", rw+"."+ns+".svc.cluster.local")
+	if err != nil {
+		return err
+	}
+	superPW, ownerPW := randomHexT(ne.t), randomHexT(ne.t)
 	secrets := []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-ca"}, Data: map[string][]byte{"ca.crt": ca}},
 		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-server"}, Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{"tls.crt": serverCert, "tls.key": serverKey}},
 		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-superuser"}, Data: map[string][]byte{"password": []byte(superPW)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-app"}, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{
-			"username": []byte("keyledger"), "password": []byte(ownerPW), "host": []byte(rw), "port": []byte("5432"), "dbname": []byte("app"),
-			"uri": []byte(fmt.Sprintf("postgresql://keyledger:%s@%s.%s:5432/app", ownerPW, rw, ns)),
-		}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "keyledger-operator-credentials"}, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{
-			"username": []byte(store.DefaultOperatorRole), "password": []byte(operatorPW),
+			"username": []byte("keyledger"), "password": []byte(ownerPW), "host": []byte(rw), "port": []byte("5432"), "dbname": []byte("keyledger"),
+			"uri": []byte(fmt.Sprintf("postgresql://keyledger:%s@%s.%s:5432/keyledger", ownerPW, rw, ns)),
 		}},
 	}
 	for _, s := range secrets {
-		_, err := c.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
-		require.NoError(t, err)
+		if _, err := c.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 	labels := map[string]string{"cnpg.io/cluster": journalCluster, "cnpg.io/instanceRole": "primary", "role": "primary"}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-1", Labels: labels}, Spec: corev1.PodSpec{
@@ -85,62 +127,125 @@ func (ne *nodeEnv) deployJournal() {
 		Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: journalCluster + "-server", DefaultMode: ptr(int32(0o640))}}}},
 	}}
-	_, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = c.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: rw}, Spec: corev1.ServiceSpec{
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := c.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: rw}, Spec: corev1.ServiceSpec{
 		Selector: map[string]string{"cnpg.io/cluster": journalCluster, "cnpg.io/instanceRole": "primary"},
 		Ports:    []corev1.ServicePort{{Port: 5432, TargetPort: intstr.FromInt32(5432)}},
-	}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	podIP := ne.waitPodReady(pod.Name, 90*time.Second)
-
-	// From this machine to the pod: TLS verified against the CA (the pod
-	// IP is not in the certificate, so verify-ca, not verify-full).
-	caFile := filepath.Join(ne.dir, "journal-ca.crt")
-	require.NoError(t, os.WriteFile(caFile, ca, 0o600))
-	hostURL := func(user, pw, db string) string {
-		u := url.URL{Scheme: "postgres", User: url.UserPassword(user, pw), Host: net.JoinHostPort(podIP, "5432"), Path: "/" + db,
-			RawQuery: "sslmode=verify-ca&sslrootcert=" + url.QueryEscape(caFile)}
-		return u.String()
+	}}, metav1.CreateOptions{}); err != nil {
+		return err
 	}
-	conn, err := pgx.Connect(ctx, hostURL("postgres", superPW, "postgres"))
-	require.NoError(t, err, "connecting to the journal pod as the superuser")
+	journalNS := *ne
+	journalNS.env = &env{t: ne.t, kube: ne.kube, ns: ns}
+	nodeJournal.podIP = journalNS.waitPodReady(pod.Name, 90*time.Second)
+	nodeJournal.ca = ca
+	nodeJournal.caFile = filepath.Join(nodeShared.dir, "journal-ca.crt")
+	if err := os.WriteFile(nodeJournal.caFile, ca, 0o600); err != nil {
+		return err
+	}
+	nodeJournal.superURL = journalHostURL("postgres", superPW, "postgres")
+	nodeJournal.ownerURL = journalHostURL("keyledger", ownerPW, "keyledger")
+	// What CloudNativePG's initdb does: the owner and its database.
+	conn, err := pgx.Connect(ctx, nodeJournal.superURL)
+	if err != nil {
+		return fmt.Errorf("connecting to the journal pod as the superuser: %w", err)
+	}
+	defer conn.Close(ctx)
 	for _, stmt := range []string{
 		fmt.Sprintf("CREATE ROLE keyledger LOGIN PASSWORD '%s'", ownerPW),
-		"CREATE DATABASE app OWNER keyledger",
-		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", store.DefaultOperatorRole, operatorPW),
+		"CREATE DATABASE keyledger OWNER keyledger",
 	} {
-		_, err := conn.Exec(ctx, stmt)
-		require.NoError(t, err, "preparing the journal database")
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("preparing the journal database: %w", err)
+		}
 	}
-	require.NoError(t, conn.Close(ctx))
-	ne.journal = &platform.Journal{Name: "app", OwnerURL: hostURL("keyledger", ownerPW, "app"),
-		OperatorURL: hostURL(store.DefaultOperatorRole, operatorPW, "app")}
 
-	// The migration Job of overlays/cloudnativepg/database, in a pod, as
-	// the schema owner.
-	fsys := deployFS(t)
-	require.NoError(t, fsys.WriteFile("/my-database/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: %s
-resources:
-- ../deploy/overlays/cloudnativepg/database
-images:
-- name: keyledger
-  newName: %s
-  newTag: %s
-`, ns, imageName(nodeShared.image), imageTag(nodeShared.image)))))
+	// The migration Job of deploy/journal, in a pod, as the schema owner.
 	var objs []*unstructured.Unstructured
-	for _, o := range render(t, fsys, "/my-database") {
-		if o.GetKind() != "Cluster" { // the operator's object; played above
+	for _, o := range renderJournal(ne.t, tenancyImage{Name: imageName(nodeShared.image), Tag: imageTag(nodeShared.image)}) {
+		switch o.GetKind() {
+		case "Cluster", "Namespace": // the operator's object, played above; the namespace, made above
+		default:
 			objs = append(objs, o)
 		}
 	}
-	ne.applyAll(objs)
-	end := ne.waitJob("keyledger-migrate", 3*time.Minute)
-	log := ne.logs(end.Pod, "migrate")
-	require.True(t, end.Complete, "migration Job failed: %s", log)
-	require.Contains(t, log, `"dirty":false`)
+	journalNS.applyAll(objs)
+	end := journalNS.waitJob("keyledger-migrate", 3*time.Minute)
+	log := journalNS.logs(end.Pod, "migrate")
+	if !end.Complete || !strings.Contains(log, `"dirty":false`) {
+		return fmt.Errorf("migration Job failed: %s", log)
+	}
+	return nil
+}
+
+// joinJournal gives the test's namespace its own journal role, as
+// deploy/README.md's "Once per served namespace" does: the role (what
+// CloudNativePG's managed.roles would create) with its password Secret in
+// the journal's namespace; `keyledger journal grant ROLE NS` as the schema
+// owner, by the grant Job of deploy/journal/grant; the copy of the password in the namespace
+// (keyledger-journal-credentials) and the CA's certificate as a ConfigMap
+// (keyledger-journal-ca). The test's journal URLs then connect as the
+// owner and as that role.
+func (ne *nodeEnv) joinJournal() {
+	ne.t.Helper()
+	t, ctx, c := ne.t, ne.t.Context(), ne.kube.Client()
+	ne.startJournal()
+	role, pw := journalRole(ne.ns), randomHexT(t)
+	conn, err := pgx.Connect(ctx, nodeJournal.superURL)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOBYPASSRLS NOINHERIT PASSWORD '%s'",
+		pgx.Identifier{role}.Sanitize(), pw))
+	require.NoError(t, err, "creating the namespace's role")
+	require.NoError(t, conn.Close(ctx))
+	basicAuth := func(name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeBasicAuth,
+			Data: map[string][]byte{"username": []byte(role), "password": []byte(pw)}}
+	}
+	_, err = c.CoreV1().Secrets(journalNamespace).Create(ctx, basicAuth("keyledger-role-"+ne.ns), metav1.CreateOptions{})
+	require.NoError(t, err)
+	ne.journal = &platform.Journal{Name: "keyledger", OwnerURL: nodeJournal.ownerURL, OperatorURL: journalHostURL(role, pw, "keyledger")}
+	ne.grantJob()
+	ne.journalClient(ne.ns, basicAuth("keyledger-journal-credentials"))
+}
+
+// grantJob runs the grant Job of deploy/journal/grant for the test's
+// namespace in the journal's namespace, as deploy/README.md tells an
+// operator to. A Job that could not reach PostgreSQL (69: its new pod not
+// yet admitted by the NetworkPolicy implementation) is created again, as the
+// README says for 69, at most twice more; the grant is idempotent.
+func (ne *nodeEnv) grantJob() {
+	ne.t.Helper()
+	t := ne.t
+	journalNS := *ne
+	journalNS.env = &env{t: t, kube: ne.kube, ns: journalNamespace}
+	objs := renderGrant(t, ne.ns, tenancyImage{Name: imageName(nodeShared.image), Tag: imageTag(nodeShared.image)})
+	job := "keyledger-grant-" + ne.ns
+	for attempt := 1; ; attempt++ {
+		journalNS.applyAll(objs)
+		end := journalNS.waitJob(job, 2*time.Minute)
+		log := journalNS.logs(end.Pod, "grant")
+		if end.Complete {
+			require.Contains(t, log, fmt.Sprintf("grant %s %s changed\n", journalRole(ne.ns), ne.ns))
+			journalNS.deleteJob(job)
+			return
+		}
+		code := containerExit(end.Pod.Status.ContainerStatuses, "grant")
+		require.True(t, code == 69 && attempt < 3, "grant Job failed (exit %d, attempt %d): %s", code, attempt, log)
+		journalNS.deleteJob(job)
+	}
+}
+
+// journalClient creates, in ns, what a served namespace's pods mount to
+// reach the journal: the role's credentials Secret and the CA ConfigMap.
+func (ne *nodeEnv) journalClient(ns string, credentials *corev1.Secret) {
+	ne.t.Helper()
+	c := ne.kube.Client()
+	_, err := c.CoreV1().Secrets(ns).Create(ne.t.Context(), credentials, metav1.CreateOptions{})
+	require.NoError(ne.t, err)
+	_, err = c.CoreV1().ConfigMaps(ns).Create(ne.t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keyledger-journal-ca"},
+		Data: map[string]string{"ca.crt": string(nodeJournal.ca)}}, metav1.CreateOptions{})
+	require.NoError(ne.t, err)
 }
 
 // waitPodReady waits until the pod is Ready and returns its IP.
@@ -180,27 +285,38 @@ func randomHexT(t *testing.T) string {
 }
 
 // journalPKI makes a CA and a server certificate for names, PEM encoded.
-func journalPKI(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
+func journalPKI(names ...string) (caPEM, certPEM, keyPEM []byte, err error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "keyledger-journal-test-ca"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	ca, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }

@@ -110,14 +110,15 @@ func (ne *nodeEnv) cleanupClusterScoped(objs []*unstructured.Unstructured) {
 
 // ADR-0262's acceptance on a real kubelet: the deploy/ retirement Job,
 // filled in as deploy/README.md says, behind NetworkPolicies enforced by
-// kube-router. The control Job finds the canary reachable; a Job without the
+// kube-router, in its namespace with its own journal role against the one
+// journal of keyledger-journal (a part of TestIntegrationNodeTenancy). The control Job finds the canary reachable; a Job without the
 // API-egress rule and a Job whose canary a policy allows both fail in the
 // init container at the gate's deadline, the main container never starts
 // and nothing is journaled; then two Jobs of one command: completed, then
 // existing, the Secret written once, one preparation and one completion.
-func TestIntegrationNodeRetirementJob(t *testing.T) {
+func nodeRetirementJob(t *testing.T) nodeTenant {
 	ne := setupNode(t)
-	ne.deployJournal()
+	ne.joinJournal()
 	canary := ne.canaryPod()
 	before := standardKeyring()
 	s := ne.createSecret(keyringSecret("prompt-output-keyring", before))
@@ -162,14 +163,10 @@ images:
 		leakyNS := *ne
 		leakyNS.env = &env{t: t, kube: ne.kube, ns: ne.kube.Namespace(t), dir: t.TempDir()}
 		// The pod mounts the journal's CA before any container starts: the
-		// second namespace has the journal's Secrets too (the main container
-		// never starts there, so no database is needed).
-		for _, name := range []string{journalCluster + "-ca", journalCluster + "-app", "keyledger-operator-credentials"} {
-			sec := ne.getSecret(name)
-			copied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: sec.Type, Data: sec.Data}
-			_, err := ne.kube.Client().CoreV1().Secrets(leakyNS.ns).Create(t.Context(), copied, metav1.CreateOptions{})
-			require.NoError(t, err)
-		}
+		// second namespace has the journal client's objects too (the main
+		// container never starts there, so no grant is needed).
+		creds := ne.getSecret("keyledger-journal-credentials")
+		leakyNS.journalClient(leakyNS.ns, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: creds.Name}, Type: creds.Type, Data: creds.Data})
 		noEgress := ne.retirementOverlay("no-egress", s.Name, canary, command, false)
 		leaky := leakyNS.retirementOverlay("leaky", s.Name, canary, command, true)
 		host, _, err := net.SplitHostPort(canary)
@@ -272,4 +269,5 @@ images:
 		require.Equal(t, 1, kinds[string(store.RecordPreparation)], "one preparation: %v", kinds)
 		require.Equal(t, 1, kinds[string(store.RecordCompletion)], "one completion: %v", kinds)
 	})
+	return nodeTenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{mutation}}
 }

@@ -92,10 +92,11 @@ images:
 // retirement: an update, then a restore of the archived version, each one
 // Job whose command (it holds values) comes from an immutable Secret
 // mounted as one file. The Role is exactly versioned.Rules; no value
-// reaches a log.
-func TestIntegrationNodeVersionedJob(t *testing.T) {
+// reaches a log. In its namespace with its own journal role against the one
+// journal of keyledger-journal (a part of TestIntegrationNodeTenancy).
+func nodeVersionedJob(t *testing.T) nodeTenant {
 	ne := setupNode(t)
-	ne.deployJournal()
+	ne.joinJournal()
 	canary := ne.canaryPod()
 	oldValue, newValue := "node-canary-old-"+randomHexT(t), "node-canary-new-"+randomHexT(t)
 	live := ne.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-db"}, Data: map[string][]byte{"password": []byte(oldValue)}})
@@ -162,4 +163,5 @@ func TestIntegrationNodeVersionedJob(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &hist), r.Stdout)
 	versions, _ := hist["versions"].([]any)
 	require.Len(t, versions, 2, "the update and the restore each archived the state they replaced: %s", r.Stdout)
+	return nodeTenant{ns: ne.ns, roleURL: ne.journal.OperatorURL, mutations: []string{"mut-node-update", "mut-node-restore"}}
 }

@@ -175,8 +175,13 @@ func Check(ctx context.Context, o Options) (Report, error) {
 		// trusting the certificate. Nothing is sent after it (see doc.go).
 		tlsCfg = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // reachability only, no data sent
 	}
-	r := Report{API: checkAPI(ctx, o.APIServer, tlsCfg, o.CAFile != "", o.APITimeout),
-		Canary: checkCanary(ctx, o.Canary, o.Expect, o.CanaryTimeout)}
+	// The canary first, then the API server: a fence that lands between
+	// the two checks (NetworkPolicy implementations fence a new pod while
+	// it runs) must not make a round ready that reached the API server
+	// before the fence and found the canary closed after it. Fences only
+	// tighten, so a canary found closed stays closed for the API check.
+	canary := checkCanary(ctx, o.Canary, o.Expect, o.CanaryTimeout)
+	r := Report{API: checkAPI(ctx, o.APIServer, tlsCfg, o.CAFile != "", o.APITimeout), Canary: canary}
 	r.Ready = r.API.OK && r.Canary.OK
 	r.Checks = 1
 	return r, nil

@@ -1,6 +1,9 @@
 package preflight
 
 import (
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,4 +38,39 @@ func TestValidate(t *testing.T) {
 	}
 	v6 := Options{APIServer: "[fd00::1]:443", Canary: "[fd00::2]:80", Expect: CanaryReachable}
 	require.NoError(t, v6.Validate())
+}
+
+// A fence that lands between a round's two checks (here: the API server's
+// accept closes both listeners, as a NetworkPolicy applied at that moment
+// would close both paths) does not make the round ready: the canary is
+// checked first, found reachable, and the round fails. Checked the other
+// way round (API first), the same round reached the API server before the
+// fence and the canary after it, and passed.
+func TestCheckFenceBetweenChecksIsNotReady(t *testing.T) {
+	t.Parallel()
+	canary, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer canary.Close()
+	go func() {
+		for {
+			c, err := canary.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	api := httptest.NewUnstartedServer(http.NotFoundHandler())
+	api.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew { // the fence lands
+			_ = canary.Close()
+			_ = api.Listener.Close()
+		}
+	}
+	api.StartTLS()
+	defer api.Close()
+	r, err := Check(t.Context(), Options{APIServer: api.Listener.Addr().String(), Canary: canary.Addr().String()})
+	require.NoError(t, err)
+	require.False(t, r.Ready, "%+v", r)
+	require.True(t, r.Canary.Reachable, "the canary, checked first, was open")
 }

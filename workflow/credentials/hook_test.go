@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -23,13 +24,15 @@ func TestHookJobName(t *testing.T) {
 }
 
 // Hook's Role grants exactly Rules of the plan, and its Job carries the name
-// HookJobName gives, the image, and the database Secret it was given.
+// HookJobName gives, the image, and the journal it was given: the -rw
+// Service of the journal's namespace, the login from the credentials Secret,
+// verify-full against the CA ConfigMap.
 func TestHookObjects(t *testing.T) {
 	t.Parallel()
 	plan := planJSON(validSpec)
 	cmd, err := decode(t, plan)
 	require.NoError(t, err)
-	docs, err := Hook(cmd, []byte(plan), "img:1", "v9", "db-secret")
+	docs, err := Hook(cmd, []byte(plan), "img:1", "v9", HookJournal{Namespace: "journal", Credentials: "db-secret", CA: "db-ca"})
 	require.NoError(t, err)
 	require.Len(t, docs, 5)
 	for i, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"} {
@@ -46,5 +49,17 @@ func TestHookObjects(t *testing.T) {
 	require.Equal(t, cmd.Spec.Namespace, job.Namespace)
 	c := job.Spec.Template.Spec.Containers[0]
 	require.Equal(t, "img:1", c.Image)
-	require.Equal(t, "db-secret", c.Env[0].ValueFrom.SecretKeyRef.Name)
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	require.Equal(t, "keyledger-journal-rw.journal.svc", env["PGHOST"].Value)
+	require.Equal(t, "db-secret", env["PGUSER"].ValueFrom.SecretKeyRef.Name)
+	require.Equal(t, "db-secret", env["PGPASSWORD"].ValueFrom.SecretKeyRef.Name)
+	require.Equal(t, "postgresql://$(PGHOST):$(PGPORT)/$(PGDATABASE)?sslmode=verify-full&sslrootcert=/etc/keyledger/journal-ca/ca.crt",
+		env["KEYLEDGER_DATABASE_URL"].Value)
+	pod := job.Spec.Template.Spec
+	require.Equal(t, "db-ca", pod.Volumes[1].ConfigMap.Name)
+	require.Equal(t, "journal-ca", c.VolumeMounts[1].Name)
+	require.Equal(t, "/etc/keyledger/journal-ca", c.VolumeMounts[1].MountPath)
 }

@@ -265,7 +265,7 @@ var synopses = map[string]string{
 	"journal grants":     "  keyledger journal grants [--history] [-o table|json]\n      the namespace grants the connecting role may see (--history: every grant and revoke, owner only)\n",
 	"keyring inspect":    "  keyledger keyring inspect NS/NAME [--data-key KEY]\n",
 	"history":            "  keyledger history NS/NAME [-o table|json]\n  keyledger history NS/NAME --version N --show-keys\n",
-	"render credentials": "  keyledger render credentials --plan FILE --image IMAGE [--out-dir DIR]\n",
+	"render credentials": "  keyledger render credentials --plan FILE --image IMAGE [--out-dir DIR] [--journal-namespace NS] [--journal-credentials SECRET] [--journal-ca CONFIGMAP]\n",
 	"apply-hook":         "  keyledger apply-hook DIR\n",
 	"preflight":          "  keyledger preflight --canary IP:PORT\n",
 }

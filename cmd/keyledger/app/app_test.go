@@ -54,6 +54,15 @@ func TestUsageErrors(t *testing.T) {
 		{"journal"},
 		{"journal", "show"},
 		{"journal", "list", "-o", "yaml"},
+		{"journal", "grant"},
+		{"journal", "grant", "kl_a"},
+		{"journal", "grant", "Bad-Role", "ns-a"},
+		{"journal", "grant", "pg_monitor", "ns-a"},
+		{"journal", "grant", "kl_a", "Not_A_Label"},
+		{"journal", "revoke", "kl_a"},
+		{"journal", "grants", "extra"},
+		{"journal", "grants", "-o", "yaml"},
+		{"migrate", "up", "--destroy-journal-records"},
 		{"keyring", "inspect", "no-slash"},
 		{"version", "extra"},
 	}
@@ -96,6 +105,10 @@ func TestDatabaseURLNeverPrinted(t *testing.T) {
 		for _, args := range [][]string{
 			{"journal", "list", "--database-url", url},
 			{"journal", "show", "mut-1", "--database-url", url},
+			{"journal", "grant", "kl_a", "ns-a", "--database-url", url},
+			{"journal", "revoke", "kl_a", "ns-a", "--database-url", url},
+			{"journal", "grants", "--history", "--database-url", url},
+			{"migrate", "down", "--destroy-journal-records", "--database-url", url},
 			{"migrate", "version", "--database-url", url},
 			{"run", "--database-url", url, "--kubeconfig", "/nonexistent/kubeconfig", command},
 		} {
@@ -105,6 +118,29 @@ func TestDatabaseURLNeverPrinted(t *testing.T) {
 			require.Contains(t, []int{ExitUsage, ExitUnavailable}, ExitCode(err), "%v: %v", args[:2], err)
 			require.NotContains(t, out.String()+errOut.String()+err.Error(), canary, "%v", args[:2])
 		}
+	}
+}
+
+// journal grant and revoke name the refused argument, with its reason,
+// before connecting anywhere.
+func TestGrantArgumentsNamed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args   []string
+		reason string
+		names  string
+	}{
+		{[]string{"journal", "grant", "Bad-Role", "ns-a"}, "invalid-role", `"Bad-Role"`},
+		{[]string{"journal", "revoke", "pg_monitor", "ns-a"}, "invalid-role", `"pg_monitor"`},
+		{[]string{"journal", "grant", "kl_a", "ns-a", "ns-b-"}, "invalid-namespace", `"ns-b-"`},
+	} {
+		var out, errOut bytes.Buffer
+		err := Run(context.Background(), c.args, IOStreams{Out: &out, ErrOut: &errOut})
+		require.Equal(t, ExitUsage, ExitCode(err), "%v", c.args)
+		require.Empty(t, out.String())
+		require.Contains(t, errOut.String(), "["+c.reason+", exit 64]", "%v", c.args)
+		require.Contains(t, errOut.String(), c.names)
+		require.Contains(t, errOut.String(), "keyledger "+strings.Join(c.args[:2], " ")+":")
 	}
 }
 
