@@ -121,7 +121,11 @@ func deployCloudNativePGJournal(ne *nodeEnv) *cnpgJournal {
 	// CloudNativePG, the same password in keyledger-journal-credentials of
 	// the served namespace for its Jobs.
 	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: journalNamespace}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, err, "the journal's namespace must be free (the node's stand-in journal of the other node tests lives there too)")
+	// The Cluster is the heaviest thing on the node, and the other node
+	// tests put their stand-in journal into the same namespace: the whole
+	// namespace goes when this test ends, and is waited for.
+	t.Cleanup(func() { removeJournalNamespace(t, ne) })
 	pw := randomHexT(t)
 	for _, s := range []struct{ ns, name string }{{journalNamespace, "keyledger-role-" + ne.ns}, {ne.ns, "keyledger-journal-credentials"}} {
 		_, err := c.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.name,
@@ -224,6 +228,29 @@ images:
 	j.owner = hostURL(string(app.Data["username"]), string(app.Data["password"]))
 	ne.journal = &platform.Journal{Name: "keyledger", OwnerURL: j.owner, OperatorURL: hostURL(j.role, pw)}
 	return j
+}
+
+// removeJournalNamespace deletes the Cluster and the journal's namespace
+// and waits until the namespace is gone.
+func removeJournalNamespace(t *testing.T, ne *nodeEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := ne.dynamicClient().Resource(clusterGVR).Namespace(journalNamespace).Delete(ctx, journalCluster, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting the Cluster: %v", err)
+	}
+	c := ne.kube.Client()
+	if err := c.CoreV1().Namespaces().Delete(ctx, journalNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting the journal's namespace: %v", err)
+		return
+	}
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Namespaces().Get(ctx, journalNamespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("the journal's namespace is not gone: %v", err)
+	}
 }
 
 var failpointBinaryOnce struct {
@@ -371,17 +398,6 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 	ne := setupNode(t)
 	j := deployCloudNativePGJournal(ne)
 	ne.binary = j.binary
-	t.Cleanup(func() {
-		// The Cluster is the heaviest thing on the node: gone before the
-		// next test (its namespace and volumes go with the control plane).
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err := ne.dynamicClient().Resource(clusterGVR).Namespace(journalNamespace).Delete(ctx, journalCluster, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting the Cluster: %v", err)
-		}
-	})
-
 	t.Run("synchronous-replication", func(t *testing.T) {
 		// What the primary enforces, as PostgreSQL holds it: a commit
 		// returns once one of the two standbys has flushed it.
