@@ -495,12 +495,22 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		_, records := ne.journalOf(retireMutation)
 		require.Equal(t, store.RecordAuthorityCall, records[len(records)-1].Kind, "the last committed record is the call: %v", kinds(records))
 
-		r = ne.keyledger([]string{"run", planPath}, asRunner, withFailpoint("after-answer"))
-		require.Equal(t, 137, r.Code, "must die after the first create's answer: %s %s", r.Stdout, r.Stderr)
-		_, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Get(ctx, a, metav1.GetOptions{})
-		require.NoError(t, err, "the first Secret was created")
-		_, err = ne.kube.Client().CoreV1().Secrets(ne.ns).Get(ctx, b, metav1.GetOptions{})
-		require.True(t, apierrors.IsNotFound(err), "stopped between the two creates: %v", err)
+		// The plan's two creates go out as one batch, concurrently: the
+		// second to reach the transport is never sent (a reset), and the
+		// process dies right after the batch, before any answer is
+		// journaled. One Secret exists, the other does not.
+		r = ne.keyledger([]string{"run", planPath}, asRunner, withFailpoint("after-send"), withEnv("KEYLEDGER_FAULT=reset:POST:/secrets#2"))
+		require.Equal(t, 137, r.Code, "must die after the batch of creates: %s %s", r.Stdout, r.Stderr)
+		exist := 0
+		for _, n := range []string{a, b} {
+			_, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Get(ctx, n, metav1.GetOptions{})
+			if err == nil {
+				exist++
+			} else {
+				require.True(t, apierrors.IsNotFound(err), "%s: %v", n, err)
+			}
+		}
+		require.Equal(t, 1, exist, "stopped between the two creates: one Secret exists")
 
 		rows := j.journalRows()
 		lost, after := j.loseThePrimary()
