@@ -100,6 +100,11 @@ func (n *Node) Stop() error {
 	if n == nil || n.owner.TestPID != os.Getpid() {
 		return nil
 	}
+	if n.guardDone != nil {
+		close(n.guardDone)
+		<-n.guardWait
+		n.guardDone = nil
+	}
 	return teardown(&n.owner, n)
 }
 
