@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/store"
@@ -342,55 +341,6 @@ func requireRowsKept(t *testing.T, before, after map[string]string) {
 	}
 }
 
-// watchSecrets records every event of the namespace's Secrets from now on,
-// until stop; events are copied out by the returned function.
-func watchSecrets(t *testing.T, ne *nodeEnv) (events func() []watch.Event, stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: ne.secretsRV()})
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var got []watch.Event
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Bookmark {
-				continue
-			}
-			mu.Lock()
-			got = append(got, ev)
-			mu.Unlock()
-		}
-	}()
-	return func() []watch.Event {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]watch.Event(nil), got...)
-		}, func() {
-			w.Stop()
-			cancel()
-			<-done
-		}
-}
-
-// writesTo counts the events for the Secret name (ADDED and MODIFIED: the
-// API server's writes) and fails on a deletion or a watch error.
-func writesTo(t *testing.T, events []watch.Event, name string) int {
-	t.Helper()
-	n := 0
-	for _, ev := range events {
-		require.NotEqual(t, watch.Error, ev.Type, "watch error: %v", ev.Object)
-		s, ok := ev.Object.(*corev1.Secret)
-		if !ok || s.Name != name {
-			continue
-		}
-		require.NotEqual(t, watch.Deleted, ev.Type, "Secret %s was deleted", name)
-		n++
-	}
-	return n
-}
-
 func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 	if reason := platform.OperatorsSkipReason(); reason != "" {
 		t.Skip(reason)
@@ -486,8 +436,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		plan := credentialPlan(ne.ns, planMutation, []planSecret{standardSecret(a), standardSecret(b)})
 		planPath := ne.writeCommand(planMutation+".json", plan)
 		asRunner := ne.asCredentialRunner(plan)
-		events, stop := watchSecrets(t, ne)
-		defer stop()
+		from := ne.secretsRV() // the watch history from here on
 
 		r := ne.keyledger([]string{"run", retirePath}, asRetirer, withFailpoint("after-call"))
 		require.Equal(t, 137, r.Code, "must die right after the call record commits: %s %s", r.Stdout, r.Stderr)
@@ -532,12 +481,10 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		require.Equal(t, store.StateCompleted, op.State)
 		require.Equal(t, 1, count(records, store.RecordCompletion))
 
-		stop()
-		evs := events()
-		require.Equal(t, 1, writesTo(t, evs, s.Name), "one write to the keyring Secret in the whole watch history")
+		require.Len(t, resourceVersions(ne.secretHistory(s.Name, from)), 1, "one write to the keyring Secret in the whole watch history")
 		for _, n := range []string{a, b} {
 			require.Len(t, ne.getSecret(n).Data["password"], 32)
-			require.Equal(t, 1, writesTo(t, evs, n), "%s written once in the whole watch history", n)
+			require.Len(t, resourceVersions(ne.secretHistory(n, from)), 1, "%s written once in the whole watch history", n)
 		}
 		requireNoValues(t, r.Stdout+r.Stderr+ne.journalText(planMutation+":run-1"), ne.secretValues(a, b))
 	})
