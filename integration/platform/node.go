@@ -128,13 +128,15 @@ func StartNode(ctx context.Context, k *Kube) (_ *Node, retErr error) {
 		{"start cluster DNS", n.startDNS},          // Service names resolve in pods
 		{"wait for cluster DNS", n.waitDNS},        // answers through its ClusterIP
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		if err := s.run(ctx); err != nil {
 			return nil, fmt.Errorf("starting node: %s: %w", s.name, err)
 		}
+		if i == 0 { // claimed: from now on the address is this node's
+			n.guardDone, n.guardWait = make(chan struct{}), make(chan struct{})
+			go n.guardAddress()
+		}
 	}
-	n.guardDone, n.guardWait = make(chan struct{}), make(chan struct{})
-	go n.guardAddress()
 	return n, nil
 }
 
