@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -151,6 +152,20 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	r = e.keyledger([]string{"journal", "show", b.op.MutationID, "-o", "json"}, withDatabase(b.url))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.NotContains(t, r.Stdout, a.ns)
+
+	// Nothing the CLI printed as A, refusals included, holds A's password
+	// or the server's address.
+	u, err := url.Parse(a.url)
+	require.NoError(t, err)
+	pw, _ := u.User.Password()
+	for _, args := range [][]string{
+		{"journal", "list"}, {"journal", "show", b.op.MutationID}, {"journal", "grants"},
+		{"journal", "grants", "--history"}, {"journal", "grant", roleOf(t, a.url), b.ns},
+	} {
+		r := e.keyledger(args, withDatabase(a.url))
+		require.NotContains(t, r.Stdout+r.Stderr, pw, "%v", args)
+		require.NotContains(t, r.Stdout+r.Stderr, u.Host, "%v", args)
+	}
 }
 
 // A role granted no namespace of these sees nothing; a revoke takes effect
@@ -265,14 +280,26 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, r := range []string{super, bypass} {
-			_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+r)
+			_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+r) // members' grants go with it
 		}
 	})
 	// A member of the owner has the owner's privileges: refused as the owner.
-	member := "kl_member_" + randomSuffix(t)
-	require.NoError(t, shared.pg.EnsureRole(ctx, member, randomSuffix(t)))
-	_, err := admin.Exec(ctx, "GRANT "+pgx.Identifier{roleOf(t, e.journal.OwnerURL)}.Sanitize()+" TO "+member)
-	require.NoError(t, err)
+	// A member of a BYPASSRLS role may SET ROLE to it; a CREATEROLE role may
+	// (before PostgreSQL 16) make itself a member of the owner.
+	member, superMember, bypassMember, creator := "kl_member_"+randomSuffix(t), "kl_sumember_"+randomSuffix(t),
+		"kl_bymember_"+randomSuffix(t), "kl_creator_"+randomSuffix(t)
+	for _, r := range []string{member, superMember, bypassMember, creator} {
+		require.NoError(t, shared.pg.EnsureRole(ctx, r, randomSuffix(t)))
+	}
+	for _, stmt := range []string{
+		"GRANT " + pgx.Identifier{roleOf(t, e.journal.OwnerURL)}.Sanitize() + " TO " + member,
+		"GRANT " + super + " TO " + superMember,
+		"GRANT " + bypass + " TO " + bypassMember,
+		"ALTER ROLE " + creator + " CREATEROLE",
+	} {
+		_, err := admin.Exec(ctx, stmt)
+		require.NoError(t, err)
+	}
 
 	for _, c := range []struct {
 		role, ns string
@@ -283,6 +310,9 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 		{bypass, "tenant-x", 77, "role-bypasses-rls"},
 		{roleOf(t, e.journal.OwnerURL), "tenant-x", 77, "role-is-schema-owner"},
 		{member, "tenant-x", 77, "role-is-schema-owner"},
+		{superMember, "tenant-x", 77, "role-is-superuser"},
+		{bypassMember, "tenant-x", 77, "role-bypasses-rls"},
+		{creator, "tenant-x", 77, "role-can-create-roles"},
 		{"kl_nobody_" + randomSuffix(t), "tenant-x", 64, "role-missing"},
 		{member, "Tenant_X", 64, "invalid-namespace"},
 		{"Bad Role", "tenant-x", 64, "invalid-role"},

@@ -37,6 +37,9 @@ const (
 	// ReasonRoleIsSchemaOwner: the journal's owner, or a role holding its
 	// privileges, sees every namespace by design (exit 77).
 	ReasonRoleIsSchemaOwner = "role-is-schema-owner"
+	// ReasonRoleCreatesRoles: a CREATEROLE role may grant itself the
+	// owner's membership (before PostgreSQL 16) (exit 77).
+	ReasonRoleCreatesRoles = "role-can-create-roles"
 	// ReasonSchemaTooOld: the journal is not migrated to namespace
 	// tenancy (migration 5) yet (exit 64).
 	ReasonSchemaTooOld = "schema-too-old"
@@ -109,8 +112,9 @@ func CheckGrantArgs(role string, namespaces []string) ([]string, error) {
 // It runs as the schema owner, in one transaction: each new grant is
 // written to the grant history by the database in that transaction. A
 // namespace already granted is reported unchanged. Refused (nothing
-// changed): a role that does not exist, a superuser, a BYPASSRLS role, and
-// the schema owner or a role holding its privileges.
+// changed): a role that does not exist, a superuser, a BYPASSRLS role (or
+// a role that may SET ROLE to either), a CREATEROLE role, and the schema
+// owner or a member of it.
 func (s *Store) Grant(ctx context.Context, role string, namespaces ...string) ([]GrantChange, error) {
 	namespaces, err := CheckGrantArgs(role, namespaces)
 	if err != nil {
@@ -254,11 +258,18 @@ func lockGrants(ctx context.Context, tx pgx.Tx) error {
 // checkGrantee refuses a role that does not exist or that would see past
 // row-level security.
 func checkGrantee(ctx context.Context, tx pgx.Tx, role string) error {
-	var super, bypass, owner bool
-	err := tx.QueryRow(ctx, `SELECT r.rolsuper, r.rolbypassrls,
-		pg_has_role(r.oid, c.relowner, 'MEMBER')
+	// A role that may SET ROLE to a superuser or a BYPASSRLS role is as
+	// wide as that role (attributes are not inherited, but SET ROLE takes
+	// them); a CREATEROLE role may, before PostgreSQL 16, grant itself
+	// membership in the owner.
+	var super, bypass, owner, createRole bool
+	err := tx.QueryRow(ctx, `SELECT
+		r.rolsuper OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles s WHERE s.rolsuper AND s.oid <> r.oid AND pg_has_role(r.oid, s.oid, 'MEMBER')),
+		r.rolbypassrls OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles s WHERE s.rolbypassrls AND s.oid <> r.oid AND pg_has_role(r.oid, s.oid, 'MEMBER')),
+		pg_has_role(r.oid, c.relowner, 'MEMBER'),
+		r.rolcreaterole
 		FROM pg_catalog.pg_roles r, pg_catalog.pg_class c
-		WHERE r.rolname = $1 AND c.oid = 'keyledger.operations'::regclass`, role).Scan(&super, &bypass, &owner)
+		WHERE r.rolname = $1 AND c.oid = 'keyledger.operations'::regclass`, role).Scan(&super, &bypass, &owner, &createRole)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return &PreconditionError{Reason: ReasonRoleMissing,
@@ -269,16 +280,20 @@ func checkGrantee(ctx context.Context, tx pgx.Tx, role string) error {
 		return wrap("reading the role", err)
 	case super:
 		return &PreconditionError{Reason: ReasonRoleIsSuperuser, Permission: true,
-			Msg: fmt.Sprintf("role %q is a superuser: row-level security does not hold it; nothing was granted", role),
+			Msg: fmt.Sprintf("role %q is a superuser (or may SET ROLE to one): row-level security does not hold it; nothing was granted", role),
 			Fix: "give each namespace a role of its own, LOGIN NOSUPERUSER NOBYPASSRLS, and grant that"}
 	case bypass:
 		return &PreconditionError{Reason: ReasonRoleBypassesRLS, Permission: true,
-			Msg: fmt.Sprintf("role %q has BYPASSRLS: row-level security does not hold it; nothing was granted", role),
-			Fix: fmt.Sprintf("ALTER ROLE %s NOBYPASSRLS, or grant a role of its own to the namespace", pgx.Identifier{role}.Sanitize())}
+			Msg: fmt.Sprintf("role %q has BYPASSRLS (or may SET ROLE to a role that has it): row-level security does not hold it; nothing was granted", role),
+			Fix: fmt.Sprintf("ALTER ROLE %s NOBYPASSRLS (and revoke its membership in BYPASSRLS roles), or grant a role of its own to the namespace", pgx.Identifier{role}.Sanitize())}
 	case owner:
 		return &PreconditionError{Reason: ReasonRoleIsSchemaOwner, Permission: true,
 			Msg: fmt.Sprintf("role %q is the journal's owner or a member of it: it sees every namespace; nothing was granted", role),
 			Fix: "give each namespace a role of its own that is not a member of the owner, and grant that"}
+	case createRole:
+		return &PreconditionError{Reason: ReasonRoleCreatesRoles, Permission: true,
+			Msg: fmt.Sprintf("role %q has CREATEROLE: it may make itself a member of other roles, the owner's among them; nothing was granted", role),
+			Fix: fmt.Sprintf("ALTER ROLE %s NOCREATEROLE, or grant a role of its own to the namespace", pgx.Identifier{role}.Sanitize())}
 	}
 	return nil
 }
