@@ -30,7 +30,9 @@ import (
 // The journal on the real CloudNativePG operator: the release manifest of
 // CLOUDNATIVEPG_VERSION installed on the test node, deploy/journal applied
 // with kustomize as deploy/README.md tells a user (a private overlay that
-// declares the served namespace's role and sets the image), reconciled to
+// replaces the example role with the served namespace's and sets the image;
+// the per-namespace password Secrets, grant Job and CA ConfigMap of "Once
+// per served namespace"), reconciled to
 // three Ready instances with the synchronous replication the Cluster
 // declares, the migration and grant Jobs run. One Cluster serves every
 // subtest (it takes minutes to bring up on two cores); the failover
@@ -127,8 +129,7 @@ func deployCloudNativePGJournal(ne *nodeEnv) *cnpgJournal {
 	t.Cleanup(func() { removeJournalNamespace(t, ne) })
 	pw := randomHexT(t)
 	for _, s := range []struct{ ns, name string }{{journalNamespace, "keyledger-role-" + ne.ns}, {ne.ns, "keyledger-journal-credentials"}} {
-		_, err := c.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.name,
-			Labels: map[string]string{"cnpg.io/reload": "true"}}, Type: corev1.SecretTypeBasicAuth,
+		_, err := c.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.name}, Type: corev1.SecretTypeBasicAuth,
 			Data: map[string][]byte{"username": []byte(j.role), "password": []byte(pw)}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
@@ -144,14 +145,10 @@ patches:
     name: %[1]s
   patch: |-
     - op: replace
-      path: /spec/managed/roles/0/name
-      value: %[2]s
-    - op: replace
-      path: /spec/managed/roles/0/comment
-      value: keyledger Jobs and hooks of namespace %[3]s
-    - op: replace
-      path: /spec/managed/roles/0/passwordSecret/name
-      value: keyledger-role-%[3]s
+      path: /spec/managed/roles/0
+      value: {name: %[2]s, ensure: present, login: true, superuser: false, createrole: false,
+              createdb: false, replication: false, bypassrls: false, inherit: false,
+              connectionLimit: 16, passwordSecret: {name: keyledger-role-%[3]s}}
 images:
 - name: keyledger
   newName: %[4]s
@@ -187,12 +184,14 @@ images:
 kind: Kustomization
 resources:
 - ../deploy/journal/grant
-nameSuffix: -%[1]s
 patches:
 - target:
     kind: Job
     name: keyledger-grant
   patch: |-
+    - op: replace
+      path: /metadata/name
+      value: keyledger-grant-%[1]s
     - op: replace
       path: /spec/template/spec/containers/0/args
       value: ["journal", "grant", %[2]q, %[1]q]

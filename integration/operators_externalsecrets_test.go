@@ -229,10 +229,10 @@ func TestIntegrationExternalSecretsRecreateRegenerates(t *testing.T) {
 	e.createPasswordGenerator(generator)
 	_, err := ess.Create(ctx, generatorBackedExternalSecret(name, generator), metav1.CreateOptions{})
 	require.NoError(t, err)
-	first := e.waitSynced(name)
+	e.waitSynced(name)
 	// Let a second first-sync write (the #316 race) land before measuring.
 	time.Sleep(2 * time.Second)
-	first = e.getSecret(name)
+	first := e.getSecret(name)
 
 	e.orphanExternalSecret(name)
 	// The control: the ExternalSecret is gone and not re-created; once the
