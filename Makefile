@@ -26,11 +26,13 @@ image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch 
 	VERSION=$(VERSION) IMAGE=$(KEYLEDGER_IMAGE) bash hack/image.sh
 
 .PHONY: platform
-platform: ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images.
+platform: ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them).
 	bash hack/deps.sh
 	bash hack/controlplane.sh >/dev/null
 	bash hack/postgres-image.sh >/dev/null
 	if [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/node.sh >/dev/null && bash hack/servers-image.sh >/dev/null; fi
+	if [ "$${KEYLEDGER_OPERATORS:-}" != off ]; then bash hack/operators.sh external-secrets >/dev/null; fi
+	if [ "$${KEYLEDGER_OPERATORS:-}" != off ] && [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/operators-images.sh >/dev/null; fi
 
 .PHONY: vet
 vet: lint ## go vet, gofmt check and golangci-lint (.golangci.yml).

@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopNodePlatform(code != 0)
+	stopESOPlatform(code != 0)
 	if shared.kube != nil {
 		if err := shared.kube.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping control plane:", err)

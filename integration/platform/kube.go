@@ -218,7 +218,7 @@ func (k *Kube) Stop() error {
 			errs = append(errs, fmt.Errorf("stopping API server and etcd: %w", err))
 		}
 		k.env = nil
-		if k.cluster != nil {
+		if k.cluster != nil && !nodeOwnedByOther() {
 			removeNodeAddress()
 		}
 	}

@@ -65,6 +65,9 @@ type Node struct {
 	bins  string
 	procs []*component
 	owner ownerRecord
+	// guardDone stops the node address guard (guardAddress).
+	guardDone chan struct{}
+	guardWait chan struct{}
 }
 
 type component struct {
@@ -125,12 +128,38 @@ func StartNode(ctx context.Context, k *Kube) (_ *Node, retErr error) {
 		{"start cluster DNS", n.startDNS},          // Service names resolve in pods
 		{"wait for cluster DNS", n.waitDNS},        // answers through its ClusterIP
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		if err := s.run(ctx); err != nil {
 			return nil, fmt.Errorf("starting node: %s: %w", s.name, err)
 		}
+		if i == 0 { // claimed: from now on the address is this node's
+			n.guardDone, n.guardWait = make(chan struct{}), make(chan struct{})
+			go n.guardAddress()
+		}
 	}
 	return n, nil
+}
+
+// guardAddress puts the node address back on lo whenever it disappears
+// while this node runs: a test process built before nodeOwnedByOther
+// existed removes it when its own node start is refused and its control
+// plane stops, which cuts this node's API server off from everything.
+func (n *Node) guardAddress() {
+	defer close(n.guardWait)
+	for {
+		select {
+		case <-n.guardDone:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		out, err := exec.Command("ip", "-4", "addr", "show", "dev", "lo").Output()
+		if err != nil || bytes.Contains(out, []byte(" "+NodeAddress+"/32")) {
+			continue
+		}
+		if err := ensureNodeAddress(); err == nil {
+			fmt.Fprintf(os.Stderr, "node: the node address %s was removed from lo by another process; put back\n", NodeAddress)
+		}
+	}
 }
 
 // nodePrerequisites names what this machine lacks to run a node.

@@ -36,4 +36,26 @@ func TestNodeOwnerRecordProtectsALiveNode(t *testing.T) {
 	if err != nil || rec == nil || rec.TestPID != other {
 		t.Fatalf("the live owner's record must stay: %+v, %v", rec, err)
 	}
+	// The refused process's control plane (started WithNode, bound to the
+	// node address) stops too: the live node keeps its address.
+	if !nodeOwnedByOther() {
+		t.Fatal("a live owner's node must count as owned by another process")
+	}
+}
+
+// With no owner, or a dead one, the address is this process's to remove.
+func TestNodeOwnedByOtherWithoutLiveOwner(t *testing.T) {
+	saved := nodeStateRoot
+	nodeStateRoot = t.TempDir()
+	t.Cleanup(func() { nodeStateRoot = saved })
+	if nodeOwnedByOther() {
+		t.Fatal("no owner record: not owned by another process")
+	}
+	record := `{"testPID":` + strconv.Itoa(os.Getpid()) + `,"state":"/nonexistent/state","run":"/nonexistent/run","pids":[]}`
+	if err := os.WriteFile(ownerFile(), []byte(record), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if nodeOwnedByOther() {
+		t.Fatal("this process's own record: not another's")
+	}
 }

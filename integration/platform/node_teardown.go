@@ -100,6 +100,11 @@ func (n *Node) Stop() error {
 	if n == nil || n.owner.TestPID != os.Getpid() {
 		return nil
 	}
+	if n.guardDone != nil {
+		close(n.guardDone)
+		<-n.guardWait
+		n.guardDone = nil
+	}
 	return teardown(&n.owner, n)
 }
 
@@ -397,6 +402,16 @@ func cleanNetwork() []error {
 // API server's connections to itself hang its shutdown.
 func removeNodeAddress() {
 	_ = exec.Command("ip", "addr", "del", NodeAddress+"/32", "dev", "lo").Run()
+}
+
+// nodeOwnedByOther reports whether another live test process runs the
+// machine's node. Its node (and every control plane bound to the node
+// address, its own included) needs the address: a control plane of this
+// process, started WithNode for a node that then could not claim the
+// machine, must leave the address alone when it stops.
+func nodeOwnedByOther() bool {
+	rec, err := readOwner()
+	return err == nil && rec != nil && rec.TestPID != os.Getpid() && alive(rec.TestPID)
 }
 
 // splitRule splits an iptables -S rule into arguments, keeping quoted
