@@ -63,14 +63,14 @@ func CheckAccess(ctx context.Context, client Interface, checks []AccessCheck) (m
 	wg.Wait()
 	for i, a := range answers {
 		if a.err != nil {
-			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err)
+			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err) //nolint:gosec // G602: answers is made with len(checks)
 		}
-		if a.allowed != checks[i].Allowed {
+		if a.allowed != checks[i].Allowed { //nolint:gosec // G602: answers is made with len(checks)
 			got := "denied"
 			if a.allowed {
 				got = "allowed"
 			}
-			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got))
+			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got)) //nolint:gosec // G602: answers is made with len(checks)
 		}
 	}
 	return mismatches, nil

@@ -601,7 +601,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	var rejection Answer
 	var rejectedCall *Call
 	for i, a := range answers {
-		c := batch[i]
+		c := batch[i] //nolint:gosec // G602: send and the dry run answer each call of batch, in order
 		results[i] = store.Record{
 			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: a.UID, ResourceVersion: a.ResourceVersion,
 			Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
