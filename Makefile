@@ -78,6 +78,7 @@ race: platform ## Unit and integration tests, with the tests and the keyledger b
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	$(GO) test ./workflow/command/ -run '^$$' -fuzz FuzzDecodeStrict -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./workflow/command/ -run '^$$' -fuzz FuzzDecodersAgree -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./workflow/retire/keyring/ -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./workflow/credentials/ -run '^$$' -fuzz FuzzDecode -fuzztime $${FUZZTIME:-30s}
 

@@ -147,10 +147,10 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 	run("journal-show", 0, []string{"journal", "show", "mut-paths-ok", "-o", "json"}, withDatabase(dbURL))
 	run("journal-list", 0, []string{"journal", "list"}, withDatabase(dbURL))
 
-	// A missing kubeconfig, by flag and by $KUBECONFIG.
+	// A missing kubeconfig, by flag and by $KUBECONFIG: a usage error (64).
 	absent := filepath.Join(dir, "absent-"+pathCanary)
-	run("missing-kubeconfig-flag", 69, []string{"run", "--kubeconfig", absent, command("mut-paths-nokube")}, withDatabase(dbURL))
-	run("missing-kubeconfig-env", 69, []string{"run", command("mut-paths-nokube-env")}, asKubeconfig(absent), withDatabase(dbURL))
+	run("missing-kubeconfig-flag", 64, []string{"run", "--kubeconfig", absent, command("mut-paths-nokube")}, withDatabase(dbURL))
+	run("missing-kubeconfig-env", 64, []string{"run", command("mut-paths-nokube-env")}, asKubeconfig(absent), withDatabase(dbURL))
 
 	// An unreachable database: only the canary host, with canary user and
 	// database names.

@@ -63,84 +63,14 @@ func CheckAccess(ctx context.Context, client Interface, checks []AccessCheck) (m
 	wg.Wait()
 	for i, a := range answers {
 		if a.err != nil {
-			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err)
+			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err) //nolint:gosec // G602: answers is made with len(checks)
 		}
-		if a.allowed != checks[i].Allowed {
+		if a.allowed != checks[i].Allowed { //nolint:gosec // G602: answers is made with len(checks)
 			got := "denied"
 			if a.allowed {
 				got = "allowed"
 			}
-			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got))
-		}
-	}
-	return mismatches, nil
-}
-
-// SecretRights says exactly what an identity must hold on Secrets in
-// Namespace: each of Verbs on each of Names, each of NamespaceWide without
-// resourceNames (create cannot be narrowed by name), and nothing else.
-// Access reviews answer for one name at a time, so a Role naming one more
-// Secret would pass any fixed set of probes; a rules review lists every
-// grant and catches it.
-type SecretRights struct {
-	Namespace     string
-	Names         []string
-	Verbs         []string
-	NamespaceWide []string
-}
-
-// CheckSecretRights asks one SelfSubjectRulesReview for every rule the
-// identity holds in the namespace and describes each grant on Secrets
-// beyond r, and each right in r that is missing. An incomplete review is a
-// mismatch too (fail closed).
-func CheckSecretRights(ctx context.Context, client Interface, r SecretRights) (mismatches []string, err error) {
-	review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
-		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("rules review in %s: %w", r.Namespace, wrap(err))
-	}
-	if reviewIncomplete(review.Status) {
-		return []string{fmt.Sprintf("rules review in %s is incomplete; cannot prove the rights on secrets are exact", r.Namespace)}, nil
-	}
-	named := map[string]map[string]bool{} // verb -> name -> granted
-	wide := map[string]bool{}             // verb granted without resourceNames
-	for _, rule := range review.Status.ResourceRules {
-		if !slices.ContainsFunc(rule.APIGroups, func(g string) bool { return g == "" || g == "*" }) ||
-			!slices.ContainsFunc(rule.Resources, func(res string) bool { return res == "secrets" || res == "*" || res == "*/*" }) {
-			continue
-		}
-		for _, verb := range rule.Verbs {
-			switch {
-			case len(rule.ResourceNames) == 0:
-				wide[verb] = true
-				if !slices.Contains(r.NamespaceWide, verb) {
-					mismatches = append(mismatches, fmt.Sprintf("%s secrets in %s is granted without resourceNames", verb, r.Namespace))
-				}
-			case !slices.Contains(r.Verbs, verb):
-				mismatches = append(mismatches, fmt.Sprintf("%s on secrets %v in %s is granted, want only %v", verb, rule.ResourceNames, r.Namespace, r.Verbs))
-			}
-			for _, name := range rule.ResourceNames {
-				if named[verb] == nil {
-					named[verb] = map[string]bool{}
-				}
-				named[verb][name] = true
-				if !slices.Contains(r.Names, name) {
-					mismatches = append(mismatches, fmt.Sprintf("%s on secret %s in %s is granted, want only %v", verb, name, r.Namespace, r.Names))
-				}
-			}
-		}
-	}
-	for _, verb := range r.Verbs {
-		for _, name := range r.Names {
-			if !named[verb][name] && !wide[verb] {
-				mismatches = append(mismatches, fmt.Sprintf("%s on secret %s in %s is not granted", verb, name, r.Namespace))
-			}
-		}
-	}
-	for _, verb := range r.NamespaceWide {
-		if !wide[verb] {
-			mismatches = append(mismatches, fmt.Sprintf("%s secrets in %s is not granted", verb, r.Namespace))
+			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got)) //nolint:gosec // G602: answers is made with len(checks)
 		}
 	}
 	return mismatches, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -33,9 +34,12 @@ type ConfigOptions struct {
 func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.Kubeconfig
+	if err := checkKubeconfigFiles(rules); err != nil {
+		return nil, err
+	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading cluster configuration: %w", configError(err))
+		return nil, configError(err)
 	}
 	cfg.Timeout = o.Timeout
 	if cfg.Timeout == 0 {
@@ -49,7 +53,7 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	}
 	if err := own(cfg, true); err != nil {
 		Scrub(cfg)
-		return nil, fmt.Errorf("loading cluster configuration: %w", err)
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -77,6 +81,33 @@ func configError(err error) error {
 		what = "the kubeconfig could not be read"
 	}
 	return fmt.Errorf("%w: %s", ErrConfig, what)
+}
+
+// checkKubeconfigFiles reads each kubeconfig file the rules would load
+// and says which kind of problem the first bad one has: clientcmd folds a
+// file's read or parse error into a message with its path (%v, so the
+// cause cannot be told apart afterwards). A file named by --kubeconfig
+// must exist; a missing file of $KUBECONFIG or the home directory is
+// skipped, as clientcmd skips it.
+func checkKubeconfigFiles(rules *clientcmd.ClientConfigLoadingRules) error {
+	for _, file := range rules.GetLoadingPrecedence() {
+		data, err := os.ReadFile(file) //nolint:gosec // G304: reading the kubeconfig the operator named is the point; its path never reaches a message
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && file != rules.ExplicitPath:
+			continue
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("%w: the kubeconfig file does not exist", ErrConfig)
+		case errors.Is(err, fs.ErrPermission):
+			return fmt.Errorf("%w: a kubeconfig file is not readable (permission denied)", ErrConfig)
+		case err != nil:
+			return fmt.Errorf("%w: a kubeconfig file could not be read (not a regular file?)", ErrConfig)
+		}
+		if _, err := clientcmd.Load(data); err != nil {
+			// The parser's message may quote the file's content.
+			return fmt.Errorf("%w: a kubeconfig file is malformed (not a kubeconfig in YAML or JSON)", ErrConfig)
+		}
+	}
+	return nil
 }
 
 // Interface is the part of the Kubernetes API keyledger calls: the four

@@ -33,7 +33,7 @@ const (
 	// ReasonRoleIsSuperuser: a superuser skips row-level security (exit 77).
 	ReasonRoleIsSuperuser = "role-is-superuser"
 	// ReasonRoleBypassesRLS: a BYPASSRLS role skips row-level security (exit 77).
-	ReasonRoleBypassesRLS = "role-bypasses-rls"
+	ReasonRoleBypassesRLS = "role-bypasses-rls" //nolint:gosec // G101: a reason word, not a credential
 	// ReasonRoleIsSchemaOwner: the journal's owner, or a role holding its
 	// privileges, sees every namespace by design (exit 77).
 	ReasonRoleIsSchemaOwner = "role-is-schema-owner"

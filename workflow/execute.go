@@ -22,9 +22,6 @@ type Plan struct {
 	// must list exactly these rules in their namespace, beyond what every
 	// authenticated user holds (kube.CheckRules), checked beside Access.
 	Rights *kube.Rights
-	// SecretRights, when set, bounds every grant on Secrets in its
-	// namespace (checked with a rules review beside Access).
-	SecretRights *kube.SecretRights
 	// Precheck, when set, runs after the permission matrix held and before
 	// the journal is opened: a read of the authority that can reject the
 	// command before anything is journaled or written (for example a size
@@ -167,8 +164,8 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 // Operate is Execute once the permission matrix held and the journal is
 // open: it binds st to a JournalBound family, prepares the operation (or
 // the next run, plan.Runs) or resumes it, drives it until it is terminal or
-// its outcome is uncertain, and says how it ended. plan.Access, Rights,
-// SecretRights and Precheck are not looked at. It does not close st.
+// its outcome is uncertain, and says how it ended. plan.Access, Rights
+// and Precheck are not looked at. It does not close st.
 // Unit tests call it with an in-memory journal (workflowtest.NewJournal).
 func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Result, error) {
 	log = orDiscard(log)
@@ -262,8 +259,9 @@ func contradicted(res *Result, err error) (*Result, error) {
 	return res, err
 }
 
-// kubeCheckAccess runs the permission matrix and, when the plan bounds
-// them, the rules review of Secret grants; it returns every mismatch.
+// kubeCheckAccess runs the permission matrix and, when the plan sets
+// Rights, the rules review of the family's complete rule set; it returns
+// every mismatch.
 func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error) {
 	mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
 	if err != nil {
@@ -271,13 +269,6 @@ func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error
 	}
 	if plan.Rights != nil {
 		more, err := kube.CheckRules(ctx, deps.Kube, *plan.Rights)
-		if err != nil {
-			return nil, err
-		}
-		mismatches = append(mismatches, more...)
-	}
-	if plan.SecretRights != nil {
-		more, err := kube.CheckSecretRights(ctx, deps.Kube, *plan.SecretRights)
 		if err != nil {
 			return nil, err
 		}

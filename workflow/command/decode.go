@@ -2,35 +2,26 @@ package command
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
-)
 
-// maxDepth bounds object and array nesting; command files are shallow.
-const maxDepth = 32
-
-var (
-	rawMessageType      = reflect.TypeFor[json.RawMessage]()
-	numberType          = reflect.TypeFor[json.Number]()
-	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
-	anyType             = reflect.TypeFor[any]()
-	anyMapType          = reflect.TypeFor[map[string]any]()
+	sigsjson "sigs.k8s.io/json"
 )
 
 // DecodeStrict decodes data, a JSON object, into v, a non-nil pointer, and
 // refuses anything encoding/json would accept silently or lossily:
 //
+//   - data larger than MaxSize;
 //   - a top-level value that is not an object, or data after it other than
 //     white space;
 //   - a member name that matches no field (names match json tags exactly,
@@ -44,6 +35,14 @@ var (
 //     encoding/json would replace with U+FFFD;
 //   - nesting deeper than 32.
 //
+// Field rules, types and unknown members are Kubernetes' strict decoding
+// (sigs.k8s.io/json, as for kubectl's manifests); a scan of the tokens adds
+// what it does not check (the size, the depth, the text of every string,
+// duplicates inside raw and interface values, nulls) and the paths. When a
+// document has several problems the first in the document is reported.
+// The value stored in v is encoding/json's (numbers in interface values are
+// float64), so digests are unchanged.
+//
 // Every refusal is an *InvalidError whose Field is the JSON path of the
 // offending member; no message contains a value from data.
 func DecodeStrict(data []byte, v any) error {
@@ -51,69 +50,158 @@ func DecodeStrict(data []byte, v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("command: DecodeStrict needs a non-nil pointer, got %T", v)
 	}
-	if err := check(data, rv.Type().Elem()); err != nil {
-		return err
+	if len(data) > MaxSize {
+		return Invalid("", fmt.Sprintf("larger than %d bytes", MaxSize))
+	}
+	s := scan(data)
+	// The first problem in the document: a duplicate, a bad string or the
+	// depth; a type, an unknown field or a null before the syntax error, if
+	// any (decoded from the document cut after the last complete value and
+	// closed); the syntax error.
+	first := s.problem
+	for _, p := range s.typed(rv.Type().Elem()) {
+		if first == nil || p.offset < first.offset {
+			first = p
+		}
+	}
+	if s.syntax != nil && (first == nil || s.syntax.offset < first.offset) {
+		first = s.syntax
+	}
+	if first != nil {
+		return first.err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		// check accepts only what encoding/json accepts; this is a backstop,
-		// and its message may quote the value, so it is not passed on.
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return Invalid(te.Field, "invalid value")
-		}
+		// The checks above accept only what encoding/json accepts; this is a
+		// backstop, and its message may quote the value, so it is not passed on.
 		return Invalid("", "invalid value")
 	}
 	return nil
 }
 
-// check walks the tokens of data against type t.
-func check(data []byte, t reflect.Type) error {
-	w := &walker{dec: json.NewDecoder(bytes.NewReader(data)), data: data}
+// located is a refusal and where in the data it begins.
+type located struct {
+	offset int64
+	err    error
+}
+
+// value is where one JSON value lies in the data, and its path.
+type value struct {
+	start, end int64 // end exclusive
+	path       string
+	steps      []step // for null values only: the path as steps
+	delim      bool   // an object or an array
+}
+
+// step is one member name or array index of a path.
+type step struct {
+	name  string
+	index int // -1 for a member
+}
+
+// member is an object member: the path Kubernetes' decoder reports for it
+// (members joined with ".", indices in brackets) maps to ours.
+type member struct {
+	path   string
+	offset int64
+}
+
+type scanned struct {
+	data    []byte
+	valid   []byte // data, or with a syntax error its valid start, closed
+	values  []value
+	nulls   []value
+	numbers []value
+	strings []value
+	members map[string]member
+	syntax  *located // invalid JSON or data after the object: nothing else is checked
+	problem *located // the first other problem of the scan
+}
+
+// scan reads the tokens of data and records every value and member, the
+// first syntax error, and the first duplicate member, bad string or
+// excess depth.
+func scan(data []byte) *scanned {
+	s := &scanned{data: data, valid: data, members: map[string]member{}}
+	w := &scanner{s: s, dec: json.NewDecoder(bytes.NewReader(data))}
 	w.dec.UseNumber()
 	tok, err := w.next("", false)
 	if err != nil {
-		return err
+		s.syntax, s.valid = err, nil
+		return s
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return Invalid("", "want object, got "+tokenKind(tok))
+		s.syntax, s.valid = &located{0, Invalid("", "want object, got "+tokenKind(tok))}, nil
+		return s
 	}
-	if err := w.value(tok, t, ""); err != nil {
-		return err
+	if err := w.value(tok, "", "", nil); err != nil {
+		s.syntax = err
+		// What was read up to the last complete value (and a member name
+		// read before the error, with a null value), closed.
+		s.valid = bytes.Clone(data[:w.good])
+		if w.key > w.good {
+			s.valid = append(append(s.valid, data[w.good:w.key]...), ":null"...)
+		}
+		s.valid = append(s.valid, w.closers()...)
+		// The open values end at their closers.
+		for k, i := range slices.Backward(w.opens) {
+			s.values[i].end = int64(len(s.valid) - k)
+		}
+		return s
 	}
 	if _, err := w.dec.Token(); err != io.EOF {
-		return Invalid("", "data after the top-level object")
+		s.syntax = &located{int64(len(data)), Invalid("", "data after the top-level object")}
+		s.valid = data[:w.good]
+		return s
 	}
-	if !utf8.Valid(data) {
-		return Invalid("", "invalid UTF-8")
+	if !utf8.Valid(data) && s.problem == nil {
+		s.problem = &located{int64(len(data)), Invalid("", "invalid UTF-8")}
 	}
-	return nil
+	return s
 }
 
-type walker struct {
+type scanner struct {
+	s     *scanned
 	dec   *json.Decoder
-	data  []byte
-	start int64 // input offset before the last token
+	start int64
 	depth int
+	good  int64  // the offset after the last complete value or opening delimiter
+	key   int64  // after a member name whose value is not complete yet, else 0
+	open  []byte // the closing delimiters of the open objects and arrays
+	opens []int  // their values' indices
+}
+
+// closers closes the open objects and arrays, innermost first.
+func (w *scanner) closers() []byte {
+	out := slices.Clone(w.open)
+	slices.Reverse(out)
+	return out
+}
+
+// note records a problem that leaves the JSON valid; the first one counts.
+func (w *scanner) note(offset int64, err error) {
+	if w.s.problem == nil {
+		w.s.problem = &located{offset, err}
+	}
 }
 
 // next reads one token. Strings are checked on their raw bytes, since the
 // decoder has already replaced bad UTF-8 by the time it returns them.
-func (w *walker) next(path string, key bool) (json.Token, error) {
+func (w *scanner) next(path string, key bool) (json.Token, *located) {
 	w.start = w.dec.InputOffset()
 	tok, err := w.dec.Token()
 	if err != nil {
 		var se *json.SyntaxError
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return nil, Invalid(path, "unexpected end of input")
+			return nil, &located{w.start, Invalid(path, "unexpected end of input")}
 		case errors.As(err, &se):
-			return nil, Invalid(path, fmt.Sprintf("invalid JSON at byte offset %d", se.Offset))
+			return nil, &located{w.start, Invalid(path, fmt.Sprintf("invalid JSON at byte offset %d", se.Offset))}
 		default:
-			return nil, Invalid(path, "invalid JSON")
+			return nil, &located{w.start, Invalid(path, "invalid JSON")}
 		}
 	}
 	if _, ok := tok.(string); ok {
-		lit := w.data[w.start:w.dec.InputOffset()]
+		lit := w.s.data[w.start:w.dec.InputOffset()]
 		if i := bytes.IndexByte(lit, '"'); i >= 0 {
 			lit = lit[i:]
 		}
@@ -121,106 +209,486 @@ func (w *walker) next(path string, key bool) (json.Token, error) {
 			if key {
 				problem += " in member name"
 			}
-			return nil, Invalid(path, problem)
+			w.note(w.start, Invalid(path, problem))
 		}
 	}
 	return tok, nil
 }
 
-// raw returns the bytes of the value that began at start and ends at the
-// current offset.
-func (w *walker) raw(start int64) []byte {
-	return bytes.TrimLeft(w.data[start:w.dec.InputOffset()], " \t\r\n,:")
+// tokenStart is the offset of the token just read, past white space and
+// separators.
+func (w *scanner) tokenStart() int64 {
+	lead := w.s.data[w.start:w.dec.InputOffset()]
+	return w.start + int64(len(lead)-len(bytes.TrimLeft(lead, " \t\r\n,:")))
 }
 
-func (w *walker) enter(path string) error {
-	w.depth++
-	if w.depth > maxDepth {
-		return Invalid(path, fmt.Sprintf("nested deeper than %d", maxDepth))
+// value records the value that begins with tok, at path (sigsPath in the
+// Kubernetes decoder's form), and scans what it holds.
+func (w *scanner) value(tok json.Token, path, sigsPath string, steps []step) *located {
+	v := value{start: w.tokenStart(), path: path}
+	i := len(w.s.values)
+	w.s.values = append(w.s.values, v)
+	if d, ok := tok.(json.Delim); ok {
+		w.s.values[i].delim = true
+		closer := byte('}')
+		if d == '[' {
+			closer = ']'
+		}
+		w.open = append(w.open, closer)
+		w.opens = append(w.opens, i)
+		w.good = w.dec.InputOffset()
+		w.depth++
+		if w.depth > maxDepth {
+			w.note(v.start, Invalid(path, fmt.Sprintf("nested deeper than %d", maxDepth)))
+		}
+		var err *located
+		if d == '{' {
+			err = w.object(path, sigsPath, steps)
+		} else {
+			err = w.array(path, sigsPath, steps)
+		}
+		w.depth--
+		if err != nil {
+			return err
+		}
+		if _, err := w.next(path, false); err != nil { // the closing delimiter
+			return err
+		}
+		w.open, w.opens = w.open[:len(w.open)-1], w.opens[:len(w.opens)-1]
+	}
+	w.s.values[i].end = w.dec.InputOffset()
+	w.good = w.s.values[i].end
+	v.end, v.steps = w.s.values[i].end, steps
+	switch tok.(type) {
+	case nil:
+		w.s.nulls = append(w.s.nulls, v)
+	case json.Number:
+		w.s.numbers = append(w.s.numbers, v)
+	case string:
+		w.s.strings = append(w.s.strings, v)
 	}
 	return nil
 }
 
-// value checks the value that begins with tok against t.
-func (w *walker) value(tok json.Token, t reflect.Type, path string) error {
-	for t.Kind() == reflect.Pointer {
-		if tok == nil {
-			return nil
-		}
-		t = t.Elem()
-	}
-	if t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType) {
-		start := w.start
-		if err := w.value(tok, anyType, path); err != nil {
+func (w *scanner) object(path, sigsPath string, steps []step) *located {
+	seen := map[string]bool{}
+	for w.dec.More() {
+		tok, err := w.next(path, true)
+		if err != nil {
 			return err
 		}
-		if t == rawMessageType {
-			return nil
+		name := tok.(string)
+		at := w.tokenStart()
+		fpath := joinField(path, name)
+		fsigs := name
+		if sigsPath != "" {
+			fsigs = sigsPath + "." + name
 		}
-		u := reflect.New(t).Interface().(json.Unmarshaler)
-		if err := u.UnmarshalJSON(w.raw(start)); err != nil {
-			return Invalid(path, "invalid value")
+		if seen[name] {
+			w.note(at, Invalid(fpath, "duplicate member"))
 		}
-		return nil
-	}
-	if tok == nil {
-		if t.Kind() == reflect.Interface {
-			return nil
+		seen[name] = true
+		if _, ok := w.s.members[fsigs]; !ok {
+			w.s.members[fsigs] = member{path: fpath, offset: at}
 		}
-		return mismatch(path, t, tok)
-	}
-	if reflect.PointerTo(t).Implements(textUnmarshalerType) {
-		s, ok := tok.(string)
-		if !ok {
-			return Invalid(path, "want string, got "+tokenKind(tok))
+		w.key = w.dec.InputOffset()
+		if tok, err = w.next(fpath, false); err != nil {
+			return err
 		}
-		u := reflect.New(t).Interface().(encoding.TextUnmarshaler)
-		if err := u.UnmarshalText([]byte(s)); err != nil {
-			return Invalid(path, "invalid value")
-		}
-		return nil
-	}
-	empty := t.Kind() == reflect.Interface && t.NumMethod() == 0
-	switch tok := tok.(type) {
-	case json.Delim:
-		switch {
-		case tok == '{' && t.Kind() == reflect.Struct:
-			return w.object(t, path)
-		case tok == '{' && t.Kind() == reflect.Map:
-			return w.mapObject(t, path)
-		case tok == '{' && empty:
-			return w.mapObject(anyMapType, path)
-		case tok == '[' && t.Kind() == reflect.Slice:
-			return w.array(t.Elem(), -1, path)
-		case tok == '[' && t.Kind() == reflect.Array:
-			return w.array(t.Elem(), t.Len(), path)
-		case tok == '[' && empty:
-			return w.array(anyType, -1, path)
-		}
-	case string:
-		switch {
-		case t.Kind() == reflect.String && t != numberType, empty:
-			return nil
-		case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
-			if _, err := base64.StdEncoding.DecodeString(tok); err != nil {
-				return Invalid(path, "want base64 string")
-			}
-			return nil
-		}
-	case json.Number:
-		if problem := checkNumber(string(tok), t); problem != "wrong-type" {
-			if problem != "" {
-				return Invalid(path, problem)
-			}
-			return nil
-		}
-	case bool:
-		if t.Kind() == reflect.Bool || empty {
-			return nil
+		if err := w.value(tok, fpath, fsigs, append(steps[:len(steps):len(steps)], step{name: name, index: -1})); err != nil {
+			return err
 		}
 	}
-	return mismatch(path, t, tok)
+	return nil
 }
+
+func (w *scanner) array(path, sigsPath string, steps []step) *located {
+	for i := 0; w.dec.More(); i++ {
+		ipath := path + "[" + strconv.Itoa(i) + "]"
+		tok, err := w.next(ipath, false)
+		if err != nil {
+			return err
+		}
+		if err := w.value(tok, ipath, sigsPath+"["+strconv.Itoa(i)+"]", append(steps[:len(steps):len(steps)], step{index: i})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// typed runs Kubernetes' strict decoding of the (syntactically valid) data
+// into a scratch value of type t and returns its refusals, located: the
+// first type error and every unknown field before it (a type error hides
+// the unknown fields, so its value is blanked and the decoding repeated),
+// and every null t does not take.
+func (s *scanned) typed(t reflect.Type) []*located {
+	if s.valid == nil {
+		return nil
+	}
+	// Checked first: on the same value, its problem is the one reported.
+	var quoted []*located
+	// A ",string" field holds the JSON text of its value, exactly (encoding/json
+	// also takes "00" for 0, or " 1").
+	for _, v := range s.strings {
+		if !quotedAt(t, v.steps) {
+			continue
+		}
+		target := typeAt(t, v.steps)
+		var text string
+		if json.Unmarshal(s.data[v.start:v.end], &text) != nil || target == nil {
+			continue
+		}
+		if text != strings.TrimSpace(text) || json.Unmarshal([]byte(text), reflect.New(target).Interface()) != nil {
+			quoted = append(quoted, &located{v.start, Invalid(v.path, "want string holding a JSON "+wantKind(target))})
+		}
+	}
+	out := quoted
+	data := s.valid
+	var shift int64
+	for range len(s.values) + 1 {
+		strict, err := sigsjson.UnmarshalStrict(data, reflect.New(t).Interface(), sigsjson.DisallowUnknownFields)
+		for _, e := range strict {
+			out = append(out, s.unknown(e))
+		}
+		if err == nil {
+			break
+		}
+		var te *json.UnmarshalTypeError
+		var p *located
+		var v value
+		if errors.As(err, &te) {
+			te.Offset -= shift // back to the scanned data's offsets
+			v = s.valueAt(te)
+			p = &located{v.start, Invalid(v.path, typeProblem(te, t, v))}
+		} else {
+			// Only the first: finding it blanks values one by one.
+			if shift != 0 {
+				break
+			}
+			p, v = s.other(t, err)
+		}
+		out = append(out, p)
+		if v.end <= v.start {
+			break
+		}
+		// Replace the value with null, which every type takes, and decode
+		// again to see what it hid. Later errors lie after it: their offsets
+		// are shifted by what the replacements changed.
+		data = slices.Concat(data[:v.start+shift], []byte("null"), data[v.end+shift:])
+		shift += 4 - (v.end - v.start)
+	}
+	for _, n := range s.nulls {
+		if problem := nullProblem(t, n.steps); problem != "" {
+			out = append(out, &located{n.start, Invalid(n.path, problem)})
+		}
+	}
+	// A number in an interface or a raw message must fit a float64, as
+	// encoding/json would store it; the decoder does not look inside raw
+	// messages.
+	for _, n := range s.numbers {
+		if target := typeAt(t, n.steps); target != nil && takesAny(target) {
+			if problem := checkNumber(string(s.data[n.start:n.end]), anyType); problem != "" {
+				out = append(out, &located{n.start, Invalid(n.path, problem)})
+			}
+		}
+	}
+	return out
+}
+
+// unknown locates an unknown-field error by its path.
+func (s *scanned) unknown(e error) *located {
+	var fe sigsjson.FieldError
+	if errors.As(e, &fe) {
+		if m, ok := s.members[fe.FieldPath()]; ok {
+			return &located{m.offset, Invalid(m.path, "unknown field")}
+		}
+	}
+	return &located{0, Invalid("", "unknown field")}
+}
+
+// other locates a refusal the decoder gives without a position: an
+// Unmarshaler's (time.Time, a base64 []byte, a ",string" field; command
+// files use none of them). The culprit is the first value whose blanking
+// (null of the same length) makes the refusal go away. Its message quotes
+// values, so only its kind is kept.
+func (s *scanned) other(t reflect.Type, err error) (*located, value) {
+	for _, v := range s.values {
+		if v.delim || s.data[v.start] == 'n' {
+			continue
+		}
+		if v.end > int64(len(s.valid)) {
+			break
+		}
+		blanked := slices.Concat(s.valid[:v.start], []byte("null"), s.valid[v.end:])
+		_, again := sigsjson.UnmarshalStrict(blanked, reflect.New(t).Interface(), sigsjson.DisallowUnknownFields)
+		if again == nil || again.Error() != err.Error() {
+			return &located{v.start, Invalid(v.path, otherProblem(err, t, v, s.data[v.start]))}, v
+		}
+	}
+	return &located{int64(len(s.data)), Invalid("", "invalid value")}, value{}
+}
+
+// otherProblem names the kind of an Unmarshaler's refusal of v.
+func otherProblem(err error, root reflect.Type, v value, first byte) string {
+	var b64 base64.CorruptInputError
+	switch msg := err.Error(); {
+	case errors.As(err, &b64):
+		return "want base64 string"
+	case strings.Contains(msg, ",string struct tag") && first != '"':
+		return "want string, got " + rawKind([]byte{first})
+	case strings.Contains(msg, ",string struct tag"):
+		if target := typeAtPath(root, v.path); target != nil {
+			return "want string holding a JSON " + wantKind(target)
+		}
+	}
+	return "invalid value"
+}
+
+// valueAt is the value a type error is about: the object or array that
+// starts just before its offset, or the literal that ends at it (or one
+// byte before it, when the decoder has read the separator that follows).
+func (s *scanned) valueAt(te *json.UnmarshalTypeError) value {
+	delim := te.Value == "object" || te.Value == "array"
+	for _, slack := range []int64{0, 1} {
+		for _, v := range s.values {
+			switch {
+			case delim && v.delim && v.start == te.Offset-1-slack:
+				return v
+			case !delim && !v.delim && v.end == te.Offset-slack:
+				return v
+			}
+		}
+	}
+	best := -1
+	for i, v := range s.values {
+		if v.start <= te.Offset && te.Offset <= v.end && (best < 0 || v.end-v.start < s.values[best].end-s.values[best].start) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return value{}
+	}
+	return s.values[best]
+}
+
+// typeProblem says what is wrong with the value a type error is about.
+func typeProblem(te *json.UnmarshalTypeError, root reflect.Type, v value) string {
+	if lit, ok := strings.CutPrefix(te.Value, "number "); ok {
+		// A number that does not fit: out of range, a fraction or a sign.
+		if target := typeAtPath(root, v.path); target != nil && target.Kind() == reflect.Interface {
+			return checkNumber(lit, target)
+		}
+		if problem := checkNumber(lit, te.Type); problem != "" && problem != "wrong-type" {
+			return problem
+		}
+	}
+	got := te.Value
+	switch {
+	case strings.HasPrefix(got, "number"):
+		got = "number"
+	case got == "bool":
+		got = "boolean"
+	}
+	want := wantKind(te.Type)
+	if want == "" {
+		return "unsupported field type"
+	}
+	return "want " + want + ", got " + got
+}
+
+// nullProblem says why t does not take null at steps, or "" when it does:
+// a pointer or an interface takes null (absent), and so does a type whose
+// UnmarshalJSON accepts it (json.RawMessage).
+func nullProblem(t reflect.Type, steps []step) string {
+	target := typeAt(t, steps)
+	switch {
+	case target == nil, target.Kind() == reflect.Pointer, target.Kind() == reflect.Interface:
+		return "" // no such field (reported as unknown), or absent
+	case quotedAt(t, steps):
+		return "want string, got null"
+	case target.Implements(jsonUnmarshalerType) || reflect.PointerTo(target).Implements(jsonUnmarshalerType):
+		if reflect.New(target).Interface().(json.Unmarshaler).UnmarshalJSON([]byte("null")) == nil {
+			return ""
+		}
+		return "invalid value"
+	}
+	if want := wantKind(target); want != "" {
+		return "want " + want + ", got null"
+	}
+	return "unsupported field type"
+}
+
+// typeAt is the Go type the value at steps decodes into, or nil when steps
+// leads to no field. Under an interface, a raw message or another
+// Unmarshaler, every value takes anything: the result is any.
+func typeAt(t reflect.Type, steps []step) reflect.Type {
+	for _, st := range steps {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() == reflect.Interface || t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType) {
+			return anyType
+		}
+		switch {
+		case t.Kind() == reflect.Struct && st.index < 0:
+			f, ok := jsonFields(t)[st.name]
+			if !ok {
+				return nil
+			}
+			t = f
+		case t.Kind() == reflect.Map && st.index < 0, (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && st.index >= 0:
+			t = t.Elem()
+		default:
+			return nil // a type error, reported as such
+		}
+	}
+	return t
+}
+
+// typeAtPath is typeAt for a value's path, found among the scanned nulls'
+// and values' steps; it is only asked about numbers in interfaces, whose
+// path is plain.
+func typeAtPath(root reflect.Type, path string) reflect.Type {
+	return typeAt(root, parsePath(path))
+}
+
+// parsePath splits a path made by joinField and array indices back into
+// steps.
+func parsePath(path string) []step {
+	var steps []step
+	for path != "" {
+		switch {
+		case strings.HasPrefix(path, "[\""):
+			end := strings.Index(path, "\"]")
+			name, err := strconv.Unquote(path[1 : end+1])
+			if end < 0 || err != nil {
+				return steps
+			}
+			steps = append(steps, step{name: name, index: -1})
+			path = path[end+2:]
+		case strings.HasPrefix(path, "["):
+			end := strings.IndexByte(path, ']')
+			i, err := strconv.Atoi(path[1:max(end, 1)])
+			if end < 0 || err != nil {
+				return steps
+			}
+			steps = append(steps, step{index: i})
+			path = path[end+1:]
+		default:
+			path = strings.TrimPrefix(path, ".")
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			steps = append(steps, step{name: path[:end], index: -1})
+			path = path[end:]
+		}
+	}
+	return steps
+}
+
+var anyType = reflect.TypeFor[any]()
+
+// takesAny reports whether t (a pointer to it) is an interface or an
+// Unmarshaler, whose value is checked as encoding/json would decode it
+// into an interface.
+func takesAny(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Interface || t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType)
+}
+
+// quotedAt reports whether the member at steps is a field tagged ",string"
+// of a type the option applies to (a string, number or boolean).
+func quotedAt(t reflect.Type, steps []step) bool {
+	if len(steps) == 0 || steps[len(steps)-1].index >= 0 {
+		return false
+	}
+	parent := typeAt(t, steps[:len(steps)-1])
+	for parent != nil && parent.Kind() == reflect.Pointer {
+		parent = parent.Elem()
+	}
+	if parent == nil || parent.Kind() != reflect.Struct {
+		return false
+	}
+	name := steps[len(steps)-1].name
+	for _, f := range reflect.VisibleFields(parent) {
+		tagName, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tagName != name && (tagName != "" || f.Name != name) {
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr, reflect.Float32, reflect.Float64:
+			return slices.Contains(strings.Split(opts, ","), "string")
+		}
+		return false
+	}
+	return false
+}
+
+var jsonFieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields maps the member names encoding/json decodes into struct type
+// t to their types: a field's json tag name or its Go name; a promoted
+// field of an embedded struct at the shallowest depth, a tagged one winning
+// a tie; ambiguous names are left out.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := jsonFieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	type candidate struct {
+		typ    reflect.Type
+		depth  int
+		tagged bool
+		count  int
+	}
+	best := map[string]candidate{}
+	for _, f := range reflect.VisibleFields(t) {
+		tag := f.Tag.Get("json")
+		if tag == "-" || !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && (name == "" && ft.Kind() == reflect.Struct || !f.IsExported()) {
+			continue // its fields are promoted, and listed on their own
+		}
+		c := candidate{typ: f.Type, depth: len(f.Index), tagged: name != "", count: 1}
+		if name == "" {
+			name = f.Name
+		}
+		switch old, ok := best[name]; {
+		case !ok || c.depth < old.depth:
+			best[name] = c
+		case c.depth == old.depth && c.tagged && !old.tagged:
+			best[name] = c
+		case c.depth == old.depth && c.tagged == old.tagged:
+			old.count++
+			best[name] = old
+		}
+	}
+	fields := make(map[string]reflect.Type, len(best))
+	for name, c := range best {
+		if c.count == 1 {
+			fields[name] = c.typ
+		}
+	}
+	jsonFieldCache.Store(t, fields)
+	return fields
+}
+
+// maxDepth bounds object and array nesting; command files are shallow.
+const maxDepth = 32
+
+var (
+	numberType          = reflect.TypeFor[json.Number]()
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+)
 
 // checkNumber returns "" when s fits t, a problem when it does not, and
 // "wrong-type" when t takes no number at all.
@@ -255,134 +723,6 @@ func checkNumber(s string, t reflect.Type) string {
 	default:
 		return "want " + wantKind(t) + ", got number"
 	}
-}
-
-func (w *walker) object(t reflect.Type, path string) error {
-	fields := structFields(t)
-	return w.members(path, func(name, fpath string, tok json.Token) error {
-		f := fields[name]
-		if f.quoted {
-			return w.quoted(tok, f.typ, fpath)
-		}
-		return w.value(tok, f.typ, fpath)
-	}, func(name, fpath string) error {
-		if _, ok := fields[name]; !ok {
-			return Invalid(fpath, "unknown field")
-		}
-		return nil
-	})
-}
-
-func (w *walker) mapObject(t reflect.Type, path string) error {
-	return w.members(path, func(_, fpath string, tok json.Token) error {
-		return w.value(tok, t.Elem(), fpath)
-	}, func(name, fpath string) error {
-		return checkMapKey(name, t.Key(), fpath)
-	})
-}
-
-// members walks the members of the object at path (its '{' already read):
-// each name must be new (no duplicate member) and pass checkName before its
-// value is read and handed to value.
-func (w *walker) members(path string, value func(name, fpath string, tok json.Token) error, checkName func(name, fpath string) error) error {
-	if err := w.enter(path); err != nil {
-		return err
-	}
-	seen := make(map[string]bool)
-	for w.dec.More() {
-		tok, err := w.next(path, true)
-		if err != nil {
-			return err
-		}
-		name := tok.(string)
-		fpath := joinField(path, name)
-		if seen[name] {
-			return Invalid(fpath, "duplicate member")
-		}
-		seen[name] = true
-		if err := checkName(name, fpath); err != nil {
-			return err
-		}
-		if tok, err = w.next(fpath, false); err != nil {
-			return err
-		}
-		if err := value(name, fpath, tok); err != nil {
-			return err
-		}
-	}
-	return w.leave(path)
-}
-
-func checkMapKey(name string, kt reflect.Type, path string) error {
-	if reflect.PointerTo(kt).Implements(textUnmarshalerType) {
-		u := reflect.New(kt).Interface().(encoding.TextUnmarshaler)
-		if u.UnmarshalText([]byte(name)) != nil {
-			return Invalid(path, "invalid member name")
-		}
-		return nil
-	}
-	switch kt.Kind() {
-	case reflect.String:
-		return nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		if checkNumber(name, kt) != "" {
-			return Invalid(path, "want member name that is an integer")
-		}
-		return nil
-	}
-	return Invalid(path, "unsupported map key type")
-}
-
-func (w *walker) array(elem reflect.Type, max int, path string) error {
-	if err := w.enter(path); err != nil {
-		return err
-	}
-	for i := 0; w.dec.More(); i++ {
-		if max >= 0 && i >= max {
-			return Invalid(path, fmt.Sprintf("want at most %d elements", max))
-		}
-		ipath := path + "[" + strconv.Itoa(i) + "]"
-		tok, err := w.next(ipath, false)
-		if err != nil {
-			return err
-		}
-		if err := w.value(tok, elem, ipath); err != nil {
-			return err
-		}
-	}
-	return w.leave(path)
-}
-
-// leave reads the closing delimiter.
-func (w *walker) leave(path string) error {
-	w.depth--
-	_, err := w.next(path, false)
-	return err
-}
-
-// quoted checks a field tagged ",string": a string holding the JSON text of
-// a string, number or boolean.
-func (w *walker) quoted(tok json.Token, t reflect.Type, path string) error {
-	if tok == nil && t.Kind() == reflect.Pointer {
-		return nil
-	}
-	s, ok := tok.(string)
-	if !ok {
-		return Invalid(path, "want string, got "+tokenKind(tok))
-	}
-	if s != strings.TrimSpace(s) || json.Unmarshal([]byte(s), reflect.New(t).Interface()) != nil {
-		return Invalid(path, "want string holding a JSON "+wantKind(t))
-	}
-	return nil
-}
-
-func mismatch(path string, t reflect.Type, tok json.Token) error {
-	want := wantKind(t)
-	if want == "" {
-		return Invalid(path, "unsupported field type")
-	}
-	return Invalid(path, "want "+want+", got "+tokenKind(tok))
 }
 
 // wantKind names the JSON type that t takes, or "" if it takes none.
@@ -509,143 +849,6 @@ func plainName(s string) bool {
 	}
 	for _, c := range s {
 		if !(c == '_' || c == '-' || c < utf8.RuneSelf && (unicode.IsLetter(c) || unicode.IsDigit(c))) {
-			return false
-		}
-	}
-	return true
-}
-
-type fieldInfo struct {
-	typ    reflect.Type
-	quoted bool
-}
-
-var fieldCache sync.Map // reflect.Type -> map[string]fieldInfo
-
-// structFields maps the member names encoding/json decodes into t to their
-// fields, following its rules for tags and embedded structs.
-func structFields(t reflect.Type) map[string]fieldInfo {
-	if f, ok := fieldCache.Load(t); ok {
-		return f.(map[string]fieldInfo)
-	}
-	type candidate struct {
-		name   string
-		depth  int
-		tagged bool
-		info   fieldInfo
-	}
-	var all []candidate
-	visited := map[reflect.Type]bool{}
-	level := []reflect.Type{t}
-	for depth := 0; len(level) > 0; depth++ {
-		var nextLevel []reflect.Type
-		for _, st := range level {
-			if visited[st] {
-				continue
-			}
-			visited[st] = true
-			for i := range st.NumField() {
-				sf := st.Field(i)
-				tag := sf.Tag.Get("json")
-				if tag == "-" {
-					continue
-				}
-				name, opts, _ := strings.Cut(tag, ",")
-				if !validTag(name) {
-					name = ""
-				}
-				ft := sf.Type
-				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-				}
-				if sf.Anonymous {
-					if !sf.IsExported() && ft.Kind() != reflect.Struct {
-						continue
-					}
-					if name == "" && ft.Kind() == reflect.Struct {
-						nextLevel = append(nextLevel, ft)
-						continue
-					}
-				} else if !sf.IsExported() {
-					continue
-				}
-				quoted := false
-				if hasOption(opts, "string") {
-					switch ft.Kind() {
-					case reflect.Bool, reflect.String,
-						reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-						reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-						reflect.Float32, reflect.Float64:
-						quoted = true
-					}
-				}
-				c := candidate{name: name, depth: depth, tagged: name != "", info: fieldInfo{typ: sf.Type, quoted: quoted}}
-				if c.name == "" {
-					c.name = sf.Name
-				}
-				all = append(all, c)
-			}
-		}
-		level = nextLevel
-	}
-	// Dominance: the shallowest field wins; at equal depth a single tagged
-	// field wins; otherwise the name is ambiguous and ignored.
-	byName := map[string][]candidate{}
-	var order []string
-	for _, c := range all {
-		if _, ok := byName[c.name]; !ok {
-			order = append(order, c.name)
-		}
-		byName[c.name] = append(byName[c.name], c)
-	}
-	fields := make(map[string]fieldInfo, len(order))
-	for _, name := range order {
-		cs := byName[name]
-		minDepth := cs[0].depth
-		var top []candidate
-		for _, c := range cs {
-			if c.depth == minDepth {
-				top = append(top, c)
-			}
-		}
-		if len(top) > 1 {
-			var tagged []candidate
-			for _, c := range top {
-				if c.tagged {
-					tagged = append(tagged, c)
-				}
-			}
-			if len(tagged) != 1 {
-				continue
-			}
-			top = tagged
-		}
-		fields[name] = top[0].info
-	}
-	fieldCache.Store(t, fields)
-	return fields
-}
-
-func hasOption(opts, want string) bool {
-	for opts != "" {
-		var o string
-		o, opts, _ = strings.Cut(opts, ",")
-		if o == want {
-			return true
-		}
-	}
-	return false
-}
-
-// validTag mirrors encoding/json's rule for usable tag names.
-func validTag(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
 			return false
 		}
 	}

@@ -18,7 +18,7 @@ const (
 	// KindKeyRetirement retires a key from a keyring.
 	KindKeyRetirement = "KeyRetirement"
 	// KindCredentialPlan plans credential changes.
-	KindCredentialPlan = "CredentialPlan"
+	KindCredentialPlan = "CredentialPlan" //nolint:gosec // G101: a kind name, not a credential
 	// KindSecretUpdate updates values in a Secret.
 	KindSecretUpdate = "SecretUpdate"
 	// KindSecretRestore restores a Secret.

@@ -68,7 +68,7 @@ func private(path string, perm fs.FileMode, gid uint32, fsGroup int) error {
 		return nil
 	case perm&0o037 != 0 || fsGroup <= 0:
 		return notPrivate(path, perm)
-	case gid != uint32(fsGroup) || !holdsGroup(fsGroup):
+	case gid != uint32(fsGroup) || !holdsGroup(fsGroup): //nolint:gosec // G115: fsGroup > 0 here (the case above), and a GID fits 32 bits
 		return &FileError{Path: path, Reason: ReasonNotPrivate, Detail: fmt.Sprintf(
 			"mode %#o grants group read to a group other than --fs-group %d held by this process", perm, fsGroup)}
 	}

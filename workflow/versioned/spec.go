@@ -201,9 +201,9 @@ func valuesVerifier(mutationID string, data map[string][]byte) (string, error) {
 	keys := sortedKeys(data)
 	var input []byte
 	for _, k := range keys {
-		input = binary.BigEndian.AppendUint32(input, uint32(len(k)))
+		input = binary.BigEndian.AppendUint32(input, uint32(len(k))) //nolint:gosec // G115: a key of a command file of at most 64 KiB
 		input = append(input, k...)
-		input = binary.BigEndian.AppendUint32(input, uint32(len(data[k])))
+		input = binary.BigEndian.AppendUint32(input, uint32(len(data[k]))) //nolint:gosec // G115: a value of a command file of at most 64 KiB
 		input = append(input, data[k]...)
 	}
 	salt := []byte("keyledger.dev/secret-update/v2\x00" + mutationID)

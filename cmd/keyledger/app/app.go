@@ -7,7 +7,6 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	flag "github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/keyledger/keyledger/workflow/command"
@@ -51,50 +51,6 @@ func usageErr(prefix string, err error) error {
 
 func usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
 
-const usage = `keyledger: exactly-once operations on Kubernetes Secrets, journaled in PostgreSQL
-
-Usage:
-  keyledger run COMMAND_FILE            run one command file (absolute path)
-  keyledger plan COMMAND_FILE           show what run would do; writes nothing
-  keyledger migrate up|down|version|recover
-                                        manage the journal schema (recover: clear
-                                        the dirty mark an earlier version left;
-                                        down refuses to drop journal rows unless
-                                        --destroy-journal-records)
-  keyledger journal list                list journaled operations (those the role may see)
-  keyledger journal show MUTATION_ID    show one operation and its records (a plan: its
-                                        newest runs, --limit, at most 100)
-  keyledger journal prune --older-than DURATION
-                                        as the schema owner: remove finished plan runs
-                                        older than DURATION (each plan keeps its newest)
-  keyledger journal grant ROLE NAMESPACE...
-                                        as the schema owner: let ROLE act on NAMESPACEs
-  keyledger journal revoke ROLE NAMESPACE...
-                                        as the schema owner: take NAMESPACEs from ROLE
-  keyledger journal grants [--history]  list the namespace grants (or every change)
-  keyledger keyring inspect NS/NAME     print a keyring's catalog (never material)
-  keyledger history NS/NAME             list a Secret's retained versions (never values)
-  keyledger history NS/NAME --version N --show-keys
-                                        one version's key names and value digests
-  keyledger render credentials --plan FILE [--image IMAGE]
-                                        print a credential plan's Argo CD PreSync hook objects
-  keyledger apply-hook DIR              apply rendered hook objects in order and wait for the Job
-  keyledger preflight --canary IP:PORT  prove the API server reachable, the canary not
-  keyledger version                     print the version
-
-Flags common to commands that need them:
-  --database-url URL   journal database (default $KEYLEDGER_DATABASE_URL)
-  --kubeconfig PATH    cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  -o table|json        output format of journal, history and plan
-  -h, --help           usage of the program or of one command (exit 0)
-
-A failure prints one line on stderr saying what failed and what to do
-(with -o json: a JSON object with error, reason and fix).
-Exit codes: 0 done, 1 internal error, 2 refused, 64 usage or invalid
-command file, 69 dependency unreachable, 75 outcome uncertain (rerun
-settles it), 77 permission matrix mismatch.
-`
-
 // Run runs keyledger with args (without the program name). A failure is
 // reported on streams.ErrOut as one line saying what failed and what to do
 // (a JSON object with -o json) and returned; ExitCode maps it to the exit
@@ -103,57 +59,19 @@ func Run(ctx context.Context, args []string, streams IOStreams) error {
 	// client-go logs some failures on its own (klog, to stderr), with the
 	// request's URL; keyledger's log lines are its own, redacted.
 	klog.SetLogger(logr.Discard())
-	if len(args) == 0 {
-		err := usagef("no command given")
-		report(streams.ErrOut, "", err, false)
-		return err
-	}
-	cmd, rest := args[0], args[1:]
-	if isHelp(cmd) || cmd == "help" {
-		fmt.Fprint(streams.Out, usage)
+	root := NewCommand(ctx, streams)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil || errors.Is(err, errHelp) {
 		return nil
 	}
-	name := commandName(cmd, rest)
-	if len(rest) > 0 && isHelp(rest[0]) {
-		if text, ok := groupHelp(cmd); ok {
-			fmt.Fprint(streams.Out, text)
-			return nil
-		}
+	var cmd string
+	var rest []string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, rest = args[0], args[1:]
 	}
-	err := dispatch(ctx, cmd, rest, streams)
-	if errors.Is(err, errHelp) {
-		return nil
-	}
-	report(streams.ErrOut, name, err, cmd == "preflight" || wantsJSON(rest), rest...)
+	report(streams.ErrOut, commandName(cmd, rest), err, cmd == "preflight" || wantsJSON(rest), rest...)
 	return err
-}
-
-func dispatch(ctx context.Context, cmd string, rest []string, streams IOStreams) error {
-	switch cmd {
-	case "run":
-		return runCommand(ctx, rest, streams, newLogger(streams.ErrOut))
-	case "plan":
-		// Only warnings and errors: plan's output is for reading.
-		return planCommand(ctx, rest, streams, slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	case "migrate":
-		return migrateCommand(ctx, rest, streams, newLogger(streams.ErrOut))
-	case "journal":
-		return journalCommand(ctx, rest, streams)
-	case "keyring":
-		return keyringCommand(ctx, rest, streams)
-	case "history":
-		return historyCommand(ctx, rest, streams)
-	case "render":
-		return renderCommand(ctx, rest, streams)
-	case "apply-hook":
-		return applyHookCommand(ctx, rest, streams)
-	case "preflight":
-		return preflightCommand(ctx, rest, streams, newLogger(streams.ErrOut))
-	case "version":
-		return versionCommand(rest, streams)
-	default:
-		return usagef("unknown command %q", cmd)
-	}
 }
 
 // commandName is how a failure line names the command: the command and,
@@ -170,31 +88,6 @@ func commandName(cmd string, rest []string) string {
 }
 
 func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
-
-// groupHelp is the usage of a command that has subcommands (or no flags).
-func groupHelp(cmd string) (string, bool) {
-	switch cmd {
-	case "journal", "keyring", "render", "version":
-	default:
-		return "", false
-	}
-	var b strings.Builder
-	b.WriteString("Usage:\n")
-	lines := strings.Split(usage, "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, "  keyledger "+cmd+" ") || l == "  keyledger "+cmd {
-			b.WriteString(l + "\n")
-			// continuation lines of this entry
-			for _, c := range lines[i+1:] {
-				if !strings.HasPrefix(c, "     ") {
-					break
-				}
-				b.WriteString(c + "\n")
-			}
-		}
-	}
-	return b.String(), true
-}
 
 // wantsJSON reports whether the arguments ask for -o json.
 func wantsJSON(args []string) bool {
@@ -232,53 +125,33 @@ type commonFlags struct {
 // errHelp ends a command whose --help printed its usage: exit 0.
 var errHelp = errors.New("help requested")
 
-// helpSink is a flag set's output: flag's own messages are dropped (the
+// helpSink is a flag set's output: pflag's own messages are dropped (the
 // error comes back from parse and is reported once), --help goes to out.
 type helpSink struct{ out io.Writer }
 
 func (helpSink) Write(p []byte) (int, error) { return len(p), nil }
 
+// newFlagSet is the flag set of the command named name ("journal show"):
+// GNU-style flags (pflag), which may stand before, between or after the
+// positional arguments; "--" ends them.
 func newFlagSet(name string, streams IOStreams) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(helpSink{out: streams.Out})
 	fs.Usage = func() {}
+	fs.SortFlags = false
 	return fs
 }
 
-// printHelp writes the command's synopsis and its flags.
+// printHelp writes the command's usage entries and its flags.
 func printHelp(fs *flag.FlagSet) {
 	sink, ok := fs.Output().(helpSink)
 	if !ok || sink.out == nil {
 		return
 	}
-	fmt.Fprintf(sink.out, "Usage:\n")
-	if text, ok := synopses[fs.Name()]; ok {
-		fmt.Fprint(sink.out, text)
-	} else {
-		fmt.Fprintf(sink.out, "  keyledger %s\n", fs.Name())
+	if !writeCommandUsage(sink.out, fs.Name()) {
+		fmt.Fprintf(sink.out, "Usage:\n  keyledger %s\n", fs.Name())
 	}
-	fmt.Fprintf(sink.out, "\nFlags:\n")
-	fs.SetOutput(sink.out)
-	fs.PrintDefaults()
-	fs.SetOutput(sink)
-}
-
-// synopses are the usage lines of commands with flags, by flag set name.
-var synopses = map[string]string{
-	"run":                "  keyledger run [--database-url URL] [--kubeconfig PATH] COMMAND_FILE\n      run one command file (absolute path); stdout: one JSON line\n",
-	"plan":               "  keyledger plan [--database-url URL] [--kubeconfig PATH] [-o table|json] COMMAND_FILE\n      show what run would do with COMMAND_FILE, writing nothing\n",
-	"migrate":            "  keyledger migrate [--database-url URL] [--destroy-journal-records] up|down|version|recover\n      manage the journal schema (as its owner)\n",
-	"journal list":       "  keyledger journal list [--limit N] [-o table|json]\n      the newest operations first (--limit 1 to 1000, default 50)\n",
-	"journal show":       "  keyledger journal show MUTATION_ID [--limit N] [--before RUN] [-o table|json]\n      one operation and its records; a plan's runs newest first, N at a time (1 to 100, default 10)\n",
-	"journal prune":      "  keyledger journal prune --older-than DURATION [-o table|json]\n      as the schema owner: remove the finished runs of plans finalized more than DURATION ago,\n      keeping each plan's newest finished and newest completed run, every unfinished and every one-shot operation\n",
-	"journal grant":      "  keyledger journal grant [-o table|json] ROLE NAMESPACE...\n      as the schema owner: let ROLE act on the operations of each NAMESPACE; one line per namespace\n",
-	"journal revoke":     "  keyledger journal revoke [-o table|json] ROLE NAMESPACE...\n      as the schema owner: take each NAMESPACE from ROLE (its last also takes its journal rights)\n",
-	"journal grants":     "  keyledger journal grants [--history] [-o table|json]\n      the namespace grants the connecting role may see (--history: every grant and revoke, owner only)\n",
-	"keyring inspect":    "  keyledger keyring inspect NS/NAME [--data-key KEY]\n",
-	"history":            "  keyledger history NS/NAME [-o table|json]\n  keyledger history NS/NAME --version N --show-keys\n",
-	"render credentials": "  keyledger render credentials --plan FILE --image IMAGE [--out-dir DIR] [--journal-namespace NS] [--journal-credentials SECRET] [--journal-ca CONFIGMAP]\n",
-	"apply-hook":         "  keyledger apply-hook DIR\n",
-	"preflight":          "  keyledger preflight --canary IP:PORT\n",
+	fmt.Fprintf(sink.out, "\nFlags:\n%s", fs.FlagUsages())
 }
 
 func (c *commonFlags) addDatabase(fs *flag.FlagSet) {
@@ -299,7 +172,10 @@ func (c *commonFlags) addFSGroup(fs *flag.FlagSet) {
 }
 
 func (c *commonFlags) addOutput(fs *flag.FlagSet) {
-	fs.StringVar(&c.output, "o", "table", "output format: table or json")
+	fs.StringVarP(&c.output, "output", "o", "table", "output format: table or json")
+	// --o=json, as the standard library's flag package accepted it.
+	fs.StringVar(&c.output, "o", "table", "")
+	_ = fs.MarkHidden("o")
 }
 
 // database returns the database URL from the flag or the environment.
@@ -324,28 +200,14 @@ func (c *commonFlags) checkOutput() error {
 // positional arguments (`journal show ID -o json`); "--" ends the flags. The
 // positional arguments are then fs.Args().
 func parse(fs *flag.FlagSet, args []string) error {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				printHelp(fs)
-				return errHelp
-			}
-			return usagef("%v", err)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(fs)
+			return errHelp
 		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			positional = append(positional, rest...)
-			break
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
+		return usagef("%v", err)
 	}
-	// Parse the collected positional arguments as the FlagSet's arguments.
-	return fs.Parse(append([]string{"--"}, positional...))
+	return nil
 }
 
 // secretTarget reads the one NAMESPACE/NAME argument of cmd.

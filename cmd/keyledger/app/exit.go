@@ -37,6 +37,7 @@ const (
 	ReasonUsage              = "usage"
 	ReasonInvalidCommand     = "invalid-command"
 	ReasonInvalidDatabaseURL = "invalid-database-url"
+	ReasonInvalidKubeconfig  = "invalid-kubeconfig"
 	ReasonUnavailable        = "dependency-unavailable"
 	ReasonPermission         = "permission-mismatch"
 	ReasonInternal           = "internal-error"
@@ -70,6 +71,7 @@ func classify(err error) failure {
 		usage        *UsageError
 		setting      *workflow.SettingError
 		storeSetting *store.SettingError
+		kubeconfig   *KubeconfigError
 		invalid      *command.InvalidError
 		fileErr      *command.FileError
 		refused      *workflow.Refused
@@ -99,6 +101,9 @@ func classify(err error) failure {
 	case errors.As(err, &invalid):
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidCommand, Message: err.Error(),
 			Fix: "correct the named field of the command file and run it again"}
+	case errors.As(err, &kubeconfig):
+		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidKubeconfig, Message: err.Error(),
+			Fix: "pass --kubeconfig (or set KUBECONFIG) to a readable kubeconfig whose user has a token or a client certificate, or run in a cluster"}
 	case errors.Is(err, store.ErrInvalidURL):
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidDatabaseURL, Message: err.Error(),
 			Fix: "set --database-url or KEYLEDGER_DATABASE_URL to a postgres:// URL or a key=value connection string"}

@@ -52,18 +52,18 @@ func TestEveryFailureSpeaks(t *testing.T) {
 		{"no-command", nil, ExitUsage},
 		{"unknown-command", []string{"frobnicate"}, ExitUsage},
 		{"run-invalid-field", []string{"run", "--database-url", unreachableDB, badField}, ExitUsage},
-		{"run-no-kubeconfig", []string{"run", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid}, ExitUnavailable},
+		{"run-no-kubeconfig", []string{"run", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid}, ExitUsage},
 		{"plan-invalid-field", []string{"plan", "--database-url", unreachableDB, badField}, ExitUsage},
-		{"plan-no-kubeconfig", []string{"plan", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid}, ExitUnavailable},
+		{"plan-no-kubeconfig", []string{"plan", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, valid}, ExitUsage},
 		{"migrate-unreachable", []string{"migrate", "--database-url", unreachableDB, "up"}, ExitUnavailable},
 		{"migrate-direction", []string{"migrate", "sideways"}, ExitUsage},
 		{"journal-list-unreachable", []string{"journal", "list", "--database-url", unreachableDB}, ExitUnavailable},
 		{"journal-show-no-id", []string{"journal", "show"}, ExitUsage},
 		{"journal-no-subcommand", []string{"journal"}, ExitUsage},
-		{"keyring-inspect-no-kubeconfig", []string{"keyring", "inspect", "--kubeconfig", missingKubeconfig, "ai/keyring"}, ExitUnavailable},
+		{"keyring-inspect-no-kubeconfig", []string{"keyring", "inspect", "--kubeconfig", missingKubeconfig, "ai/keyring"}, ExitUsage},
 		{"keyring-bad-target", []string{"keyring", "inspect", "no-slash"}, ExitUsage},
 		{"history-bad-version", []string{"history", "shop/db", "--version", "zero"}, ExitUsage},
-		{"history-no-kubeconfig", []string{"history", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, "shop/db"}, ExitUnavailable},
+		{"history-no-kubeconfig", []string{"history", "--database-url", unreachableDB, "--kubeconfig", missingKubeconfig, "shop/db"}, ExitUsage},
 		{"render-no-image", []string{"render", "credentials", "--plan", valid}, ExitUsage},
 		{"apply-hook-no-dir", []string{"apply-hook"}, ExitUsage},
 		{"apply-hook-empty-dir", []string{"apply-hook", filepath.Join(dir, "secret-place")}, ExitUsage},
@@ -200,13 +200,15 @@ func TestValidateBeforeTouching(t *testing.T) {
 			if tc.args[0] == "run" {
 				require.Contains(t, out.String(), `"outcome":"invalid"`)
 			}
-			require.NotContains(t, errOut.String(), "kubernetes unavailable")
+			require.NotContains(t, errOut.String(), ReasonInvalidKubeconfig)
 		})
 	}
-	// The same files with a good setting reach the kubeconfig: 69.
+	// The same files with a good setting reach the kubeconfig, which is
+	// malformed: 64 with reason invalid-kubeconfig.
 	var out, errOut bytes.Buffer
 	err := Run(context.Background(), []string{"run", "--database-url", unreachableDB, "--kubeconfig", broken, valid}, IOStreams{Out: &out, ErrOut: &errOut})
-	require.Equal(t, ExitUnavailable, ExitCode(err), "%v", err)
+	require.Equal(t, ExitUsage, ExitCode(err), "%v", err)
+	require.Contains(t, errOut.String(), ReasonInvalidKubeconfig)
 }
 
 func lastLine(s string) string {

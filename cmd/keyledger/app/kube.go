@@ -2,11 +2,9 @@ package app
 
 import (
 	"errors"
-	"io/fs"
 	"net/http"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/workflow"
@@ -21,32 +19,30 @@ import (
 func (c *commonFlags) kubeClient(wrap func(http.RoundTripper) http.RoundTripper) (cfg *rest.Config, client kube.Interface, release func(), err error) {
 	cfg, err = kube.LoadConfig(kube.ConfigOptions{Kubeconfig: c.kubeconfig, Wrap: wrap})
 	if err != nil {
-		return nil, nil, nil, &workflow.Unavailable{Dependency: "kubernetes", Err: configError(err)}
+		return nil, nil, nil, configError(err)
 	}
 	client, err = kube.NewClient(cfg)
 	if err != nil {
 		kube.Scrub(cfg)
-		return nil, nil, nil, &workflow.Unavailable{Dependency: "kubernetes", Err: configError(err)}
+		return nil, nil, nil, configError(err)
 	}
 	return cfg, client, func() { kube.Scrub(cfg) }, nil
 }
 
-// configError says what was wrong with the cluster configuration without
-// its file paths (client-go's messages name them).
+// configError maps a failure to build the client: a configuration that
+// is missing, unreadable, malformed or unusable (kube.ErrConfig, whose
+// messages name the cause and never a file) is the operator's to fix, a
+// usage error (64); anything else is the cluster being unavailable (69).
 func configError(err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return errors.New("the kubeconfig file does not exist")
-	case errors.Is(err, fs.ErrPermission):
-		return errors.New("the kubeconfig file is not readable")
-	case clientcmd.IsEmptyConfig(err):
-		return errors.New("no cluster configuration: not in a cluster and no kubeconfig")
-	case clientcmd.IsConfigurationInvalid(err):
-		return errors.New("the cluster configuration is not valid")
-	case errors.Is(err, kube.ErrConfig):
-		// kube's own messages say what kind of problem it is, never a path.
-		return err
-	default:
-		return errors.New("the cluster configuration could not be loaded")
+	if errors.Is(err, kube.ErrConfig) {
+		return &KubeconfigError{Err: err}
 	}
+	return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 }
+
+// KubeconfigError is a cluster configuration keyledger cannot use: exit 64,
+// reason invalid-kubeconfig. Err says what is wrong, never which file.
+type KubeconfigError struct{ Err error }
+
+func (e *KubeconfigError) Error() string { return e.Err.Error() }
+func (e *KubeconfigError) Unwrap() error { return e.Err }

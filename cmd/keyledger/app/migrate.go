@@ -3,10 +3,11 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/keyledger/keyledger/store"
 )

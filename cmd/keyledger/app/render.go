@@ -76,11 +76,11 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 		}
 		return nil
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // G301: the rendered objects hold names and references, no secret value; git and kubectl read them
 		return fmt.Errorf("creating %s: %w", outDir, err)
 	}
 	for i, d := range docs {
-		if err := os.WriteFile(filepath.Join(outDir, credentials.HookFiles[i]), d, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(outDir, credentials.HookFiles[i]), d, 0o644); err != nil { //nolint:gosec // G306: as the directory above: no secret value, meant to be shared
 			return fmt.Errorf("writing hook object: %w", err)
 		}
 	}

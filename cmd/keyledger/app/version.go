@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 )
@@ -10,7 +9,8 @@ func versionCommand(args []string, streams IOStreams) error {
 	if len(args) != 0 {
 		return usagef("version takes no arguments")
 	}
-	b, _ := json.Marshal(map[string]string{"version": Version, "go": runtime.Version()})
-	fmt.Fprintln(streams.Out, string(b))
+	fmt.Fprintln(streams.Out, versionLine())
 	return nil
 }
+
+func goVersion() string { return runtime.Version() }

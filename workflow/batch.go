@@ -1,0 +1,183 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/failpoint"
+)
+
+// ReasonAttemptLimit: a step and target of the operation was already sent
+// store.MaxCallAttempt times over the operation's life; it is refused
+// (exit 2) instead of journaling an attempt the journal cannot hold.
+const ReasonAttemptLimit = "attempt-limit"
+
+// sendConcurrency bounds the calls of one batch in flight at once.
+const sendConcurrency = 16
+
+// calls commits the records of a batch of calls (after notes) in one
+// transition, sends the calls concurrently, and commits every answer in one
+// transition: applied when all were applied, refused when the authority
+// rejected one, resolving when any outcome is unknown. A batch of one is a
+// single call, which may be final.
+func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Record) error {
+	var planned []Answer
+	if m.e.dry != nil {
+		// A dry run: nothing is sent; stop before recording a call decided
+		// twice.
+		var err error
+		if planned, err = m.e.dry.answer(ctx, batch); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range batch {
+		key := callKey(c.Step, c.Target)
+		switch {
+		case len(batch) > 1 && c.Final:
+			return errors.New("a final call cannot be sent in a batch")
+		case seen[key]:
+			return fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target)
+		case m.sent[key] >= m.e.MaxAttempts:
+			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target, m.sent[key])}
+		}
+		seen[key] = true
+		if n := m.run.Attempts(c.Step, c.Target); n >= store.MaxCallAttempt {
+			// The journal holds at most store.MaxCallAttempt attempts of a
+			// step and target (a CHECK): refuse before the database would.
+			return m.refuse(ctx, ReasonAttemptLimit, map[string]any{"step": c.Step, "target": c.Target, "attempts": n}, notes)
+		}
+	}
+	batchNo := m.run.lastBatch() + 1
+	records := append([]store.Record{}, notes...)
+	for _, c := range batch {
+		m.sent[callKey(c.Step, c.Target)]++
+		if c.Observation != nil {
+			records = append(records, *c.Observation)
+		}
+		// Attempt numbers count every send of this step and target over
+		// the operation's life, across runs.
+		records = append(records, store.Record{
+			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: m.run.Attempts(c.Step, c.Target) + 1,
+			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Batch: batchNo, Final: c.Final, Detail: c.Detail,
+		})
+	}
+	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
+		return err
+	}
+	answers := planned
+	if m.e.dry == nil {
+		answers = send(ctx, batch)
+		failpoint.Hit("after-send")
+	}
+
+	results := make([]store.Record, len(batch))
+	var rejected, unknown bool
+	var rejection Answer
+	var rejectedCall *Call
+	for i, a := range answers {
+		c := batch[i] //nolint:gosec // G602: send and the dry run answer each call of batch, in order
+		results[i] = store.Record{
+			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: a.UID, ResourceVersion: a.ResourceVersion,
+			Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
+		}
+		switch a.Status {
+		case Applied:
+		case Rejected:
+			if !rejected {
+				rejected, rejection, rejectedCall = true, a, c
+			}
+		default:
+			unknown = true
+		}
+	}
+	switch {
+	case rejected && !unknown:
+		summary := rejectedCall.Summary
+		if len(batch) > 1 {
+			summary = m.batchSummary(summary, results)
+		}
+		return m.refuse(ctx, rejection.Reason, summary, results)
+	case unknown:
+		// A rejected call among them refuses the operation only once every
+		// sibling whose answer was lost is settled (see resolve).
+		return m.fire(ctx, eventResolve, move{records: results})
+	case len(batch) == 1 && batch[0].Final:
+		summary := batch[0].Summary
+		if answers[0].Summary != nil {
+			summary = answers[0].Summary
+		}
+		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: summary}, results)
+	default:
+		return m.fire(ctx, eventAnswer, move{records: results})
+	}
+}
+
+// send performs every call of a batch, at most sendConcurrency at once,
+// and returns the answers in the batch's order.
+func send(ctx context.Context, batch []*Call) []Answer {
+	answers := make([]Answer, len(batch))
+	Each(len(batch), sendConcurrency, func(i int) { answers[i] = batch[i].Send(ctx) })
+	return answers
+}
+
+// Each runs fn(0) ... fn(n-1), at most limit at once, and returns when all
+// have returned; a single index runs in the caller's goroutine.
+func Each(n, limit int, fn func(i int)) {
+	if n == 1 {
+		fn(0)
+		return
+	}
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+func withCode(detail map[string]any, code int) map[string]any {
+	if code == 0 {
+		return detail
+	}
+	out := map[string]any{"code": code}
+	for k, v := range detail {
+		out[k] = v
+	}
+	return out
+}
+
+// batchSummary adds to summary the targets of the newest batch that were
+// applied (an applied answer, or an "ours" resolution, including those in
+// pending, not yet journaled), those settled by finding the result in
+// place (a "kept" resolution: nothing was written) and those that were not:
+// a refused batch names what it changed, and only that.
+func (m *machine) batchSummary(summary map[string]any, pending []store.Record) map[string]any {
+	records := append(append([]store.Record{}, m.run.Records...), pending...)
+	out := map[string]any{}
+	for k, v := range summary {
+		out[k] = v
+	}
+	done, kept, notDone := []string{}, []string{}, []string{}
+	for _, c := range batchCalls(records, m.run.lastBatch()) {
+		s, ok := settlement(records, c.Step, c.Target)
+		switch {
+		case ok && s.By.Kind == store.RecordResolution && s.By.Detail["kept"] == true:
+			kept = append(kept, c.Target)
+		case ok:
+			done = append(done, c.Target)
+		default:
+			notDone = append(notDone, c.Target)
+		}
+	}
+	out["applied"], out["kept"], out["notApplied"] = done, kept, notDone
+	return out
+}

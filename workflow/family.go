@@ -1,0 +1,162 @@
+package workflow
+
+import (
+	"context"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// Family is one kind of operation plugged into the engine.
+type Family interface {
+	// Decide reads the durable facts and says what to do next. It is asked in
+	// the prepared and answered states.
+	Decide(ctx context.Context, run *Run) (Decision, error)
+	// Resolve re-reads the durable facts after the call recorded in call
+	// (an authority_call record) ended without a known outcome.
+	Resolve(ctx context.Context, run *Run, call store.Record) (Verdict, error)
+	// ConfirmReplay is asked before an operation the journal says completed
+	// is reported as a replay (existing): it reads the cluster in this run,
+	// with the rights the family already holds (nothing beyond its Rules and
+	// Access), and returns nil when the cluster shows the effect the
+	// journal says the operation had, a *Contradiction naming what differs
+	// when it does not, and an error when the read failed (the run is then
+	// unavailable, never existing). It must only read: it is asked by
+	// `keyledger plan` too. A journal is far easier to write than the
+	// objects it describes, so a replay is believed only with the cluster's
+	// agreement.
+	ConfirmReplay(ctx context.Context, run *Run) (*Contradiction, error)
+}
+
+// Decision is what Decide returns: exactly one of Complete, Refuse, Call,
+// Calls or End, or only Notes.
+type Decision struct {
+	// Notes are records appended before the decision takes effect (for
+	// example probe outcomes). Notes alone append without moving the state,
+	// and the engine asks Decide again.
+	Notes []store.Record
+	// End ends the run with this error (an *Uncertain or *Unavailable)
+	// once Notes are journaled, without moving the state: what the
+	// decision learned is kept, and a rerun decides again from it.
+	End error
+	// Complete ends the operation as done (for example an exact replay).
+	Complete *Completion
+	// Refuse ends the operation fail-closed.
+	Refuse *Refusal
+	// Call sends one authority call.
+	Call *Call
+	// Calls sends a batch of independent, non-final calls: their records
+	// are committed in one transaction, they are sent concurrently, and
+	// their answers are committed in one transaction.
+	Calls []*Call
+}
+
+// Completion ends an operation with its effect confirmed.
+type Completion struct {
+	Outcome Outcome
+	// Records are appended before the completion record (observations).
+	Records []store.Record
+	// Summary is the content-free description of the result stored in the
+	// completion record and printed in the outcome line.
+	Summary map[string]any
+}
+
+// Refusal ends an operation fail-closed.
+type Refusal struct {
+	// Reason is a stable kebab-case word.
+	Reason string
+	// Summary is what was observed, content-free, stored in the refusal
+	// record and printed in the outcome line.
+	Summary map[string]any
+	Records []store.Record
+}
+
+// Call is one authority call. Its record is committed before Send runs.
+type Call struct {
+	// Step names the call in the journal (kebab-case, e.g. "replace-keyring").
+	Step string
+	// Target names the object the call acts on when one step acts on
+	// several (e.g. "secret/db"); attempts are counted per step and target.
+	Target string
+	// UID and ResourceVersion are the call's preconditions; Digest the
+	// digest of the intended result.
+	UID, ResourceVersion, Digest string
+	// Detail holds content-free facts about the call.
+	Detail map[string]any
+	// Observation, when set, is committed with the call (what the read that
+	// led to it showed).
+	Observation *store.Record
+	// Final marks the last call: when it is applied the operation completes
+	// with outcome completed and Summary.
+	Final bool
+	// Summary describes the intended result (content-free); it becomes the
+	// completion's summary when a Final call is applied, and the refusal's
+	// when the authority rejects the call.
+	Summary map[string]any
+	// Send performs the call. It must classify every answer and never retry.
+	Send func(ctx context.Context) Answer
+}
+
+// AnswerStatus classifies what came back for a call.
+type AnswerStatus string
+
+const (
+	// Applied: the authority answered and the result is what was intended.
+	Applied AnswerStatus = "applied"
+	// Unknown: no usable answer (lost response, reset, timeout, 5xx) or a
+	// conflict; the durable facts must be re-read.
+	Unknown AnswerStatus = "unknown"
+	// Rejected: the authority definitely refused and nothing was applied.
+	Rejected AnswerStatus = "rejected"
+)
+
+// Answer is what a call's Send saw.
+type Answer struct {
+	Status AnswerStatus
+	// Code is the HTTP status, 0 when none arrived.
+	Code int
+	// UID, ResourceVersion and Digest describe the returned object.
+	UID, ResourceVersion, Digest string
+	// Reason is a kebab-case word (conflict, lost, timeout, server-error, ...).
+	Reason string
+	Detail map[string]any
+	// Summary, when set on the applied answer of a Final call, replaces the
+	// call's Summary as the completion's: what only the answer knows (the
+	// UID of a created object).
+	Summary map[string]any
+}
+
+// VerdictKind is what resolution concluded.
+type VerdictKind string
+
+const (
+	// Ours: the durable facts show this operation's intended result.
+	Ours VerdictKind = "ours"
+	// NotApplied: the call did not take effect; Retry may be sent again.
+	NotApplied VerdictKind = "not-applied"
+	// Theirs: something else changed the object; fail closed.
+	Theirs VerdictKind = "theirs"
+	// Undetermined: the facts could not be read; the outcome stays unknown.
+	Undetermined VerdictKind = "undetermined"
+)
+
+// Verdict is what Resolve returns.
+type Verdict struct {
+	Kind   VerdictKind
+	Reason string
+	// UID, ResourceVersion and Digest describe what the re-read showed.
+	UID, ResourceVersion, Digest string
+	Detail                       map[string]any
+	// Retry is the call to send when Kind is NotApplied (same step).
+	Retry *Call
+	// Summary describes what was found (content-free): the completion's
+	// summary when Kind is Ours and the call was final, the refusal's when
+	// Kind is Theirs.
+	Summary map[string]any
+	// Err explains an Undetermined verdict.
+	Err error
+	// Kept marks an Ours verdict whose intended result was found in place,
+	// not written by this operation (a create-if-absent that found the
+	// object): the resolution record says so ("kept" in its detail), and a
+	// refused batch lists the target as kept, never as applied.
+	Kept bool
+}
