@@ -127,8 +127,9 @@ func TestIntegrationCredentialsConverge(t *testing.T) {
 	var shown []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(show.Stdout), &shown))
 	require.Len(t, shown, 4)
-	require.Equal(t, "mut-converge", shown[3]["plan"])
-	require.EqualValues(t, 4, shown[3]["run"])
+	require.Equal(t, "mut-converge", shown[0]["plan"])
+	require.EqualValues(t, 4, shown[0]["run"], "journal show lists a plan's runs newest first")
+	require.EqualValues(t, 1, shown[3]["run"])
 	requireNoValues(t, list.Stdout+show.Stdout, e.secretValues(names...))
 }
 

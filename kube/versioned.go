@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,36 +117,127 @@ func (v *VersionedSecrets) DeleteSnapshot(ctx context.Context, name string, uid 
 	return v.delete(ctx, name, uid, resourceVersion)
 }
 
-// ListMetadata lists the metadata (names, UIDs, resourceVersions,
-// labels, annotations, finalizers, deletion state) of every Secret in the
-// namespace, as a PartialObjectMetadataList: the API server sends no data.
-// A look-alike snapshot needs no label to occupy a slot, so the family
-// looks at every name, never at a selector's answer alone.
-func (v *VersionedSecrets) ListMetadata(ctx context.Context) ([]metav1.PartialObjectMetadata, error) {
+// ListPageSize is the page size of ListClaims. Each page is decoded from
+// the response stream one object at a time, filtered and dropped, so a
+// list's peak memory follows one object's metadata (the API server allows
+// 256 KiB of annotations per object) and the claimants kept, never the
+// number or the size of the other Secrets in the namespace.
+const ListPageSize = 50
+
+// TooManyClaimsError: more Secrets than the caller's cap matched its
+// filter. Count is how many matched in all (the list is read to its end,
+// keeping none past the cap).
+type TooManyClaimsError struct{ Count, Max int }
+
+func (e *TooManyClaimsError) Error() string {
+	return fmt.Sprintf("%d Secrets in the namespace claim to be history of this Secret; at most %d are read", e.Count, e.Max)
+}
+
+// ListClaims lists the metadata (names, UIDs, resourceVersions, labels,
+// annotations, finalizers, deletion state) of every Secret in the
+// namespace, as PartialObjectMetadataLists (the API server sends no data),
+// ListPageSize at a time, and keeps only the objects keep returns true for,
+// without their managedFields; keep may trim what it keeps. More than max
+// kept is *TooManyClaimsError. A look-alike snapshot needs no label to
+// occupy a slot, so the family looks at every name, never at a selector's
+// answer alone.
+func (v *VersionedSecrets) ListClaims(ctx context.Context, keep func(*metav1.ObjectMeta) bool, max int) ([]metav1.PartialObjectMetadata, error) {
 	var out []metav1.PartialObjectMetadata
+	count := 0
 	cont := ""
 	for {
-		req := v.rest.Get().Namespace(v.namespace).Resource("secrets").Param("limit", "500").
+		req := v.rest.Get().Namespace(v.namespace).Resource("secrets").Param("limit", strconv.Itoa(ListPageSize)).
 			SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}
-		raw, err := req.Do(ctx).Raw()
+		next, err := streamPage(ctx, req, func(item *metav1.PartialObjectMetadata) {
+			m := &item.ObjectMeta
+			m.ManagedFields = nil
+			if !keep(m) {
+				return
+			}
+			if count++; count <= max {
+				out = append(out, *item)
+			}
+		})
 		if err != nil {
-			return nil, wrap(err)
+			return nil, err
 		}
-		var list metav1.PartialObjectMetadataList
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("decoding secret metadata list: %w", err)
-		}
-		if list.Kind != "PartialObjectMetadataList" {
-			return nil, fmt.Errorf("secret metadata list: the API server answered %q", list.Kind)
-		}
-		out = append(out, list.Items...)
-		if cont = list.Continue; cont == "" {
-			return out, nil
+		cont = next
+		if cont == "" {
+			break
 		}
 	}
+	if count > max {
+		return nil, &TooManyClaimsError{Count: count, Max: max}
+	}
+	return out, nil
+}
+
+// streamPage reads one PartialObjectMetadataList from req's response body
+// one item at a time (json.Decoder over the stream), handing each to fn
+// and dropping it: a page's memory is one object's metadata, not the page.
+// It returns the list's continue token.
+func streamPage(ctx context.Context, req *rest.Request, fn func(*metav1.PartialObjectMetadata)) (cont string, err error) {
+	body, err := req.Stream(ctx)
+	if err != nil {
+		return "", wrap(err)
+	}
+	defer body.Close()
+	dec := json.NewDecoder(body)
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("decoding secret metadata list: %w", err)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fail(fmt.Errorf("not a JSON object (%v)", err))
+	}
+	kind := ""
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		switch key, _ := tok.(string); key {
+		case "kind":
+			if err := dec.Decode(&kind); err != nil {
+				return fail(err)
+			}
+		case "metadata":
+			var lm metav1.ListMeta
+			if err := dec.Decode(&lm); err != nil {
+				return fail(err)
+			}
+			cont = lm.Continue
+		case "items":
+			if tok, err := dec.Token(); err != nil {
+				return fail(err)
+			} else if tok == nil {
+				continue // "items": null
+			} else if tok != json.Delim('[') {
+				return fail(errors.New("items is not an array"))
+			}
+			for dec.More() {
+				var item metav1.PartialObjectMetadata
+				if err := dec.Decode(&item); err != nil {
+					return fail(err)
+				}
+				fn(&item)
+			}
+			if _, err := dec.Token(); err != nil { // ]
+				return fail(err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if kind != "PartialObjectMetadataList" {
+		return "", fmt.Errorf("secret metadata list: the API server answered %q", kind)
+	}
+	return cont, nil
 }
 
 // Deletion is what the API server's answer to a delete says about the object.

@@ -18,6 +18,18 @@ type StepRecordsParams struct {
 	CallUID string
 }
 
+// stepRecordsQuery finds the operations on the target through
+// operations_target and each one's records of the step through
+// records_operation_step (migration 6).
+const stepRecordsQuery = `
+		SELECT operation_id, ` + recordColumns + `
+		FROM keyledger.records r
+		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.target_namespace = $1 AND o.target_name = $2)
+		  AND r.step = $3
+		  AND EXISTS (SELECT 1 FROM keyledger.records c
+		              WHERE c.operation_id = r.operation_id AND c.kind = 'authority_call' AND c.step = $3 AND c.uid = $4)
+		ORDER BY operation_id, id`
+
 // StepRecords returns the records of p.Step (calls, results, resolutions)
 // of every operation on p.Namespace/p.Name that holds an authority_call of
 // that step bound to p.CallUID, grouped by operation (oldest first), each
@@ -25,14 +37,7 @@ type StepRecordsParams struct {
 // snapshot objects it created: the UID an applied create answered with, or
 // the nonce a call carried.
 func (s *Store) StepRecords(ctx context.Context, p StepRecordsParams) ([][]Record, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT operation_id, `+recordColumns+`
-		FROM keyledger.records r
-		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.target_namespace = $1 AND o.target_name = $2)
-		  AND r.step = $3
-		  AND EXISTS (SELECT 1 FROM keyledger.records c
-		              WHERE c.operation_id = r.operation_id AND c.kind = 'authority_call' AND c.step = $3 AND c.uid = $4)
-		ORDER BY operation_id, id`, p.Namespace, p.Name, p.Step, p.CallUID)
+	rows, err := s.pool.Query(ctx, stepRecordsQuery, p.Namespace, p.Name, p.Step, p.CallUID)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s records: %w", p.Step, redact(err))
 	}

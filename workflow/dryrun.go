@@ -152,13 +152,12 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 	if plan.Runs {
 		// Desired state: every run is an operation of its own; an
 		// unfinished one is resumed, after a finished one comes the next.
-		runs, err := st.Runs(ctx, p.MutationID)
-		if err != nil {
+		latest, err := st.LatestRun(ctx, p.MutationID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, nil, err
 		}
 		next := int64(1)
-		if len(runs) > 0 {
-			latest := runs[len(runs)-1]
+		if latest != nil {
 			switch {
 			case latest.CommandDigest != p.CommandDigest || latest.Kind != p.Kind:
 				return reused()

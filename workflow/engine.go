@@ -532,6 +532,11 @@ func (m *machine) refuse(ctx context.Context, reason string, summary map[string]
 	return m.fire(ctx, eventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }
 
+// ReasonAttemptLimit: a step and target of the operation was already sent
+// store.MaxCallAttempt times over the operation's life; it is refused
+// (exit 2) instead of journaling an attempt the journal cannot hold.
+const ReasonAttemptLimit = "attempt-limit"
+
 // sendConcurrency bounds the calls of one batch in flight at once.
 const sendConcurrency = 16
 
@@ -562,6 +567,11 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target, m.sent[key])}
 		}
 		seen[key] = true
+		if n := m.run.Attempts(c.Step, c.Target); n >= store.MaxCallAttempt {
+			// The journal holds at most store.MaxCallAttempt attempts of a
+			// step and target (a CHECK): refuse before the database would.
+			return m.refuse(ctx, ReasonAttemptLimit, map[string]any{"step": c.Step, "target": c.Target, "attempts": n}, notes)
+		}
 	}
 	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)

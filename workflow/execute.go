@@ -72,6 +72,9 @@ type Store interface {
 	PrepareRun(ctx context.Context, p store.PrepareParams) (op *store.Operation, created bool, err error)
 	// Runs returns every run of a desired-state command, oldest first.
 	Runs(ctx context.Context, id string) ([]*store.Operation, error)
+	// LatestRun returns the newest run of a desired-state command
+	// (store.ErrNotFound when none): keyledger plan reads only that one.
+	LatestRun(ctx context.Context, id string) (*store.Operation, error)
 	// Transactions is the number of transactions committed so far.
 	Transactions() int64
 	Close()

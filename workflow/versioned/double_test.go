@@ -355,15 +355,26 @@ func (d *apiDouble) DeleteSnapshot(_ context.Context, name string, uid types.UID
 	return d.del(name, uid, rv)
 }
 
-func (d *apiDouble) ListMetadata(_ context.Context) ([]metav1.PartialObjectMetadata, error) {
+func (d *apiDouble) ListClaims(_ context.Context, keep func(*metav1.ObjectMeta) bool, max int) ([]metav1.PartialObjectMetadata, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, _, err := d.begin(verbList, ""); done {
 		return nil, err
 	}
 	out := []metav1.PartialObjectMetadata{}
+	count := 0
 	for _, name := range slices.Sorted(maps.Keys(d.objs)) {
-		out = append(out, metav1.PartialObjectMetadata{ObjectMeta: *d.objs[name].ObjectMeta.DeepCopy()})
+		m := d.objs[name].ObjectMeta.DeepCopy()
+		m.ManagedFields = nil
+		if !keep(m) {
+			continue
+		}
+		if count++; count <= max {
+			out = append(out, metav1.PartialObjectMetadata{ObjectMeta: *m})
+		}
+	}
+	if count > max {
+		return nil, &kube.TooManyClaimsError{Count: count, Max: max}
 	}
 	return out, nil
 }

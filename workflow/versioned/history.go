@@ -86,6 +86,9 @@ func ReadHistory(ctx context.Context, client kube.Interface, journal workflow.Jo
 		return nil, &workflow.Refused{Reason: err.Error()}
 	}
 	inv, err := readInventory(ctx, f, nil, live)
+	if tooLarge := (*historyTooLarge)(nil); errors.As(err, &tooLarge) {
+		return nil, tooLarge.refused()
+	}
 	if err != nil {
 		return nil, err
 	}

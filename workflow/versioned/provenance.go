@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"sort"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
@@ -200,9 +202,7 @@ func classify(metas []metav1.PartialObjectMetadata, live *corev1.Secret, p prove
 	for i := range metas {
 		m := &metas[i].ObjectMeta
 		version := slotVersion(m.Name, uid)
-		claims := version > 0 || strings.HasPrefix(m.Name, slotPrefix(uid)) ||
-			m.Labels[LabelSourceUID] == Hash(string(uid)) || m.Annotations[AnnotationSourceUID] == string(uid)
-		if !claims {
+		if !claims(m, uid) {
 			continue
 		}
 		switch {
@@ -228,7 +228,10 @@ func classify(metas []metav1.PartialObjectMetadata, live *corev1.Secret, p prove
 // before it is sent, so any object a concurrent keyledger run created
 // before the list carries a nonce the journal already holds.
 func readInventory(ctx context.Context, f *family, run *workflow.Run, live *corev1.Secret) (inventory, error) {
-	metas, err := f.api.ListMetadata(ctx)
+	metas, err := f.api.ListClaims(ctx, claimant(live.UID), MaxHistoryClaims)
+	if tooMany := (*kube.TooManyClaimsError)(nil); errors.As(err, &tooMany) {
+		return inventory{}, &historyTooLarge{count: tooMany.Count, max: tooMany.Max}
+	}
 	if err != nil {
 		return inventory{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}

@@ -172,7 +172,7 @@ type secrets interface {
 	CreateSnapshot(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
 	GetSnapshot(ctx context.Context, name string) (*corev1.Secret, error)
 	DeleteSnapshot(ctx context.Context, name string, uid types.UID, resourceVersion string) (kube.Deletion, error)
-	ListMetadata(ctx context.Context) ([]metav1.PartialObjectMetadata, error)
+	ListClaims(ctx context.Context, keep func(*metav1.ObjectMeta) bool, max int) ([]metav1.PartialObjectMetadata, error)
 }
 
 var _ secrets = (*kube.VersionedSecrets)(nil)
@@ -320,6 +320,9 @@ func (f *family) decideRun(ctx context.Context, run *workflow.Run) (workflow.Dec
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
 	d, err := f.reads(run).decide(ctx, live)
+	if tooLarge := (*historyTooLarge)(nil); errors.As(err, &tooLarge) {
+		return f.refuseTooLarge(tooLarge, live), nil
+	}
 	if err != nil {
 		return workflow.Decision{}, err // *workflow.Unavailable
 	}

@@ -255,6 +255,20 @@ func (j *Journal) Runs(ctx context.Context, id string) ([]*store.Operation, erro
 	return out, nil
 }
 
+// LatestRun returns the newest run of the command whose mutation ID is id
+// (or an operation journaled under id itself), as store.Store.LatestRun:
+// store.ErrNotFound when there is none.
+func (j *Journal) LatestRun(ctx context.Context, id string) (*store.Operation, error) {
+	runs, err := j.Runs(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return runs[len(runs)-1], nil
+}
+
 // Transition commits a move and its records, as store.Store.Transition:
 // store.ErrStateMoved unless the operation is in p.From at p.Revision
 // (also when no operation has p.OperationID); then, as the journal's

@@ -62,7 +62,11 @@ Usage:
                                         down refuses to drop journal rows unless
                                         --destroy-journal-records)
   keyledger journal list                list journaled operations (those the role may see)
-  keyledger journal show MUTATION_ID    show one operation and its records
+  keyledger journal show MUTATION_ID    show one operation and its records (a plan: its
+                                        newest runs, --limit, at most 100)
+  keyledger journal prune --older-than DURATION
+                                        as the schema owner: remove finished plan runs
+                                        older than DURATION (each plan keeps its newest)
   keyledger journal grant ROLE NAMESPACE...
                                         as the schema owner: let ROLE act on NAMESPACEs
   keyledger journal revoke ROLE NAMESPACE...
@@ -159,7 +163,7 @@ func commandName(cmd string, rest []string) string {
 		return cmd
 	}
 	switch cmd + " " + rest[0] {
-	case "journal list", "journal show", "journal grant", "journal revoke", "journal grants", "keyring inspect", "render credentials":
+	case "journal list", "journal show", "journal grant", "journal revoke", "journal grants", "journal prune", "keyring inspect", "render credentials":
 		return cmd + " " + rest[0]
 	}
 	return cmd
@@ -264,8 +268,9 @@ var synopses = map[string]string{
 	"run":                "  keyledger run [--database-url URL] [--kubeconfig PATH] COMMAND_FILE\n      run one command file (absolute path); stdout: one JSON line\n",
 	"plan":               "  keyledger plan [--database-url URL] [--kubeconfig PATH] [-o table|json] COMMAND_FILE\n      show what run would do with COMMAND_FILE, writing nothing\n",
 	"migrate":            "  keyledger migrate [--database-url URL] [--destroy-journal-records] up|down|version|recover\n      manage the journal schema (as its owner)\n",
-	"journal list":       "  keyledger journal list [--limit N] [-o table|json]\n",
-	"journal show":       "  keyledger journal show MUTATION_ID [-o table|json]\n",
+	"journal list":       "  keyledger journal list [--limit N] [-o table|json]\n      the newest operations first (--limit 1 to 1000, default 50)\n",
+	"journal show":       "  keyledger journal show MUTATION_ID [--limit N] [--before RUN] [-o table|json]\n      one operation and its records; a plan's runs newest first, N at a time (1 to 100, default 10)\n",
+	"journal prune":      "  keyledger journal prune --older-than DURATION [-o table|json]\n      as the schema owner: remove the finished runs of plans finalized more than DURATION ago,\n      keeping each plan's newest finished and newest completed run, every unfinished and every one-shot operation\n",
 	"journal grant":      "  keyledger journal grant [-o table|json] ROLE NAMESPACE...\n      as the schema owner: let ROLE act on the operations of each NAMESPACE; one line per namespace\n",
 	"journal revoke":     "  keyledger journal revoke [-o table|json] ROLE NAMESPACE...\n      as the schema owner: take each NAMESPACE from ROLE (its last also takes its journal rights)\n",
 	"journal grants":     "  keyledger journal grants [--history] [-o table|json]\n      the namespace grants the connecting role may see (--history: every grant and revoke, owner only)\n",

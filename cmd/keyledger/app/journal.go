@@ -20,18 +20,24 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 			return grantCommand(ctx, store.GrantAction(args[0]), args[1:], streams)
 		case "grants":
 			return grantsCommand(ctx, args[1:], streams)
+		case "prune":
+			return pruneCommand(ctx, args[1:], streams)
 		}
 	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "show") {
-		return usagef("journal takes list, show MUTATION_ID, grant ROLE NAMESPACE..., revoke ROLE NAMESPACE... or grants")
+		return usagef("journal takes list, show MUTATION_ID, grant ROLE NAMESPACE..., revoke ROLE NAMESPACE..., grants or prune --older-than DURATION")
 	}
 	var flags commonFlags
 	fs := newFlagSet("journal "+args[0], streams)
 	flags.addDatabase(fs)
 	flags.addOutput(fs)
 	var limit int
+	var before int64
 	if args[0] == "list" {
-		fs.IntVar(&limit, "limit", 50, "how many operations, newest first")
+		fs.IntVar(&limit, "limit", 50, fmt.Sprintf("how many operations, newest first (1 to %d)", maxListLimit))
+	} else {
+		fs.IntVar(&limit, "limit", store.DefaultRunsPage, fmt.Sprintf("a plan's runs: how many, newest first (1 to %d)", store.MaxRunsPage))
+		fs.Int64Var(&before, "before", 0, "a plan's runs: only those before run number RUN (the next page)")
 	}
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -44,6 +50,12 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 		return usagef("journal list takes no arguments")
 	case args[0] == "show" && fs.NArg() != 1:
 		return usagef("journal show takes one MUTATION_ID")
+	case args[0] == "list" && (limit < 1 || limit > maxListLimit):
+		return usagef("journal list --limit must be from 1 to %d, not %d", maxListLimit, limit)
+	case args[0] == "show" && (limit < 1 || limit > store.MaxRunsPage):
+		return usagef("journal show --limit must be from 1 to %d, not %d", store.MaxRunsPage, limit)
+	case before < 0:
+		return usagef("journal show --before must be a run number, not %d", before)
 	}
 	url, err := flags.database()
 	if err != nil {
@@ -76,7 +88,7 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 		op, err := st.Load(ctx, fs.Arg(0))
 		if errors.Is(err, store.ErrNotFound) {
 			// A credential plan's mutation ID names its runs.
-			return showRuns(ctx, st, streams, flags.output, fs.Arg(0))
+			return showRuns(ctx, st, streams, flags.output, store.RunsPageParams{Command: fs.Arg(0), Limit: limit, Before: before})
 		}
 		if err != nil {
 			return err
@@ -91,16 +103,25 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 	}
 }
 
-// showRuns prints every run of the desired-state command (a credential
-// plan) whose mutation ID is id, oldest first.
-func showRuns(ctx context.Context, st *store.Store, streams IOStreams, output, id string) error {
-	runs, err := st.Runs(ctx, id)
+// maxListLimit bounds journal list --limit.
+const maxListLimit = 1000
+
+// showRuns prints one page of the runs of the desired-state command (a
+// credential plan) p.Command, newest first; in a table, a last line says
+// how to read the next page when older runs remain.
+func showRuns(ctx context.Context, st *store.Store, streams IOStreams, output string, p store.RunsPageParams) error {
+	runs, more, err := st.RunsPage(ctx, p)
 	if err != nil {
 		return err
 	}
 	if len(runs) == 0 {
-		return usagef("no operation with mutation ID %q", id)
+		return usagef("no operation with mutation ID %q", p.Command)
 	}
+	defer func() {
+		if _, n, ok := store.SplitRunID(runs[len(runs)-1].MutationID); ok && more && output != "json" {
+			fmt.Fprintf(streams.Out, "\nolder runs: keyledger journal show %s --before %d\n", p.Command, n)
+		}
+	}()
 	var list []operationJSON
 	for i, op := range runs {
 		records, err := st.Records(ctx, op.ID)

@@ -1,0 +1,94 @@
+package integration
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// TestBenchPlanSyncs: 1,000 consecutive syncs (keyledger run, the release
+// binary) of one credential plan, then journal prune. It prints the median
+// wall time and journal transactions of syncs 6-15 ("the 10th") and
+// 991-1000 ("the 1,000th") and their ratio, and the journal's size (rows
+// and bytes) after pruning, beside the same for a plan synced 100 times:
+// the size after a prune does not follow the number of syncs.
+// KEYLEDGER_BENCH_SYNCS changes the 1,000.
+func TestBenchPlanSyncs(t *testing.T) {
+	benchEnabled(t)
+	e := setup(t)
+	syncs := 1000
+	if v, err := strconv.Atoi(os.Getenv("KEYLEDGER_BENCH_SYNCS")); err == nil && v >= 20 {
+		syncs = v
+	}
+	secrets := []planSecret{standardSecret("sync-a"), standardSecret("sync-b")}
+	runner := e.asCredentialRunner(credentialPlan(e.ns, "mut-sync", secrets))
+	release := withBinary(releaseBinary(t))
+	type syncRun struct {
+		wall time.Duration
+		txs  float64
+	}
+	sync := func(mutation string, n int) []syncRun {
+		t.Helper()
+		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
+		out := make([]syncRun, 0, n)
+		for i := range n {
+			start := time.Now()
+			r := e.keyledger([]string{"run", path}, runner, release)
+			wall := time.Since(start)
+			require.Equal(t, 0, r.Code, "sync %d: stdout %s stderr %s", i+1, r.Stdout, r.Stderr)
+			txs, _ := runSummary(t, r)["pg_transactions"].(float64)
+			out = append(out, syncRun{wall: wall, txs: txs})
+		}
+		return out
+	}
+	owner, err := store.Open(t.Context(), e.journal.OwnerURL)
+	require.NoError(t, err)
+	defer owner.Close()
+	conn := connect(t, e.journal.OwnerURL)
+	size := func(plan string) (ops, records, bytes int) {
+		t.Helper()
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(DISTINCT o.id), count(r.id),
+			coalesce(sum(pg_column_size(r.*)), 0) + coalesce(sum(DISTINCT pg_column_size(o.*)), 0)
+			FROM keyledger.operations o JOIN keyledger.records r ON r.operation_id = o.id
+			WHERE o.run_series = $1`, plan).Scan(&ops, &records, &bytes))
+		return
+	}
+
+	short := sync("mut-sync-short", 100)
+	_, err = owner.Prune(t.Context(), 0)
+	require.NoError(t, err)
+	so, sr, sb := size("mut-sync-short")
+
+	long := sync("mut-sync", syncs)
+	window := func(from, to int) (time.Duration, float64) {
+		var walls []time.Duration
+		var txs []float64
+		for _, s := range long[from-1 : to] {
+			walls, txs = append(walls, s.wall), append(txs, s.txs)
+		}
+		return median(walls), median(txs)
+	}
+	w10, t10 := window(6, 15)
+	wN, tN := window(syncs-9, syncs)
+	lo, lr, lb := size("mut-sync")
+	start := time.Now()
+	res, err := owner.Prune(t.Context(), 0)
+	require.NoError(t, err)
+	pruneWall := time.Since(start)
+	po, pr, pb := size("mut-sync")
+
+	benchLine("plan-syncs secrets=%d syncs=%d (warm-up plan: %d)", len(secrets), syncs, len(short))
+	benchLine("plan-syncs sync_10th wall_median=%s pg_transactions=%.0f (syncs 6-15)", ms(w10), t10)
+	benchLine("plan-syncs sync_%dth wall_median=%s pg_transactions=%.0f (syncs %d-%d)", syncs, ms(wN), tN, syncs-9, syncs)
+	benchLine("plan-syncs ratio %dth/10th=%.2f", syncs, float64(wN)/float64(w10))
+	benchLine("plan-syncs journal before prune: operations=%d records=%d bytes=%d", lo, lr, lb)
+	benchLine("plan-syncs prune removed operations=%d records=%d wall=%s", res.Operations, res.Records, ms(pruneWall))
+	benchLine("plan-syncs journal after prune: %d syncs operations=%d records=%d bytes=%d; 100 syncs operations=%d records=%d bytes=%d",
+		syncs, po, pr, pb, so, sr, sb)
+	require.Equal(t, []int{so, sr}, []int{po, pr}, "the size after a prune does not follow the number of syncs")
+}
