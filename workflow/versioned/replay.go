@@ -211,7 +211,7 @@ func (f *family) confirmDelete(ctx context.Context, run *workflow.Run) (*workflo
 	if f.cmd.KeepHistory || uid == "" {
 		return nil, nil
 	}
-	metas, err := f.api.ListMetadata(ctx)
+	metas, err := f.api.ListClaims(ctx, claimant(types.UID(uid)), MaxHistoryClaims)
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
