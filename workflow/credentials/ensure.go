@@ -49,12 +49,13 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{observation(s, c)},
 				Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}, nil
 		}
-		authorship, err := f.authorshipOfRead(ctx, p, s, chunkTarget(i), carried)
+		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(i), carried)
 		if err != nil {
 			return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 		}
+		lookAlike := authorship == AuthorshipUnproven && keptDetail(s, c)["lookAlike"] == true
 		if c.empty() {
-			found.add(i, name, string(s.UID), authorship)
+			found.add(i, name, string(s.UID), authorship, by, lookAlike)
 			continue
 		}
 		if len(creates) > 0 {
@@ -66,7 +67,10 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 			return nil, err
 		}
 		obs := observation(s, c)
-		obs.Detail["authorship"] = string(authorship)
+		obs.Detail["authorship"], obs.Detail["lookAlike"] = string(authorship), lookAlike
+		if by != "" {
+			obs.Detail["by"] = by
+		}
 		call.Observation = &obs
 		return &workflow.Decision{Call: call}, nil
 	}
@@ -97,13 +101,20 @@ type completeNotes struct {
 
 func newCompleteNotes() *completeNotes { return &completeNotes{chunks: map[string]map[string]any{}} }
 
-func (n *completeNotes) add(i int, name, uid string, a Authorship) {
+func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lookAlike bool) {
 	t := chunkTarget(i)
 	if n.chunks[t] == nil {
 		n.chunks[t] = map[string]any{}
 		n.order = append(n.order, t)
 	}
-	n.chunks[t][name] = map[string]any{"uid": uid, "authorship": string(a)}
+	e := map[string]any{"uid": uid, "authorship": string(a)}
+	if by != "" {
+		e["by"] = by
+	}
+	if lookAlike {
+		e["lookAlike"] = true
+	}
+	n.chunks[t][name] = e
 }
 
 // noteTo journals the collected Secrets with the decision, once.
@@ -119,9 +130,9 @@ func (n *completeNotes) noteTo(p *progress) {
 // journaled for it, or what the newest read-secrets record of any run of
 // the plan (the one of s's chunk) says of s's UID, or what the journal
 // proves (authorship). carried caches the chunk records one decision read.
-func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, carried map[string]map[string]any) (Authorship, error) {
+func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, carried map[string]map[string]any) (Authorship, string, error) {
 	if a, ok := p.authorship[s.Name]; ok && a != AuthorshipUnproven {
-		return a, nil
+		return a, p.by[s.Name], nil
 	}
 	if f.journal != nil && s.UID != "" {
 		detail, ok := carried[chunk]
@@ -129,7 +140,7 @@ func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Se
 			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
 				Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
 			if err != nil {
-				return "", err
+				return "", "", err
 			}
 			if found != nil {
 				detail, _ = found.Record.Detail["complete"].(map[string]any)
@@ -139,12 +150,11 @@ func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Se
 		if e, ok := detail[s.Name].(map[string]any); ok && str(e["uid"]) == string(s.UID) {
 			switch a := Authorship(str(e["authorship"])); a {
 			case AuthorshipProven, AuthorshipAdopted:
-				return a, nil
+				return a, str(e["by"]), nil
 			}
 		}
 	}
-	a, _, err := f.authorship(ctx, p, s)
-	return a, err
+	return f.authorship(ctx, p, s)
 }
 
 // adopted: the plan lists the Secret's ExternalSecret in adopt, or this

@@ -226,6 +226,7 @@ type progress struct {
 	// authorship of each planned Secret, as this run journaled it (the
 	// create's applied answer, or the resolution of its 409).
 	authorship map[string]Authorship
+	by         map[string]string // the run that proved it, when known
 	// restarts: each pod whose delete this run called, with the Secret
 	// and the authorship its call record names.
 	restarts map[string]restart
@@ -246,7 +247,7 @@ func fold(run *workflow.Run) *progress {
 		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
 		found: map[string]bool{}, externalGone: map[string]bool{}, complete: map[string]bool{}, probes: map[string]ProbeResult{},
-		authorship: map[string]Authorship{}, restarts: map[string]restart{}, fresh: map[string]bool{},
+		authorship: map[string]Authorship{}, by: map[string]string{}, restarts: map[string]restart{}, fresh: map[string]bool{},
 	}
 	resumed := -1
 	for i, r := range run.Records {
@@ -301,6 +302,8 @@ func (p *progress) freshen(r store.Record) {
 	settles := r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) ||
 		r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
 	switch {
+	case settles && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
+		p.fresh[name] = r.Detail["complete"] == true // kept: settled once nothing is lacking
 	case settles && (r.Step == stepCreateSecret || r.Step == stepPatchSecret):
 		p.fresh[name] = true
 	case r.Kind == store.RecordObservation && r.Step == stepReadSecret && r.Detail["complete"] == true:
@@ -344,7 +347,7 @@ func (p *progress) observe(r store.Record) {
 		for n, e := range complete {
 			p.complete[n], p.exists[n] = true, true
 			if m, ok := e.(map[string]any); ok && str(m["authorship"]) != "" {
-				p.authorship[n] = Authorship(str(m["authorship"]))
+				p.authorship[n], p.by[n] = Authorship(str(m["authorship"])), str(m["by"])
 			}
 		}
 	case r.Kind == store.RecordProbe && r.Step == stepProbe:
@@ -352,7 +355,10 @@ func (p *progress) observe(r store.Record) {
 	}
 	if r.Step == stepCreateSecret && (r.Kind == store.RecordAuthorityResult || r.Kind == store.RecordResolution) {
 		if a := Authorship(str(r.Detail["authorship"])); a != "" {
-			p.authorship[name] = a
+			p.authorship[name], p.by[name] = a, str(r.Detail["by"])
+			if r.Kind == store.RecordAuthorityResult {
+				p.by[name] = p.run
+			}
 		}
 	}
 }
