@@ -1,8 +1,10 @@
 package credentials
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"testing"
 	"time"
 
@@ -263,5 +265,37 @@ func TestRunBoundSettings(t *testing.T) {
 		_, err := RunBoundFromEnv(env(bad...))
 		require.ErrorContains(t, err, bad[0], "%v", bad)
 		require.NotContains(t, err.Error(), "\""+bad[1]+"\"", "the value is not repeated")
+	}
+}
+
+// TestProbeRepliesAreBounded: a server that answers with an endless line
+// is unknown (reply-too-large) after a bounded read, for both protocols.
+func TestProbeRepliesAreBounded(t *testing.T) {
+	t.Parallel()
+	for _, protocol := range []string{ProtocolValkey, ProtocolNATS} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+		sent := make(chan int, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			chunk := bytes.Repeat([]byte("x"), 4096)
+			n := 0
+			for n < 8<<20 {
+				w, err := c.Write(chunk)
+				n += w
+				if err != nil {
+					break
+				}
+			}
+			sent <- n
+		}()
+		res := Probe(t.Context(), protocol, ln.Addr().String(), []byte("u"), []byte("p"))
+		require.Equal(t, ProbeResult{Status: ProbeUnknown, Reason: "reply-too-large"}, res, protocol)
 	}
 }
