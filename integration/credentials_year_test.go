@@ -166,7 +166,9 @@ func TestIntegrationCredentialsUnknownServerDoesNotWedge(t *testing.T) {
 
 	r = e.keyledger([]string{"run", path}, as, bound)
 	require.Equal(t, 75, r.Code, "after the bound: %s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "mut-wedge:run-2", outcome(t, r)["run"], "a fresh run")
+	runs := e.runsOf("mut-wedge")
+	require.Len(t, runs, 2, "a fresh run")
+	require.Equal(t, "mut-wedge:run-2", runs[1].MutationID)
 	op, records := e.journalOf("mut-wedge:run-1")
 	require.Equal(t, store.StateRefused, op.State)
 	require.Equal(t, store.ReasonRunResumeLimit, op.Reason)
@@ -310,4 +312,25 @@ func TestIntegrationPrepareRunIgnoresForgedRows(t *testing.T) {
 	r = e.keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "after a lower run number: %s %s", r.Stdout, r.Stderr)
 	require.Equal(t, "mut-forged-bare:run-11", outcome(t, r)["run"], "the newest is the highest number")
+}
+
+// readOf is what a run journaled of the Secret name it found in place
+// (never POSTed): its entry in a read-secrets record (found complete) or
+// its read-secret observation (lacking something).
+func readOf(t *testing.T, records []store.Record, name string) map[string]any {
+	t.Helper()
+	var d map[string]any
+	for _, r := range records {
+		switch {
+		case r.Kind == store.RecordObservation && r.Step == "read-secrets":
+			if e, ok := r.Detail["complete"].(map[string]any)[name].(map[string]any); ok {
+				d = e
+			}
+		case r.Kind == store.RecordObservation && r.Step == "read-secret" && r.Target == "secret/"+name:
+			d = r.Detail
+		}
+	}
+	require.NotNil(t, d, "no read of %s journaled", name)
+	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), "nothing POSTed")
+	return d
 }

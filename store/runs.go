@@ -168,10 +168,21 @@ const resumesQuery = `SELECT count(*)::int,
 	(SELECT now() - o.created_at FROM keyledger.operations o WHERE o.id = $1)
 	FROM keyledger.records r WHERE r.operation_id = $1 AND r.step = $3 AND r.kind = $2::keyledger.record_kind`
 
-// resumeIn appends the resume record (the n-th) to op in its state.
+// resumeIn appends the resume record (the n-th) to op while it is
+// unfinished. A concurrent run may be moving it: the append bumps the
+// revision, so that run's next move is refused (ErrStateMoved) and it
+// reloads, as concurrent runs of one operation do. When op ended
+// meanwhile, it is returned as it is now, with nothing appended.
 func resumeIn(ctx context.Context, tx pgx.Tx, op *Operation, n int) (*Operation, error) {
 	moved, err := scanOperation(tx.QueryRow(ctx, `UPDATE keyledger.operations SET state = state
-		WHERE id = $1 AND revision = $2 RETURNING `+operationColumns, op.ID, op.Revision))
+		WHERE id = $1 AND state NOT IN ('completed', 'refused') RETURNING `+operationColumns, op.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		ended, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM keyledger.operations WHERE id = $1`, op.ID))
+		if err != nil {
+			return nil, wrap("reading the run", err)
+		}
+		return ended, nil
+	}
 	if err != nil {
 		return nil, wrap("resuming the run", err)
 	}
@@ -179,12 +190,16 @@ func resumeIn(ctx context.Context, tx pgx.Tx, op *Operation, n int) (*Operation,
 		Detail: map[string]any{"resume": n}}})
 }
 
-// closeRunIn ends the unfinished run op, refused with reason.
+// closeRunIn ends the unfinished run op, refused with reason (nothing to
+// do when it ended meanwhile).
 func closeRunIn(ctx context.Context, tx pgx.Tx, op *Operation, reason string) error {
-	_, err := tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'refused', outcome = 'refused', reason = $3
-		WHERE id = $1 AND revision = $2`, op.ID, op.Revision, reason)
+	tag, err := tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'refused', outcome = 'refused', reason = $2
+		WHERE id = $1 AND state NOT IN ('completed', 'refused')`, op.ID, reason)
 	if err != nil {
 		return wrap("closing the run", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
 	}
 	return insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordRefusal, Step: StepCloseRun, Reason: reason,
 		Detail: map[string]any{"outcome": "refused", "reason": reason}}})
