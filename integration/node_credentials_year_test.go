@@ -19,7 +19,7 @@ func (ne *nodeEnv) syncExpectingFailure(dir, owner string) (codes []int32, logs 
 	ne.t.Helper()
 	r := ne.keyledger([]string{"apply-hook", dir, "--timeout", "4m"})
 	require.NotEqual(ne.t, 0, r.Code, "the sync fails: %s %s", r.Stdout, r.Stderr)
-	require.Contains(ne.t, r.Stdout, "hook-job-failed", "%s %s\n%s", r.Stdout, r.Stderr, ne.hookPodLogs())
+	require.Contains(ne.t, r.Stdout+r.Stderr, "hook-job-failed", "%s %s\n%s", r.Stdout, r.Stderr, ne.hookPodLogs())
 	pods, err := ne.kube.Client().CoreV1().Pods(ne.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "keyledger.dev/owner=" + owner})
 	require.NoError(ne.t, err)
 	for i := range pods.Items {

@@ -124,8 +124,7 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 				e.k.mu.Lock()
 				e.k.stamp(e.k.secrets[secretApp]) // a new resourceVersion
 				e.k.mu.Unlock()
-				r = e.run()
-				require.Equal(t, "refused/"+ReasonServerStillRefuses, r.ending())
+				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
 			}},
 		{name: "the controller's revision changed since the restart: one more restart", spec: withServers, setup: refusesForever,
@@ -133,7 +132,7 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 				e.k.mu.Lock()
 				e.k.pods[podApp].Labels["controller-revision-hash"] = "shop-app-2"
 				e.k.mu.Unlock()
-				r = e.run()
+				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
 			}},
 		{name: "the pod's spec changed since the restart: one more restart", spec: withServers, setup: refusesForever,
@@ -141,7 +140,7 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 				e.k.mu.Lock()
 				e.k.pods[podApp].Spec.Containers[0].Image = "server:2"
 				e.k.mu.Unlock()
-				r = e.run()
+				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
 			}},
 		{name: "the delete names its cause", spec: withServers, setup: refusesForever,

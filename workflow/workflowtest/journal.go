@@ -195,8 +195,7 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 	next := int64(1)
 	detail := map[string]any{}
 	if latest := j.latestRun(p.MutationID); latest != nil {
-		switch {
-		case latest.op.Kind != p.Kind || latest.op.Namespace != p.Namespace || latest.op.Name != p.Name:
+		if latest.op.Kind != p.Kind || latest.op.Namespace != p.Namespace || latest.op.Name != p.Name {
 			return nil, false, store.ErrDigestMismatch
 		}
 		if _, n, ok := store.SplitRunID(latest.op.MutationID); ok && latest.op.MutationID != p.MutationID {
