@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,19 +33,40 @@ func TestBenchPlanSyncs(t *testing.T) {
 		wall time.Duration
 		txs  float64
 	}
-	sync := func(mutation string, n int) []syncRun {
+	once := func(mutation string) syncRun {
 		t.Helper()
 		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
+		start := time.Now()
+		r := e.keyledger([]string{"run", path}, runner, release)
+		wall := time.Since(start)
+		require.Equal(t, 0, r.Code, "sync of %s: stdout %s stderr %s", mutation, r.Stdout, r.Stderr)
+		txs, _ := runSummary(t, r)["pg_transactions"].(float64)
+		return syncRun{wall: wall, txs: txs}
+	}
+	sync := func(mutation string, n int) []syncRun {
+		t.Helper()
 		out := make([]syncRun, 0, n)
-		for i := range n {
-			start := time.Now()
-			r := e.keyledger([]string{"run", path}, runner, release)
-			wall := time.Since(start)
-			require.Equal(t, 0, r.Code, "sync %d: stdout %s stderr %s", i+1, r.Stdout, r.Stderr)
-			txs, _ := runSummary(t, r)["pg_transactions"].(float64)
-			out = append(out, syncRun{wall: wall, txs: txs})
+		for range n {
+			out = append(out, once(mutation))
 		}
 		return out
+	}
+	operator := connect(t, e.journal.OperatorURL)
+	// The journal's own cost of a sync's run lookup: shared buffers the
+	// newest-run query touches, as the run's role (deterministic, unlike
+	// wall time on a shared machine).
+	lookupBuffers := func(plan string) string {
+		t.Helper()
+		// Twice: the first query of a session also reads the catalog
+		// (the owner check of the policies), which is not the lookup's.
+		explainText(t, operator, store.ReaderSQL()["latest-run"], plan)
+		plan = explainText(t, operator, store.ReaderSQL()["latest-run"], plan)
+		for _, line := range strings.Split(plan, "\n") {
+			if l := strings.TrimSpace(line); strings.HasPrefix(l, "Buffers:") {
+				return strings.TrimPrefix(l, "Buffers: ")
+			}
+		}
+		return "?"
 	}
 	owner, err := store.Open(t.Context(), e.journal.OwnerURL)
 	require.NoError(t, err)
@@ -75,6 +97,15 @@ func TestBenchPlanSyncs(t *testing.T) {
 	}
 	w10, t10 := window(6, 15)
 	wN, tN := window(syncs-9, syncs)
+	buffersN := lookupBuffers("mut-sync")
+	// The same moment's control: 10 syncs of the long plan interleaved
+	// with the first 10 of a fresh plan (same journal, same machine load).
+	var again, fresh []time.Duration
+	for range 10 {
+		again = append(again, once("mut-sync").wall)
+		fresh = append(fresh, once("mut-sync-fresh").wall)
+	}
+	buffersFresh := lookupBuffers("mut-sync-fresh")
 	lo, lr, lb := size("mut-sync")
 	start := time.Now()
 	res, err := owner.Prune(t.Context(), 0)
@@ -86,6 +117,9 @@ func TestBenchPlanSyncs(t *testing.T) {
 	benchLine("plan-syncs sync_10th wall_median=%s pg_transactions=%.0f (syncs 6-15)", ms(w10), t10)
 	benchLine("plan-syncs sync_%dth wall_median=%s pg_transactions=%.0f (syncs %d-%d)", syncs, ms(wN), tN, syncs-9, syncs)
 	benchLine("plan-syncs ratio %dth/10th=%.2f", syncs, float64(wN)/float64(w10))
+	benchLine("plan-syncs interleaved: sync_%d+ wall_median=%s, fresh plan sync_1-10 wall_median=%s, ratio=%.2f",
+		syncs+1, ms(median(again)), ms(median(fresh)), float64(median(again))/float64(median(fresh)))
+	benchLine("plan-syncs newest-run lookup buffers: %d runs %q, 10 runs %q", syncs+10, buffersN, buffersFresh)
 	benchLine("plan-syncs journal before prune: operations=%d records=%d bytes=%d", lo, lr, lb)
 	benchLine("plan-syncs prune removed operations=%d records=%d wall=%s", res.Operations, res.Records, ms(pruneWall))
 	benchLine("plan-syncs journal after prune: %d syncs operations=%d records=%d bytes=%d; 100 syncs operations=%d records=%d bytes=%d",

@@ -206,6 +206,13 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	require.Equal(t, "done once", (&workflow.Run{Op: again, Records: records}).Ending()["note"])
 	_, _, err = j.role.Prepare(ctx, toyPreparation("shot-1", 12))
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
+
+	// migrate down keeps the prune events unless told to destroy them.
+	r = e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stderr, "migration 6 down would drop keyledger.prune_events, which holds 2 prune events")
+	require.Contains(t, r.Stderr, "[journal-not-empty, exit 64]")
+	require.Equal(t, 2, countRows(t, j.ownerConn, `SELECT count(*) FROM keyledger.prune_events`))
 }
 
 // After a prune, a plan's journal holds the same rows whether it ran 3 or

@@ -93,7 +93,9 @@ func TestBenchVersionedMemory(t *testing.T) {
 	e := setup(t)
 	bin := withBinary(releaseBinary(t))
 	as := e.asWriter("mem")
-	data := func(i int) map[string][]byte { return map[string][]byte{"password": []byte(fmt.Sprintf("mem-%04d", i))} }
+	data := func(i int) map[string][]byte {
+		return map[string][]byte{"password": []byte(fmt.Sprintf("mem-%04d", i))}
+	}
 	e.createSecret(plainSecret("mem", data(0)))
 	update := func(i int) int64 {
 		t.Helper()
