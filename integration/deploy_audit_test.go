@@ -285,7 +285,7 @@ func numbersFor(j batchv1.Job) jobNumbers {
 	switch j.Spec.Template.Labels["app.kubernetes.io/component"] {
 	case controlComponent:
 		return jobNumbers{deadline: controlDeadline, backoff: adrBackoffLimit}
-	case "migrate":
+	case "migrate", "grant": // the journal's schema-owner Jobs: PostgreSQL only
 		return jobNumbers{deadline: adrDeadline, backoff: adrBackoffLimit}
 	default: // retire, versioned: they call the API server
 		return jobNumbers{deadline: adrDeadline, backoff: adrBackoffLimit, token: true}
@@ -486,7 +486,7 @@ func TestIntegrationDeployAudit(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{"retire", "versioned", controlComponent, "migrate"} {
+	for _, c := range []string{"retire", "versioned", controlComponent, "migrate", "grant"} {
 		require.True(t, components[c], "no %s Job was audited (got %v)", c, components)
 	}
 	require.Empty(t, audit(renderPrivate(t, validPrivateOverlay())), "private overlay")

@@ -440,3 +440,36 @@ func TestIntegrationDeployTenancyAccessReview(t *testing.T) {
 	require.Eventually(t, func() bool { return canAccess(ctx, t, c, leak, "get", journalNamespace, "keyledger-journal-app") },
 		10*time.Second, 100*time.Millisecond, "the review sees a Role of the journal's namespace")
 }
+
+// The private journal overlay of deploy/README.md with a second served
+// namespace's role added by the README's patch renders, and CloudNativePG's
+// CRD accepts the Cluster with both roles (a server-side dry run).
+func TestIntegrationDeployJournalRolePatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.applier()
+	e.installCNPGClusterCRD(a)
+	e.ensureJournalNamespace(a)
+	fsys := deployFS(t)
+	require.NoError(t, fsys.WriteFile("/my-journal/kustomization.yaml", []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../deploy/journal
+patches:
+- target:
+    kind: Cluster
+    name: keyledger-journal
+  patch: |-
+    - op: add
+      path: /spec/managed/roles/-
+      value: {name: keyledger_team_b, ensure: present, login: true, superuser: false, createrole: false,
+              createdb: false, replication: false, bypassrls: false, inherit: false,
+              connectionLimit: 16, passwordSecret: {name: keyledger-role-team-b}}
+`)))
+	cluster := find(t, render(t, fsys, "/my-journal"), "Cluster", "keyledger-journal")
+	roles, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "managed", "roles")
+	require.Len(t, roles, 2)
+	require.Equal(t, journalRole("team-b"), roles[1].(map[string]any)["name"])
+	_, err := a.apply(t.Context(), cluster, e.ns, true)
+	require.NoError(t, err, "the CRD accepts the Cluster with the added role")
+}

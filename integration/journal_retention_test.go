@@ -338,6 +338,7 @@ func TestIntegrationJournalReadersUseIndexes(t *testing.T) {
 		"latest-run":   {"bulk-7"},
 		"runs-page":    {"bulk-7", "", 11},
 		"step-records": {toyNamespace, "name-7", "create-snapshot", "uid-1"},
+		"runs-record":  {"bulk-7", "observation", "create-snapshot", "secret/x", "", ""},
 	}
 	plans := map[string]string{}
 	for name, args := range explainArgs {
@@ -352,6 +353,7 @@ func TestIntegrationJournalReadersUseIndexes(t *testing.T) {
 	// can be one.
 	require.Contains(t, plans["latest-run"], `"Index Cond":"(run_series = 'bulk-7'::text)"`)
 	require.Contains(t, plans["runs-page"], `"Index Cond":"(run_series = 'bulk-7'::text)"`)
+	require.Contains(t, plans["runs-record"], `"Index Cond":"(run_series = 'bulk-7'::text)"`)
 	require.Contains(t, plans["step-records"], `"Index Cond":"((target_namespace = 'ns'::text) AND (target_name = 'name-7'::text))"`)
 	require.Contains(t, plans["step-records"], `"Index Name":"operations_target"`)
 	require.Regexp(t, `"Index Name":"records_operation_step"|"Index Name":"records_one_call_per_attempt"`, plans["step-records"])

@@ -48,7 +48,7 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	if o.Wrap != nil {
 		cfg.Wrap(o.Wrap)
 	}
-	if err := own(cfg); err != nil {
+	if err := own(cfg, true); err != nil {
 		Scrub(cfg)
 		return nil, fmt.Errorf("loading cluster configuration: %w", err)
 	}
@@ -115,7 +115,7 @@ func (c *clients) NetworkingV1() typednetworkingv1.NetworkingV1Interface {
 // credentials move into the transport keyledger owns (see Scrub), if
 // LoadConfig has not moved them already.
 func NewClient(cfg *rest.Config) (Interface, error) {
-	if err := own(cfg); err != nil {
+	if err := own(cfg, false); err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -147,7 +147,7 @@ func NewClient(cfg *rest.Config) (Interface, error) {
 // NewDynamic builds a dynamic client for cfg whose mutating requests are
 // never re-sent by client-go (see NoRetry).
 func NewDynamic(cfg *rest.Config) (*dynamic.DynamicClient, error) {
-	if err := own(cfg); err != nil {
+	if err := own(cfg, false); err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
 	config := dynamic.ConfigFor(cfg)
@@ -202,7 +202,7 @@ func Scrub(cfg *rest.Config) {
 	if t, ok := cfg.Transport.(*ownedTransport); ok {
 		t.clear()
 	}
-	clearCredentials(cfg)
+	clearCredentials(cfg, true)
 }
 
 func zero(b []byte) {

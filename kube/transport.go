@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
@@ -126,7 +127,14 @@ func (t *ownedTransport) clear() {
 // cfg) sends through the one transport, which adds them. An exec plugin or
 // an auth provider is refused: the credentials it caches inside client-go
 // cannot be cleared at exit.
-func own(cfg *rest.Config) error {
+//
+// zeroSource says whether cfg's credential bytes are keyledger's alone
+// (LoadConfig built cfg from the kubeconfig): then they are zeroed where
+// they lie. A config handed to NewClient or NewDynamic by a caller may share
+// its byte slices with the caller's other copies (rest.CopyConfig shares
+// them), so it is only emptied: its fields stop referring to a credential,
+// and the caller's own copies are left as they are.
+func own(cfg *rest.Config, zeroSource bool) error {
 	if _, ok := cfg.Transport.(*ownedTransport); ok {
 		return nil
 	}
@@ -191,7 +199,7 @@ func own(cfg *rest.Config) error {
 	})
 	// Nothing in cfg refers to a credential any more; what stays is the
 	// address, the impersonation settings and the wrappers.
-	clearCredentials(cfg)
+	clearCredentials(cfg, zeroSource)
 	cfg.TLSClientConfig = rest.TLSClientConfig{}
 	cfg.Dial, cfg.Proxy = nil, nil
 	cfg.Transport = t
@@ -201,7 +209,7 @@ func own(cfg *rest.Config) error {
 // certAndKey returns the client certificate and key cfg names (inline or
 // from files), or none.
 func certAndKey(cfg *rest.Config) (certData, keyData []byte, err error) {
-	certData, keyData = cfg.CertData, cfg.KeyData
+	certData, keyData = bytes.Clone(cfg.CertData), bytes.Clone(cfg.KeyData)
 	if len(certData) == 0 && cfg.CertFile != "" {
 		if certData, err = os.ReadFile(cfg.CertFile); err != nil {
 			return nil, nil, fmt.Errorf("%w: the client certificate file could not be read", ErrConfig)
@@ -215,16 +223,19 @@ func certAndKey(cfg *rest.Config) (certData, keyData []byte, err error) {
 	return certData, keyData, nil
 }
 
-// clearCredentials zeroes and drops every credential field of cfg.
-func clearCredentials(cfg *rest.Config) {
+// clearCredentials drops every credential field of cfg, zeroing the
+// certificate and key bytes first when zeroSource is set (see own).
+func clearCredentials(cfg *rest.Config, zeroSource bool) {
 	cfg.BearerToken = ""
 	cfg.BearerTokenFile = ""
 	cfg.Username, cfg.Password = "", ""
 	cfg.ExecProvider = nil
 	cfg.AuthProvider = nil
 	cfg.AuthConfigPersister = nil
-	zero(cfg.TLSClientConfig.CertData)
-	zero(cfg.TLSClientConfig.KeyData)
+	if zeroSource {
+		zero(cfg.TLSClientConfig.CertData)
+		zero(cfg.TLSClientConfig.KeyData)
+	}
 	cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = nil, nil
 	cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
 }

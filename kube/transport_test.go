@@ -218,3 +218,27 @@ func (w *walker) walk(v reflect.Value, depth int) {
 		}
 	}
 }
+
+// A configuration handed to NewClient or NewDynamic may share its
+// certificate and key bytes with the caller's other copies (rest.CopyConfig
+// shares them): building a client empties the copy it was given and leaves
+// every other copy able to build clients again. (The integration harness
+// hands each test a copy of one admin configuration; zeroing the shared key
+// in place broke every test after the first client was built.)
+func TestNewClientLeavesTheCallersCopiesIntact(t *testing.T) {
+	t.Parallel()
+	certPEM, keyPEM, _ := clientCertificate(t)
+	original := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{
+		Insecure: true, CertData: certPEM, KeyData: keyPEM}}
+	want := bytes.Clone(keyPEM)
+	for range 2 {
+		c := rest.CopyConfig(original)
+		_, err := NewClient(c)
+		require.NoError(t, err)
+		require.Nil(t, c.KeyData, "the copy given to NewClient refers to no key any more")
+		d := rest.CopyConfig(original)
+		_, err = NewDynamic(d)
+		require.NoError(t, err)
+		require.Equal(t, want, original.KeyData, "the caller's own copy is left as it was")
+	}
+}

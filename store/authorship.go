@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"regexp"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -31,21 +30,16 @@ type RunRecord struct {
 // FindInRuns returns the newest record matching p in any run of p.Command,
 // nil when there is none. It answers one question ("did any run of this
 // plan journal this?") with at most one row, whatever the number of runs:
-// the runs are found through the mutation ID pattern index
-// (migration 3) and each run's calls through its per-attempt call index.
+// the runs are found through the run-series index (migration 6: a plain
+// equality, which row-level security lets become an index condition, where
+// the pattern match of migration 3 scanned every operation) and each run's
+// records through the (operation, step) index.
 // The credentials family proves from it that a Secret carries the nonce of
 // a create some run of its plan journaled, or that an earlier run adopted
 // the Secret of that UID.
 func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, error) {
-	pattern := "^" + regexp.QuoteMeta(p.Command) + regexp.QuoteMeta(RunSuffix) + "[1-9][0-9]{0,9}$"
 	var found RunRecord
-	row := s.pool.QueryRow(ctx, `
-		SELECT (SELECT o.mutation_id FROM keyledger.operations o WHERE o.id = r.operation_id), `+recordColumns+`
-		FROM keyledger.records r
-		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.mutation_id = $1 OR o.mutation_id ~ $2)
-		  AND r.kind = $3::keyledger.record_kind AND r.step = $4 AND r.target = $5
-		  AND ($6 = '' OR r.uid = $6) AND ($7 = '' OR r.digest = $7)
-		ORDER BY r.id DESC LIMIT 1`, p.Command, pattern, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
+	row := s.pool.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
 	r, err := scanRecord(row, &found.Run)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -56,3 +50,13 @@ func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, 
 	found.Record = r
 	return &found, nil
 }
+
+// findInRunsQuery is FindInRuns' SQL: $1 the command, $2 to $6 the
+// record's kind, step, target, UID and digest (” for any).
+const findInRunsQuery = `
+		SELECT (SELECT o.mutation_id FROM keyledger.operations o WHERE o.id = r.operation_id), ` + recordColumns + `
+		FROM keyledger.records r
+		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.mutation_id = $1 OR o.` + runSeries + ` = $1)
+		  AND r.kind = $2::keyledger.record_kind AND r.step = $3 AND r.target = $4
+		  AND ($5 = '' OR r.uid = $5) AND ($6 = '' OR r.digest = $6)
+		ORDER BY r.id DESC LIMIT 1`

@@ -9,5 +9,6 @@ func ReaderSQL() map[string]string {
 		"latest-run":   latestRunQuery,
 		"runs-page":    runsPageQuery,
 		"step-records": stepRecordsQuery,
+		"runs-record":  findInRunsQuery,
 	}
 }

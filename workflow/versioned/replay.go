@@ -212,6 +212,11 @@ func (f *family) confirmDelete(ctx context.Context, run *workflow.Run) (*workflo
 		return nil, nil
 	}
 	metas, err := f.api.ListClaims(ctx, claimant(types.UID(uid)), MaxHistoryClaims)
+	if tooMany := (*kube.TooManyClaimsError)(nil); errors.As(err, &tooMany) {
+		// More Secrets claim the deleted UID than a run reads: whatever
+		// they are, the journal's "history removed" is not confirmed.
+		return contradiction(ReasonReplaySnapshotPresent, (&historyTooLarge{count: tooMany.Count, max: tooMany.Max}).Error())
+	}
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
