@@ -187,8 +187,9 @@ func TestIntegrationCredentialsConcurrentRuns(t *testing.T) {
 	require.Equal(t, len(names), created, "the journal says each Secret was created once")
 }
 
-// The same mutationId with another plan is refused, however many runs the
-// first plan had; nothing is written.
+// The same mutationId with another plan of the same owner is that plan's
+// next version (run 3 creates what it adds); with another owner it is
+// refused, however many runs the first plan had, and nothing is written.
 func TestIntegrationCredentialsMutationIDReused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -199,11 +200,17 @@ func TestIntegrationCredentialsMutationIDReused(t *testing.T) {
 		r := e.keyledger([]string{"run", path}, as)
 		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	}
-	other := credentialPlan(e.ns, "mut-reused", []planSecret{standardSecret("reused-a"), standardSecret("reused-b")})
-	r := e.keyledger([]string{"run", e.writeCommand("other.json", other)}, e.asCredentialRunner(other))
+	next := credentialPlan(e.ns, "mut-reused", []planSecret{standardSecret("reused-a"), standardSecret("reused-b")})
+	r := e.keyledger([]string{"run", e.writeCommand("next.json", next)}, e.asCredentialRunner(next))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, "mut-reused:run-3", outcome(t, r)["run"], "the plan's next version")
+	e.getSecret("reused-b")
+
+	other := credentialPlan(e.ns, "mut-reused", []planSecret{standardSecret("reused-c")}, func(spec map[string]any) { spec["owner"] = "another-owner" })
+	r = e.keyledger([]string{"run", e.writeCommand("other.json", other)}, e.asCredentialRunner(other))
 	require.Equal(t, 2, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Equal(t, "mutation-id-reused", outcome(t, r)["reason"])
-	_, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(t.Context(), "reused-b", metav1.GetOptions{})
+	_, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(t.Context(), "reused-c", metav1.GetOptions{})
 	require.Error(t, err, "nothing written")
-	require.Len(t, e.runsOf("mut-reused"), 2, "no run journaled for the other plan")
+	require.Len(t, e.runsOf("mut-reused"), 3, "no run journaled for the other owner")
 }

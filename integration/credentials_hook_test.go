@@ -125,7 +125,7 @@ func TestIntegrationCredentialsRenderDefaultImage(t *testing.T) {
 	dir := filepath.Join(e.dir, "hook")
 	r := e.keyledger([]string{"render", "credentials", "--plan", e.writeCommand("plan.json", plan), "--out-dir", dir})
 	require.Equal(t, 0, r.Code, r.Stderr)
-	b, err := os.ReadFile(filepath.Join(dir, "5-job.yaml"))
+	b, err := os.ReadFile(filepath.Join(dir, "6-job.yaml"))
 	require.NoError(t, err)
 	var job batchv1.Job
 	require.NoError(t, yaml.UnmarshalStrict(b, &job))
@@ -150,7 +150,7 @@ func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 	dir := filepath.Join(e.dir, "hook")
 	r := e.keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
 	require.Equal(t, 0, r.Code, r.Stderr)
-	b, err := os.ReadFile(filepath.Join(dir, "5-job.yaml"))
+	b, err := os.ReadFile(filepath.Join(dir, "6-job.yaml"))
 	require.NoError(t, err)
 	var job batchv1.Job
 	require.NoError(t, yaml.UnmarshalStrict(b, &job))

@@ -30,8 +30,8 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.Equal(t, "CredentialPlan", out["kind"])
 	require.Equal(t, map[string]any{"planned": 3.0, "created": 3.0, "patched": 0.0, "existing": 0.0, "unchanged": 0.0, "unproven": 0.0}, out["secrets"])
 	require.Equal(t, "mut-fresh:run-1", out["run"])
-	require.Equal(t, 3, apiRequests(t, r)["POST secrets"], "one request per absent Secret")
-	require.Zero(t, apiRequests(t, r)["GET secrets"])
+	require.Equal(t, 3, apiRequests(t, r)["POST secrets"], "one create per absent Secret")
+	require.Equal(t, 3, apiRequests(t, r)["GET secrets"], "each read (absent) before it is created")
 
 	before := map[string]*corev1.Secret{}
 	for _, n := range names {
@@ -66,8 +66,8 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh:run-1"), values)
 
 	// The same plan again: a plan is desired state, so this is run 2, a new
-	// operation that reads the cluster again (a POST answering 409 and a GET
-	// per Secret) and writes nothing.
+	// operation that reads the cluster again (a GET per Secret, never a POST)
+	// and writes nothing.
 	r = e.keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, r.Stderr)
 	out = outcome(t, r)
@@ -77,6 +77,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0, "unproven": 0.0}, out["secrets"],
 		"what run 1 created is proven keyledger's on run 2")
 	require.Zero(t, apiRequests(t, r)["PATCH secrets"])
+	require.Zero(t, apiRequests(t, r)["POST secrets"], "no password travels")
 	for _, n := range names {
 		require.Equal(t, before[n].ResourceVersion, e.getSecret(n).ResourceVersion, "%s not written by run 2", n)
 	}
@@ -95,20 +96,21 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	for n := 1; n <= 3; n++ {
 		mutation := fmt.Sprintf("mut-fresh:run-%d", n)
 		_, records := e.journalOf(mutation)
-		resolutions := recordsOf(records, store.RecordResolution, "create-secret")
 		if n > 1 {
-			require.Len(t, resolutions, 3, "%s: every create answered 409 and was resolved", mutation)
-		}
-		for _, res := range resolutions {
-			require.Equal(t, false, res.Detail["lookAlike"], "%s %s", mutation, res.Target)
-			require.Equal(t, "proven", res.Detail["authorship"], "%s %s", mutation, res.Target)
-			require.Equal(t, "mut-fresh:run-1", res.Detail["by"], "%s %s: the run whose create it carries", mutation, res.Target)
+			reads := recordsOf(records, store.RecordObservation, "read-secrets")
+			require.Len(t, reads, 1, "%s: every Secret read and found complete, in one record", mutation)
+			for _, name := range names {
+				entry := reads[0].Detail["complete"].(map[string]any)[name].(map[string]any)
+				require.Equal(t, "proven", entry["authorship"], "%s %s", mutation, name)
+				require.Equal(t, "mut-fresh:run-1", entry["by"], "%s %s: the run whose create it carries", mutation, name)
+				require.Nil(t, entry["lookAlike"])
+			}
 		}
 		require.NotContains(t, e.journalText(mutation), `"lookAlike":true`, mutation)
 	}
 
-	// Forced second run (a new mutation of the same plan): a POST that
-	// answers 409 and a GET per Secret, no write, every value unchanged.
+	// Forced second run (a new mutation of the same plan): a GET per
+	// Secret, no POST, no write, every value unchanged.
 	plan2 := credentialPlan(e.ns, "mut-fresh-2", secrets)
 	r = e.keyledger([]string{"run", e.writeCommand("plan2.json", plan2)}, as)
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
@@ -117,7 +119,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0, "unproven": 3.0}, out["secrets"],
 		"another plan's creates prove nothing for this one")
 	reqs := apiRequests(t, r)
-	require.Equal(t, 3, reqs["POST secrets"])
+	require.Zero(t, reqs["POST secrets"])
 	require.Equal(t, 3, reqs["GET secrets"])
 	require.Zero(t, reqs["PATCH secrets"])
 	for _, n := range names {
@@ -127,16 +129,13 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 		require.Equal(t, "mut-fresh:run-1", after.Annotations["keyledger.dev/created-by-mutation"], "the creator stays named")
 	}
 	_, records = e.journalOf("mut-fresh-2:run-1")
-	results := recordsOf(records, store.RecordAuthorityResult, "create-secret")
-	require.Len(t, results, 3)
-	for _, res := range results {
-		require.Equal(t, "already-exists", res.Reason)
-		require.EqualValues(t, 409, res.Detail["code"])
-	}
-	for _, res := range recordsOf(records, store.RecordResolution, "create-secret") {
-		require.Equal(t, "kept-existing", res.Reason)
-		require.Equal(t, "unproven", res.Detail["authorship"], "no run of this plan created it")
-		require.Equal(t, true, res.Detail["lookAlike"], "it carries keyledger's annotations, proven for no run of this plan")
+	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), "nothing POSTed")
+	reads := recordsOf(records, store.RecordObservation, "read-secrets")
+	require.Len(t, reads, 1)
+	for _, name := range names {
+		entry := reads[0].Detail["complete"].(map[string]any)[name].(map[string]any)
+		require.Equal(t, "unproven", entry["authorship"], "no run of this plan created it")
+		require.Equal(t, true, entry["lookAlike"], "it carries keyledger's annotations, proven for no run of this plan")
 	}
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh-2:run-1"), values)
 }
@@ -193,7 +192,7 @@ func TestIntegrationCredentialsCrashAtEveryTransition(t *testing.T) {
 		{"kept-after-second-call", []string{"after-call#2"}, true}, // the creates go out as one batch; the patch is the second call
 		{"after-complete", []string{"after-complete"}, false},
 		{"after-send-then-resolve", []string{"after-send", "after-resolve"}, false},
-		{"kept-after-resolve", []string{"after-resolve"}, true},
+		{"kept-after-patch-answer", []string{"after-answer"}, true}, // the Secret found in place is patched first, never POSTed
 		{"kept-after-patch-send", []string{"after-send#2"}, true},
 	}
 	for i, tc := range cases {

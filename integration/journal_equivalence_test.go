@@ -187,6 +187,12 @@ func (d *journalDriver) runs(id string) journalAnswer {
 }
 
 // eqPrep is a journal-only operation on ns/name; n makes its digest.
+// bounded allows a run one resume.
+func bounded(p store.PrepareParams) store.PrepareParams {
+	p.Bound = store.RunBound{MaxResumes: 1}
+	return p
+}
+
 func eqPrep(mutation, name string, n int) store.PrepareParams {
 	p := toyPreparation(mutation, n)
 	p.Name = name
@@ -338,10 +344,10 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		{"run 1", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("plan", "name", 5)) }},
 		{"run 1 resumed", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("plan", "name", 5)) }},
 		{"run 1 refused", func(d *journalDriver) journalAnswer {
-			return d.move("plan:run-1", final(tp(pr, rf, 0, refusal), "refused", "key-active"))
+			return d.move("plan:run-1", final(tp(pr, rf, 1, refusal), "refused", "key-active")) // the resume moved the revision
 		}},
 		{"run 2", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("plan", "name", 5)) }},
-		{"run of another command", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("plan", "name", 6)) }},
+		{"run of another owner", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("plan", "other-name", 5)) }},
 		{"run with a mutation ID too long", func(d *journalDriver) journalAnswer {
 			return d.prepareRun(eqPrep(strings.Repeat("p", 120), "name", 5))
 		}},
@@ -368,9 +374,18 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		{"an older keyledger's operation, unfinished", func(d *journalDriver) journalAnswer { return d.prepare(eqPrep("legacy", "name", 7)) }},
 		{"resumed as run 0", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("legacy", "name", 7)) }},
 		{"run 0 completed", func(d *journalDriver) journalAnswer {
-			return d.move("legacy", final(tp(pr, co, 0, completion), "existing", ""))
+			return d.move("legacy", final(tp(pr, co, 1, completion), "existing", "")) // the resume moved the revision
 		}},
 		{"then run 1", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("legacy", "name", 7)) }},
+		{"the plan's next version closes unfinished run 1", func(d *journalDriver) journalAnswer {
+			return d.prepareRun(eqPrep("legacy", "name", 11))
+		}},
+		{"run 1 superseded", func(d *journalDriver) journalAnswer { return d.snapshot("legacy:run-1") }},
+		{"run 2 names what it supersedes", func(d *journalDriver) journalAnswer { return d.snapshot("legacy:run-2") }},
+		{"a bounded run", func(d *journalDriver) journalAnswer { return d.prepareRun(bounded(eqPrep("bounded", "name", 12))) }},
+		{"resumed once", func(d *journalDriver) journalAnswer { return d.prepareRun(bounded(eqPrep("bounded", "name", 12))) }},
+		{"past the bound: closed, run 2", func(d *journalDriver) journalAnswer { return d.prepareRun(bounded(eqPrep("bounded", "name", 12))) }},
+		{"run 1 closed", func(d *journalDriver) journalAnswer { return d.snapshot("bounded:run-1") }},
 
 		{"snapshot calls of uid-1 elsewhere", func(d *journalDriver) journalAnswer {
 			d.prepare(eqPrep("s1", "name", 8))
@@ -415,7 +430,7 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		"bad status": "sqlstate 23514", "bad digest": "sqlstate 23514", "not a record kind": "sqlstate 22P02",
 		"a second preparation": "sqlstate 23505", "a NUL in a step": "sqlstate 22021", "a NUL in a detail": "sqlstate 22P05",
 		"a detail one byte too large": "sqlstate 23514", "append after final": "sqlstate 42501",
-		"move after final": "sqlstate 42501", "snapshot of nothing": "not-found", "run of another command": "digest-mismatch",
+		"move after final": "sqlstate 42501", "snapshot of nothing": "not-found", "run of another owner": "digest-mismatch",
 		"run with a mutation ID too long": "local",
 	}
 	for _, s := range script {

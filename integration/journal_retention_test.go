@@ -207,7 +207,10 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	_, _, err = j.role.Prepare(ctx, toyPreparation("shot-1", 12))
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
 
-	// migrate down keeps the prune events unless told to destroy them.
+	// migrate down keeps the prune events unless told to destroy them
+	// (migration 7, the run numbers, goes down first without the flag).
+	r = e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 6, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "migration 6 down would drop keyledger.prune_events, which holds 2 prune events")

@@ -229,6 +229,10 @@ func (ne *nodeEnv) podUIDs(name string) (stop func() []string) {
 func TestIntegrationNodeIncident316(t *testing.T) {
 	ne := setupNode(t)
 	ne.joinJournal()
+	// The hook's pods are fenced (deploy/credentials for DNS, the journal
+	// and the API server; the hook's own NetworkPolicy for the servers).
+	apiIP, apiPort := ne.apiEndpoint()
+	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
 	ne.serversImage()
 	c := ne.kube.Client()
 	passwordA, passwordB := []byte(randomHexT(t)), []byte(randomHexT(t))

@@ -155,9 +155,9 @@ func TestIntegrationPlanCredentials(t *testing.T) {
 	require.Equal(t, "mut-plan-creds:run-1", p.Operation, "a credential plan's first run")
 	require.Equal(t, []string{"ADDED secret/shop-a", "MODIFIED secret/shop-b"}, p.planned())
 	require.Equal(t, "completed", p.Outcome)
-	require.Len(t, p.Calls, 3, "create A; create B, which answers 409; patch B")
-	require.Equal(t, "already-exists", p.Calls[1].Answer)
-	require.Equal(t, []int{1, 1, 2}, []int{p.Calls[0].Batch, p.Calls[1].Batch, p.Calls[2].Batch}, "the creates go out as one batch")
+	require.Len(t, p.Calls, 2, "create A; patch B, read in place and never POSTed")
+	require.Equal(t, []string{"create", "patch"}, []string{p.Calls[0].Verb, p.Calls[1].Verb})
+	require.Equal(t, []int{1, 2}, []int{p.Calls[0].Batch, p.Calls[1].Batch})
 	for _, c := range p.Calls {
 		require.False(t, c.Final, "a credential plan has no final call: %s", c.Step)
 	}

@@ -49,10 +49,7 @@ func TestIntegrationCredentialsPlantedSecretUnproven(t *testing.T) {
 	require.Equal(t, known, e.getSecret(name).Data["password"], "the planted Secret is kept")
 
 	_, records := e.journalOf("mut-planted:run-1")
-	res := recordsOf(records, store.RecordResolution, "create-secret")
-	require.Len(t, res, 1)
-	require.Equal(t, "kept-existing", res[0].Reason)
-	require.Equal(t, "unproven", res[0].Detail["authorship"])
+	require.Equal(t, "unproven", readOf(t, records, name)["authorship"])
 	deletes := recordsOf(records, store.RecordAuthorityCall, "delete-pod")
 	require.Len(t, deletes, 1, "restarted once")
 	require.Equal(t, string(first), deletes[0].UID)
@@ -123,9 +120,9 @@ func TestIntegrationCredentialsKeptIsNotApplied(t *testing.T) {
 	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
 	require.Equal(t, 2, r.Code, "%s %s", r.Stdout, r.Stderr)
 	out := outcome(t, r)
-	require.Equal(t, []any{}, out["applied"], "keyledger wrote nothing: %s", r.Stdout)
-	require.Equal(t, []any{"secret/" + kept}, out["kept"])
-	require.Equal(t, []any{"secret/" + rejected}, out["notApplied"])
+	require.Nil(t, out["applied"], "keyledger wrote nothing: %s", r.Stdout)
+	require.Nil(t, out["kept"], "the Secret found in place was never in a create: %s", r.Stdout)
+	require.Equal(t, rejected, out["secret"], "the refusal names the one create sent")
 
 	// A complete Secret held by a finalizer and being deleted is refused,
 	// as one lacking something is.

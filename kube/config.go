@@ -13,6 +13,7 @@ import (
 	typedauthorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typednetworkingv1 "k8s.io/client-go/kubernetes/typed/networking/v1"
 	typedrbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -119,6 +120,7 @@ type Interface interface {
 	AuthorizationV1() typedauthorizationv1.AuthorizationV1Interface
 	RbacV1() typedrbacv1.RbacV1Interface
 	BatchV1() typedbatchv1.BatchV1Interface
+	NetworkingV1() typednetworkingv1.NetworkingV1Interface
 }
 
 type clients struct {
@@ -126,6 +128,7 @@ type clients struct {
 	authz *typedauthorizationv1.AuthorizationV1Client
 	rbac  *typedrbacv1.RbacV1Client
 	batch *typedbatchv1.BatchV1Client
+	net   *typednetworkingv1.NetworkingV1Client
 }
 
 func (c *clients) CoreV1() typedcorev1.CoreV1Interface { return c.core }
@@ -134,6 +137,9 @@ func (c *clients) AuthorizationV1() typedauthorizationv1.AuthorizationV1Interfac
 }
 func (c *clients) RbacV1() typedrbacv1.RbacV1Interface    { return c.rbac }
 func (c *clients) BatchV1() typedbatchv1.BatchV1Interface { return c.batch }
+func (c *clients) NetworkingV1() typednetworkingv1.NetworkingV1Interface {
+	return c.net
+}
 
 // NewClient builds the clients for cfg, sharing one HTTP client. No
 // mutating request is ever re-sent by client-go (see NoRetry). cfg's
@@ -152,7 +158,9 @@ func NewClient(cfg *rest.Config) (Interface, error) {
 	if c.core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient); err == nil {
 		if c.authz, err = typedauthorizationv1.NewForConfigAndClient(cfg, httpClient); err == nil {
 			if c.rbac, err = typedrbacv1.NewForConfigAndClient(cfg, httpClient); err == nil {
-				c.batch, err = typedbatchv1.NewForConfigAndClient(cfg, httpClient)
+				if c.batch, err = typedbatchv1.NewForConfigAndClient(cfg, httpClient); err == nil {
+					c.net, err = typednetworkingv1.NewForConfigAndClient(cfg, httpClient)
+				}
 			}
 		}
 	}
@@ -163,6 +171,7 @@ func NewClient(cfg *rest.Config) (Interface, error) {
 	c.authz = typedauthorizationv1.New(NoRetry(c.authz.RESTClient()))
 	c.rbac = typedrbacv1.New(NoRetry(c.rbac.RESTClient()))
 	c.batch = typedbatchv1.New(NoRetry(c.batch.RESTClient()))
+	c.net = typednetworkingv1.New(NoRetry(c.net.RESTClient()))
 	return &c, nil
 }
 

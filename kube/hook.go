@@ -8,28 +8,33 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typednetworkingv1 "k8s.io/client-go/kubernetes/typed/networking/v1"
 	typedrbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
 
 	"github.com/keyledger/keyledger/poll"
 )
 
-// HookObjects are the five objects of a credentials hook (what `keyledger
+// HookObjects are the six objects of a credentials hook (what `keyledger
 // render credentials` writes), all in one namespace.
 type HookObjects struct {
 	ServiceAccount *corev1.ServiceAccount
 	Role           *rbacv1.Role
 	RoleBinding    *rbacv1.RoleBinding
 	ConfigMap      *corev1.ConfigMap
-	Job            *batchv1.Job
+	// NetworkPolicy fences the hook's pods to the plan's servers on their
+	// ports (beside deploy/credentials' DNS, journal and API server).
+	NetworkPolicy *networkingv1.NetworkPolicy
+	Job           *batchv1.Job
 }
 
-// InOrder returns the five objects in apply order.
+// InOrder returns the six objects in apply order.
 func (o *HookObjects) InOrder() []metav1.Object {
-	return []metav1.Object{o.ServiceAccount, o.Role, o.RoleBinding, o.ConfigMap, o.Job}
+	return []metav1.Object{o.ServiceAccount, o.Role, o.RoleBinding, o.ConfigMap, o.NetworkPolicy, o.Job}
 }
 
 // HookRef names a hook object for messages: "serviceaccount/NAME",
@@ -44,6 +49,8 @@ func HookRef(o metav1.Object) string {
 		return "rolebinding/" + o.GetName()
 	case *corev1.ConfigMap:
 		return "configmap/" + o.GetName()
+	case *networkingv1.NetworkPolicy:
+		return "networkpolicy/" + o.GetName()
 	case *batchv1.Job:
 		return "job/" + o.GetName()
 	}
@@ -55,7 +62,7 @@ const hookPoll = 250 * time.Millisecond
 
 // Hook is `keyledger apply-hook`'s whole view of the API server, in one
 // namespace: get, delete (background propagation) and create of
-// ServiceAccounts, Roles, RoleBindings, ConfigMaps and Jobs, as Argo CD runs
+// ServiceAccounts, Roles, RoleBindings, ConfigMaps, NetworkPolicies and Jobs, as Argo CD runs
 // PreSync hooks with the BeforeHookCreation policy. No update, patch, list or
 // watch exists here; an object of another kind or namespace is refused before
 // any request.
@@ -65,6 +72,7 @@ type Hook struct {
 	roles           typedrbacv1.RoleInterface
 	roleBindings    typedrbacv1.RoleBindingInterface
 	configMaps      typedcorev1.ConfigMapInterface
+	policies        typednetworkingv1.NetworkPolicyInterface
 	jobs            typedbatchv1.JobInterface
 }
 
@@ -76,6 +84,7 @@ func NewHook(client Interface, namespace string) *Hook {
 		roles:           client.RbacV1().Roles(namespace),
 		roleBindings:    client.RbacV1().RoleBindings(namespace),
 		configMaps:      client.CoreV1().ConfigMaps(namespace),
+		policies:        client.NetworkingV1().NetworkPolicies(namespace),
 		jobs:            client.BatchV1().Jobs(namespace),
 	}
 }
@@ -98,6 +107,8 @@ func (h *Hook) Delete(ctx context.Context, o metav1.Object) error {
 		err = h.roleBindings.Delete(ctx, o.GetName(), opts)
 	case *corev1.ConfigMap:
 		err = h.configMaps.Delete(ctx, o.GetName(), opts)
+	case *networkingv1.NetworkPolicy:
+		err = h.policies.Delete(ctx, o.GetName(), opts)
 	case *batchv1.Job:
 		err = h.jobs.Delete(ctx, o.GetName(), opts)
 	}
@@ -138,6 +149,8 @@ func (h *Hook) Create(ctx context.Context, o metav1.Object) error {
 		_, err = h.roleBindings.Create(ctx, x, metav1.CreateOptions{})
 	case *corev1.ConfigMap:
 		_, err = h.configMaps.Create(ctx, x, metav1.CreateOptions{})
+	case *networkingv1.NetworkPolicy:
+		_, err = h.policies.Create(ctx, x, metav1.CreateOptions{})
 	case *batchv1.Job:
 		_, err = h.jobs.Create(ctx, x, metav1.CreateOptions{})
 	}
@@ -174,7 +187,7 @@ func (h *Hook) WaitJob(ctx context.Context, name string) (failed bool, err error
 // handle.
 func (h *Hook) bound(o metav1.Object) error {
 	switch o.(type) {
-	case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding, *corev1.ConfigMap, *batchv1.Job:
+	case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding, *corev1.ConfigMap, *networkingv1.NetworkPolicy, *batchv1.Job:
 	default:
 		return fmt.Errorf("%T refused: not a hook object", o)
 	}
@@ -196,6 +209,8 @@ func (h *Hook) get(ctx context.Context, o metav1.Object) error {
 		_, err = h.roleBindings.Get(ctx, o.GetName(), metav1.GetOptions{})
 	case *corev1.ConfigMap:
 		_, err = h.configMaps.Get(ctx, o.GetName(), metav1.GetOptions{})
+	case *networkingv1.NetworkPolicy:
+		_, err = h.policies.Get(ctx, o.GetName(), metav1.GetOptions{})
 	case *batchv1.Job:
 		_, err = h.jobs.Get(ctx, o.GetName(), metav1.GetOptions{})
 	}

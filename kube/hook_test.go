@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -41,11 +42,12 @@ func TestHookObjectsInOrder(t *testing.T) {
 	meta := metav1.ObjectMeta{Name: "o-credentials", Namespace: "shop"}
 	o := &HookObjects{ServiceAccount: &corev1.ServiceAccount{ObjectMeta: meta}, Role: &rbacv1.Role{ObjectMeta: meta},
 		RoleBinding: &rbacv1.RoleBinding{ObjectMeta: meta}, ConfigMap: &corev1.ConfigMap{ObjectMeta: meta},
-		Job: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "o-credentials-0123abcd", Namespace: "shop"}}}
+		NetworkPolicy: &networkingv1.NetworkPolicy{ObjectMeta: meta},
+		Job:           &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "o-credentials-0123abcd", Namespace: "shop"}}}
 	var refs []string
 	for _, obj := range o.InOrder() {
 		refs = append(refs, HookRef(obj))
 	}
 	require.Equal(t, []string{"serviceaccount/o-credentials", "role/o-credentials", "rolebinding/o-credentials",
-		"configmap/o-credentials", "job/o-credentials-0123abcd"}, refs)
+		"configmap/o-credentials", "networkpolicy/o-credentials", "job/o-credentials-0123abcd"}, refs)
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -42,16 +43,46 @@ func SplitRunID(mutationID string) (id string, n int64, ok bool) {
 	return mutationID[:i], n, true
 }
 
+// RunBound bounds how long one run of a desired-state command may stay
+// unfinished (PrepareRun): a run resumed MaxResumes times, or older than
+// MaxAge, is closed (refused, ReasonRunResumeLimit or ReasonRunAgeLimit)
+// and the next run starts in its place, so a run that cannot finish never
+// pins every later sync. Zero fields do not bound.
+type RunBound struct {
+	MaxResumes int
+	MaxAge     time.Duration
+}
+
+// Reasons PrepareRun closes an unfinished run with, and the step of the
+// record it journals on each resume.
+const (
+	ReasonRunResumeLimit = "run-resume-limit"
+	ReasonRunAgeLimit    = "run-age-limit"
+	ReasonPlanSuperseded = "plan-superseded"
+	StepResumeRun        = "resume-run"
+	StepCloseRun         = "close-run"
+)
+
 // PrepareRun journals one run of a desired-state command (a credential plan
 // runs on every sync): p.MutationID names the command, and each run is an
 // operation of its own, RunID(p.MutationID, n). In one transaction it finds
-// the command's newest run (or an operation journaled under the command's
-// own mutation ID by an older keyledger, counted as run 0):
+// the command's newest run, the one with the highest run number (an
+// operation journaled under the command's own mutation ID by an older
+// keyledger counts as run 0, and only while no run exists):
 //
-//   - a different kind or command digest: ErrDigestMismatch (the mutation ID
-//     names another command);
-//   - not terminal (a crash, exit 75, a retried pod): that run is returned,
-//     created=false, and the caller resumes it;
+//   - a different kind or target (namespace and name: for a credential
+//     plan, the owner): ErrDigestMismatch (the mutation ID names another
+//     command, and two owners never share one);
+//   - a different command digest: the command's next version. An
+//     unfinished run of the older version is closed (refused,
+//     ReasonPlanSuperseded) and run n+1 is inserted; its preparation record
+//     names the digest it supersedes ("supersedes");
+//   - not terminal (a crash, exit 75, a retried pod): that run is resumed
+//     (created=false) with a resume record (StepResumeRun) appended, unless
+//     bound says it has been resumed or has lived long enough: then it is
+//     closed (refused, ReasonRunResumeLimit or ReasonRunAgeLimit) and run
+//     n+1 is inserted, its preparation record naming the run it replaces
+//     ("replaces", "replacedBecause");
 //   - terminal, or none: run n+1 is inserted with its preparation record
 //     (created=true). When a concurrent run inserted it first, that run is
 //     returned (created=false), so concurrent runs of one command drive one
@@ -63,23 +94,48 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
 		next := int64(1)
+		detail := map[string]any{}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return wrap("reading the command's runs", err)
-		case latest.CommandDigest != p.CommandDigest || latest.Kind != p.Kind:
+		case latest.Kind != p.Kind || latest.Namespace != p.Namespace || latest.Name != p.Name:
 			return ErrDigestMismatch
-		case !latest.State.Terminal():
-			op = latest
-			return nil
 		default:
 			if _, n, ok := SplitRunID(latest.MutationID); ok && latest.MutationID != p.MutationID {
 				next = n + 1
 			}
+			close := ""
+			switch {
+			case latest.CommandDigest != p.CommandDigest:
+				detail["supersedes"] = latest.CommandDigest
+				if !latest.State.Terminal() {
+					close = ReasonPlanSuperseded
+				}
+			case latest.State.Terminal():
+			default:
+				var resumes int
+				var age time.Duration
+				if err := tx.QueryRow(ctx, resumesQuery, latest.ID, string(RecordObservation), StepResumeRun).Scan(&resumes, &age); err != nil {
+					return wrap("counting the run's resumes", err)
+				}
+				close = p.Bound.exceeded(resumes, age)
+				if close == "" {
+					op, err = resumeIn(ctx, tx, latest, resumes+1)
+					return err
+				}
+			}
+			if close != "" {
+				if err := closeRunIn(ctx, tx, latest, close); err != nil {
+					return err
+				}
+				if close != ReasonPlanSuperseded {
+					detail["replaces"], detail["replacedBecause"] = latest.MutationID, close
+				}
+			}
 		}
 		run := p
 		run.MutationID = RunID(p.MutationID, next)
-		detail := map[string]any{}
 		for k, v := range p.Detail {
 			detail[k] = v
 		}
@@ -94,20 +150,78 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	return op, created, nil
 }
 
+// exceeded is the reason a run resumed resumes times and age old must be
+// closed, "" when it may be resumed once more.
+func (b RunBound) exceeded(resumes int, age time.Duration) string {
+	switch {
+	case b.MaxResumes > 0 && resumes >= b.MaxResumes:
+		return ReasonRunResumeLimit
+	case b.MaxAge > 0 && age > b.MaxAge:
+		return ReasonRunAgeLimit
+	}
+	return ""
+}
+
+// resumesQuery counts the resume records of operation $1 (the index on
+// operation, step) and says how old the operation is, by the server's clock.
+const resumesQuery = `SELECT count(*)::int,
+	(SELECT now() - o.created_at FROM keyledger.operations o WHERE o.id = $1)
+	FROM keyledger.records r WHERE r.operation_id = $1 AND r.step = $3 AND r.kind = $2::keyledger.record_kind`
+
+// resumeIn appends the resume record (the n-th) to op while it is
+// unfinished. A concurrent run may be moving it: the append bumps the
+// revision, so that run's next move is refused (ErrStateMoved) and it
+// reloads, as concurrent runs of one operation do. When op ended
+// meanwhile, it is returned as it is now, with nothing appended.
+func resumeIn(ctx context.Context, tx pgx.Tx, op *Operation, n int) (*Operation, error) {
+	moved, err := scanOperation(tx.QueryRow(ctx, `UPDATE keyledger.operations SET state = state
+		WHERE id = $1 AND state NOT IN ('completed', 'refused') RETURNING `+operationColumns, op.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		ended, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM keyledger.operations WHERE id = $1`, op.ID))
+		if err != nil {
+			return nil, wrap("reading the run", err)
+		}
+		return ended, nil
+	}
+	if err != nil {
+		return nil, wrap("resuming the run", err)
+	}
+	return moved, insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordObservation, Step: StepResumeRun,
+		Detail: map[string]any{"resume": n}}})
+}
+
+// closeRunIn ends the unfinished run op, refused with reason (nothing to
+// do when it ended meanwhile).
+func closeRunIn(ctx context.Context, tx pgx.Tx, op *Operation, reason string) error {
+	tag, err := tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'refused', outcome = 'refused', reason = $2
+		WHERE id = $1 AND state NOT IN ('completed', 'refused')`, op.ID, reason)
+	if err != nil {
+		return wrap("closing the run", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	return insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordRefusal, Step: StepCloseRun, Reason: reason,
+		Detail: map[string]any{"outcome": "refused", "reason": reason}}})
+}
+
 // runSeries is the command a run's mutation ID belongs to (NULL for any
 // other operation): a stored generated column of migration 6, indexed with
 // id (operations_run_series). A plain equality on it is what row-level
 // security lets the index serve (see the migration).
 const runSeries = `run_series`
 
-// latestRunQuery reads the newest run of command $1 (or the operation
-// journaled under $1 itself by an older keyledger, run 0) in two index
-// probes, whatever the number of runs.
+// latestRunQuery reads the newest run of command $1, the highest run
+// number (operations_run_number, migration 7), or, only when there is no
+// run, the operation journaled under $1 itself by an older keyledger (run
+// 0): two index probes, whatever the number of runs. Neither a row
+// inserted later under a lower number nor one under the bare ID can become
+// the newest.
 const latestRunQuery = `SELECT ` + operationColumns + ` FROM (
-	(SELECT * FROM keyledger.operations WHERE ` + runSeries + ` = $1 ORDER BY id DESC LIMIT 1)
+	(SELECT *, 0 AS pick FROM keyledger.operations WHERE ` + runSeries + ` = $1 ORDER BY run_number DESC LIMIT 1)
 	UNION ALL
-	(SELECT * FROM keyledger.operations WHERE mutation_id = $1)
-) o ORDER BY id DESC LIMIT 1`
+	(SELECT *, 1 AS pick FROM keyledger.operations WHERE mutation_id = $1)
+) o ORDER BY pick LIMIT 1`
 
 // runsPageQuery reads up to $3 runs of command $1 newest first, before the
 // run whose mutation ID is $2 (all when $2 is empty), and run 0.

@@ -200,6 +200,9 @@ type PrepareParams struct {
 	ExpectedUID   string
 	// Detail goes into the preparation record (for example planned names).
 	Detail map[string]any
+	// Bound bounds an unfinished run of a desired-state command
+	// (PrepareRun only).
+	Bound RunBound
 }
 
 const operationColumns = `id, kind, mutation_id, request_id, command_digest, target_namespace, target_name,

@@ -198,6 +198,23 @@ func (k *Kube) KubeconfigFile() string { return k.kubeconfig }
 // kube-controller-manager.log) and generated kubeconfigs.
 func (k *Kube) WorkDir() string { return k.workDir }
 
+// auditPolicy logs every request on Secrets at the Metadata level (verb,
+// namespace, name, user, response code; no body) once its response is
+// complete, and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted", "Panic"]
+rules:
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["secrets"]
+- level: None
+`
+
+// AuditLog is the API server's audit log (JSON lines, Secrets only).
+func (k *Kube) AuditLog() string { return filepath.Join(k.workDir, "audit.log") }
+
 // KeepWorkDir leaves the work directory in place at Stop (for a post-mortem
 // after a failed test).
 func (k *Kube) KeepWorkDir() { k.removeDir = false }
@@ -382,6 +399,17 @@ func (k *Kube) startAPIServer(_ context.Context, o kubeOptions) error {
 	args.Set("service-account-key-file", pub)
 	args.Set("service-account-signing-key-file", priv)
 	args.Set("advertise-address", bindAddress)
+	// An audit log of every request on Secrets (metadata only: never a
+	// body), so tests count the requests keyledger sent from the API
+	// server's own record (AuditEvents).
+	policy := filepath.Join(k.workDir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return err
+	}
+	args.Set("audit-policy-file", policy)
+	args.Set("audit-log-path", k.AuditLog())
+	args.Set("audit-log-format", "json")
+	args.Set("audit-log-mode", "blocking")
 	if o.node {
 		if err := k.configureForNode(api, args); err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 
 // HookFiles are the file names `render credentials --out-dir` writes and
 // `apply-hook` applies, in the order of the objects Hook renders.
-var HookFiles = []string{"1-serviceaccount.yaml", "2-role.yaml", "3-rolebinding.yaml", "4-configmap.yaml", "5-job.yaml"}
+var HookFiles = []string{"1-serviceaccount.yaml", "2-role.yaml", "3-rolebinding.yaml", "4-configmap.yaml", "5-networkpolicy.yaml", "6-job.yaml"}
 
 // Reasons apply-hook ends with.
 const (

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -47,7 +48,8 @@ func hookObjects() *kube.HookObjects {
 	return &kube.HookObjects{
 		ServiceAccount: &corev1.ServiceAccount{ObjectMeta: meta("sa")}, Role: &rbacv1.Role{ObjectMeta: meta("role")},
 		RoleBinding: &rbacv1.RoleBinding{ObjectMeta: meta("rb")}, ConfigMap: &corev1.ConfigMap{ObjectMeta: meta("plan")},
-		Job: &batchv1.Job{ObjectMeta: meta("job")},
+		NetworkPolicy: &networkingv1.NetworkPolicy{ObjectMeta: meta("fence")},
+		Job:           &batchv1.Job{ObjectMeta: meta("job")},
 	}
 }
 

@@ -69,19 +69,26 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) 
 	if f.journal == nil || s.UID == "" {
 		return AuthorshipUnproven, "", nil
 	}
-	found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
-		Kind: store.RecordResolution, Step: stepCreateSecret, Target: target, UID: string(s.UID)})
-	if err != nil {
-		return "", "", err
-	}
-	if found != nil {
-		switch a := Authorship(str(found.Record.Detail["authorship"])); a {
-		case AuthorshipAdopted, AuthorshipProven:
-			by := str(found.Record.Detail["by"])
-			if by == "" {
-				by = found.Run
+	// The newest verdict (a 409's resolution) or read (the observation a
+	// patch was built from) of an earlier run that names s's UID.
+	for _, q := range []struct {
+		kind store.RecordKind
+		step string
+	}{{store.RecordResolution, stepCreateSecret}, {store.RecordObservation, stepReadSecret}} {
+		found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+			Kind: q.kind, Step: q.step, Target: target, UID: string(s.UID)})
+		if err != nil {
+			return "", "", err
+		}
+		if found != nil {
+			switch a := Authorship(str(found.Record.Detail["authorship"])); a {
+			case AuthorshipAdopted, AuthorshipProven:
+				by := str(found.Record.Detail["by"])
+				if by == "" {
+					by = found.Run
+				}
+				return a, by, nil
 			}
-			return a, by, nil
 		}
 	}
 	return AuthorshipUnproven, "", nil

@@ -22,16 +22,28 @@ func planted(mods ...func(*corev1.Secret)) func(e *env) {
 	}
 }
 
-// requireKept checks the resolution of the create of name in r: kept, with
-// authorship want and lookAlike as given.
-func requireKept(t *testing.T, r result, name string, want Authorship, lookAlike bool) store.Record {
+// requireKept checks what r journaled of name, found in place (never
+// POSTed): its entry in a read-secrets record (complete) or its read-secret
+// observation (lacking something), with authorship want and lookAlike as
+// given. It returns that entry's detail.
+func requireKept(t *testing.T, r result, name string, want Authorship, lookAlike bool) map[string]any {
 	t.Helper()
-	res := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+name)
-	require.Equal(t, "ours/"+reasonKeptExisting, res.Status+"/"+res.Reason, name)
-	require.Equal(t, string(want), res.Detail["authorship"], name)
-	require.Equal(t, lookAlike, res.Detail["lookAlike"], name)
-	require.Equal(t, true, res.Detail["kept"], "%s: kept, not written by this run", name)
-	return res
+	require.Empty(t, callsOf(r, stepCreateSecret, "secret/"+name), "%s: found in place, never POSTed", name)
+	var d map[string]any
+	for _, rec := range r.records {
+		switch {
+		case rec.Kind == store.RecordObservation && rec.Step == stepReadSecrets:
+			if e, ok := rec.Detail["complete"].(map[string]any)[name].(map[string]any); ok {
+				d = e
+			}
+		case rec.Kind == store.RecordObservation && rec.Step == stepReadSecret && rec.Target == "secret/"+name:
+			d = rec.Detail
+		}
+	}
+	require.NotNil(t, d, "%s: no read journaled", name)
+	require.Equal(t, string(want), d["authorship"], name)
+	require.Equal(t, lookAlike, d["lookAlike"] == true, name)
+	return d
 }
 
 // TestAuthorshipTable: where each planned Secret came from, proven from
@@ -51,7 +63,7 @@ func TestAuthorshipTable(t *testing.T) {
 				require.Equal(t, map[string]any{secretApp: "proven", secretBus: "proven"}, r.authorship(), "run %d", run)
 				for _, n := range []string{secretApp, secretBus} {
 					res := requireKept(t, r, n, AuthorshipProven, false)
-					require.Equal(t, "m-1:run-1", res.Detail["by"], "the run whose create it carries")
+					require.Equal(t, "m-1:run-1", res["by"], "the run whose create it carries")
 				}
 			}
 		}},
@@ -87,7 +99,7 @@ func TestAuthorshipTable(t *testing.T) {
 			require.Equal(t, 0, r.unproven())
 			r = e.run()
 			res := requireKept(t, r, secretApp, AuthorshipAdopted, false)
-			require.Equal(t, "m-1:run-1", res.Detail["by"])
+			require.Equal(t, "m-1:run-1", res["by"])
 			require.Equal(t, 0, r.unproven())
 		}},
 		{name: "another Secret planted under an adopted name after it was deleted is unproven", spec: withAdoption, setup: adoptable, check: func(t *testing.T, e *env, r result) {
@@ -173,9 +185,9 @@ func TestRefusedBatchListsOnlyWrites(t *testing.T) {
 			e.k.script(&fault{op: opCreateSecret, name: secretBus, kind: faultAnswer, err: errInvalid("Secret", secretBus)})
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/invalid", r.ending())
-			require.Equal(t, []any{}, r.summary()["applied"], "keyledger wrote nothing")
-			require.Equal(t, []any{"secret/" + secretApp}, r.summary()["kept"])
-			require.Equal(t, []any{"secret/" + secretBus}, r.summary()["notApplied"])
+			require.Nil(t, r.summary()["applied"], "keyledger wrote nothing")
+			require.Nil(t, r.summary()["kept"], "the Secret found in place was never in the batch")
+			require.Zero(t, e.k.count(opCreateSecret, secretApp))
 		}},
 	})
 }
@@ -194,17 +206,19 @@ type unreadableRuns struct{ *family }
 func (u unreadableRuns) BindJournal(j workflow.JournalReader) { u.family.BindJournal(failingRuns{j}) }
 
 // A Secret found in place whose authorship cannot be read from the journal
-// is neither kept nor refused: the run ends uncertain and a rerun decides.
+// is neither kept nor refused: nothing was sent, so the run ends with the
+// journal unavailable and a rerun decides.
 func TestAuthorshipJournalUnreadable(t *testing.T) {
 	t.Parallel()
 	e := rowEnv(t, nil, planted())
 	plan := e.plan()
 	plan.Family = unreadableRuns{e.family()}
 	_, err := workflow.Operate(context.Background(), e.j, plan, nil)
-	var uncertain *workflow.Uncertain
-	require.ErrorAs(t, err, &uncertain)
-	require.Equal(t, "journal-read-failed", uncertain.Reason)
+	var unavailable *workflow.Unavailable
+	require.ErrorAs(t, err, &unavailable)
+	require.Equal(t, "postgresql", unavailable.Dependency)
 	require.Zero(t, e.k.count(opPatchSecret, secretApp))
+	require.Zero(t, e.k.count(opCreateSecret, secretApp))
 }
 
 // The keys a journaled create named are compared as the journal reads

@@ -4,8 +4,10 @@
 //
 // A plan is desired state. Every run of it is an operation of its own in the
 // journal, "<mutationId>:run-<n>" (workflow.Plan.Runs, store.PrepareRun): a
-// run that finds the plan's newest run unfinished resumes it, otherwise it
-// starts the next one, so running the plan again converges again (a deleted
+// run that finds the plan's newest run unfinished resumes it (within the
+// run bound, RunBoundFromEnv: past it the stuck run is closed and a fresh
+// one starts), otherwise it starts the next one; a changed plan of the same
+// namespace and owner under the same mutationId is the plan's next version, so running the plan again converges again (a deleted
 // Secret is recreated, a refusing server repaired) while an interrupted run
 // never starts over. Concurrent runs meet on one operation. A terminal run
 // is never replayed (a forged completed run only makes the next run start);
@@ -32,31 +34,46 @@
 //     another UID means ours is gone and someone created a new one, which is
 //     not deleted ("replaced-not-deleted"); the same one is deleted again
 //     with the new read's preconditions.
-//  4. create-secret / patch-secret: POST each absent Secret (one batch) with
-//     its labels, the annotations keyledger.dev/created-by-mutation (the run,
+//  4. create-secret / patch-secret: GET every planned Secret this run has
+//     not settled since it was last resumed (store.StepResumeRun: a resumed
+//     run re-reads what it settled before, so a Secret deleted meanwhile is
+//     created again), then POST each absent one (one batch) with its
+//     labels, the annotations keyledger.dev/created-by-mutation (the run,
 //     for people) and keyledger.dev/create-nonce (128 random bits; the call
 //     record holds its sha256 as Digest, committed before the POST) and its
-//     values: exactly one request for an absent Secret. A lost answer or 409
-//     is settled by reading the Secret: the call's nonce, type Opaque and
+//     values: a Secret that exists is never POSTed, so no value is
+//     generated or sent for it. The Secrets found complete are journaled
+//     together, one read-secrets record per 32 (names, UIDs, authorship).
+//     A lost answer or 409 (a create racing the read) is settled by
+//     reading the Secret: the call's nonce, type Opaque and
 //     exactly the planned keys mean ours ("created-by-this-mutation");
 //     anything else is kept ("kept-existing") once it passes the checks
 //     every kept Secret gets (terminating, type, immutable: keptProblem),
 //     counted as existing, never as created, with its authorship (see
 //     Authorship: proven when the nonce it carries is that of a create any
 //     run of the plan journaled, adopted, or unproven; lookAlike when an
-//     unproven one carries keyledger's annotations).
+//     unproven one carries keyledger's annotations; a later run carries
+//     proven and adopted forward by UID from the newest read-secrets,
+//     read-secret or resolution record of any run).
 //     Then one JSON patch whose first operation tests
 //     /metadata/resourceVersion adds only what is absent (labels, planned
 //     keys) and, on adopted Secrets, removes ExternalSecret owner references,
 //     Argo CD's tracking-id annotation and app.kubernetes.io/instance label.
 //     No operation's path is an existing /data/<key>. A failed test answers
 //     422; resolution re-reads and recomputes, at most MaxAttempts sends per
-//     Secret. A complete Secret costs a POST (409) and a GET, and no write.
+//     Secret. A complete Secret costs one GET and no write.
 //  5. probe-server / delete-pod: probe each server pod at its status IP
-//     (Valkey AUTH over RESP, NATS CONNECT+PING) with the password the Secret
-//     holds; a refusing pod is deleted once (UID precondition), its
+//     (Valkey AUTH over RESP, NATS CONNECT+PING; replies bounded) with the
+//     password the Secret holds, only when the pod is Running and Ready, not
+//     terminating, not host-network, its IP listed in status.podIPs and its
+//     controller the one the plan expects (unprobeable: otherwise unknown,
+//     nothing sent); a refusing pod is deleted once (UID precondition), its
 //     replacement (same name, new UID, Ready) awaited and probed again; still
-//     refused is exit 2. An unknown answer restarts nothing and ends the run
+//     refused is exit 2. The delete-pod call's Digest is its cause (the
+//     Secret's resourceVersion, the controller and its revision, the
+//     containers): a refusing pod whose cause any run of the plan already
+//     restarted for (FindInRuns) is not restarted again, the run refuses
+//     server-still-refuses naming it. An unknown answer restarts nothing and ends the run
 //     uncertain (exit 75) after journaling the probe (workflow.Decision.End);
 //     a rerun probes again every server whose newest probe record is not
 //     accepted or skipped.

@@ -290,10 +290,16 @@ func (k *fakeKube) putGenerator(name string) *unstructured.Unstructured {
 
 // putPod starts a ready server pod accepting password.
 func (k *fakeKube) putPod(name, password string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{
-		Phase: corev1.PodRunning, PodIP: fmt.Sprintf("127.0.0.%d", len(k.pods)+k.uid%200+2),
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}}
+	ip := fmt.Sprintf("127.0.0.%d", len(k.pods)+k.uid%200+2)
+	yes := true
+	set, _, _ := strings.Cut(name, "-0") // every server pod of the tables is its StatefulSet's ordinal 0
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"controller-revision-hash": set + "-1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: set, UID: "uid-sts-" + types.UID(set), Controller: &yes}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "server:1"}}},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		}}
 	k.stamp(p)
 	k.pods[name] = p
 	k.accepts[p.UID] = password

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -11,45 +12,69 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// ensureSecrets creates every planned Secret not known to exist, in one
-// batch (one call record each, committed together before any is sent; the
-// POSTs go out concurrently), then, one at a time, patches in only what an
-// existing Secret lacks. A Secret with nothing to change is not written.
+// ensureSecrets reads every planned Secret this run has not settled since
+// it was last resumed (GET by name: a planned Secret that exists is never
+// POSTed, so no password travels for it), creates the absent ones in one
+// batch (one call record each, committed together before any is sent;
+// the POSTs go out concurrently), then, one at a time, patches in only
+// what an existing Secret lacks. A Secret with nothing to change is not
+// written; the Secrets found complete are journaled together, at most
+// completeChunk to a read-secrets record, with the UID and authorship of
+// each. A resumed run reads again what it settled before it was resumed:
+// a Secret deleted meanwhile is created again.
 func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
-	for _, plan := range f.cmd.Spec.Secrets {
+	found := newCompleteNotes()
+	carried := map[string]map[string]any{}
+	for i, plan := range f.cmd.Spec.Secrets {
 		name := plan.Name
-		switch {
-		case p.created[name] || p.patched[name] || p.exists[name] && p.complete[name]:
+		if p.fresh[name] {
 			continue
-		case !p.exists[name]:
+		}
+		s, err := f.kube.GetSecret(ctx, name)
+		if isNotFound(err) {
 			call, err := f.createCall(p.run, plan)
 			if err != nil {
 				return nil, err
 			}
 			creates = append(creates, call)
 			continue
-		case len(creates) > 0:
-			continue // existing Secrets are settled after the creates
-		}
-		// Found in place and lacking something (or not read since): read
-		// it now; the patch is built from this read.
-		s, err := f.kube.GetSecret(ctx, name)
-		if isNotFound(err) {
-			// Deleted since: create it.
-			call, err := f.createCall(p.run, plan)
-			if err != nil {
-				return nil, err
-			}
-			return &workflow.Decision{Call: call}, nil
 		} else if err != nil {
 			return nil, kubeErr(err)
 		}
-		d, err := f.reconcile(s, plan, p)
-		if err != nil || d != nil {
-			return d, err
+		adopted := f.adopted(name, p)
+		c := diff(s, plan, adopted)
+		if reason := keptProblem(s, c, adopted); reason != "" {
+			found.noteTo(p)
+			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{observation(s, c)},
+				Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}, nil
 		}
+		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(i), carried)
+		if err != nil {
+			return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
+		}
+		lookAlike := authorship == AuthorshipUnproven && keptDetail(s, c)["lookAlike"] == true
+		if c.empty() {
+			found.add(i, name, string(s.UID), authorship, by, lookAlike)
+			continue
+		}
+		if len(creates) > 0 {
+			continue // existing Secrets are patched after the creates (and read again then)
+		}
+		found.noteTo(p)
+		call, err := f.patchCall(s, plan, c)
+		if err != nil {
+			return nil, err
+		}
+		obs := observation(s, c)
+		obs.Detail["authorship"], obs.Detail["lookAlike"] = string(authorship), lookAlike
+		if by != "" {
+			obs.Detail["by"] = by
+		}
+		call.Observation = &obs
+		return &workflow.Decision{Call: call}, nil
 	}
+	found.noteTo(p)
 	switch len(creates) {
 	case 0:
 		return nil, nil
@@ -60,25 +85,76 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 	}
 }
 
-// reconcile decides for an existing Secret: refuse, patch, or nothing.
-func (f *family) reconcile(s *corev1.Secret, plan Secret, p *progress) (*workflow.Decision, error) {
-	adopted := f.adopted(plan.Name, p)
-	c := diff(s, plan, adopted)
-	obs := observation(s, c)
-	if reason := keptProblem(s, c, adopted); reason != "" {
-		return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{obs},
-			Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}, nil
+// completeChunk is how many planned Secrets share one read-secrets record
+// (by their index in the plan): 32 names of at most 253 characters with a
+// UID and an authorship each stay well under the journal's 16 KiB detail.
+const completeChunk = 32
+
+// chunkTarget is the read-secrets record target of the i-th planned Secret.
+func chunkTarget(i int) string { return "secrets/" + strconv.Itoa(1+i/completeChunk) }
+
+// completeNotes collects the Secrets one decision found complete, by chunk.
+type completeNotes struct {
+	chunks map[string]map[string]any
+	order  []string
+}
+
+func newCompleteNotes() *completeNotes { return &completeNotes{chunks: map[string]map[string]any{}} }
+
+func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lookAlike bool) {
+	t := chunkTarget(i)
+	if n.chunks[t] == nil {
+		n.chunks[t] = map[string]any{}
+		n.order = append(n.order, t)
 	}
-	if c.empty() {
-		p.note(obs) // complete: the next decisions skip it
-		return nil, nil
+	e := map[string]any{"uid": uid, "authorship": string(a)}
+	if by != "" {
+		e["by"] = by
 	}
-	call, err := f.patchCall(s, plan, c)
-	if err != nil {
-		return nil, err
+	if lookAlike {
+		e["lookAlike"] = true
 	}
-	call.Observation = &obs
-	return &workflow.Decision{Call: call}, nil
+	n.chunks[t][name] = e
+}
+
+// noteTo journals the collected Secrets with the decision, once.
+func (n *completeNotes) noteTo(p *progress) {
+	for _, t := range n.order {
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepReadSecrets, Target: t, Status: reasonSecretComplete,
+			Detail: map[string]any{"complete": n.chunks[t]}})
+	}
+	n.chunks, n.order = map[string]map[string]any{}, nil
+}
+
+// authorshipOfRead is the authorship of s, found in place: what this run
+// journaled for it, or what the newest read-secrets record of any run of
+// the plan (the one of s's chunk) says of s's UID, or what the journal
+// proves (authorship). carried caches the chunk records one decision read.
+func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, carried map[string]map[string]any) (Authorship, string, error) {
+	if a, ok := p.authorship[s.Name]; ok && a != AuthorshipUnproven {
+		return a, p.by[s.Name], nil
+	}
+	if f.journal != nil && s.UID != "" {
+		detail, ok := carried[chunk]
+		if !ok {
+			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+				Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
+			if err != nil {
+				return "", "", err
+			}
+			if found != nil {
+				detail, _ = found.Record.Detail["complete"].(map[string]any)
+			}
+			carried[chunk] = detail
+		}
+		if e, ok := detail[s.Name].(map[string]any); ok && str(e["uid"]) == string(s.UID) {
+			switch a := Authorship(str(e["authorship"])); a {
+			case AuthorshipProven, AuthorshipAdopted:
+				return a, str(e["by"]), nil
+			}
+		}
+	}
+	return f.authorship(ctx, p, s)
 }
 
 // adopted: the plan lists the Secret's ExternalSecret in adopt, or this

@@ -36,6 +36,7 @@ const (
 	stepReadExternalSecret  = "read-external-secret"
 	stepWaitExternalGone    = "wait-external-secret-gone"
 	stepReadSecret          = "read-secret"
+	stepReadSecrets         = "read-secrets"
 	statusPresent           = "present"
 )
 
@@ -218,10 +219,14 @@ type progress struct {
 	found        map[string]bool // ExternalSecrets that read found (generator-backed)
 	externalGone map[string]bool // ExternalSecrets seen gone
 	complete     map[string]bool // Secrets whose newest read found nothing lacking
-	probes       map[string]ProbeResult
+	// fresh: Secrets settled (created, patched, found complete) since the
+	// run was last resumed (store.StepResumeRun); the others are read again.
+	fresh  map[string]bool
+	probes map[string]ProbeResult
 	// authorship of each planned Secret, as this run journaled it (the
 	// create's applied answer, or the resolution of its 409).
 	authorship map[string]Authorship
+	by         map[string]string // the run that proved it, when known
 	// restarts: each pod whose delete this run called, with the Secret
 	// and the authorship its call record names.
 	restarts map[string]restart
@@ -242,11 +247,20 @@ func fold(run *workflow.Run) *progress {
 		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
 		found: map[string]bool{}, externalGone: map[string]bool{}, complete: map[string]bool{}, probes: map[string]ProbeResult{},
-		authorship: map[string]Authorship{}, restarts: map[string]restart{},
+		authorship: map[string]Authorship{}, by: map[string]string{}, restarts: map[string]restart{}, fresh: map[string]bool{},
+	}
+	resumed := -1
+	for i, r := range run.Records {
+		if r.Kind == store.RecordObservation && r.Step == store.StepResumeRun {
+			resumed = i
+		}
 	}
 	called := map[[2]string]bool{}
-	for _, r := range run.Records {
+	for i, r := range run.Records {
 		p.observe(r)
+		if i > resumed {
+			p.freshen(r)
+		}
 		if r.Kind != store.RecordAuthorityCall || called[[2]string{r.Step, r.Target}] {
 			continue
 		}
@@ -282,6 +296,26 @@ func (p *progress) settled(s workflow.Settlement) {
 	}
 }
 
+// freshen marks what r settles as settled since the run was last resumed.
+func (p *progress) freshen(r store.Record) {
+	_, name, _ := strings.Cut(r.Target, "/")
+	settles := r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) ||
+		r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
+	switch {
+	case settles && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
+		p.fresh[name] = r.Detail["complete"] == true // kept: settled once nothing is lacking
+	case settles && (r.Step == stepCreateSecret || r.Step == stepPatchSecret):
+		p.fresh[name] = true
+	case r.Kind == store.RecordObservation && r.Step == stepReadSecret && r.Detail["complete"] == true:
+		p.fresh[name] = true
+	case r.Kind == store.RecordObservation && r.Step == stepReadSecrets:
+		complete, _ := r.Detail["complete"].(map[string]any)
+		for n := range complete {
+			p.fresh[n] = true
+		}
+	}
+}
+
 // observe folds one record's facts other than settlement.
 func (p *progress) observe(r store.Record) {
 	_, name, _ := strings.Cut(r.Target, "/")
@@ -304,12 +338,27 @@ func (p *progress) observe(r store.Record) {
 		r.Kind == store.RecordResolution && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
 		complete, _ := r.Detail["complete"].(bool)
 		p.complete[name] = complete
+		p.exists[name] = true
+		if a := Authorship(str(r.Detail["authorship"])); a != "" {
+			p.authorship[name] = a
+		}
+	case r.Kind == store.RecordObservation && r.Step == stepReadSecrets:
+		complete, _ := r.Detail["complete"].(map[string]any)
+		for n, e := range complete {
+			p.complete[n], p.exists[n] = true, true
+			if m, ok := e.(map[string]any); ok && str(m["authorship"]) != "" {
+				p.authorship[n], p.by[n] = Authorship(str(m["authorship"])), str(m["by"])
+			}
+		}
 	case r.Kind == store.RecordProbe && r.Step == stepProbe:
 		p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
 	}
 	if r.Step == stepCreateSecret && (r.Kind == store.RecordAuthorityResult || r.Kind == store.RecordResolution) {
 		if a := Authorship(str(r.Detail["authorship"])); a != "" {
-			p.authorship[name] = a
+			p.authorship[name], p.by[name] = a, str(r.Detail["by"])
+			if r.Kind == store.RecordAuthorityResult {
+				p.by[name] = p.run
+			}
 		}
 	}
 }
@@ -352,12 +401,18 @@ func (f *family) summary(p *progress) map[string]any {
 		}
 	}
 	authorship, unproven := p.authorshipOf(s)
+	existing := 0
+	for name := range p.exists {
+		if !p.created[name] {
+			existing++
+		}
+	}
 	out := map[string]any{
 		"namespace": s.Namespace, "owner": s.Owner, "run": p.run,
 		// existing: found in place and not created by this run (whatever
 		// its annotations say); unchanged: not written by this run.
 		"secrets": map[string]int{
-			"planned": len(s.Secrets), "created": len(p.created), "patched": len(p.patched), "existing": len(p.exists),
+			"planned": len(s.Secrets), "created": len(p.created), "patched": len(p.patched), "existing": existing,
 			"unchanged": len(s.Secrets) - len(p.created) - len(p.patched),
 			// unproven: kept as found, neither created by a run of this
 			// plan nor adopted (see Authorship).

@@ -8,9 +8,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -77,10 +79,11 @@ func HookJobName(owner string, plan []byte, version, image string) string {
 	return owner + "-credentials-" + hex.EncodeToString(h.Sum(nil))[:8]
 }
 
-// Hook returns the five Argo CD PreSync hook objects that run cmd in the
+// Hook returns the six Argo CD PreSync hook objects that run cmd in the
 // cluster, as YAML documents in apply order: the ServiceAccount, its Role
 // (exactly Rules of the plan), the RoleBinding, the ConfigMap holding plan
-// (the command file's bytes, as read), and the Job that runs `keyledger run`
+// (the command file's bytes, as read), the NetworkPolicy (HookPolicy), and
+// the Job that runs `keyledger run`
 // on it with image. version is keyledger's version (it names the Job);
 // journal says where the Job's run reaches the journal and as whom.
 func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal) ([][]byte, error) {
@@ -107,6 +110,8 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: s.Namespace}}},
 		&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta(name, "0", before),
 			Data: map[string]string{planFile: string(plan)}},
+		&networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+			ObjectMeta: meta(name, "0", before), Spec: HookPolicy(s)},
 		&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: meta(HookJobName(s.Owner, plan, version, image), "1", before+",HookSucceeded"),
 			Spec: batchv1.JobSpec{
@@ -155,6 +160,37 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 		docs[i] = d
 	}
 	return docs, nil
+}
+
+// HookPolicy is the hook's own NetworkPolicy: it selects this plan's hook
+// pods, admits nothing in and lets them reach each server pod of the plan
+// on its port and nothing else. NetworkPolicies add up: the namespace's
+// deploy/credentials policy (the same pods) adds cluster DNS, the journal's
+// primary and, through the api-egress component, the API server. A server
+// pod is selected by the label its StatefulSet gives it
+// (statefulset.kubernetes.io/pod-name); a server whose expected controller
+// is not a StatefulSet gets no rule (deploy/README.md: add one in your
+// overlay).
+func HookPolicy(s Spec) networkingv1.NetworkPolicySpec {
+	tcp := corev1.ProtocolTCP
+	var egress []networkingv1.NetworkPolicyEgressRule // none listed: no egress of its own
+	for _, srv := range s.Servers {
+		if srv.ExpectedController().Kind != "StatefulSet" {
+			continue
+		}
+		port := intstr.FromInt32(int32(srv.Port))
+		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
+			To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"statefulset.kubernetes.io/pod-name": srv.Pod}}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+		})
+	}
+	return networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/managed-by": "keyledger",
+			"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner}},
+		// Ingress listed with no rule: nothing comes in.
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		Egress:      egress,
+	}
 }
 
 // journalEnv is the Job's journal connection, as deploy/'s

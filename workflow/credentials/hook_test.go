@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -34,17 +35,33 @@ func TestHookObjects(t *testing.T) {
 	require.NoError(t, err)
 	docs, err := Hook(cmd, []byte(plan), "img:1", "v9", HookJournal{Namespace: "journal", Credentials: "db-secret", CA: "db-ca"})
 	require.NoError(t, err)
-	require.Len(t, docs, 5)
-	for i, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"} {
+	require.Len(t, docs, 6)
+	for i, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy", "Job"} {
 		require.Contains(t, string(docs[i]), "kind: "+kind)
 		require.NotContains(t, string(docs[i]), "creationTimestamp")
 		require.NotContains(t, string(docs[i]), "status:")
+	}
+	// The hook's own fence: this plan's pods, nothing in, each server pod
+	// on its port and nothing else.
+	var np networkingv1.NetworkPolicy
+	require.NoError(t, yaml.UnmarshalStrict(docs[4], &np))
+	require.Equal(t, HookPolicy(cmd.Spec), np.Spec)
+	require.Equal(t, cmd.Spec.Owner, np.Spec.PodSelector.MatchLabels["keyledger.dev/owner"])
+	require.Empty(t, np.Spec.Ingress)
+	require.Len(t, np.Spec.Egress, len(cmd.Spec.Servers))
+	for i, srv := range cmd.Spec.Servers {
+		rule := np.Spec.Egress[i]
+		require.Equal(t, srv.Pod, rule.To[0].PodSelector.MatchLabels["statefulset.kubernetes.io/pod-name"])
+		require.Nil(t, rule.To[0].NamespaceSelector, "in the plan's namespace only")
+		require.Nil(t, rule.To[0].IPBlock)
+		require.Equal(t, srv.Port, rule.Ports[0].Port.IntValue())
+		require.Len(t, rule.Ports, 1)
 	}
 	var role rbacv1.Role
 	require.NoError(t, yaml.UnmarshalStrict(docs[1], &role))
 	require.Equal(t, Rules(cmd.Spec), role.Rules)
 	var job batchv1.Job
-	require.NoError(t, yaml.UnmarshalStrict(docs[4], &job))
+	require.NoError(t, yaml.UnmarshalStrict(docs[5], &job))
 	require.Equal(t, HookJobName(cmd.Spec.Owner, []byte(plan), "v9", "img:1"), job.Name)
 	require.Equal(t, cmd.Spec.Namespace, job.Namespace)
 	c := job.Spec.Template.Spec.Containers[0]

@@ -35,6 +35,8 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 			Namespace:     s.Namespace,
 			Name:          s.Owner,
 			Detail:        cmd.preparation(),
+			// Load replaces it with the environment's (RunBoundFromEnv).
+			Bound: DefaultRunBound,
 		},
 		Access:      AccessMatrix(s),
 		Rights:      &kube.Rights{Namespace: s.Namespace, Rules: Rules(s)},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -59,9 +60,33 @@ func Probe(ctx context.Context, protocol, addr string, user, password []byte) Pr
 	return ProbeResult{Status: ProbeUnknown, Reason: "unknown-protocol"}
 }
 
+// Replies are bounded: a Valkey reply line, a NATS protocol line and all
+// NATS lines of one probe. A longer reply is unknown (reply-too-large).
+const (
+	maxValkeyReply = 512
+	maxNATSLine    = 16 << 10
+	maxNATSReplies = 64 << 10
+)
+
+var errReplyTooLarge = errors.New("reply too large")
+
+// readLine reads one line of at most the reader's buffer size.
+func readLine(r *bufio.Reader) (string, error) {
+	line, err := r.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return "", errReplyTooLarge
+	case err != nil:
+		return "", err
+	}
+	return string(line), nil
+}
+
 func unknown(err error) ProbeResult {
 	var ne net.Error
 	switch {
+	case errors.Is(err, errReplyTooLarge):
+		return ProbeResult{Status: ProbeUnknown, Reason: "reply-too-large"}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ProbeResult{Status: ProbeUnknown, Reason: "connection-refused"}
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded),
@@ -97,7 +122,7 @@ func probeValkey(conn net.Conn, user, password []byte) ProbeResult {
 	if err != nil {
 		return unknown(err)
 	}
-	line, err := bufio.NewReaderSize(conn, 512).ReadString('\n')
+	line, err := readLine(bufio.NewReaderSize(io.LimitReader(conn, maxValkeyReply), maxValkeyReply))
 	if err != nil {
 		return unknown(err)
 	}
@@ -122,8 +147,8 @@ func classifyValkey(reply string) ProbeResult {
 // probeNATS reads the server's INFO, sends CONNECT with user and password
 // and PING, and reads until PONG or an error.
 func probeNATS(conn net.Conn, user, password []byte) ProbeResult {
-	r := bufio.NewReaderSize(conn, 4096)
-	line, err := r.ReadString('\n')
+	r := bufio.NewReaderSize(io.LimitReader(conn, maxNATSReplies), maxNATSLine)
+	line, err := readLine(r)
 	if err != nil {
 		return unknown(err)
 	}
@@ -155,7 +180,7 @@ func probeNATS(conn net.Conn, user, password []byte) ProbeResult {
 		return unknown(err)
 	}
 	for range 8 {
-		line, err := r.ReadString('\n')
+		line, err := readLine(r)
 		if err != nil {
 			return unknown(err)
 		}

@@ -2,9 +2,14 @@ package credentials
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/store"
@@ -76,13 +81,19 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
 		return nil, nil
 	}
+	if reason := f.unprobeable(srv, pod); reason != "" {
+		// The password goes only where it belongs: nothing is sent.
+		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
+			Status: string(ProbeUnknown), Reason: reason, Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+		return nil, nil
+	}
 	if workflow.IsDryRun(ctx) {
 		// keyledger plan: say which pod a run would probe; never contact it.
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID), Status: workflow.StatusPlanned,
 			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
 		return nil, nil
 	}
-	res, err := f.probeServer(ctx, srv, pod)
+	res, secretRV, err := f.probeServer(ctx, srv, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -94,22 +105,101 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
 				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod}}}, nil
 		}
+		// One restart per cause: a restart of this pod that any run of the
+		// plan journaled for the same Secret version, controller revision
+		// and pod spec is not repeated.
+		c := restartCause(srv, pod, secretRV)
+		if f.journal != nil {
+			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+				Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest()})
+			if err != nil {
+				return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
+			}
+			if found != nil {
+				return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
+					Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod, "restartedBy": found.Run,
+						"detail": "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"}}}, nil
+			}
+		}
 		p.note(probe)
-		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID, srv.Secret, p.authorshipOfSecret(srv.Secret))}, nil
+		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID, srv.Secret, p.authorshipOfSecret(srv.Secret), c)}, nil
 	default:
 		p.note(probe)
 		return nil, nil
 	}
 }
 
-// probeServer reads the server's Secret and probes the pod's IP.
-func (f *family) probeServer(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, error) {
-	if pod.Status.PodIP == "" {
-		return ProbeResult{Status: ProbeUnknown, Reason: "no-pod-ip"}, nil
+// unprobeable says why pod may not receive srv's password ("" when it
+// may): only a pod that is Running and Ready, not terminating, not on the
+// host's network, whose IP is one of status.podIPs, and whose controller
+// is the one the plan expects.
+func (f *family) unprobeable(srv Server, pod *corev1.Pod) string {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return "pod-terminating"
+	case pod.Status.Phase != corev1.PodRunning:
+		return "pod-not-running"
+	case !ready(pod):
+		return "pod-not-ready"
+	case pod.Spec.HostNetwork:
+		return "pod-host-network"
+	case pod.Status.PodIP == "":
+		return "no-pod-ip"
+	case !slices.ContainsFunc(pod.Status.PodIPs, func(ip corev1.PodIP) bool { return ip.IP == pod.Status.PodIP }):
+		return "pod-ip-not-listed"
 	}
+	want := srv.ExpectedController()
+	owner := metav1.GetControllerOf(pod)
+	switch {
+	case want.Kind == ControllerNone && owner == nil:
+	case want.Kind == ControllerNone, owner == nil, owner.Kind != want.Kind, owner.Name != want.Name:
+		return "pod-controller-mismatch"
+	}
+	return ""
+}
+
+// cause is what a restart of a refusing server followed: the Secret's
+// version the pod was probed with, the pod's controller and its revision,
+// and a digest of the pod's containers. Its digest is the delete-pod call
+// record's Digest: the same cause is never restarted twice (FindInRuns).
+type cause struct {
+	Secret, SecretResourceVersion string
+	Controller, Revision          string
+	Spec                          string
+}
+
+func restartCause(srv Server, pod *corev1.Pod, secretRV string) cause {
+	c := cause{Secret: srv.Secret, SecretResourceVersion: secretRV}
+	if owner := metav1.GetControllerOf(pod); owner != nil {
+		c.Controller = owner.Kind + "/" + owner.Name + "/" + string(owner.UID)
+	}
+	for _, l := range []string{"controller-revision-hash", "pod-template-hash"} {
+		if v, ok := pod.Labels[l]; ok {
+			c.Revision = v
+			break
+		}
+	}
+	h := sha256.New()
+	for _, ctr := range pod.Spec.Containers {
+		b, _ := json.Marshal([]any{ctr.Name, ctr.Image, ctr.Command, ctr.Args, ctr.Env, ctr.EnvFrom})
+		h.Write(b)
+	}
+	c.Spec = hex.EncodeToString(h.Sum(nil))[:16]
+	return c
+}
+
+func (c cause) digest() string {
+	b, _ := json.Marshal([]string{c.Secret, c.SecretResourceVersion, c.Controller, c.Revision, c.Spec})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// probeServer reads the server's Secret and probes the pod's IP; it says
+// which resourceVersion of the Secret the password came from.
+func (f *family) probeServer(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, string, error) {
 	s, err := f.kube.GetSecret(ctx, srv.Secret)
 	if err != nil {
-		return ProbeResult{}, kubeErr(err)
+		return ProbeResult{}, "", kubeErr(err)
 	}
 	var user []byte
 	if srv.UserKey != "" {
@@ -117,13 +207,13 @@ func (f *family) probeServer(ctx context.Context, srv Server, pod *corev1.Pod) (
 	}
 	password, ok := s.Data[srv.PasswordKey]
 	if !ok {
-		return ProbeResult{Status: ProbeUnknown, Reason: "password-key-absent"}, nil
+		return ProbeResult{Status: ProbeUnknown, Reason: "password-key-absent"}, s.ResourceVersion, nil
 	}
 	res := f.probe(ctx, srv.Protocol, podAddress(pod.Status.PodIP, srv.Port), user, password)
 	for k := range s.Data {
 		clear(s.Data[k])
 	}
-	return res, nil
+	return res, s.ResourceVersion, nil
 }
 
 // waitReplacement waits for the pod of this name with a UID other than
@@ -177,14 +267,23 @@ func (p *progress) authorshipOfSecret(name string) Authorship {
 // holds; the call record names that Secret and its authorship, so the
 // journal says whether the server was restarted onto a Secret keyledger
 // created, adopted, or only kept as it found it.
-func (f *family) deletePodCall(name string, uid types.UID, secret string, authorship Authorship) *workflow.Call {
+func (f *family) deletePodCall(name string, uid types.UID, secret string, authorship Authorship, c cause) *workflow.Call {
 	return &workflow.Call{
-		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid),
-		Detail: map[string]any{"why": "refused-credentials", "secret": secret, "authorship": string(authorship)},
+		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid), Digest: c.digest(),
+		Detail: map[string]any{"why": "refused-credentials", "secret": secret, "authorship": string(authorship),
+			"cause": map[string]any{"secretResourceVersion": c.SecretResourceVersion, "controller": c.Controller, "revision": c.Revision, "spec": c.Spec}},
 		Send: func(ctx context.Context) workflow.Answer {
 			return deleteAnswer(uid, "deleted", f.kube.DeletePod(ctx, name, uid))
 		},
 	}
+}
+
+// causeOf reads the cause a delete-pod call record names (its retry keeps
+// the same digest).
+func causeOf(call store.Record) cause {
+	m, _ := call.Detail["cause"].(map[string]any)
+	return cause{Secret: str(call.Detail["secret"]), SecretResourceVersion: str(m["secretResourceVersion"]),
+		Controller: str(m["controller"]), Revision: str(m["revision"]), Spec: str(m["spec"])}
 }
 
 func (f *family) resolveDeletePod(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
@@ -200,5 +299,5 @@ func (f *family) resolveDeletePod(ctx context.Context, name string, call store.R
 		return workflow.Verdict{Kind: workflow.Ours, Reason: "terminating", UID: call.UID}, nil
 	}
 	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID,
-		Retry: f.deletePodCall(name, pod.UID, str(call.Detail["secret"]), Authorship(str(call.Detail["authorship"])))}, nil
+		Retry: f.deletePodCall(name, pod.UID, str(call.Detail["secret"]), Authorship(str(call.Detail["authorship"])), causeOf(call))}, nil
 }

@@ -64,7 +64,7 @@ func TestCreateSecretTable(t *testing.T) {
 			for _, n := range []string{secretApp, secretBus} {
 				e.requirePlanned(n, true)
 				require.Equal(t, 1, e.k.written("secret/"+n), "%s written once", n)
-				require.Zero(t, e.k.count(opGetSecret, n), "a created Secret is not read")
+				require.Equal(t, 1, e.k.count(opGetSecret, n), "read once (absent) before it is created, not after")
 			}
 			require.Equal(t, nonceDigest(e.secret(secretApp).Annotations[AnnotationNonce]), callOf(r, stepCreateSecret, "secret/"+secretApp).Digest,
 				"the call record holds the digest of the nonce the Secret carries")
@@ -152,7 +152,7 @@ func TestCreateSecretTable(t *testing.T) {
 		}},
 		{name: "lost-after-apply then deleted by someone before the resolution's read", setup: func(e *env) {
 			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose},
-				&fault{op: opGetSecret, name: secretApp, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
+				&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
@@ -161,7 +161,7 @@ func TestCreateSecretTable(t *testing.T) {
 		}},
 		{name: "lost-after-apply then replaced by someone else's", setup: func(e *env) {
 			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose},
-				&fault{op: opGetSecret, name: secretApp, before: someone(func(k *fakeKube) {
+				&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) {
 					delete(k.secrets, secretApp)
 					k.putSecret(theirSecret(secretApp, map[string]string{"password": "theirs"}, func(s *corev1.Secret) {
 						s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
@@ -199,11 +199,12 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
 			patched(t, e)
 			require.Equal(t, 1, e.k.written("secret/"+secretApp))
-			require.Equal(t, 2, e.k.count(opGetSecret, secretApp),
-				"the resolution's read, then the deciding read the patch is built from (no read carried between decisions)")
-			kept := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+secretApp)
+			require.Equal(t, 1, e.k.count(opGetSecret, secretApp),
+				"read once: the patch is built from the read that found it (the first planned Secret, before any create)")
+			require.Zero(t, e.k.count(opCreateSecret, secretApp), "an existing Secret is never POSTed")
+			kept := recordOf(r, store.RecordObservation, stepReadSecret, "secret/"+secretApp)
 			require.Equal(t, false, kept.Detail["complete"])
-			require.Equal(t, []any{"password"}, kept.Detail["addKeys"], "what it lacks is journaled with the verdict")
+			require.Equal(t, []any{"password"}, kept.Detail["addKeys"], "what it lacks is journaled with the patch")
 			call := callOf(r, stepPatchSecret, "secret/"+secretApp)
 			require.Equal(t, []any{"password"}, call.Detail["addKeys"])
 			require.Equal(t, []any{"app.kubernetes.io/part-of"}, call.Detail["addLabels"])
@@ -293,8 +294,9 @@ func TestPatchSecretTable(t *testing.T) {
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
 			res := r.records[len(r.records)-2]
-			require.Equal(t, "create-secret theirs/"+ReasonSecretWrongType, res.Step+" "+res.Status+"/"+res.Reason,
-				"the resolution of the create's 409 read it and is journaled with the refusal")
+			require.Equal(t, "read-secret secret/"+secretApp, res.Step+" "+res.Target,
+				"the read that found it is journaled with the refusal")
+			require.Zero(t, e.k.count(opCreateSecret, secretApp), "never POSTed")
 		}},
 		{name: "terminating", setup: func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, terminating))
@@ -345,12 +347,14 @@ func TestReruns(t *testing.T) {
 		require.Equal(t, counts(2, 0, 0, 2, 2), r.secretsCount())
 		for n, rv := range rvs {
 			require.Equal(t, rv, e.secret(n).ResourceVersion, "%s not written", n)
-			require.Equal(t, 1, e.k.countSince(mark, opCreateSecret, n), "a POST (409) per Secret")
-			require.Equal(t, 1, e.k.countSince(mark, opGetSecret, n), "and one GET")
+			require.Zero(t, e.k.countSince(mark, opCreateSecret, n), "no POST: no password travels")
+			require.Equal(t, 1, e.k.countSince(mark, opGetSecret, n), "one GET")
 			require.Zero(t, e.k.countSince(mark, opPatchSecret, n))
 		}
-		require.Equal(t, []string{"create-secret secret/shop-app ours/kept-existing", "create-secret secret/shop-bus ours/kept-existing"},
-			r.trail(store.RecordResolution, ""), "the first run's Secrets carry another operation's nonce")
+		require.Empty(t, r.trail(store.RecordResolution, ""))
+		require.Equal(t, []string{"preparation", "observation read-external-secrets", "observation read-secrets", "completion"}, kinds(r.records),
+			"a complete rerun journals four records")
+		require.Equal(t, map[string]any{secretApp: "proven", secretBus: "proven"}, r.summary()["authorship"], "proven from run 1's creates")
 	})
 	t.Run("a Secret deleted by hand is recreated, alone", func(t *testing.T) {
 		t.Parallel()
@@ -364,9 +368,21 @@ func TestReruns(t *testing.T) {
 		require.Equal(t, app.ResourceVersion, e.secret(secretApp).ResourceVersion, "the other Secret is not written")
 		require.Equal(t, 2, e.k.written("secret/"+secretBus))
 		e.requirePlanned(secretBus, true)
-		require.Equal(t, []string{"create-secret secret/shop-app unknown/already-exists", "create-secret secret/shop-bus applied/created"},
-			r.trail(store.RecordAuthorityResult, ""))
+		require.Equal(t, []string{"create-secret secret/shop-bus applied/created"}, r.trail(store.RecordAuthorityResult, ""),
+			"only the absent Secret is POSTed")
 	})
+}
+
+// kinds lists each record's kind (and, for observations, step).
+func kinds(records []store.Record) []string {
+	out := make([]string, len(records))
+	for i, r := range records {
+		out[i] = string(r.Kind)
+		if r.Kind == store.RecordObservation {
+			out[i] += " " + r.Step
+		}
+	}
+	return out
 }
 
 func terminating(s *corev1.Secret) {
@@ -426,9 +442,9 @@ func TestDecisionEdges(t *testing.T) {
 			require.Equal(t, counts(1, 1, 0, 0, 0), r.secretsCount())
 			require.Equal(t, []string{"create-secret secret/shop-app"}, r.calls())
 		}},
-		{name: "someone completes a kept Secret before the decision reads it", setup: func(e *env) {
+		{name: "someone completes a Secret between the read and the patch", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) {
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
 				s := k.secrets[secretApp]
 				s.Data["password"] = []byte("theirs")
 				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
@@ -436,9 +452,9 @@ func TestDecisionEdges(t *testing.T) {
 			})})
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
-			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
-			require.Zero(t, e.k.count(opPatchSecret, secretApp))
-			require.Equal(t, true, recordOf(r, store.RecordObservation, stepReadSecret, "secret/"+secretApp).Detail["complete"])
+			require.Equal(t, "theirs", string(e.secret(secretApp).Data["password"]), "the resourceVersion test kept their value")
+			require.Equal(t, []string{"patch-secret secret/shop-app ours/complete"}, r.trail(store.RecordResolution, stepPatchSecret))
+			require.Zero(t, e.k.count(opCreateSecret, secretApp))
 		}},
 		{name: "randomness fails before the creates", setup: func(e *env) { e.random.failing.Store(true) }, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
@@ -447,13 +463,13 @@ func TestDecisionEdges(t *testing.T) {
 		}},
 		{name: "randomness fails building a patch", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opGetSecret, name: secretApp, after: 1, before: fails(e)})
+			e.k.script(&fault{op: opGetSecret, name: secretApp, before: fails(e)})
 		}, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Zero(t, e.k.count(opPatchSecret, secretApp))
 		}},
 		{name: "randomness fails building a create's retry", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, before: fails(e)})
+			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, after: 1, before: fails(e)})
 		}, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
@@ -461,7 +477,7 @@ func TestDecisionEdges(t *testing.T) {
 		}},
 		{name: "randomness fails building a patch's retry", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, after: 2, before: fails(e)})
+			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, after: 1, before: fails(e)})
 		}, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))

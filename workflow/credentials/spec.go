@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -102,6 +103,34 @@ type Server struct {
 	Secret      string `json:"secret"`
 	UserKey     string `json:"userKey,omitempty"`
 	PasswordKey string `json:"passwordKey"`
+	// Controller is the pod's expected controller (its controller owner
+	// reference). Unset: the StatefulSet of the pod's name without its
+	// ordinal ("cache-0": StatefulSet cache), or no controller at all for a
+	// name without one. Kind None expects a pod without a controller.
+	Controller *Controller `json:"controller,omitempty"`
+}
+
+// Controller names a server pod's controller.
+type Controller struct {
+	Kind string `json:"kind"`
+	Name string `json:"name,omitempty"`
+}
+
+// ControllerNone is the Controller kind of a pod without a controller.
+const ControllerNone = "None"
+
+var ordinal = regexp.MustCompile(`^(.+)-(0|[1-9][0-9]*)$`)
+
+// ExpectedController is the controller srv's pod must have (see
+// Server.Controller); kind None for none.
+func (srv Server) ExpectedController() Controller {
+	if srv.Controller != nil {
+		return *srv.Controller
+	}
+	if m := ordinal.FindStringSubmatch(srv.Pod); m != nil {
+		return Controller{Kind: "StatefulSet", Name: m[1]}
+	}
+	return Controller{Kind: ControllerNone}
 }
 
 // Command is a decoded, validated CredentialPlan.
@@ -313,8 +342,25 @@ func (srv Server) validate(field string, planned map[string]*Secret, pods map[st
 	if srv.UserKey != "" && !hasKey(srv.UserKey) {
 		return command.Invalid(field+".userKey", "must name a key of the planned Secret")
 	}
+	if c := srv.Controller; c != nil {
+		switch {
+		case c.Kind == ControllerNone && c.Name != "":
+			return command.Invalid(field+".controller.name", "must be empty for kind None")
+		case c.Kind == ControllerNone:
+		case !validKind(c.Kind):
+			return command.Invalid(field+".controller.kind", "want a Kubernetes kind (StatefulSet) or None")
+		case c.Name == "":
+			return command.Required(field + ".controller.name")
+		case command.ValidName(c.Name) != nil:
+			return command.Invalid(field+".controller.name", command.ValidName(c.Name).Error())
+		}
+	}
 	return nil
 }
+
+var kindPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
+
+func validKind(k string) bool { return kindPattern.MatchString(k) }
 
 // Alphabets lists the accepted alphabet names.
 func Alphabets() []string { return []string{AlphabetAlphanumeric, AlphabetHex, AlphabetBase64URL} }

@@ -192,24 +192,52 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 		return nil, false, fmt.Errorf("reading the command's runs: %w", err)
 	}
 	t := j.now()
-	runs := j.runs(p.MutationID)
 	next := int64(1)
-	if len(runs) > 0 {
-		latest := runs[len(runs)-1].op
-		switch {
-		case latest.CommandDigest != p.CommandDigest || latest.Kind != p.Kind:
+	detail := map[string]any{}
+	if latest := j.latestRun(p.MutationID); latest != nil {
+		if latest.op.Kind != p.Kind || latest.op.Namespace != p.Namespace || latest.op.Name != p.Name {
 			return nil, false, store.ErrDigestMismatch
-		case !latest.State.Terminal():
-			j.txs++
-			return &latest, false, nil
 		}
-		if _, n, ok := store.SplitRunID(latest.MutationID); ok && latest.MutationID != p.MutationID {
+		if _, n, ok := store.SplitRunID(latest.op.MutationID); ok && latest.op.MutationID != p.MutationID {
 			next = n + 1
+		}
+		closing := ""
+		switch {
+		case latest.op.CommandDigest != p.CommandDigest:
+			detail["supersedes"] = latest.op.CommandDigest
+			if !latest.op.State.Terminal() {
+				closing = store.ReasonPlanSuperseded
+			}
+		case latest.op.State.Terminal():
+		default:
+			resumes := 0
+			for _, r := range latest.records {
+				if r.r.Kind == store.RecordObservation && r.r.Step == store.StepResumeRun {
+					resumes++
+				}
+			}
+			closing = exceeded(p.Bound, resumes, t.Sub(latest.op.CreatedAt))
+			if closing == "" {
+				j.append(latest, t, store.Record{Kind: store.RecordObservation, Step: store.StepResumeRun,
+					Detail: map[string]any{"resume": resumes + 1}})
+				j.txs++
+				o := latest.op
+				return &o, false, nil
+			}
+		}
+		if closing != "" {
+			latest.op.State, latest.op.Outcome, latest.op.Reason = store.StateRefused, "refused", closing
+			final := t
+			latest.op.FinalizedAt = &final
+			j.append(latest, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: closing,
+				Detail: map[string]any{"outcome": "refused", "reason": closing}})
+			if closing != store.ReasonPlanSuperseded {
+				detail["replaces"], detail["replacedBecause"] = latest.op.MutationID, closing
+			}
 		}
 	}
 	run := p
 	run.MutationID = store.RunID(p.MutationID, next)
-	detail := map[string]any{}
 	for k, v := range p.Detail {
 		detail[k] = v
 	}
@@ -222,6 +250,44 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 	commit()
 	j.txs++
 	return op, created, nil
+}
+
+// latestRun is the newest run of command id as store.PrepareRun finds it:
+// the highest run number; the operation under id itself only when there
+// is no run.
+func (j *Journal) latestRun(id string) *entry {
+	var latest *entry
+	var best int64
+	for _, e := range j.runs(id) {
+		if _, n, ok := store.SplitRunID(e.op.MutationID); ok && e.op.MutationID != id && n > best {
+			latest, best = e, n
+		}
+	}
+	if latest == nil {
+		latest = j.byMID[id]
+	}
+	return latest
+}
+
+// append adds r to e as one move in its state (the revision moves on).
+func (j *Journal) append(e *entry, t time.Time, r store.Record) {
+	b, _ := json.Marshal(r.Detail)
+	r.Detail, r.CreatedAt = nil, t
+	e.records = append(e.records, stored{r: r, detail: b})
+	e.op.Revision++
+	e.op.UpdatedAt = t
+	j.stamp(e.records)
+}
+
+// exceeded mirrors store.RunBound's check.
+func exceeded(b store.RunBound, resumes int, age time.Duration) string {
+	switch {
+	case b.MaxResumes > 0 && resumes >= b.MaxResumes:
+		return store.ReasonRunResumeLimit
+	case b.MaxAge > 0 && age > b.MaxAge:
+		return store.ReasonRunAgeLimit
+	}
+	return ""
 }
 
 // runs are the operations of command id (store.Runs' filter), oldest first.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -171,8 +172,9 @@ func TestPrepareRunNumbersAndResumesRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, created, "an unfinished run is resumed")
 	require.Equal(t, first.ID, resumed.ID)
+	require.Equal(t, first.Revision+1, resumed.Revision, "a resume is journaled: the revision moves on")
 	_, err = j.Transition(ctx, store.TransitionParams{OperationID: first.ID, From: store.StatePrepared, To: store.StateCompleted,
-		Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
+		Revision: resumed.Revision, Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
 	require.NoError(t, err)
 	second, created, err := j.PrepareRun(ctx, p)
 	require.NoError(t, err)
@@ -181,11 +183,91 @@ func TestPrepareRunNumbersAndResumesRuns(t *testing.T) {
 	_, records, err := j.Snapshot(ctx, "plan:run-2")
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"command": "plan", "run": float64(2)}, records[0].Detail)
-	_, _, err = j.PrepareRun(ctx, prep("plan", 2))
-	require.ErrorIs(t, err, store.ErrDigestMismatch)
+	other := prep("plan", 1)
+	other.Name = "another-owner"
+	_, _, err = j.PrepareRun(ctx, other)
+	require.ErrorIs(t, err, store.ErrDigestMismatch, "two targets never share an identity")
+	// A changed command under the same identity is its next version: the
+	// unfinished run 2 is closed (plan-superseded) and run 3 starts.
+	third, created, err := j.PrepareRun(ctx, prep("plan", 2))
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "plan:run-3", third.MutationID)
+	closed, _, err := j.Snapshot(ctx, "plan:run-2")
+	require.NoError(t, err)
+	require.Equal(t, store.StateRefused, closed.State)
+	require.Equal(t, store.ReasonPlanSuperseded, closed.Reason)
+	_, records, err = j.Snapshot(ctx, "plan:run-3")
+	require.NoError(t, err)
+	require.Equal(t, prep("plan", 1).CommandDigest, records[0].Detail["supersedes"])
 	runs, err := j.Runs(ctx, "plan")
 	require.NoError(t, err)
-	require.Len(t, runs, 2)
+	require.Len(t, runs, 3)
+}
+
+// The run bound closes a run resumed too often (or too old) and starts the
+// next one in its place.
+func TestPrepareRunBound(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	p := prep("plan", 1)
+	p.Bound = store.RunBound{MaxResumes: 2}
+	first, _, err := j.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	for range 2 {
+		op, created, err := j.PrepareRun(ctx, p)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, first.ID, op.ID)
+	}
+	next, created, err := j.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	require.True(t, created, "the third resume closes run 1")
+	require.Equal(t, "plan:run-2", next.MutationID)
+	closed, records, err := j.Snapshot(ctx, "plan:run-1")
+	require.NoError(t, err)
+	require.Equal(t, store.StateRefused, closed.State)
+	require.Equal(t, store.ReasonRunResumeLimit, closed.Reason)
+	require.Equal(t, store.RecordRefusal, records[len(records)-1].Kind)
+	_, records, err = j.Snapshot(ctx, "plan:run-2")
+	require.NoError(t, err)
+	require.Equal(t, "plan:run-1", records[0].Detail["replaces"])
+
+	aged := prep("aged", 1)
+	aged.Bound = store.RunBound{MaxAge: time.Nanosecond}
+	_, _, err = j.PrepareRun(ctx, aged)
+	require.NoError(t, err)
+	op, created, err := j.PrepareRun(ctx, aged)
+	require.NoError(t, err)
+	require.True(t, created, "a run older than the bound is closed")
+	require.Equal(t, "aged:run-2", op.MutationID)
+	closed, _, err = j.Snapshot(ctx, "aged:run-1")
+	require.NoError(t, err)
+	require.Equal(t, store.ReasonRunAgeLimit, closed.Reason)
+}
+
+// The newest run is the highest run number; an operation under the bare
+// mutation ID counts only while no run exists.
+func TestPrepareRunIgnoresBareIDOnceRunsExist(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	p := prep("plan", 1)
+	first, _, err := j.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	_, err = j.Transition(ctx, store.TransitionParams{OperationID: first.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Revision: first.Revision, Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
+	require.NoError(t, err)
+	bare, _, err := j.Prepare(ctx, p) // the bare mutation ID, inserted after run 1
+	require.NoError(t, err)
+	_, err = j.Transition(ctx, store.TransitionParams{OperationID: bare.ID, From: store.StatePrepared, To: store.StateCompleted,
+		Revision: bare.Revision, Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
+	require.NoError(t, err)
+	next, created, err := j.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "plan:run-2", next.MutationID)
 }
 
 func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {

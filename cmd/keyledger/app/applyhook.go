@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -54,11 +55,11 @@ func applyHookCommand(ctx context.Context, args []string, streams IOStreams) err
 // readHook decodes the five files strictly, each of the kind its name says.
 func readHook(dir string) (*kube.HookObjects, error) {
 	o := &kube.HookObjects{ServiceAccount: &corev1.ServiceAccount{}, Role: &rbacv1.Role{}, RoleBinding: &rbacv1.RoleBinding{},
-		ConfigMap: &corev1.ConfigMap{}, Job: &batchv1.Job{}}
+		ConfigMap: &corev1.ConfigMap{}, NetworkPolicy: &networkingv1.NetworkPolicy{}, Job: &batchv1.Job{}}
 	targets := []struct {
 		into metav1.Object
 		kind string
-	}{{o.ServiceAccount, "ServiceAccount"}, {o.Role, "Role"}, {o.RoleBinding, "RoleBinding"}, {o.ConfigMap, "ConfigMap"}, {o.Job, "Job"}}
+	}{{o.ServiceAccount, "ServiceAccount"}, {o.Role, "Role"}, {o.RoleBinding, "RoleBinding"}, {o.ConfigMap, "ConfigMap"}, {o.NetworkPolicy, "NetworkPolicy"}, {o.Job, "Job"}}
 	entries, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(entries) != len(credentials.HookFiles) {
 		return nil, usagef("apply-hook: %s must hold exactly the %d files render --out-dir writes", dir, len(credentials.HookFiles))

@@ -53,8 +53,8 @@ func TestRenderCredentialsGolden(t *testing.T) {
 	require.Equal(t, string(want), out)
 
 	docs := strings.Split(out, "\n---\n")
-	require.Len(t, docs, 5)
-	for i, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"} {
+	require.Len(t, docs, 6)
+	for i, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy", "Job"} {
 		require.Contains(t, docs[i], "kind: "+kind)
 		require.Contains(t, docs[i], "argocd.argoproj.io/hook: PreSync")
 	}
@@ -71,7 +71,7 @@ func TestRenderCredentialsGolden(t *testing.T) {
 	require.Equal(t, "BeforeHookCreation", role.Annotations["argocd.argoproj.io/hook-delete-policy"])
 
 	var job batchv1.Job
-	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
 	require.Equal(t, credentials.HookJobName("shop-orders-cache", []byte(renderPlan), Version, "registry.example/keyledger:v1"), job.Name)
 	require.Regexp(t, `^shop-orders-cache-credentials-[0-9a-f]{8}$`, job.Name)
 	require.Equal(t, "1", job.Annotations["argocd.argoproj.io/sync-wave"])
@@ -120,7 +120,7 @@ func TestRenderJobReadsPlanFromSubPathMount(t *testing.T) {
 	var cm corev1.ConfigMap
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[3]), &cm))
 	var job batchv1.Job
-	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
 	pod := job.Spec.Template.Spec
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
@@ -166,7 +166,7 @@ func TestRenderDefaultImageIsTheVersionsTables(t *testing.T) {
 	require.NoError(t, err)
 	docs := strings.Split(out, "\n---\n")
 	var job batchv1.Job
-	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
 	require.NotEmpty(t, keyledger.Image())
 	require.Equal(t, keyledger.Image(), job.Spec.Template.Spec.Containers[0].Image)
 	require.Equal(t, credentials.HookJobName("shop-orders-cache", []byte(renderPlan), Version, keyledger.Image()), job.Name)
@@ -190,7 +190,7 @@ func TestRenderCredentialsRefusesTheJournalNamespace(t *testing.T) {
 	require.NoError(t, err)
 	docs := strings.Split(out, "\n---\n")
 	var job batchv1.Job
-	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &job))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
 	env := map[string]corev1.EnvVar{}
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e
