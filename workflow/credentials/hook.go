@@ -178,7 +178,7 @@ func HookPolicy(s Spec) networkingv1.NetworkPolicySpec {
 		if srv.ExpectedController().Kind != "StatefulSet" {
 			continue
 		}
-		port := intstr.FromInt32(int32(srv.Port))
+		port := intstr.FromInt32(int32(srv.Port)) //nolint:gosec // Validate bounds Port to 1..65535 (spec.go)
 		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
 			To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"statefulset.kubernetes.io/pod-name": srv.Pod}}}},
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
