@@ -66,9 +66,9 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 		if fs.NArg() != 0 {
 			return usagef("journal list takes no arguments")
 		}
-		st, err := store.Open(ctx, url)
+		st, err := openJournal(ctx, url)
 		if err != nil {
-			return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+			return err
 		}
 		defer st.Close()
 		ops, err := st.List(ctx, store.ListParams{Limit: limit})
@@ -80,9 +80,9 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 		if fs.NArg() != 1 {
 			return usagef("journal show takes one MUTATION_ID")
 		}
-		st, err := store.Open(ctx, url)
+		st, err := openJournal(ctx, url)
 		if err != nil {
-			return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+			return err
 		}
 		defer st.Close()
 		op, err := st.Load(ctx, fs.Arg(0))
@@ -318,9 +318,9 @@ func grantCommand(ctx context.Context, action store.GrantAction, args []string, 
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, url)
+	st, err := openJournal(ctx, url)
 	if err != nil {
-		return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+		return err
 	}
 	defer st.Close()
 	change := st.Grant
@@ -368,9 +368,9 @@ func grantsCommand(ctx context.Context, args []string, streams IOStreams) error 
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, url)
+	st, err := openJournal(ctx, url)
 	if err != nil {
-		return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+		return err
 	}
 	defer st.Close()
 	if history {
@@ -407,4 +407,14 @@ func grantsCommand(ctx context.Context, args []string, streams IOStreams) error 
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Role, g.Namespace, g.GrantedAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// openJournal opens the journal a journal subcommand reads or changes; a
+// failure to reach it is an unavailable dependency (exit 69).
+func openJournal(ctx context.Context, url string) (*store.Store, error) {
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
+	}
+	return st, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow"
 )
 
 // pruneCommand is journal prune --older-than DURATION, as the schema owner
@@ -40,9 +39,9 @@ func pruneCommand(ctx context.Context, args []string, streams IOStreams) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, url)
+	st, err := openJournal(ctx, url)
 	if err != nil {
-		return &workflow.Unavailable{Dependency: "postgresql", Err: err}
+		return err
 	}
 	defer st.Close()
 	res, err := st.Prune(ctx, *olderThan)
