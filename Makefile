@@ -25,11 +25,14 @@ image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch 
 	bash hack/docker.sh
 	VERSION=$(VERSION) IMAGE=$(KEYLEDGER_IMAGE) bash hack/image.sh
 
-.PHONY: platform
-platform: ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them).
+.PHONY: demo-platform
+demo-platform: ## Only what `make demo` uses: Docker engine, the control-plane binaries and the PostgreSQL image (the node, the server images and the operators are built by the targets that need them).
 	bash hack/deps.sh
 	bash hack/controlplane.sh >/dev/null
 	bash hack/postgres-image.sh >/dev/null
+
+.PHONY: platform
+platform: demo-platform ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them).
 	if [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/node.sh >/dev/null && bash hack/servers-image.sh >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ]; then bash hack/operators.sh external-secrets >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ] && [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/operators-images.sh >/dev/null; fi
@@ -83,7 +86,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	$(GO) test ./workflow/credentials/ -run '^$$' -fuzz FuzzDecode -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: demo
-demo: platform ## Bring up the local platform and walk through the three families (plan, run, replay, refusal, recreate, restore, history) and the journal.
+demo: demo-platform ## Bring up the local platform and walk through the three families (plan, run, replay, refusal, recreate, restore, history) and the journal.
 	$(GO) run ./integration/demo
 
 .PHONY: bench

@@ -13,7 +13,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -73,13 +75,34 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer pg.Terminate(context.Background())
-	// The demo's namespaces: ai (a retirement), shop (credentials and a
-	// versioned write), each granted to the runs' role.
-	journal, err := pg.NewJournal(ctx, "keyledger_demo", "ai", "shop")
+	// One journal for every namespace; each namespace's runs connect as a
+	// role of their own, which the schema owner grants its namespace.
+	journal, err := pg.NewJournal(ctx, "keyledger_demo")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("API server %s; journal migrated; runs use the keyledger_operator role, granted the namespaces ai and shop\n", kube.Host())
+	fmt.Printf("API server %s; journal migrated as its schema owner\n", kube.Host())
+	asOwner := func(args ...string) error {
+		return keyledger(ctx, bin, dir, kube.KubeconfigFile(), journal.OwnerURL, args...)
+	}
+	roleURL := map[string]string{}
+	for _, n := range []string{"ai", "shop"} {
+		role := "keyledger_" + n
+		step("journal role %s for namespace %s: granted by the schema owner (row-level security confines it to %s)", role, n, n)
+		password := make([]byte, 16)
+		if _, err := rand.Read(password); err != nil {
+			return err
+		}
+		if err := pg.EnsureRole(ctx, role, hex.EncodeToString(password)); err != nil {
+			return err
+		}
+		if err := asOwner("journal", "grant", role, n); err != nil {
+			return err
+		}
+		if roleURL[n], err = pg.URLFor(journal.OwnerURL, role, hex.EncodeToString(password)); err != nil {
+			return err
+		}
+	}
 
 	const ns, name = "ai", "prompt-output-keyring"
 	client := kube.Client()
@@ -111,10 +134,10 @@ func run(ctx context.Context) error {
 	}
 
 	keyringCLI := func(args ...string) error {
-		return keyledger(ctx, bin, dir, kube.KubeconfigFile(), journal.OperatorURL, args...)
+		return keyledger(ctx, bin, dir, kube.KubeconfigFile(), roleURL["ai"], args...)
 	}
 	asRetirer := func(args ...string) error {
-		return keyledger(ctx, bin, dir, saKubeconfig, journal.OperatorURL, args...)
+		return keyledger(ctx, bin, dir, saKubeconfig, roleURL["ai"], args...)
 	}
 
 	step("keyledger keyring inspect %s/%s (the catalog: digests, never material)", ns, name)
@@ -169,19 +192,27 @@ func run(ctx context.Context) error {
 	if err := keyringCLI("keyring", "inspect", ns+"/"+name); err != nil {
 		return err
 	}
-	if err := credentialsDemo(ctx, kube, bin, dir, journal.OperatorURL); err != nil {
+	if err := credentialsDemo(ctx, kube, bin, dir, roleURL["shop"]); err != nil {
 		return err
 	}
-	if err := versionedDemo(ctx, kube, bin, dir, journal.OperatorURL); err != nil {
+	if err := versionedDemo(ctx, kube, bin, dir, roleURL["shop"]); err != nil {
 		return err
 	}
 
-	step("keyledger journal list: every operation of the three families")
+	step("keyledger journal list as ai's role: only ai's operations (row-level security)")
 	if err := keyringCLI("journal", "list"); err != nil {
+		return err
+	}
+	step("keyledger journal list as the schema owner: every operation of the three families")
+	if err := asOwner("journal", "list"); err != nil {
 		return err
 	}
 	step("keyledger journal show mut-7")
 	if err := keyringCLI("journal", "show", "mut-7"); err != nil {
+		return err
+	}
+	step("keyledger journal grants --history, as the schema owner: every grant, with who made it")
+	if err := asOwner("journal", "grants", "--history"); err != nil {
 		return err
 	}
 	step("done: stopping the platform")
