@@ -685,8 +685,8 @@ func TestIntegrationDeployAuditCatchesMutations(t *testing.T) {
 // apply: UID/GID 10001, a 128Mi limit, activeDeadlineSeconds 300. Where it
 // differs, the difference is pinned as exactly: backoffLimit 2 (a hook is
 // desired state: Argo CD's retried pod resumes the same run, where a
-// one-shot Job's rerun is the operator's decision), and no projected token
-// of its own (it runs on the ServiceAccount's automounted token). The Job
+// one-shot Job's rerun is the operator's decision). Like the deploy Jobs it
+// mounts no automounted token, only one projected token of 600 s. The Job
 // is read from the render golden file, which TestRenderCredentialsGolden
 // proves is what `keyledger render credentials` writes.
 func TestIntegrationDeployAuditCredentialsHookNumbers(t *testing.T) {
@@ -703,10 +703,12 @@ func TestIntegrationDeployAuditCredentialsHookNumbers(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, job.Name, "the golden file holds the hook Job")
-	hook := jobNumbers{deadline: adrDeadline, backoff: 2}
+	hook := jobNumbers{deadline: adrDeadline, backoff: 2, token: true}
 	a := &auditor{}
 	a.adrNumbers("Job/"+job.Name, job, hook)
 	require.Empty(t, a.findings)
+	require.NotNil(t, job.Spec.Template.Spec.AutomountServiceAccountToken, "the hook pod says whether the token is automounted")
+	require.False(t, *job.Spec.Template.Spec.AutomountServiceAccountToken, "the hook pod's only token is the projected one")
 
 	for name, mutate := range map[string]func(j *batchv1.Job){
 		"no-deadline":  func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = nil },
@@ -716,6 +718,21 @@ func TestIntegrationDeployAuditCredentialsHookNumbers(t *testing.T) {
 			j.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("256Mi")
 		},
 		"memory-absent": func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Resources.Limits = nil },
+		"token-hour": func(j *batchv1.Job) {
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				if v.Projected != nil {
+					for _, src := range v.Projected.Sources {
+						if src.ServiceAccountToken != nil {
+							hour := int64(3600)
+							src.ServiceAccountToken.ExpirationSeconds = &hour
+						}
+					}
+				}
+			}
+		},
+		"token-absent": func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Volumes = slices.DeleteFunc(j.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Projected != nil })
+		},
 	} {
 		j := job.DeepCopy()
 		mutate(j)

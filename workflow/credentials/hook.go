@@ -43,6 +43,12 @@ const (
 	hookDeadline = 300
 	// hookMemory is the container's memory limit (ADR-0262's 128 MiB).
 	hookMemory = "128Mi"
+	// hookTokenTTL is the projected ServiceAccount token's lifetime
+	// (ADR-0262's 600 s), longer than the Job's 300 s deadline.
+	hookTokenTTL = 600
+	// serviceAccountDir is where client-go's in-cluster configuration reads
+	// the token, the cluster CA and the namespace.
+	serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 )
 
 // HookJournal is where the hook Job finds the journal (deploy/README.md):
@@ -101,8 +107,10 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 	yes, no := true, false
 	user := int64(hookUser)
 	ttl, backoff, deadline := int32(hookTTL), int32(2), int64(hookDeadline)
+	tokenTTL, tokenMode := int64(hookTokenTTL), int32(0o440)
 	objects := []any{
-		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(name, "0", before)},
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(name, "0", before),
+			AutomountServiceAccountToken: &no},
 		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta(name, "0", before),
 			Rules: Rules(s)},
 		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta(name, "0", before),
@@ -121,8 +129,11 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 						"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner}},
 					Spec: corev1.PodSpec{
 						ServiceAccountName: name,
-						RestartPolicy:      corev1.RestartPolicyNever,
-						SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user,
+						// ADR-0262: no automounted token; the pod's only
+						// token is the projected one below, valid 600 s.
+						AutomountServiceAccountToken: &no,
+						RestartPolicy:                corev1.RestartPolicyNever,
+						SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
 							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 						Containers: []corev1.Container{{
 							Name: "keyledger", Image: image, Args: []string{"run", planPath},
@@ -132,6 +143,7 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 							VolumeMounts: []corev1.VolumeMount{
 								{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true},
 								{Name: "journal-ca", MountPath: journalCADir, ReadOnly: true},
+								{Name: "kube-api-access", MountPath: serviceAccountDir, ReadOnly: true},
 							},
 							Resources: corev1.ResourceRequirements{
 								Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(hookMemory)}},
@@ -144,6 +156,16 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 							{Name: "journal-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 								LocalObjectReference: corev1.LocalObjectReference{Name: journal.CA},
 								Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+							}}},
+							{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+								DefaultMode: &tokenMode,
+								Sources: []corev1.VolumeProjection{
+									{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &tokenTTL}},
+									{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+										Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+									{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+										FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+								},
 							}}},
 						},
 					},
