@@ -148,7 +148,9 @@ func TestFailed() error {
 }
 
 // ServerError is 500.
-func ServerError() error { return apierrors.NewInternalError(errors.New("etcdserver: request timed out")) }
+func ServerError() error {
+	return apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+}
 
 // Forbidden is 403, as authorization or a validating admission policy
 // answers.

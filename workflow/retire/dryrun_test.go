@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 )
 

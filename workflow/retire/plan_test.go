@@ -12,9 +12,9 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/keyledger/keyledger/kube"
-	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // oneSecretClient is a kube.Interface that serves Get of one Secret and

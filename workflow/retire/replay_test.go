@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 )
 

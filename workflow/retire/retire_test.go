@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
@@ -359,10 +359,12 @@ func retireRows(t testing.TB) []row {
 			trail: join(begun, []string{"result unknown lost", "resolution undetermined read-failed", "resolution ours", "completion converged"}),
 		},
 		{
-			name:   "lost three times: attempts exhausted, a rerun completes",
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore(), kubetest.LostBefore(), kubetest.LostBefore()) },
-			runs:   []runWant{uncertain("attempts-exhausted"), completed()},
-			end:    retired, writes: 1, gets: 5, replaces: 4,
+			name: "lost three times: attempts exhausted, a rerun completes",
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.LostBefore(), kubetest.LostBefore(), kubetest.LostBefore())
+			},
+			runs: []runWant{uncertain("attempts-exhausted"), completed()},
+			end:  retired, writes: 1, gets: 5, replaces: 4,
 			trail: join(begun,
 				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"},
 				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 3"},
