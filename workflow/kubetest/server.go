@@ -531,8 +531,10 @@ func (s *Server) Delete(gr schema.GroupResource, name string, pre Preconditions,
 		return 0, kube.Wrap(apierrors.NewConflict(gr, name,
 			fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", pre.ResourceVersion, cur.GetResourceVersion())))
 	}
+	changed := false
 	if orphan && !slices.Contains(cur.GetFinalizers(), metav1.FinalizerOrphanDependents) {
 		cur.SetFinalizers(append(cur.GetFinalizers(), metav1.FinalizerOrphanDependents))
+		changed = true
 	}
 	gone := Gone
 	if len(cur.GetFinalizers()) > 0 {
@@ -540,12 +542,18 @@ func (s *Server) Delete(gr schema.GroupResource, name string, pre Preconditions,
 		if cur.GetDeletionTimestamp() == nil {
 			now := metav1.NewTime(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))
 			cur.SetDeletionTimestamp(&now)
+			changed = true
 		}
-		s.stamp(cur, false)
+		if changed {
+			s.stamp(cur, false)
+		}
 	} else {
 		delete(s.objs, k)
+		changed = true
 	}
-	s.wrote(k, nil)
+	if changed {
+		s.wrote(k, nil)
+	}
 	if _, err := f.answered(r, nil); err != nil {
 		return 0, err
 	}
@@ -585,4 +593,41 @@ func As[T Object](o Object, err error) (T, error) {
 		return zero, err
 	}
 	return o.(T), nil
+}
+
+// SeedSecret is Seed of a Secret, typed.
+func (s *Server) SeedSecret(secret *corev1.Secret) *corev1.Secret {
+	return s.Seed(Secrets, secret).(*corev1.Secret)
+}
+
+// Calls is the number of requests received of verb, on any resource and
+// name.
+func (s *Server) Calls(verb Verb) int { return s.Count(verb, schema.GroupResource{}, "") }
+
+// VerbCounts is the number of requests received per verb.
+func (s *Server) VerbCounts() map[Verb]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[Verb]int{}
+	for _, r := range s.requests {
+		out[r.Verb]++
+	}
+	return out
+}
+
+// ResetCounts forgets the requests and writes received so far (to count
+// one run's only); the objects and the scripted faults stay.
+func (s *Server) ResetCounts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests, s.writes, s.written = nil, map[key]int{}, map[key][]Object{}
+}
+
+// Put stores o exactly as given, its UID and resourceVersion kept: what no
+// real writer can do, for an API server whose answers contradict each
+// other (an object deleted, then read back unchanged).
+func (s *Server) Put(gr schema.GroupResource, o Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objs[key{gr, o.GetName()}] = deepCopy(o)
 }
