@@ -94,7 +94,7 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
 		next := int64(1)
-		detail := map[string]any{}
+		var lineage RunLineage
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -108,7 +108,7 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 			close := ""
 			switch {
 			case latest.CommandDigest != p.CommandDigest:
-				detail["supersedes"] = latest.CommandDigest
+				lineage.Supersedes = latest.CommandDigest
 				if !latest.State.Terminal() {
 					close = ReasonPlanSuperseded
 				}
@@ -130,17 +130,13 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 					return err
 				}
 				if close != ReasonPlanSuperseded {
-					detail["replaces"], detail["replacedBecause"] = latest.MutationID, close
+					lineage.Replaces, lineage.ReplacedBecause = latest.MutationID, close
 				}
 			}
 		}
 		run := p
 		run.MutationID = RunID(p.MutationID, next)
-		for k, v := range p.Detail {
-			detail[k] = v
-		}
-		detail["command"], detail["run"] = p.MutationID, next
-		run.Detail = detail
+		run.Detail = Merge(DetailOf(lineage), p.Detail, DetailOf(RunNumber{Command: p.MutationID, Run: next}))
 		op, created, err = prepareIn(ctx, tx, run)
 		return err
 	})
@@ -187,7 +183,7 @@ func resumeIn(ctx context.Context, tx pgx.Tx, op *Operation, n int) (*Operation,
 		return nil, wrap("resuming the run", err)
 	}
 	return moved, insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordObservation, Step: StepResumeRun,
-		Detail: map[string]any{"resume": n}}})
+		Detail: DetailOf(ResumeDetail{Resume: n})}})
 }
 
 // closeRunIn ends the unfinished run op, refused with reason (nothing to
@@ -202,7 +198,7 @@ func closeRunIn(ctx context.Context, tx pgx.Tx, op *Operation, reason string) er
 		return nil
 	}
 	return insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordRefusal, Step: StepCloseRun, Reason: reason,
-		Detail: map[string]any{"outcome": "refused", "reason": reason}}})
+		Detail: DetailOf(CloseRunDetail{Outcome: "refused", Reason: reason})}})
 }
 
 // runSeries is the command a run's mutation ID belongs to (NULL for any

@@ -48,16 +48,13 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 		if n := m.run.Attempts(c.Step, c.Target); n >= store.MaxCallAttempt {
 			// The journal holds at most store.MaxCallAttempt attempts of a
 			// step and target (a CHECK): refuse before the database would.
-			return m.refuse(ctx, ReasonAttemptLimit, map[string]any{"step": c.Step, "target": c.Target, "attempts": n}, notes)
+			return m.refuse(ctx, ReasonAttemptLimit, store.DetailOf(attemptLimit{Step: c.Step, Target: c.Target, Attempts: n}), notes)
 		}
 	}
 	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)
 	for _, c := range batch {
 		m.sent[callKey(c.Step, c.Target)]++
-		if c.Observation != nil {
-			records = append(records, *c.Observation)
-		}
 		// Attempt numbers count every send of this step and target over
 		// the operation's life, across runs.
 		records = append(records, store.Record{
@@ -98,7 +95,10 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	case rejected && !unknown:
 		summary := rejectedCall.Summary
 		if len(batch) > 1 {
-			summary = m.batchSummary(summary, results)
+			var err error
+			if summary, err = m.batchSummary(summary, results); err != nil {
+				return err
+			}
 		}
 		return m.refuse(ctx, rejection.Reason, summary, results)
 	case unknown:
@@ -107,7 +107,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 		return m.fire(ctx, eventResolve, move{records: results})
 	case len(batch) == 1 && batch[0].Final:
 		summary := batch[0].Summary
-		if answers[0].Summary != nil {
+		if !answers[0].Summary.IsZero() {
 			summary = answers[0].Summary
 		}
 		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: summary}, results)
@@ -144,33 +144,25 @@ func Each(n, limit int, fn func(i int)) {
 	wg.Wait()
 }
 
-func withCode(detail map[string]any, code int) map[string]any {
-	if code == 0 {
-		return detail
-	}
-	out := map[string]any{"code": code}
-	for k, v := range detail {
-		out[k] = v
-	}
-	return out
-}
-
 // batchSummary adds to summary the targets of the newest batch that were
 // applied (an applied answer, or an "ours" resolution, including those in
 // pending, not yet journaled), those settled by finding the result in
 // place (a "kept" resolution: nothing was written) and those that were not:
 // a refused batch names what it changed, and only that.
-func (m *machine) batchSummary(summary map[string]any, pending []store.Record) map[string]any {
+func (m *machine) batchSummary(summary store.Detail, pending []store.Record) (store.Detail, error) {
 	records := append(append([]store.Record{}, m.run.Records...), pending...)
-	out := map[string]any{}
-	for k, v := range summary {
-		out[k] = v
-	}
 	done, kept, notDone := []string{}, []string{}, []string{}
 	for _, c := range batchCalls(records, m.run.lastBatch()) {
 		s, ok := settlement(records, c.Step, c.Target)
+		var k KeptResolution
+		if ok && s.By.Kind == store.RecordResolution {
+			var err error
+			if k, err = store.DecodeDetail[KeptResolution](s.By.Detail); err != nil {
+				return store.Detail{}, fmt.Errorf("reading the resolution of %s %s: %w", c.Step, c.Target, err)
+			}
+		}
 		switch {
-		case ok && s.By.Kind == store.RecordResolution && s.By.Detail["kept"] == true:
+		case k.Kept:
 			kept = append(kept, c.Target)
 		case ok:
 			done = append(done, c.Target)
@@ -178,6 +170,5 @@ func (m *machine) batchSummary(summary map[string]any, pending []store.Record) m
 			notDone = append(notDone, c.Target)
 		}
 	}
-	out["applied"], out["kept"], out["notApplied"] = done, kept, notDone
-	return out
+	return store.Merge(summary, store.DetailOf(batchTargets{Applied: done, Kept: kept, NotApplied: notDone})), nil
 }

@@ -42,7 +42,7 @@ type DryRunResult struct {
 	// every call were applied as intended; empty when Stopped.
 	Outcome Outcome
 	Reason  string
-	Summary map[string]any
+	Summary store.Detail
 	// Stopped says why the dry run could not decide further: what comes
 	// next depends on answers a dry run does not have.
 	Stopped string
@@ -98,7 +98,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 		var refused *Refused
 		switch {
 		case errors.As(err, &refused):
-			res.Outcome, res.Reason, res.Summary = OutcomeRefused, refused.Reason, nil
+			res.Outcome, res.Reason, res.Summary = OutcomeRefused, refused.Reason, store.Detail{}
 		case err != nil:
 			return nil, err
 		}
@@ -137,7 +137,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 // reused mutation ID); res then says how.
 func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*store.Operation, []store.Record, error) {
 	p := plan.Prepare
-	fresh := func(mutationID string, detail map[string]any) (*store.Operation, []store.Record, error) {
+	fresh := func(mutationID string, detail store.Detail) (*store.Operation, []store.Record, error) {
 		res.Journal = "new"
 		op := &store.Operation{Kind: p.Kind, MutationID: mutationID, RequestID: p.RequestID, CommandDigest: p.CommandDigest,
 			Namespace: p.Namespace, Name: p.Name, ExpectedUID: p.ExpectedUID, State: store.StatePrepared, CreatedAt: time.Now().UTC()}
@@ -169,11 +169,7 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 				next = n + 1
 			}
 		}
-		detail := map[string]any{"command": p.MutationID, "run": next}
-		for k, v := range p.Detail {
-			detail[k] = v
-		}
-		return fresh(store.RunID(p.MutationID, next), detail)
+		return fresh(store.RunID(p.MutationID, next), store.Merge(store.DetailOf(store.RunNumber{Command: p.MutationID, Run: next}), p.Detail))
 	}
 	op, records, err := st.Snapshot(ctx, p.MutationID)
 	switch {

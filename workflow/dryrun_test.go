@@ -27,7 +27,7 @@ func (f scriptFamily) Decide(_ context.Context, run *Run) (Decision, error) {
 		return Decision{Complete: &Completion{Outcome: OutcomeCompleted}}, nil
 	}
 	step := f.script[n]
-	return Decision{Call: &Call{Step: step, Target: "x", Final: n == len(f.script)-1, Summary: map[string]any{"step": step},
+	return Decision{Call: &Call{Step: step, Target: "x", Final: n == len(f.script)-1, Summary: store.DetailOf(map[string]any{"step": step}),
 		Send: func(context.Context) Answer { *f.sent++; return Answer{Status: Applied} }}}, nil
 }
 

@@ -70,7 +70,7 @@ func TestOperateWithTheInMemoryJournal(t *testing.T) {
 	final := func(a workflow.Answer) func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
 		return func(_ *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
 			return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true,
-				Summary: map[string]any{"wrote": "x"}, Send: send(a)}}
+				Summary: store.DetailOf(map[string]any{"wrote": "x"}), Send: send(a)}}
 		}
 	}
 	cases := []struct {
@@ -113,7 +113,7 @@ func TestOperateWithTheInMemoryJournal(t *testing.T) {
 			name: "a lost answer resolved ours",
 			family: &scripted{decide: final(workflow.Answer{Status: workflow.Unknown, Reason: "lost"}),
 				resolve: func(*workflow.Run, store.Record) workflow.Verdict {
-					return workflow.Verdict{Kind: workflow.Ours, UID: "u1", Summary: map[string]any{"wrote": "x"}}
+					return workflow.Verdict{Kind: workflow.Ours, UID: "u1", Summary: store.DetailOf(map[string]any{"wrote": "x"})}
 				}},
 			outcome: workflow.OutcomeConverged, state: store.StateCompleted,
 			records: []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
@@ -257,7 +257,7 @@ func TestOperateBelievesAReplayOnlyWithTheCluster(t *testing.T) {
 			var refused *workflow.Refused
 			if errors.As(c.err, &refused) {
 				require.Equal(t, refused.Reason, plan.Reason)
-				require.Nil(t, plan.Summary, "the journaled ending is not shown")
+				require.True(t, plan.Summary.IsZero(), "the journaled ending is not shown")
 			}
 		})
 	}

@@ -50,7 +50,7 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 		p.note(obs) // found: adopted
 	}
 	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: "checked",
-		Detail: map[string]any{"read": len(f.cmd.Spec.Secrets), "absent": absent}})
+		Detail: store.DetailOf(externalSecretsDetail{Read: len(f.cmd.Spec.Secrets), Absent: absent})})
 	return nil, nil
 }
 
@@ -66,8 +66,12 @@ func (f *family) invalidExternal(es *unstructured.Unstructured) string {
 }
 
 func (f *family) refuseExternal(reason, name string, records ...store.Record) *workflow.Decision {
-	return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: records,
-		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name, "listedInAdopt": f.listed(name)}}}
+	return &workflow.Decision{Notes: records, Refuse: &workflow.Refusal{Reason: reason, Summary: f.externalSummary(name)}}
+}
+
+// externalSummary names the ExternalSecret name in a refusal.
+func (f *family) externalSummary(name string) store.Detail {
+	return store.DetailOf(externalSummary{Namespace: f.cmd.Spec.Namespace, ExternalSecret: name, ListedInAdopt: f.listed(name)})
 }
 
 // externalObservation records a read of an ExternalSecret: identity,
@@ -75,8 +79,8 @@ func (f *family) refuseExternal(reason, name string, records ...store.Record) *w
 func externalObservation(es *unstructured.Unstructured) store.Record {
 	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: "externalsecret/" + es.GetName(),
 		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: statusPresent,
-		Detail: map[string]any{"generatorBacked": generatorBacked(es), "targetName": targetName(es) == es.GetName(),
-			"terminating": es.GetDeletionTimestamp() != nil}}
+		Detail: store.DetailOf(externalSecretDetail{GeneratorBacked: generatorBacked(es), TargetName: targetName(es) == es.GetName(),
+			Terminating: es.GetDeletionTimestamp() != nil})}
 }
 
 // generatorBacked: every spec.dataFrom entry has sourceRef.generatorRef and
@@ -141,9 +145,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workf
 				return f.refuseExternal(reason, name, obs), nil
 			}
 			if es.GetDeletionTimestamp() == nil {
-				call := f.orphanCall(name, es.GetUID(), es.GetResourceVersion())
-				call.Observation = &obs
-				return &workflow.Decision{Call: call}, nil
+				return &workflow.Decision{Notes: []store.Record{obs}, Call: f.orphanCall(name, es.GetUID(), es.GetResourceVersion())}, nil
 			}
 			// Already being deleted (by someone else): wait for it.
 			p.note(obs)
@@ -185,7 +187,7 @@ var errReplaced error = replacedError{}
 func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) *workflow.Call {
 	return &workflow.Call{
 		Step: stepOrphanExternalSecret, Target: "externalsecret/" + name, UID: string(uid), ResourceVersion: resourceVersion,
-		Detail: map[string]any{"propagationPolicy": "Orphan", "listedInAdopt": f.listed(name)},
+		Detail: store.DetailOf(orphanDetail{PropagationPolicy: "Orphan", ListedInAdopt: f.listed(name)}),
 		Send: func(ctx context.Context) workflow.Answer {
 			// A failed precondition (409) is settled by re-reading.
 			return deleteAnswer(uid, "deleting", f.kube.OrphanExternalSecret(ctx, name, uid, resourceVersion))
@@ -200,7 +202,7 @@ func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) 
 // still generator-backed, with the preconditions of this read.
 func (f *family) resolveOrphan(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	es, err := f.kube.GetExternalSecret(ctx, name)
-	summary := map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name, "listedInAdopt": f.listed(name)}
+	summary := f.externalSummary(name)
 	switch {
 	case isNotFound(err):
 		return workflow.Verdict{Kind: workflow.Ours, Reason: "gone", UID: call.UID}, nil
@@ -245,10 +247,8 @@ func (f *family) deleteGenerators(ctx context.Context, p *progress) (*workflow.D
 		}
 		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g,
 			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: statusPresent,
-			Detail: map[string]any{"terminating": gen.GetDeletionTimestamp() != nil}}
-		call := f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())
-		call.Observation = &obs
-		return &workflow.Decision{Call: call}, nil
+			Detail: store.DetailOf(generatorDetail{Terminating: gen.GetDeletionTimestamp() != nil})}
+		return &workflow.Decision{Notes: []store.Record{obs}, Call: f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())}, nil
 	}
 	return nil, nil
 }
@@ -276,7 +276,7 @@ func (f *family) resolveDeleteGenerator(ctx context.Context, name string, call s
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	case string(gen.GetUID()) != call.UID:
 		return workflow.Verdict{Kind: workflow.Ours, Reason: reasonReplacedNotDeleted, UID: string(gen.GetUID()),
-			ResourceVersion: gen.GetResourceVersion(), Detail: map[string]any{"deletedUID": call.UID}}, nil
+			ResourceVersion: gen.GetResourceVersion(), Detail: store.DetailOf(replacedGeneratorDetail{DeletedUID: call.UID})}, nil
 	case gen.GetDeletionTimestamp() != nil:
 		return workflow.Verdict{Kind: workflow.Ours, Reason: "deleting", UID: call.UID, ResourceVersion: gen.GetResourceVersion()}, nil
 	}

@@ -78,19 +78,19 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	}
 	if pod == nil {
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
-			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+			Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
 	if reason := f.unprobeable(srv, pod); reason != "" {
 		// The password goes only where it belongs: nothing is sent.
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
 	if workflow.IsDryRun(ctx) {
 		// keyledger plan: say which pod a run would probe; never contact it.
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID), Status: workflow.StatusPlanned,
-			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+			Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
 	res, secretRV, err := f.probeServer(ctx, srv, pod)
@@ -98,12 +98,12 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 		return nil, err
 	}
 	probe := store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-		Status: string(res.Status), Reason: res.Reason, Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}}
+		Status: string(res.Status), Reason: res.Reason, Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})}
 	switch res.Status {
 	case ProbeRefused:
 		if deleteCalled {
-			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
-				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod}}}, nil
+			return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses,
+				Summary: store.DetailOf(podSummary{Namespace: f.cmd.Spec.Namespace, Pod: srv.Pod})}}, nil
 		}
 		// One restart per cause: a restart of this pod that any run of the
 		// plan journaled for the same Secret version, controller revision
@@ -116,9 +116,9 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 				return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 			}
 			if found != nil {
-				return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
-					Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod, "restartedBy": found.Run,
-						"detail": "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"}}}, nil
+				return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses,
+					Summary: store.DetailOf(podSummary{Namespace: f.cmd.Spec.Namespace, Pod: srv.Pod, RestartedBy: found.Run,
+						Detail: "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"})}}, nil
 			}
 		}
 		p.note(probe)
@@ -270,20 +270,19 @@ func (p *progress) authorshipOfSecret(name string) Authorship {
 func (f *family) deletePodCall(name string, uid types.UID, secret string, authorship Authorship, c cause) *workflow.Call {
 	return &workflow.Call{
 		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid), Digest: c.digest(),
-		Detail: map[string]any{"why": "refused-credentials", "secret": secret, "authorship": string(authorship),
-			"cause": map[string]any{"secretResourceVersion": c.SecretResourceVersion, "controller": c.Controller, "revision": c.Revision, "spec": c.Spec}},
+		Detail: store.DetailOf(deletePodDetail{Why: "refused-credentials", Secret: secret, Authorship: authorship,
+			Cause: causeDetail{SecretResourceVersion: c.SecretResourceVersion, Controller: c.Controller, Revision: c.Revision, Spec: c.Spec}}),
 		Send: func(ctx context.Context) workflow.Answer {
 			return deleteAnswer(uid, "deleted", f.kube.DeletePod(ctx, name, uid))
 		},
 	}
 }
 
-// causeOf reads the cause a delete-pod call record names (its retry keeps
+// causeOf is the cause a delete-pod call's detail names (its retry keeps
 // the same digest).
-func causeOf(call store.Record) cause {
-	m, _ := call.Detail["cause"].(map[string]any)
-	return cause{Secret: str(call.Detail["secret"]), SecretResourceVersion: str(m["secretResourceVersion"]),
-		Controller: str(m["controller"]), Revision: str(m["revision"]), Spec: str(m["spec"])}
+func causeOf(d deletePodDetail) cause {
+	return cause{Secret: d.Secret, SecretResourceVersion: d.Cause.SecretResourceVersion,
+		Controller: d.Cause.Controller, Revision: d.Cause.Revision, Spec: d.Cause.Spec}
 }
 
 func (f *family) resolveDeletePod(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
@@ -298,6 +297,10 @@ func (f *family) resolveDeletePod(ctx context.Context, name string, call store.R
 	case pod.DeletionTimestamp != nil:
 		return workflow.Verdict{Kind: workflow.Ours, Reason: "terminating", UID: call.UID}, nil
 	}
+	d, err := detailOf[deletePodDetail](call)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
 	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID,
-		Retry: f.deletePodCall(name, pod.UID, str(call.Detail["secret"]), Authorship(str(call.Detail["authorship"])), causeOf(call))}, nil
+		Retry: f.deletePodCall(name, pod.UID, d.Secret, d.Authorship, causeOf(d))}, nil
 }

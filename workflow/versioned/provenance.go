@@ -61,7 +61,7 @@ func newProvenance() provenance {
 // liveUID (its UID precondition) makes its target a slot of that UID and its
 // nonce known; an applied result, or an ours resolution, of a call on such
 // a target journals the snapshot's UID.
-func (p provenance) add(records []store.Record, liveUID types.UID) {
+func (p provenance) add(records []store.Record, liveUID types.UID) error {
 	bound := map[string]bool{}
 	for _, r := range records {
 		if r.Step != StepCreateSnapshot {
@@ -74,7 +74,11 @@ func (p provenance) add(records []store.Record, liveUID types.UID) {
 				continue
 			}
 			bound[r.Target] = true
-			if digest := journaledNonce(r.Detail); digest != "" {
+			d, err := detailOf[snapshotDetail](r)
+			if err != nil {
+				return err
+			}
+			if digest := d.nonceDigest(); digest != "" {
 				p.nonces[digest] = slot
 			}
 		case store.RecordAuthorityResult:
@@ -87,6 +91,7 @@ func (p provenance) add(records []store.Record, liveUID types.UID) {
 			}
 		}
 	}
+	return nil
 }
 
 // journaled reports whether the journal holds m's UID as created in the
@@ -105,19 +110,6 @@ func (p provenance) carriesNonce(m *metav1.ObjectMeta) bool {
 	}
 	slot, ok := p.nonces[nonceDigest(nonce)]
 	return ok && slot == m.Name
-}
-
-// journaledNonce is the nonce digest a create-snapshot call record holds:
-// "nonceDigest" since the journal holds digests only, or the digest of the
-// plain "nonce" a record written by an older keyledger holds.
-func journaledNonce(detail map[string]any) string {
-	if d, _ := detail["nonceDigest"].(string); d != "" {
-		return d
-	}
-	if nonce, _ := detail["nonce"].(string); nonce != "" {
-		return nonceDigest(nonce)
-	}
-	return ""
 }
 
 // nonceDigest is what the journal holds of a snapshot nonce.
@@ -154,11 +146,15 @@ func (f *family) provenance(ctx context.Context, run *workflow.Run, liveUID type
 			return p, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 		}
 		for _, g := range groups {
-			p.add(g, liveUID)
+			if err := p.add(g, liveUID); err != nil {
+				return p, err
+			}
 		}
 	}
 	if run != nil {
-		p.add(run.Records, liveUID)
+		if err := p.add(run.Records, liveUID); err != nil {
+			return p, err
+		}
 	}
 	return p, nil
 }

@@ -102,7 +102,10 @@ func (f *family) ConfirmReplay(ctx context.Context, run *workflow.Run) (*workflo
 // confirmWrite checks an update's or a restore's live write, settled by done.
 func (f *family) confirmWrite(ctx context.Context, run *workflow.Run, live *corev1.Secret, done workflow.Settlement) (*workflow.Contradiction, error) {
 	call := done.Call
-	next := callVersion(call)
+	next, err := callVersion(call)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case live == nil:
 		return contradiction(ReasonReplaySecretAbsent, "the live Secret does not exist; the journal says this operation wrote version "+strconv.FormatInt(next, 10))
@@ -144,7 +147,9 @@ func (f *family) confirmArchive(ctx context.Context, run *workflow.Run, live *co
 	// create was sent). A copy of the archive under another UID carries
 	// the nonce too, so a journaled UID decides.
 	p := newProvenance()
-	p.add(run.Records, live.UID)
+	if err := p.add(run.Records, live.UID); err != nil {
+		return nil, err
+	}
 	owned := p.owns(&s.ObjectMeta)
 	if archived.By.UID != "" {
 		owned = string(s.UID) == archived.By.UID

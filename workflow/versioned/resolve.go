@@ -20,11 +20,11 @@ import (
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	v, err := f.resolveRun(ctx, run, call)
 	if err == nil && v.Kind == workflow.Theirs && f.purges() {
-		if v.Summary == nil {
+		if v.Summary.IsZero() {
 			uid, _ := boundUID(run)
-			v.Summary = f.summaryOf(types.UID(uid), nil)
+			v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
 		}
-		v.Summary = withPurged(v.Summary, run)
+		v.Summary, err = withPurged(v.Summary, run)
 	}
 	return v, err
 }
@@ -90,11 +90,11 @@ func (f *family) resolveCreate(ctx context.Context) (workflow.Verdict, error) {
 	}
 	if f.isCreated(live) {
 		v := found(workflow.Ours, "", live)
-		v.Summary = f.summary(live, map[string]any{"version": int64(1)})
+		v.Summary = f.summary(live, summaryDetail{Version: new(int64(1))})
 		return v, nil
 	}
 	v := found(workflow.Theirs, ReasonAlreadyExists, live)
-	v.Summary = f.summary(live, nil)
+	v.Summary = f.summary(live, summaryDetail{})
 	return v, nil
 }
 
@@ -163,11 +163,11 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	}
 	if reason != "" {
 		v := found(workflow.Theirs, reason, occupant)
-		v.Summary = f.summary(live, map[string]any{"snapshot": name})
+		v.Summary = f.summary(live, summaryDetail{Snapshot: &name})
 		return v, nil
 	}
 	v := found(workflow.Ours, "", occupant)
-	v.Detail = map[string]any{"reused": occupant.Annotations[AnnotationActor] != want.Annotations[AnnotationActor]}
+	v.Detail = store.DetailOf(reusedDetail{Reused: occupant.Annotations[AnnotationActor] != want.Annotations[AnnotationActor]})
 	return v, nil
 }
 
@@ -184,7 +184,7 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 	meta, ok := checkMeta(&s.ObjectMeta, types.UID(uid), f.cmd.Name)
 	if !ok {
 		v := found(workflow.Theirs, ReasonSnapshotInvalid, s)
-		v.Summary = f.summaryOf(types.UID(uid), nil)
+		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
 		return v, nil
 	}
 	v := found(workflow.NotApplied, "present", s)
@@ -203,7 +203,10 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 	if settled != nil {
 		return *settled, nil
 	}
-	next := callVersion(call)
+	next, err := callVersion(call)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
 	n := next - 1
 	snapName := SnapshotName(live.UID, n)
 	// A restore writes its target's data; an update writes over the state
@@ -266,15 +269,15 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 	intended := f.replacement(live, base, n)
 	if live.Annotations[AnnotationVersion] == strconv.FormatInt(next, 10) && sameData(live.Data, intended.Data) {
 		v := found(workflow.Ours, "", live)
-		extra := map[string]any{"version": next, "snapshot": snapName, "snapshotVersion": n}
+		extra := summaryDetail{Version: &next, Snapshot: &snapName, SnapshotVersion: &n}
 		if f.cmd.Kind == command.KindSecretRestore {
-			extra["restoredVersion"] = f.cmd.Version
+			extra.RestoredVersion = &f.cmd.Version
 		}
 		v.Summary = f.summary(live, extra)
 		return v, nil
 	}
 	v := found(workflow.Theirs, ReasonChangedConcurrent, live)
-	v.Summary = f.summary(live, nil)
+	v.Summary = f.summary(live, summaryDetail{})
 	return v, nil
 }
 
@@ -303,14 +306,19 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 	}
 	if reason != "" {
 		v := found(workflow.Theirs, reason, live)
-		v.Summary = f.summary(live, map[string]any{"snapshot": snap, "snapshotVersion": n})
+		v.Summary = f.summary(live, summaryDetail{Snapshot: &snap, SnapshotVersion: &n})
 		return &v
 	}
 	protected := []int64{n}
 	if f.cmd.Kind == command.KindSecretRestore {
 		protected = append(protected, f.cmd.Version)
 	}
-	if _, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected)); pending > 0 {
+	_, pending, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
+	if err != nil {
+		v := undetermined(err)
+		return &v
+	}
+	if pending > 0 {
 		v := workflow.Verdict{Kind: workflow.Undetermined, Reason: ReasonPrunePending, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write is not sent again until they are gone: rerun the same command", pending)}
 		return &v
@@ -340,7 +348,7 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 // in identity, for the caller to decide.
 func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced string) (v workflow.Verdict, settled bool) {
 	deletion := func(v workflow.Verdict, state kube.Deletion) workflow.Verdict {
-		v.Detail = map[string]any{"deletion": string(state)}
+		v.Detail = store.DetailOf(deletionDetail{Deletion: state})
 		return v
 	}
 	switch {

@@ -150,14 +150,10 @@ func (w *write) withObservation(d workflow.Decision) workflow.Decision {
 	}
 	obs := observation(w.live)
 	switch {
-	case d.Call != nil && d.Call.Observation == nil:
-		d.Call.Observation = &obs
-	case d.Complete != nil:
-		d.Complete.Records = append([]store.Record{obs}, d.Complete.Records...)
-	case d.Refuse != nil:
-		d.Refuse.Records = append([]store.Record{obs}, d.Refuse.Records...)
-	case d.End != nil:
-		d.Notes = append(d.Notes, obs)
+	case d.Call != nil, d.End != nil:
+		d.Notes = append(d.Notes, obs) // journaled last, just before the call
+	case d.Complete != nil, d.Refuse != nil:
+		d.Notes = append([]store.Record{obs}, d.Notes...) // first, before the re-read a decision holds (confirmDeleted)
 	}
 	return d
 }
@@ -207,7 +203,7 @@ func bindLive(_ context.Context, w *write) (*workflow.Decision, error) {
 // refuses one that finds anything else.
 func createdLive(_ context.Context, w *write) (*workflow.Decision, error) {
 	if w.f.isCreated(w.live) {
-		return decided(w.f.complete(workflow.OutcomeExisting, w.live, map[string]any{"version": int64(1)}))
+		return decided(w.f.complete(workflow.OutcomeExisting, w.live, summaryDetail{Version: new(int64(1))}))
 	}
 	return decided(w.f.refuse(ReasonAlreadyExists, w.live))
 }
@@ -230,7 +226,7 @@ func expectLive(ctx context.Context, w *write) (*workflow.Decision, error) {
 		return nil, err // *workflow.Unavailable
 	}
 	if applied {
-		return decided(f.complete(workflow.OutcomeExisting, w.live, nil))
+		return decided(f.complete(workflow.OutcomeExisting, w.live, summaryDetail{}))
 	}
 	return decided(f.refuse(ReasonStale, w.live))
 }
@@ -292,7 +288,7 @@ func readTarget(ctx context.Context, w *write) (*workflow.Decision, error) {
 	}
 	if live.Immutable != nil && *live.Immutable {
 		if sameData(live.Data, target.Data) {
-			return decided(f.complete(workflow.OutcomeExisting, live, map[string]any{"restoredVersion": f.cmd.Version}))
+			return decided(f.complete(workflow.OutcomeExisting, live, summaryDetail{RestoredVersion: &f.cmd.Version}))
 		}
 		return decided(f.refuse(ReasonImmutable, live))
 	}
@@ -393,7 +389,7 @@ func confirmDelete(ctx context.Context, w *write) (*workflow.Decision, error) {
 	if workflow.IsDryRun(ctx) && done.By.Reason == workflow.StatusPlanned {
 		// keyledger plan: the delete was not sent; the run would confirm
 		// it by reading the live Secret again.
-		return decided(f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}))
+		return decided(f.complete(OutcomeDeleted, nil, summaryDetail{History: f.historyWord()}))
 	}
 	d, err := f.confirmDeleted(ctx, w.run)
 	if err != nil {
