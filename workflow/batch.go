@@ -35,30 +35,30 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	}
 	seen := map[string]bool{}
 	for _, c := range batch {
-		key := callKey(c.Step, c.Target)
+		key := callKey(c.Step, c.Target.String())
 		switch {
 		case len(batch) > 1 && c.Final:
 			return errors.New("a final call cannot be sent in a batch")
 		case seen[key]:
-			return fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target)
+			return fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target.String())
 		case m.sent[key] >= m.e.MaxAttempts:
-			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target, m.sent[key])}
+			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target.String(), m.sent[key])}
 		}
 		seen[key] = true
-		if n := m.run.Attempts(c.Step, c.Target); n >= store.MaxCallAttempt {
+		if n := m.run.Attempts(c.Step, c.Target.String()); n >= store.MaxCallAttempt {
 			// The journal holds at most store.MaxCallAttempt attempts of a
 			// step and target (a CHECK): refuse before the database would.
-			return m.refuse(ctx, ReasonAttemptLimit, store.DetailOf(attemptLimit{Step: c.Step, Target: c.Target, Attempts: n}), notes)
+			return m.refuse(ctx, ReasonAttemptLimit, store.DetailOf(attemptLimit{Step: c.Step, Target: c.Target.String(), Attempts: n}), notes)
 		}
 	}
 	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)
 	for _, c := range batch {
-		m.sent[callKey(c.Step, c.Target)]++
+		m.sent[callKey(c.Step, c.Target.String())]++
 		// Attempt numbers count every send of this step and target over
 		// the operation's life, across runs.
 		records = append(records, store.Record{
-			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: m.run.Attempts(c.Step, c.Target) + 1,
+			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target.String(), Attempt: m.run.Attempts(c.Step, c.Target.String()) + 1,
 			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Batch: batchNo, Final: c.Final, Detail: c.Detail,
 		})
 	}
@@ -78,7 +78,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	for i, a := range answers {
 		c := batch[i] //nolint:gosec // G602: send and the dry run answer each call of batch, in order
 		results[i] = store.Record{
-			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: a.UID, ResourceVersion: a.ResourceVersion,
+			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target.String(), UID: a.UID, ResourceVersion: a.ResourceVersion,
 			Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
 		}
 		switch a.Status {

@@ -46,7 +46,13 @@ type DryRunResult struct {
 	// Stopped says why the dry run could not decide further: what comes
 	// next depends on answers a dry run does not have.
 	Stopped string
+	// verbs are the planned calls' verbs, by step and target (Verb).
+	verbs map[string]Verb
 }
+
+// Verb is the API verb of call, one of the dry run's authority_call
+// records: the verb its Call named ("" for a call it did not plan).
+func (r *DryRunResult) Verb(call store.Record) Verb { return r.verbs[callKey(call.Step, call.Target)] }
 
 // Calls returns the authority calls of the dry run, in order.
 func (r *DryRunResult) Calls() []store.Record {
@@ -108,9 +114,11 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	}
 	run := &Run{Op: op, Records: records}
 	before := len(records)
-	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: &dryCalls{family: plan.Family}}
+	dry := &dryCalls{family: plan.Family}
+	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: dry}
 	_, err = engine.Drive(ctx, run)
 	res.Records = append(res.Records, run.Records[before:]...)
+	res.verbs = dry.verbs
 	var (
 		stop      *planStop
 		refused   *Refused
@@ -223,21 +231,23 @@ type DryAnswerer interface {
 type dryCalls struct {
 	family Family
 	seen   map[string]bool
+	verbs  map[string]Verb // each planned call's verb, by step and target
 }
 
 // answer admits a batch and returns its planned answers.
 func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) {
 	if d.seen == nil {
-		d.seen = map[string]bool{}
+		d.seen, d.verbs = map[string]bool{}, map[string]Verb{}
 	}
 	for _, c := range batch {
-		if d.seen[c.Step+" "+c.Target] {
-			return nil, &planStop{step: c.Step, target: c.Target}
+		if d.seen[callKey(c.Step, c.Target.String())] {
+			return nil, &planStop{step: c.Step, target: c.Target.String()}
 		}
 	}
 	answers := make([]Answer, len(batch))
 	for i, c := range batch {
-		d.seen[c.Step+" "+c.Target] = true
+		d.seen[callKey(c.Step, c.Target.String())] = true
+		d.verbs[callKey(c.Step, c.Target.String())] = c.Verb
 		answers[i] = Answer{Status: Applied, Reason: StatusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
 		if da, ok := d.family.(DryAnswerer); ok {
 			a, set, err := da.DryAnswer(ctx, c)

@@ -73,9 +73,11 @@ type Refusal struct {
 type Call struct {
 	// Step names the call in the journal (kebab-case, e.g. "replace-keyring").
 	Step string
-	// Target names the object the call acts on when one step acts on
-	// several (e.g. "secret/db"); attempts are counted per step and target.
-	Target string
+	// Target is the object the call acts on (journaled as its text,
+	// e.g. "secret/db"); attempts are counted per step and target.
+	Target store.Target
+	// Verb is the API verb the call sends (what keyledger plan shows).
+	Verb Verb
 	// UID and ResourceVersion are the call's preconditions; Digest the
 	// digest of the intended result.
 	UID, ResourceVersion, Digest string
@@ -92,6 +94,17 @@ type Call struct {
 	// Send performs the call. It must classify every answer and never retry.
 	Send func(ctx context.Context) Answer
 }
+
+// Verb is the API verb of a call.
+type Verb string
+
+// The verbs keyledger's calls send.
+const (
+	VerbCreate Verb = "create"
+	VerbUpdate Verb = "update"
+	VerbPatch  Verb = "patch"
+	VerbDelete Verb = "delete"
+)
 
 // AnswerStatus classifies what came back for a call.
 type AnswerStatus string

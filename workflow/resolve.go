@@ -95,11 +95,11 @@ func (m *machine) resolve(ctx context.Context) error {
 		return m.refuse(ctx, rejected.Reason, summary, notes)
 	case len(retries) > 0:
 		for _, r := range retries {
-			if m.sent[callKey(r.Step, r.Target)] >= m.e.MaxAttempts {
+			if m.sent[callKey(r.Step, r.Target.String())] >= m.e.MaxAttempts {
 				if err := m.note(ctx, notes...); err != nil {
 					return err
 				}
-				return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s not applied after %d attempts in this run", r.Step, r.Target, m.e.MaxAttempts)}
+				return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s not applied after %d attempts in this run", r.Step, r.Target.String(), m.e.MaxAttempts)}
 			}
 		}
 		return m.calls(ctx, retries, notes...)

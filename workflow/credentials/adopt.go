@@ -77,7 +77,7 @@ func (f *family) externalSummary(name string) store.Detail {
 // externalObservation records a read of an ExternalSecret: identity,
 // version, and what was checked (never its spec).
 func externalObservation(es *unstructured.Unstructured) store.Record {
-	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: "externalsecret/" + es.GetName(),
+	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: store.Target{Kind: store.TargetExternalSecret, Namespace: es.GetNamespace(), Name: es.GetName()}.String(),
 		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: statusPresent,
 		Detail: store.DetailOf(externalSecretDetail{GeneratorBacked: generatorBacked(es), TargetName: targetName(es) == es.GetName(),
 			Terminating: es.GetDeletionTimestamp() != nil})}
@@ -135,7 +135,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workf
 			es, err := f.kube.GetExternalSecret(ctx, name)
 			switch {
 			case isNotFound(err):
-				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: "externalsecret/" + name, Status: reasonAbsent})
+				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name).String(), Status: reasonAbsent})
 				continue
 			case err != nil:
 				return nil, kubeErr(err)
@@ -172,7 +172,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workf
 		if !gone {
 			return end(&workflow.Uncertain{Reason: ReasonExternalNotGone})
 		}
-		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: "externalsecret/" + name,
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: f.target(store.TargetExternalSecret, name).String(),
 			UID: uid, Status: "gone"})
 	}
 	return nil, nil
@@ -186,7 +186,7 @@ var errReplaced error = replacedError{}
 
 func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) *workflow.Call {
 	return &workflow.Call{
-		Step: stepOrphanExternalSecret, Target: "externalsecret/" + name, UID: string(uid), ResourceVersion: resourceVersion,
+		Step: stepOrphanExternalSecret, Verb: workflow.VerbDelete, Target: f.target(store.TargetExternalSecret, name), UID: string(uid), ResourceVersion: resourceVersion,
 		Detail: store.DetailOf(orphanDetail{PropagationPolicy: "Orphan", ListedInAdopt: f.listed(name)}),
 		Send: func(ctx context.Context) workflow.Answer {
 			// A failed precondition (409) is settled by re-reading.
@@ -239,13 +239,13 @@ func (f *family) deleteGenerators(ctx context.Context, p *progress) (*workflow.D
 		}
 		gen, err := f.kube.GetPasswordGenerator(ctx, g)
 		if isNotFound(err) {
-			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g, Status: reasonAbsent})
+			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(), Status: reasonAbsent})
 			continue
 		}
 		if err != nil {
 			return nil, kubeErr(err)
 		}
-		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g,
+		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(),
 			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: statusPresent,
 			Detail: store.DetailOf(generatorDetail{Terminating: gen.GetDeletionTimestamp() != nil})}
 		return &workflow.Decision{Notes: []store.Record{obs}, Call: f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())}, nil
@@ -255,7 +255,7 @@ func (f *family) deleteGenerators(ctx context.Context, p *progress) (*workflow.D
 
 func (f *family) deleteGeneratorCall(name string, uid types.UID, resourceVersion string) *workflow.Call {
 	return &workflow.Call{
-		Step: stepDeleteGenerator, Target: "password/" + name, UID: string(uid), ResourceVersion: resourceVersion,
+		Step: stepDeleteGenerator, Verb: workflow.VerbDelete, Target: f.target(store.TargetPassword, name), UID: string(uid), ResourceVersion: resourceVersion,
 		Send: func(ctx context.Context) workflow.Answer {
 			return deleteAnswer(uid, "deleted", f.kube.DeletePasswordGenerator(ctx, name, uid, resourceVersion))
 		},

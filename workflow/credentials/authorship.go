@@ -47,7 +47,7 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 // run naming s's UID as adopted (or proven). Without a journal to read (it
 // is always bound in a run) nothing is proven.
 func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) (Authorship, string, error) {
-	target := "secret/" + s.Name
+	target := f.target(store.TargetSecret, s.Name).String()
 	plan := f.plan(s.Name)
 	if f.journal != nil {
 		if nonce, ok := s.Annotations[AnnotationNonce]; ok && shapedAsCreated(s, plan) {

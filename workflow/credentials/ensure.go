@@ -24,7 +24,7 @@ import (
 // a Secret deleted meanwhile is created again.
 func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
-	found := newCompleteNotes()
+	found := newCompleteNotes(f.cmd.Spec.Namespace)
 	carried := map[string]map[string]chunkEntry{}
 	for i, plan := range f.cmd.Spec.Secrets {
 		name := plan.Name
@@ -49,7 +49,7 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 			return &workflow.Decision{Notes: []store.Record{observation(s, c, nil)}, Refuse: &workflow.Refusal{Reason: reason,
 				Summary: store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: s.Name})}}, nil
 		}
-		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(i), carried)
+		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(f.cmd.Spec.Namespace, i), carried)
 		if err != nil {
 			return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 		}
@@ -86,20 +86,23 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 const completeChunk = 32
 
 // chunkTarget is the read-secrets record target of the i-th planned Secret.
-func chunkTarget(i int) string { return "secrets/" + strconv.Itoa(1+i/completeChunk) }
+func chunkTarget(namespace string, i int) string {
+	return store.Target{Kind: store.TargetSecrets, Namespace: namespace, Name: strconv.Itoa(1 + i/completeChunk)}.String()
+}
 
 // completeNotes collects the Secrets one decision found complete, by chunk.
 type completeNotes struct {
-	chunks map[string]map[string]chunkEntry
-	order  []string
+	namespace string
+	chunks    map[string]map[string]chunkEntry
+	order     []string
 }
 
-func newCompleteNotes() *completeNotes {
-	return &completeNotes{chunks: map[string]map[string]chunkEntry{}}
+func newCompleteNotes(namespace string) *completeNotes {
+	return &completeNotes{namespace: namespace, chunks: map[string]map[string]chunkEntry{}}
 }
 
 func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lookAlike bool) {
-	t := chunkTarget(i)
+	t := chunkTarget(n.namespace, i)
 	if n.chunks[t] == nil {
 		n.chunks[t] = map[string]chunkEntry{}
 		n.order = append(n.order, t)
@@ -174,7 +177,7 @@ func observation(s *corev1.Secret, c change, found *secretDetail) store.Record {
 	}
 	complete := c.empty()
 	d.changeDetail, d.Complete = c.detail(), &complete
-	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: "secret/" + s.Name,
+	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: store.SecretTarget(s.Namespace, s.Name).String(),
 		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: store.DetailOf(d)}
 }
 
@@ -194,7 +197,7 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 		return nil, err
 	}
 	return &workflow.Call{
-		Step: stepCreateSecret, Target: "secret/" + plan.Name, Digest: nonceDigest(nonce),
+		Step: stepCreateSecret, Verb: workflow.VerbCreate, Target: f.target(store.TargetSecret, plan.Name), Digest: nonceDigest(nonce),
 		Detail:  store.DetailOf(createDetail{Keys: plannedKeys(plan)}),
 		Summary: store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: plan.Name, Run: run}),
 		Send: func(ctx context.Context) workflow.Answer {
@@ -330,7 +333,7 @@ func (f *family) patchCall(s *corev1.Secret, plan Secret, c change) (*workflow.C
 	}
 	name := s.Name
 	return &workflow.Call{
-		Step: stepPatchSecret, Target: "secret/" + name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Step: stepPatchSecret, Verb: workflow.VerbPatch, Target: f.target(store.TargetSecret, name), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Detail: store.DetailOf(c.detail()),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.PatchSecret(ctx, name, patch)

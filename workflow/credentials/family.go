@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -182,7 +181,11 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 }
 
 func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (workflow.Verdict, error) {
-	_, name, _ := strings.Cut(call.Target, "/")
+	t, err := store.ParseTarget(f.cmd.Spec.Namespace, call.Target)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
+	name := t.Name
 	switch call.Step {
 	case stepCreateSecret:
 		return f.resolveCreate(ctx, p, name, call)
@@ -203,10 +206,11 @@ func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (w
 // concurrent run knows it; a decision's own notes are folded in as it
 // makes them. It lives for one decision.
 type progress struct {
-	run     string         // the operation's mutation ID
-	records []store.Record // the operation's records
-	notes   []store.Record // this decision's records, journaled with it
-	err     error          // the first noted record whose detail did not decode
+	run       string         // the operation's mutation ID
+	namespace string         // the operation's namespace
+	records   []store.Record // the operation's records
+	notes     []store.Record // this decision's records, journaled with it
+	err       error          // the first noted record whose detail did not decode
 
 	// Calls settled as done (workflow.Run.Settled), by object name.
 	created, exists, patched map[string]bool // Secrets
@@ -245,7 +249,7 @@ type restart struct {
 // observations and probes in journal order (the newest wins).
 func fold(run *workflow.Run) (*progress, error) {
 	p := &progress{
-		run: run.Op.MutationID, records: run.Records,
+		run: run.Op.MutationID, namespace: run.Op.Namespace, records: run.Records,
 		created: map[string]bool{}, exists: map[string]bool{}, patched: map[string]bool{},
 		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
@@ -273,15 +277,21 @@ func fold(run *workflow.Run) (*progress, error) {
 		}
 		called[[2]string{r.Step, r.Target}] = true
 		if s, ok := run.Settled(r.Step, r.Target); ok {
-			p.settled(s)
+			if err := p.settled(s); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return p, nil
 }
 
 // settled records a call settled as done.
-func (p *progress) settled(s workflow.Settlement) {
-	_, name, _ := strings.Cut(s.Call.Target, "/")
+func (p *progress) settled(s workflow.Settlement) error {
+	t, err := store.ParseTarget(p.namespace, s.Call.Target)
+	if err != nil {
+		return err
+	}
+	name := t.Name
 	switch s.Call.Step {
 	case stepCreateSecret:
 		if s.By.Reason == reasonKeptExisting {
@@ -301,11 +311,16 @@ func (p *progress) settled(s workflow.Settlement) {
 	case stepDeletePod:
 		p.podDeleted[name] = true
 	}
+	return nil
 }
 
 // freshen marks what r settles as settled since the run was last resumed.
 func (p *progress) freshen(r store.Record) error {
-	_, name, _ := strings.Cut(r.Target, "/")
+	t, err := store.ParseTarget(p.namespace, r.Target)
+	if err != nil {
+		return err
+	}
+	name := t.Name
 	settles := r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) ||
 		r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
 	switch {
@@ -333,7 +348,11 @@ func (p *progress) freshen(r store.Record) error {
 
 // observe folds one record's facts other than settlement.
 func (p *progress) observe(r store.Record) error {
-	_, name, _ := strings.Cut(r.Target, "/")
+	t, err := store.ParseTarget(p.namespace, r.Target)
+	if err != nil {
+		return err
+	}
+	name := t.Name
 	switch {
 	case r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod:
 		d, err := detailOf[deletePodDetail](r)

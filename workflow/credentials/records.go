@@ -224,3 +224,8 @@ func detailOf[T any](r store.Record) (T, error) {
 	}
 	return v, nil
 }
+
+// target is the object of kind named name in the plan's namespace.
+func (f *family) target(kind store.TargetKind, name string) store.Target {
+	return store.Target{Kind: kind, Namespace: f.cmd.Spec.Namespace, Name: name}
+}

@@ -56,7 +56,7 @@ func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Deci
 }
 
 func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workflow.Decision, error) {
-	target := "pod/" + srv.Pod
+	target := f.target(store.TargetPod, srv.Pod).String()
 	deletedUID, deleteCalled := p.podDeletedUID[srv.Pod]
 	pod, err := f.kube.GetPod(ctx, srv.Pod)
 	switch {
@@ -269,7 +269,7 @@ func (p *progress) authorshipOfSecret(name string) Authorship {
 // created, adopted, or only kept as it found it.
 func (f *family) deletePodCall(name string, uid types.UID, secret string, authorship Authorship, c cause) *workflow.Call {
 	return &workflow.Call{
-		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid), Digest: c.digest(),
+		Step: stepDeletePod, Verb: workflow.VerbDelete, Target: f.target(store.TargetPod, name), UID: string(uid), Digest: c.digest(),
 		Detail: store.DetailOf(deletePodDetail{Why: "refused-credentials", Secret: secret, Authorship: authorship,
 			Cause: causeDetail{SecretResourceVersion: c.SecretResourceVersion, Controller: c.Controller, Revision: c.Revision, Spec: c.Spec}}),
 		Send: func(ctx context.Context) workflow.Answer {

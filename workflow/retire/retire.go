@@ -128,7 +128,7 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 	desired := withManifest(s, spec.DataKey, next)
 	intended := next.CatalogDigest()
 	return &workflow.Call{
-		Step: stepReplace, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
+		Step: stepReplace, Verb: workflow.VerbUpdate, Target: store.SecretTarget(s.Namespace, s.Name), UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
 		Detail:  store.DetailOf(replaceDetail{Generation: next.Generation}),
 		Final:   true,
 		Summary: summary(desired, next),
@@ -222,7 +222,7 @@ func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, records ...sto
 // never material.
 func observation(s *corev1.Secret, m *keyring.Manifest) store.Record {
 	return store.Record{
-		Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Kind: store.RecordObservation, Step: "read-keyring", Target: store.SecretTarget(s.Namespace, s.Name).String(), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Digest: m.CatalogDigest(), Detail: store.DetailOf(readDetail{Generation: m.Generation, Keys: len(m.Keys)}),
 	}
 }

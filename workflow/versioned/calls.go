@@ -17,7 +17,7 @@ import (
 func (f *family) createCall() *workflow.Call {
 	desired := f.created()
 	return &workflow.Call{
-		Step: StepCreateLive, Target: f.liveTarget(),
+		Step: StepCreateLive, Verb: workflow.VerbCreate, Target: f.liveTarget(),
 		Digest: intentDigest(f.cmd, "", "", 1), Detail: store.DetailOf(liveWriteDetail{Version: 1, Keys: len(desired.Data)}),
 		Final: true, Summary: f.summary(desired, summaryDetail{Version: new(int64(1))}),
 		Send: func(ctx context.Context) workflow.Answer {
@@ -44,7 +44,7 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 	snap = snap.DeepCopy()
 	snap.Annotations[AnnotationNonce] = nonce
 	return &workflow.Call{
-		Step: StepCreateSnapshot, Target: "secret/" + snap.Name, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Step: StepCreateSnapshot, Verb: workflow.VerbCreate, Target: f.secretTarget(snap.Name), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 		Digest:  intentDigest(f.cmd, string(live.UID), live.ResourceVersion, version),
 		Detail:  store.DetailOf(snapshotDetail{Version: version, Keys: len(snap.Data), NonceDigest: nonceDigest(nonce)}),
 		Summary: f.summary(live, summaryDetail{Snapshot: &snap.Name, SnapshotVersion: &version}),
@@ -68,7 +68,7 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 // the snapshot's UID and resourceVersion as preconditions.
 func (f *family) deleteSnapshotCall(step string, liveUID types.UID, s Snapshot) *workflow.Call {
 	return &workflow.Call{
-		Step: step, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Step: step, Verb: workflow.VerbDelete, Target: f.secretTarget(s.Name), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Detail:  store.DetailOf(deleteSnapshotDetail{Version: s.Version, HistoryLimit: f.limit}),
 		Summary: f.summaryOf(liveUID, summaryDetail{Snapshot: &s.Name, SnapshotVersion: &s.Version}),
 		Send: func(ctx context.Context) workflow.Answer {
@@ -97,7 +97,7 @@ func (f *family) replaceCall(live *corev1.Secret, base map[string][]byte, n int6
 		extra.DroppedAnnotations = []string{AnnotationLastApplied}
 	}
 	return &workflow.Call{
-		Step: StepReplaceLive, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Step: StepReplaceLive, Verb: workflow.VerbUpdate, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 		Digest: intentDigest(f.cmd, string(live.UID), live.ResourceVersion, n+1),
 		Detail: store.DetailOf(liveWriteDetail{Version: n + 1, Keys: len(desired.Data)}),
 		Final:  true, Summary: f.summary(desired, extra),
@@ -117,7 +117,7 @@ func (f *family) replaceCall(live *corev1.Secret, base map[string][]byte, n int6
 
 func (f *family) deleteLiveCall(live *corev1.Secret) *workflow.Call {
 	return &workflow.Call{
-		Step: StepDeleteLive, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Step: StepDeleteLive, Verb: workflow.VerbDelete, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 		Detail:  store.DetailOf(deleteLiveDetail{KeepHistory: f.cmd.KeepHistory}),
 		Summary: f.summary(live, summaryDetail{}),
 		Send: func(ctx context.Context) workflow.Answer {

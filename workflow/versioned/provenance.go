@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +66,11 @@ func (p provenance) add(records []store.Record, liveUID types.UID) error {
 		if r.Step != StepCreateSnapshot {
 			continue
 		}
-		slot := strings.TrimPrefix(r.Target, "secret/")
+		t, err := store.ParseTarget("", r.Target)
+		if err != nil {
+			return err
+		}
+		slot := t.Name
 		switch r.Kind {
 		case store.RecordAuthorityCall:
 			if r.UID != string(liveUID) || liveUID == "" {

@@ -106,7 +106,11 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	if settled != nil {
 		return *settled, nil
 	}
-	name := call.Target[len("secret/"):]
+	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
+	name := t.Name
 	occupant, err := f.api.GetSnapshot(ctx, name)
 	absent := errors.Is(err, kube.ReasonNotFound)
 	if err != nil && !absent {
@@ -175,8 +179,11 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 // (or its slot now held by another object) is absent, still there with a
 // deletionTimestamp is pending, unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	name := call.Target[len("secret/"):]
-	s, err := f.api.GetSnapshot(ctx, name)
+	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
+	s, err := f.api.GetSnapshot(ctx, t.Name)
 	if v, settled := deleteSettled(s, err, call, "slot-reoccupied"); settled {
 		return v, nil
 	}
@@ -299,7 +306,7 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 		return &v
 	}
 	snap := SnapshotName(live.UID, n)
-	archived, ok := run.Settled(StepCreateSnapshot, "secret/"+snap)
+	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(snap).String())
 	reason := ReasonArchiveMissing
 	if ok {
 		reason = archiveProblem(inv, n, archived.By)

@@ -318,7 +318,7 @@ func checkSlots(ctx context.Context, w *write) (*workflow.Decision, error) {
 // settled that create already.
 func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
 	w.snap = snapshotOf(w.live, w.n, w.run.Op.CreatedAt, w.f.actor())
-	if _, ok := w.run.Settled(StepCreateSnapshot, "secret/"+w.snap.Name); ok {
+	if _, ok := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name).String()); ok {
 		return nil, nil
 	}
 	return decided(workflow.Decision{Call: w.f.snapshotCall(w.live, w.snap)})
@@ -329,7 +329,7 @@ func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
 // rerun checks it again: it may have been deleted since; a missing archive
 // is never re-created).
 func checkArchive(ctx context.Context, w *write) (*workflow.Decision, error) {
-	archived, _ := w.run.Settled(StepCreateSnapshot, "secret/"+w.snap.Name)
+	archived, _ := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name).String())
 	if workflow.IsDryRun(ctx) && archived.By.Reason == workflow.StatusPlanned {
 		// keyledger plan: the archive was not created; count it as the run
 		// will see it (retention includes it).
@@ -382,7 +382,7 @@ func deleteLive(_ context.Context, w *write) (*workflow.Decision, error) {
 // read again and reported deleted or pending (confirmDeleted).
 func confirmDelete(ctx context.Context, w *write) (*workflow.Decision, error) {
 	f := w.f
-	done, ok := w.run.Settled(StepDeleteLive, f.liveTarget())
+	done, ok := w.run.Settled(StepDeleteLive, f.liveTarget().String())
 	if !ok {
 		return nil, nil
 	}

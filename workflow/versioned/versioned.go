@@ -191,7 +191,12 @@ type family struct {
 // the records of every operation on this Secret.
 func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
-func (f *family) liveTarget() string { return "secret/" + f.cmd.Name }
+// liveTarget is the live Secret; secretTarget a Secret of the history.
+func (f *family) liveTarget() store.Target { return f.secretTarget(f.cmd.Name) }
+
+func (f *family) secretTarget(name string) store.Target {
+	return store.SecretTarget(f.cmd.Namespace, name)
+}
 
 // reads is the read-only memory of ONE decision (one Decide or one Resolve
 // call): the history listed in it, so that a decision that needs it twice
@@ -408,7 +413,7 @@ func (f *family) victims(inv inventory, protected []int64) []Snapshot {
 func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, snapshots []Snapshot) (*workflow.Call, int, error) {
 	pending := 0
 	for _, s := range snapshots {
-		done, ok := run.Settled(step, "secret/"+s.Name)
+		done, ok := run.Settled(step, f.secretTarget(s.Name).String())
 		var by deletionDetail
 		if ok {
 			var err error

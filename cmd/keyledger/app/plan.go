@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/keyledger/keyledger/store"
@@ -105,20 +104,6 @@ type plannedRecord struct {
 	Detail          json.RawMessage `json:"detail,omitempty"`
 }
 
-// verbOf is the API verb of a call from its step name (steps begin with
-// their verb: create-secret, patch-secret, replace-keyring, delete-pod;
-// orphan-external-secret and prune-snapshot are deletes).
-func verbOf(step string) string {
-	verb, _, _ := strings.Cut(step, "-")
-	switch verb {
-	case "replace":
-		return "update"
-	case "orphan", "prune":
-		return "delete"
-	}
-	return verb
-}
-
 func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 	out := planJSON{Kind: pr.kind, MutationID: pr.mutationID, Operation: res.Operation, Journal: res.Journal, Replay: res.Replay,
 		Outcome: string(res.Outcome), Reason: res.Reason, Summary: detailJSON(res.Summary), Stopped: res.Stopped,
@@ -135,7 +120,7 @@ func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 					break
 				}
 			}
-			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: verbOf(r.Step), Step: r.Step, Target: r.Target,
+			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: string(res.Verb(r)), Step: r.Step, Target: r.Target,
 				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: r.Final, Detail: detailJSON(r.Detail), Answer: answer})
 		case store.RecordObservation, store.RecordProbe, store.RecordResolution:
 			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target, UID: r.UID,
