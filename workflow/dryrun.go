@@ -19,6 +19,20 @@ type dryRunKey struct{}
 // a family must not contact servers beyond the API server's reads.
 func IsDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
 
+// Verify returns what read shows: read checks the real effect of a call
+// this run sent (the object a create made is still there and final, the
+// object a delete removed is gone, a replacement pod is ready), or waits
+// for it. intended is what it shows once the call took effect as intended.
+// A family calls Verify and never asks whether it is in a dry run: a dry
+// run sends no call, so there is no effect to check, and it takes intended
+// without reading.
+func Verify[T any](ctx context.Context, intended T, read func(context.Context) (T, error)) (T, error) {
+	if IsDryRun(ctx) {
+		return intended, nil
+	}
+	return read(ctx)
+}
+
 // DryRunResult is what a run of the same plan would do, found by the same
 // engine and the same family decisions with every call held back.
 type DryRunResult struct {
