@@ -13,11 +13,12 @@ import (
 // dryRunKey marks a context as a dry run's.
 type dryRunKey struct{}
 
-// IsDryRun reports whether ctx belongs to a dry run (keyledger plan): a
-// family that waits for the effect of one of its calls must not wait then
-// (the call was not sent) and should go on as if the effect were in place;
-// a family must not contact servers beyond the API server's reads.
-func IsDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
+// isDryRun reports whether ctx belongs to a dry run (keyledger plan). Only
+// the wrapper asks it, never a family: a family reads the effect of its
+// calls through Verify (a dry run takes the intended effect as in place)
+// and contacts servers beyond the API server through Reach (a dry run
+// contacts none).
+func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
 
 // Verify returns what read shows: read checks the real effect of a call
 // this run sent (the object a create made is still there and final, the
@@ -27,10 +28,21 @@ func IsDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
 // run sends no call, so there is no effect to check, and it takes intended
 // without reading.
 func Verify[T any](ctx context.Context, intended T, read func(context.Context) (T, error)) (T, error) {
-	if IsDryRun(ctx) {
+	if isDryRun(ctx) {
 		return intended, nil
 	}
 	return read(ctx)
+}
+
+// Reach runs contact, which reaches a server beyond the API server (a
+// credential probe) and returns rec completed with what it found. A dry
+// run reaches nothing: it returns rec with status planned.
+func Reach(ctx context.Context, rec store.Record, contact func(context.Context, store.Record) (store.Record, error)) (store.Record, error) {
+	if isDryRun(ctx) {
+		rec.Status = statusPlanned
+		return rec, nil
+	}
+	return contact(ctx, rec)
 }
 
 // DryRunResult is what a run of the same plan would do, found by the same
@@ -73,9 +85,9 @@ func (r *DryRunResult) Calls() []store.Record {
 	return out
 }
 
-// StatusPlanned is the status of a dry run's result record: the call was
+// statusPlanned is the status of a dry run's result record: the call was
 // not sent.
-const StatusPlanned = "planned"
+const statusPlanned = "planned"
 
 // DryRun is Execute without a write: the permission matrix and the
 // precheck run as in Execute, the journal is only read (an operation
@@ -256,7 +268,7 @@ func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) 
 	answers := make([]Answer, len(batch))
 	for i, c := range batch {
 		d.seen[c.Step+" "+c.Target] = true
-		answers[i] = Answer{Status: Applied, Reason: StatusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
+		answers[i] = Answer{Status: Applied, Reason: statusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
 		if da, ok := d.family.(DryAnswerer); ok {
 			a, set, err := da.DryAnswer(ctx, c)
 			if err != nil {
