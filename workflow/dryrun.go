@@ -182,7 +182,6 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, nil, err
 		}
-		next := int64(1)
 		if latest != nil {
 			switch {
 			case latest.CommandDigest != p.CommandDigest || latest.Kind != p.Kind:
@@ -191,15 +190,9 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 				res.Journal = string(latest.State)
 				return st.Snapshot(ctx, latest.MutationID)
 			}
-			if _, n, ok := store.SplitRunID(latest.MutationID); ok && latest.MutationID != p.MutationID {
-				next = n + 1
-			}
 		}
-		detail := map[string]any{"command": p.MutationID, "run": next}
-		for k, v := range p.Detail {
-			detail[k] = v
-		}
-		return fresh(store.RunID(p.MutationID, next), detail)
+		run := store.RunPreparation(p, store.NextRun(p.MutationID, latest), nil)
+		return fresh(run.MutationID, run.Detail)
 	}
 	op, records, err := st.Snapshot(ctx, p.MutationID)
 	switch {

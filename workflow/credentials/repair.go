@@ -289,15 +289,12 @@ func causeOf(call store.Record) cause {
 
 func (f *family) resolveDeletePod(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	pod, err := f.kube.GetPod(ctx, name)
-	switch {
-	case isNotFound(err):
-		return workflow.Verdict{Kind: workflow.Ours, Reason: reasonAbsent, UID: call.UID}, nil
-	case err != nil:
-		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
-	case string(pod.UID) != call.UID:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "replaced", UID: string(pod.UID)}, nil
-	case pod.DeletionTimestamp != nil:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "terminating", UID: call.UID}, nil
+	if v, settled := workflow.ResolveDelete(call, pod, err, workflow.DeleteVerdicts{
+		Gone:        workflow.Verdict{Kind: workflow.Ours, Reason: reasonAbsent},
+		Replaced:    workflow.Verdict{Kind: workflow.Ours, Reason: "replaced"},
+		Terminating: workflow.Verdict{Kind: workflow.Ours, Reason: "terminating"},
+	}); settled {
+		return v, nil
 	}
 	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID,
 		Retry: f.deletePodCall(name, pod.UID, str(call.Detail["secret"]), Authorship(str(call.Detail["authorship"])), causeOf(call))}, nil
