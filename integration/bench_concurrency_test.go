@@ -121,7 +121,9 @@ func (s *lockSampler) kinds() string {
 	for k := range s.waits {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return s.waits[keys[i]] > s.waits[keys[j]] || s.waits[keys[i]] == s.waits[keys[j]] && keys[i] < keys[j] })
+	sort.Slice(keys, func(i, j int) bool {
+		return s.waits[keys[i]] > s.waits[keys[j]] || s.waits[keys[i]] == s.waits[keys[j]] && keys[i] < keys[j]
+	})
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%d", k, s.waits[k])
