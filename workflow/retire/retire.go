@@ -81,33 +81,89 @@ type family struct {
 	secret secrets
 }
 
-// Decide reads the Secret and decides: already done, refuse, or replace.
+// step is one phase of a retirement's decision, named with the journal's
+// word for what it reads or writes, as the other families' steps are: it
+// returns a decision when something is left to do, or nil when the next
+// step decides.
+type step func(ctx context.Context, r *retiring) (*workflow.Decision, error)
+
+// steps are a retirement's, in order.
+var steps = []step{
+	readKeyringStep, // GET the Secret and decode its keyring (read-keyring)
+	checkReceipt,    // this retirement's receipt there already: existing; another's: receipt-conflict
+	replaceKeyring,  // retire the key, compare-and-set on the resourceVersion (replace-keyring)
+}
+
+// retiring is what one decision of a retirement has found so far.
+type retiring struct {
+	f   *family
+	run *workflow.Run
+	s   *corev1.Secret    // the Secret (readKeyringStep)
+	m   *keyring.Manifest // its keyring
+	obs store.Record      // what the read showed (read-keyring)
+}
+
+// Decide runs the steps in order: already done, refuse, or replace.
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	s, err := f.secret.Get(ctx)
+	return (&retiring{f: f, run: run}).decide(ctx)
+}
+
+// decide returns the first decision of the steps (the last always decides).
+func (r *retiring) decide(ctx context.Context) (workflow.Decision, error) {
+	for _, s := range steps {
+		if d, err := s(ctx, r); err != nil || d != nil {
+			if d == nil {
+				return workflow.Decision{}, err
+			}
+			return *d, err
+		}
+	}
+	return workflow.Decision{}, errors.New("retirement: no step decided")
+}
+
+func decided(d workflow.Decision) (*workflow.Decision, error) { return &d, nil }
+
+// readKeyringStep reads the Secret and decodes its keyring: absent or
+// undecodable refuses.
+func readKeyringStep(ctx context.Context, r *retiring) (*workflow.Decision, error) {
+	s, err := r.f.secret.Get(ctx)
 	if err != nil {
 		if errors.Is(err, kube.ReasonNotFound) {
-			return refuse(ReasonSecretAbsent, nil, nil), nil
+			return decided(refuse(ReasonSecretAbsent, nil, nil))
 		}
-		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	m, err := readKeyring(s, f.cmd.Spec)
+	m, err := readKeyring(s, r.f.cmd.Spec)
 	if err != nil {
-		return refuse(reasonOf(err), s, nil), nil
+		return decided(refuse(reasonOf(err), s, nil))
 	}
-	obs := observation(s, m)
-	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
-		if f.ours(r, m) {
-			return workflow.Decision{Notes: []store.Record{obs}, Complete: &workflow.Completion{
-				Outcome: workflow.OutcomeExisting, Summary: summary(s, m),
-			}}, nil
-		}
-		return refuse(ReasonReceiptConflict, s, m, obs), nil
+	r.s, r.m, r.obs = s, m, observation(s, m)
+	return nil, nil
+}
+
+// checkReceipt completes a retirement whose exact receipt is there already
+// (existing) and refuses one that finds another's (receipt-conflict).
+func checkReceipt(_ context.Context, r *retiring) (*workflow.Decision, error) {
+	rc, ok := r.m.Receipt(r.f.cmd.Spec.KeyID)
+	switch {
+	case !ok:
+		return nil, nil
+	case r.f.ours(rc, r.m):
+		return decided(workflow.Decision{Complete: &workflow.Completion{
+			Outcome: workflow.OutcomeExisting, Summary: summary(r.s, r.m),
+		}, Notes: []store.Record{r.obs}})
 	}
-	call, err := f.replace(run, s, m)
+	return decided(refuse(ReasonReceiptConflict, r.s, r.m, r.obs))
+}
+
+// replaceKeyring retires the key: one compare-and-set, journaled with the
+// read that led to it; a retirement the keyring refuses is refused.
+func replaceKeyring(_ context.Context, r *retiring) (*workflow.Decision, error) {
+	call, err := r.f.replace(r.run, r.s, r.m)
 	if err != nil {
-		return refuse(reasonOf(err), s, m, obs), nil
+		return decided(refuse(reasonOf(err), r.s, r.m, r.obs))
 	}
-	return workflow.Decision{Notes: []store.Record{obs}, Call: call}, nil
+	return decided(workflow.Decision{Notes: []store.Record{r.obs}, Call: call})
 }
 
 // replace prepares the compare-and-set that retires the key from m, read
