@@ -85,4 +85,7 @@ func TestBenchRetire(t *testing.T) {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
+	benchPhases("retire", keyledgerSamples)
+	floor := e.createSecret(keyringSecret("bench-floor", m))
+	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor)), e.ns, floor.Name)
 }

@@ -43,6 +43,7 @@ func TestBenchVersioned(t *testing.T) {
 	bin := releaseBinary(t)
 	var wall, base []time.Duration
 	var summaries []map[string]any
+	var samples []sample
 	for i := range runs {
 		cur := e.getSecret("bench")
 		mutation := fmt.Sprintf("mut-bench-%d", i)
@@ -56,6 +57,7 @@ func TestBenchVersioned(t *testing.T) {
 		require.Len(t, e.versionsOf(s.UID), 20, "still at the limit: one pruned per update")
 		wall = append(wall, ks.wall)
 		summaries = append(summaries, ks.summary)
+		samples = append(samples, ks)
 		if kubectl != "" {
 			b := e.createSecret(plainSecret(fmt.Sprintf("base-%d", i), data(i)))
 			base = append(base, kubectlGetReplace(t, kubectl, e.kube.KubeconfigFile(), e.ns, b.Name))
@@ -70,6 +72,8 @@ func TestBenchVersioned(t *testing.T) {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
+	benchPhases("versioned-update", samples)
+	benchFloors(t, e, kubeconfigOf(as), e.ns, "bench")
 }
 
 // TestBenchVersionedDecode measures the CPU one decode of the largest valid

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 var (
@@ -70,7 +72,10 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 }
 
 // Close releases all connections.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	defer phase.Begin("journal close")()
+	s.pool.Close()
+}
 
 // Transactions is the number of transactions this Store has committed.
 func (s *Store) Transactions() int64 { return s.txs.Load() }
@@ -228,6 +233,7 @@ func scanOperation(row pgx.Row) (*Operation, error) {
 // connecting role was not granted (mutation IDs are unique across the
 // journal, see docs/tenancy.md).
 func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
+	defer phase.Begin("tx prepare")()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		op, created, err = prepareIn(ctx, tx, p)
 		return err
@@ -295,6 +301,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	if p.To.Terminal() && p.Outcome == "" {
 		return nil, &localError{fmt.Errorf("transition to %s needs an outcome", p.To)}
 	}
+	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -366,6 +373,7 @@ func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error)
 // repeatable-read transaction): the records are exactly those that led to
 // the state read, even while other processes move the operation.
 func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []Record, error) {
+	defer phase.Begin("tx snapshot")()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, nil, unreachable("beginning snapshot", err)
@@ -455,6 +463,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	defer phase.Begin("tx")()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return unreachable("beginning transaction", err)

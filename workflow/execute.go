@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/phase"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/failpoint"
 )
@@ -119,15 +120,23 @@ type Result struct {
 // caller closes the store.
 func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, error) {
 	log := orDiscard(deps.Log)
-	if err := checkAccess(ctx, deps, plan, log); err != nil {
+	endPhase := phase.Begin("permission check")
+	err := checkAccess(ctx, deps, plan, log)
+	endPhase()
+	if err != nil {
 		return nil, nil, err
 	}
 	if plan.Precheck != nil {
-		if err := plan.Precheck(ctx); err != nil {
+		endPhase = phase.Begin("precheck")
+		err := plan.Precheck(ctx)
+		endPhase()
+		if err != nil {
 			return nil, nil, err
 		}
 	}
+	endPhase = phase.Begin("journal connect")
 	st, err := deps.OpenStore(ctx)
+	endPhase()
 	if err != nil {
 		return nil, nil, &Unavailable{Dependency: "postgresql", Err: err}
 	}
