@@ -64,10 +64,16 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if err != nil {
 		return nil, wrap("opening database pool", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	// The pool connects lazily: one connection is opened (and its session
+	// authenticated) now, so an unreachable journal is told apart here, and
+	// left idle for the first transaction. (A ping would add a round trip
+	// to a connection that has just proved itself.)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
 		pool.Close()
 		return nil, &UnreachableError{Err: redact(err)}
 	}
+	conn.Release()
 	return &Store{pool: pool}, nil
 }
 

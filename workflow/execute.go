@@ -270,20 +270,10 @@ func contradicted(res *Result, err error) (*Result, error) {
 
 // kubeCheckAccess runs the permission matrix and, when the plan sets
 // Rights, the rules review of the family's complete rule set; it returns
-// every mismatch.
+// every mismatch. Both go out as one fan-out on one connection
+// (kube.CheckAccessAndRules).
 func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error) {
-	mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
-	if err != nil {
-		return nil, err
-	}
-	if plan.Rights != nil {
-		more, err := kube.CheckRules(ctx, deps.Kube, *plan.Rights)
-		if err != nil {
-			return nil, err
-		}
-		mismatches = append(mismatches, more...)
-	}
-	return mismatches, nil
+	return kube.CheckAccessAndRules(ctx, deps.Kube, plan.Access, plan.Rights)
 }
 
 // finish sets the outcome of a terminal operation. A replay of a completed

@@ -87,26 +87,26 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	s, err := f.secret.Get(ctx)
 	if err != nil {
 		if errors.Is(err, kube.ReasonNotFound) {
-			return refuse(ReasonSecretAbsent, nil, nil), nil
+			return refuse(ReasonSecretAbsent, nil, nil, ""), nil
 		}
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	m, err := readKeyring(s, f.cmd.Spec)
+	m, digest, err := readCatalog(s, f.cmd.Spec)
 	if err != nil {
-		return refuse(reasonOf(err), s, nil), nil
+		return refuse(reasonOf(err), s, nil, ""), nil
 	}
-	obs := observation(s, m)
+	obs := observation(s, m, digest)
 	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
 		if f.ours(r, m) {
 			return workflow.Decision{Complete: &workflow.Completion{
-				Outcome: workflow.OutcomeExisting, Records: []store.Record{obs}, Summary: summary(s, m),
+				Outcome: workflow.OutcomeExisting, Records: []store.Record{obs}, Summary: summary(s, m, digest),
 			}}, nil
 		}
-		return refuse(ReasonReceiptConflict, s, m, obs), nil
+		return refuse(ReasonReceiptConflict, s, m, digest, obs), nil
 	}
 	call, err := f.replace(run, s, m)
 	if err != nil {
-		return refuse(reasonOf(err), s, m, obs), nil
+		return refuse(reasonOf(err), s, m, digest, obs), nil
 	}
 	call.Observation = &obs
 	return workflow.Decision{Call: call}, nil
@@ -128,12 +128,12 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 		return nil, err
 	}
 	desired := withManifest(s, spec.DataKey, next)
-	intended := next.CatalogDigest()
+	intended := desired.Annotations[AnnotationCatalogDigest] // next's catalog digest
 	return &workflow.Call{
 		Step: stepReplace, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
 		Detail:  map[string]any{"generation": next.Generation},
 		Final:   true,
-		Summary: summary(desired, next),
+		Summary: summary(desired, next, intended),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.secret.Replace(ctx, desired)
 			if err != nil {
@@ -141,8 +141,8 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 			}
 			// Verify the returned object is what was intended; anything
 			// else is settled by re-reading, never assumed.
-			gm, err := readKeyring(got, spec)
-			if err != nil || gm.CatalogDigest() != intended || got.ResourceVersion == s.ResourceVersion {
+			_, gotDigest, err := readCatalog(got, spec)
+			if err != nil || gotDigest != intended || got.ResourceVersion == s.ResourceVersion {
 				return workflow.Answer{Status: workflow.Unknown, Code: 200, Reason: ReasonResultMismatch,
 					UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 			}
@@ -161,13 +161,13 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 		}
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	}
-	m, err := readKeyring(s, f.cmd.Spec)
+	m, digest, err := readCatalog(s, f.cmd.Spec)
 	if err != nil {
 		return workflow.Verdict{Kind: workflow.Theirs, Reason: reasonOf(err), UID: string(s.UID),
-			ResourceVersion: s.ResourceVersion, Summary: summary(s, nil)}, nil
+			ResourceVersion: s.ResourceVersion, Summary: summary(s, nil, "")}, nil
 	}
-	found := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: m.CatalogDigest(),
-		Summary: summary(s, m)}
+	found := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: digest,
+		Summary: summary(s, m, digest)}
 	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
 		if f.ours(r, m) {
 			found.Kind = workflow.Ours
@@ -214,24 +214,24 @@ func reasonOf(err error) string {
 	return "invalid-keyring"
 }
 
-// refuse fails closed with what was observed: s and m when they were read
-// and decoded (either may be nil).
-func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, records ...store.Record) workflow.Decision {
-	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, m), Records: records}}
+// refuse fails closed with what was observed: s and m (with its catalog
+// digest) when they were read and decoded (either may be nil).
+func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, digest string, records ...store.Record) workflow.Decision {
+	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, m, digest), Records: records}}
 }
 
-// observation records what the read showed: identity, version and catalog,
-// never material.
-func observation(s *corev1.Secret, m *keyring.Manifest) store.Record {
+// observation records what the read showed: identity, version and catalog
+// (digest is m's catalog digest), never material.
+func observation(s *corev1.Secret, m *keyring.Manifest, digest string) store.Record {
 	return store.Record{
 		Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
-		Digest: m.CatalogDigest(), Detail: map[string]any{"generation": m.Generation, "keys": len(m.Keys)},
+		Digest: digest, Detail: map[string]any{"generation": m.Generation, "keys": len(m.Keys)},
 	}
 }
 
 // summary is the content-free description printed on stdout and stored in
-// the completion or refusal record.
-func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
+// the completion or refusal record; digest is m's catalog digest.
+func summary(s *corev1.Secret, m *keyring.Manifest, digest string) map[string]any {
 	out := map[string]any{}
 	if s == nil {
 		return out
@@ -239,7 +239,7 @@ func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
 	out["secret"] = map[string]any{"namespace": s.Namespace, "name": s.Name, "uid": string(s.UID)}
 	if m != nil {
 		out["generation"] = m.Generation
-		out["catalogDigest"] = m.CatalogDigest()
+		out["catalogDigest"] = digest
 	} else if g, err := strconv.ParseInt(s.Annotations[AnnotationGeneration], 10, 64); err == nil {
 		out["generation"] = g
 	}
