@@ -19,11 +19,13 @@ const stepReplace = "replace-keyring"
 
 // Plan builds the engine's plan for one retirement.
 func Plan(cmd *Command, client kube.Interface) workflow.Plan {
+	f := &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)}
 	return workflow.Plan{
-		Prepare: preparation(cmd),
-		Access:  AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
-		Rights:  &kube.Rights{Namespace: cmd.Spec.Namespace, Rules: Rules(cmd.Spec.SecretName)},
-		Family:  &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)},
+		Prepare:  preparation(cmd),
+		Access:   AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
+		Rights:   &kube.Rights{Namespace: cmd.Spec.Namespace, Rules: Rules(cmd.Spec.SecretName)},
+		Prefetch: f.prefetch,
+		Family:   f,
 	}
 }
 
@@ -80,11 +82,55 @@ var _ secrets = (*kube.SecretReplacer)(nil)
 type family struct {
 	cmd    *Command
 	secret secrets
+	// early is the read of the Secret started while the journal connects
+	// (prefetch), until the first decision takes it.
+	early *earlyRead
+}
+
+// earlyRead is one read of the Secret in flight; done is closed once s
+// and err are set.
+type earlyRead struct {
+	done chan struct{}
+	s    *corev1.Secret
+	err  error
+}
+
+// prefetch starts the read of the Secret the first decision makes (the
+// plan's Prefetch), so that it travels while the journal connects and the
+// operation is prepared.
+func (f *family) prefetch(ctx context.Context) {
+	e := &earlyRead{done: make(chan struct{})}
+	f.early = e
+	go func() {
+		defer close(e.done)
+		e.s, e.err = f.secret.Get(ctx)
+	}()
+}
+
+// read is the decision's read of the Secret. The first decision of an
+// operation that has sent nothing yet (prepared) takes the early read, as
+// it would a read made now: the replace it may decide on is a
+// compare-and-set on the resourceVersion that read showed, so a change
+// made since is refused by the API server (a conflict), never written
+// over, and the observation journals what was read. Any other decision
+// (after a call, or the early read already taken) reads afresh.
+func (f *family) read(ctx context.Context, run *workflow.Run) (*corev1.Secret, error) {
+	e := f.early
+	f.early = nil
+	if e != nil && run.Op.State == store.StatePrepared {
+		select {
+		case <-e.done:
+			return e.s, e.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return f.secret.Get(ctx)
 }
 
 // Decide reads the Secret and decides: already done, refuse, or replace.
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	s, err := f.secret.Get(ctx)
+	s, err := f.read(ctx, run)
 	if err != nil {
 		if errors.Is(err, kube.ReasonNotFound) {
 			return refuse(ReasonSecretAbsent, nil, nil, ""), nil
