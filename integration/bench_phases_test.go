@@ -189,9 +189,10 @@ func main() {
 	return bin
 }
 
-// kubeconfigOf is the KUBECONFIG a run option sets.
-func kubeconfigOf(opt runOption) string {
-	cmd := exec.Command("true")
+// kubeconfigOf is the KUBECONFIG a run option sets for a command on the
+// Secret ns/name.
+func kubeconfigOf(opt runOption, ns, name string) string {
+	cmd := exec.Command("keyledger", "history", ns+"/"+name)
 	opt(cmd)
 	for _, kv := range cmd.Env {
 		if v, ok := strings.CutPrefix(kv, "KUBECONFIG="); ok {

@@ -87,5 +87,5 @@ func TestBenchRetire(t *testing.T) {
 	}
 	benchPhases("retire", keyledgerSamples)
 	floor := e.createSecret(keyringSecret("bench-floor", m))
-	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor)), e.ns, floor.Name)
+	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name)
 }

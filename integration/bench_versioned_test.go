@@ -73,7 +73,7 @@ func TestBenchVersioned(t *testing.T) {
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases("versioned-update", samples)
-	benchFloors(t, e, kubeconfigOf(as), e.ns, "bench")
+	benchFloors(t, e, kubeconfigOf(as, e.ns, "bench"), e.ns, "bench")
 }
 
 // TestBenchVersionedDecode measures the CPU one decode of the largest valid
