@@ -95,6 +95,17 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name string) {
 		startMain = append(startMain, time.Duration(v))
 	}
 	benchLine("floor go-process-exits-at-once start_to_main=%s wall=%s", ms(median(startMain)), ms(median(goWall)))
+	// keyledger itself doing nothing: its runtime start and package inits
+	// (client-go's scheme, the API types) are what a run starts with.
+	var klMain, klWall []time.Duration
+	for range n {
+		s := measure(t, releaseBinary(t), []string{"version"}, []string{"PATH=" + os.Getenv("PATH")})
+		require.NotNil(t, s.phases)
+		require.Equal(t, "start to main", s.phases.Phases[0].Name)
+		klMain = append(klMain, time.Duration(s.phases.Phases[0].US)*time.Microsecond)
+		klWall = append(klWall, s.wall)
+	}
+	benchLine("floor keyledger-version (this binary, no work) start_to_main=%s wall=%s", ms(median(klMain)), ms(median(klWall)))
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)

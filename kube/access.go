@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 
@@ -48,8 +49,11 @@ func CheckAccess(ctx context.Context, client Interface, checks []AccessCheck) (m
 // one connection. The first review is sent alone: it opens the connection
 // (HTTP/2, as client-go negotiates with the API server), which every other
 // review then shares at once; sent all at once on a new client, each would
-// dial and handshake a TLS connection of its own. When that first review
-// cannot be made, nothing more is sent.
+// dial and handshake a TLS connection of its own. The others leave as soon
+// as the first has its connection (httptrace's GotConn: the handshake is
+// done, the connection pooled), not when its answer is back; when no
+// connection is reported they leave once it returns. When that first
+// review cannot be made, nothing more is sent.
 func CheckAccessAndRules(ctx context.Context, client Interface, checks []AccessCheck, r *Rights) (mismatches []string, err error) {
 	answers := make([]accessAnswer, len(checks))
 	var rules []string
@@ -64,14 +68,39 @@ func CheckAccessAndRules(ctx context.Context, client Interface, checks []AccessC
 		jobs = append(jobs, func() { answers[i] = review(ctx, client, c) })
 	}
 	jobs = append(jobs, reviewRules)
-	jobs[0]()
-	if len(checks) == 0 || answers[0].err == nil {
+	if len(jobs) == 1 {
+		jobs[0]()
+	} else {
+		connected := make(chan struct{})
+		var once sync.Once
+		first := make(chan struct{})
+		firstCtx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { once.Do(func() { close(connected) }) },
+		})
+		go func() {
+			defer close(first)
+			answers[0] = review(firstCtx, client, checks[0])
+		}()
+		select {
+		case <-connected:
+		case <-first:
+		}
+		rest := true
+		select {
+		case <-first:
+			rest = answers[0].err == nil // failed: nothing more is sent
+		default:
+		}
 		var wg sync.WaitGroup
 		for _, job := range jobs[1:] {
+			if !rest {
+				break
+			}
 			wg.Add(1)
 			go func() { defer wg.Done(); job() }()
 		}
 		wg.Wait()
+		<-first
 	}
 	if mismatches, err = accessMismatches(checks, answers); err != nil {
 		return nil, err
