@@ -87,23 +87,33 @@ type family struct {
 	early *earlyRead
 }
 
-// earlyRead is one read of the Secret in flight; done is closed once s
-// and err are set.
+// earlyRead is one read of the Secret in flight and its keyring, decoded
+// (readCatalog) when the read succeeded; done is closed once they are set.
 type earlyRead struct {
 	done chan struct{}
 	s    *corev1.Secret
 	err  error
+	ring keyringRead
+}
+
+// keyringRead is what readCatalog made of a Secret.
+type keyringRead struct {
+	m      *keyring.Manifest
+	digest string
+	err    error
 }
 
 // prefetch starts the read of the Secret the first decision makes (the
-// plan's Prefetch), so that it travels while the journal connects and the
-// operation is prepared.
+// plan's Prefetch), and the decoding of its keyring, so that they happen
+// while the journal connects and the operation is prepared.
 func (f *family) prefetch(ctx context.Context) {
 	e := &earlyRead{done: make(chan struct{})}
 	f.early = e
 	go func() {
 		defer close(e.done)
-		e.s, e.err = f.secret.Get(ctx)
+		if e.s, e.err = f.secret.Get(ctx); e.err == nil {
+			e.ring.m, e.ring.digest, e.ring.err = readCatalog(e.s, f.cmd.Spec)
+		}
 	}()
 }
 
@@ -114,30 +124,37 @@ func (f *family) prefetch(ctx context.Context) {
 // made since is refused by the API server (a conflict), never written
 // over, and the observation journals what was read. Any other decision
 // (after a call, or the early read already taken) reads afresh.
-func (f *family) read(ctx context.Context, run *workflow.Run) (*corev1.Secret, error) {
+// The keyring comes decoded with the Secret (readCatalog's answer).
+func (f *family) read(ctx context.Context, run *workflow.Run) (*corev1.Secret, keyringRead, error) {
 	e := f.early
 	f.early = nil
 	if e != nil && run.Op.State == store.StatePrepared {
 		select {
 		case <-e.done:
-			return e.s, e.err
+			return e.s, e.ring, e.err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, keyringRead{}, ctx.Err()
 		}
 	}
-	return f.secret.Get(ctx)
+	s, err := f.secret.Get(ctx)
+	if err != nil {
+		return nil, keyringRead{}, err
+	}
+	var ring keyringRead
+	ring.m, ring.digest, ring.err = readCatalog(s, f.cmd.Spec)
+	return s, ring, nil
 }
 
 // Decide reads the Secret and decides: already done, refuse, or replace.
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	s, err := f.read(ctx, run)
+	s, ring, err := f.read(ctx, run)
 	if err != nil {
 		if errors.Is(err, kube.ReasonNotFound) {
 			return refuse(ReasonSecretAbsent, nil, nil, ""), nil
 		}
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	m, digest, err := readCatalog(s, f.cmd.Spec)
+	m, digest, err := ring.m, ring.digest, ring.err
 	if err != nil {
 		return refuse(reasonOf(err), s, nil, ""), nil
 	}
