@@ -72,6 +72,33 @@ func benchPhases(row string, samples []sample) {
 		row, usMS(l.SumUS), ms(s.wall), usMS(gap), 100*float64(gap)/float64(s.wall.Microseconds()))
 }
 
+// compareBinary is KEYLEDGER_BENCH_COMPARE: another keyledger build (say,
+// main's) that the benchmarks run interleaved with this one, each run
+// beside one of this build's, so that both are measured in the same
+// machine conditions.
+func compareBinary() string { return os.Getenv("KEYLEDGER_BENCH_COMPARE") }
+
+// benchCompare prints the other build's median, its ratio to the kubectl
+// pair and this build's ratio to it, and its median run's phases.
+func benchCompare(row string, ours, theirs []sample, pair []time.Duration) {
+	if len(theirs) == 0 {
+		return
+	}
+	wall := func(s []sample) []time.Duration {
+		out := make([]time.Duration, len(s))
+		for i, x := range s {
+			out[i] = x.wall
+		}
+		return out
+	}
+	benchLine("%s compare (KEYLEDGER_BENCH_COMPARE, interleaved) wall_median=%s this_build=%s ratio this/compare=%.2f",
+		row, ms(median(wall(theirs))), ms(median(wall(ours))), float64(median(wall(ours)))/float64(median(wall(theirs))))
+	if len(pair) > 0 {
+		benchLine("%s compare ratio compare/kubectl-pair=%.2f", row, float64(median(wall(theirs)))/float64(median(pair)))
+	}
+	benchPhases(row+" compare", theirs)
+}
+
 // benchFloors prints, measured now, the floor of each kind of phase: a Go
 // process that exits at once (its start to main and its wall), one API
 // request on a new loopback TLS connection and on a warm one (as the

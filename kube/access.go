@@ -133,14 +133,14 @@ func review(ctx context.Context, client Interface, c AccessCheck) accessAnswer {
 func accessMismatches(checks []AccessCheck, answers []accessAnswer) (mismatches []string, err error) {
 	for i, a := range answers {
 		if a.err != nil {
-			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err) //nolint:gosec // G602: answers is made with len(checks)
+			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err)
 		}
-		if a.allowed != checks[i].Allowed { //nolint:gosec // G602: answers is made with len(checks)
+		if a.allowed != checks[i].Allowed {
 			got := "denied"
 			if a.allowed {
 				got = "allowed"
 			}
-			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got)) //nolint:gosec // G602: answers is made with len(checks)
+			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got))
 		}
 	}
 	return mismatches, nil
