@@ -475,8 +475,7 @@ func (s *Server) update(gr schema.GroupResource, next Object, f Fault) (Object, 
 	case !ok:
 		return nil, NotFound(gr, k.name)
 	case next.GetUID() != "" && next.GetUID() != cur.GetUID():
-		return nil, apierrors.NewConflict(gr, k.name,
-			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", next.GetUID(), cur.GetUID()))
+		return nil, preconditionFailed(gr, k.name, "UID", string(next.GetUID()), string(cur.GetUID()))
 	case next.GetResourceVersion() != "" && next.GetResourceVersion() != cur.GetResourceVersion():
 		return nil, Conflict(gr, k.name)
 	}
@@ -499,6 +498,13 @@ func (s *Server) update(gr schema.GroupResource, next Object, f Fault) (Object, 
 	s.objs[k] = next
 	s.wrote(k, next)
 	return next, nil
+}
+
+// preconditionFailed is the API server's 409 to a precondition on field
+// that does not hold, in its words.
+func preconditionFailed(gr schema.GroupResource, name, field, want, got string) error {
+	return apierrors.NewConflict(gr, name,
+		fmt.Errorf("Precondition failed: %s in precondition: %v, %s in object meta: %v", field, want, field, got)) //nolint:staticcheck // ST1005: the API server's own message
 }
 
 // immutableChange: cur is an immutable Secret and next changes its data or
@@ -556,11 +562,9 @@ func (s *Server) Delete(gr schema.GroupResource, name string, pre Preconditions,
 	case !ok:
 		return 0, kube.Wrap(NotFound(gr, name))
 	case pre.UID != "" && pre.UID != cur.GetUID():
-		return 0, kube.Wrap(apierrors.NewConflict(gr, name,
-			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", pre.UID, cur.GetUID())))
+		return 0, kube.Wrap(preconditionFailed(gr, name, "UID", string(pre.UID), string(cur.GetUID())))
 	case pre.ResourceVersion != "" && pre.ResourceVersion != cur.GetResourceVersion():
-		return 0, kube.Wrap(apierrors.NewConflict(gr, name,
-			fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", pre.ResourceVersion, cur.GetResourceVersion())))
+		return 0, kube.Wrap(preconditionFailed(gr, name, "ResourceVersion", pre.ResourceVersion, cur.GetResourceVersion()))
 	}
 	changed := false
 	if orphan && !slices.Contains(cur.GetFinalizers(), metav1.FinalizerOrphanDependents) {
