@@ -114,6 +114,7 @@ func (e *env) family() *family {
 
 // result is one run's end.
 type result struct {
+	res     *workflow.Result
 	op      *store.Operation
 	records []store.Record
 	err     error
@@ -131,7 +132,7 @@ func (e *env) run() result {
 	require.NotNil(e.t, res.Run, "prepared: %v", err)
 	op, records, serr := e.j.Snapshot(ctx, res.Run.Op.MutationID)
 	require.NoError(e.t, serr)
-	return result{op: op, records: records, err: err}
+	return result{res: res, op: op, records: records, err: err}
 }
 
 // crashingStore is the in-memory journal with a process that can die at
@@ -168,22 +169,8 @@ func (e *env) plan() workflow.Plan {
 	return plan
 }
 
-// ending is the run's outcome word, or its refusal or uncertainty reason:
-// "completed", "existing", "converged", "refused/<reason>",
-// "uncertain/<reason>", or "error: ...".
-func (r result) ending() string {
-	var refused *workflow.Refused
-	var uncertain *workflow.Uncertain
-	switch {
-	case errors.As(r.err, &refused):
-		return "refused/" + refused.Reason
-	case errors.As(r.err, &uncertain):
-		return "uncertain/" + uncertain.Reason
-	case r.err != nil:
-		return "error: " + r.err.Error()
-	}
-	return r.op.Outcome
-}
+// ending is how the run ended, in workflowtest.Ending's spelling.
+func (r result) ending() string { return workflowtest.Ending(r.res, r.err) }
 
 // summary is the completion's (or refusal's) detail.
 func (r result) summary() map[string]any {

@@ -157,7 +157,7 @@ func TestFamilyCreateLive(t *testing.T) {
 			}))
 			return e.update("", "a", "1")
 		},
-		want:  "refused:already-exists",
+		want:  "refused/already-exists",
 		trace: []string{"call create-live", "result create-live unknown/already-exists", "resolve create-live theirs/already-exists", "refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Equal(t, data("a", "theirs"), e.live().Data)
@@ -169,7 +169,7 @@ func TestFamilyCreateLive(t *testing.T) {
 			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Status(kubetest.Invalid("Secret", testName)))
 			return e.update("", "a", "1")
 		},
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: []string{"call create-live", "result create-live rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Nil(t, e.live())
@@ -189,7 +189,7 @@ func TestFamilyCreateLive(t *testing.T) {
 		trace: []string{"call create-live", "result create-live unknown/server-error", "resolve create-live undetermined/read-failed",
 			"resolve create-live not-applied/absent", "call create-live", "result create-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, "uncertain:read-failed", e.first.word())
+			require.Equal(t, "uncertain/read-failed", e.first.word())
 			require.Equal(t, store.StateResolving, e.first.res.Run.Op.State)
 			created(t, e, outcome{})
 		},
@@ -211,7 +211,7 @@ func TestFamilyCreateLive(t *testing.T) {
 			e.seedLive("", "a", "other")
 			return e.update("", "a", "1")
 		},
-		want:  "refused:already-exists",
+		want:  "refused/already-exists",
 		trace: []string{"refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Equal(t, 0, e.api.Calls(kubetest.Create))
@@ -296,7 +296,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:slot-occupied",
+		want: "refused/slot-occupied",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/already-exists", "resolve create-snapshot v1 theirs/slot-occupied",
 			"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -311,7 +311,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			e.plant(e.live(), 1)
 			return cmd
 		},
-		want:  "refused:slot-occupied",
+		want:  "refused/slot-occupied",
 		trace: []string{"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, []any{snapName(1)}, o.ending()["occupied"])
@@ -325,7 +325,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			e.plant(e.live(), 5)
 			return cmd
 		},
-		want:  "refused:slot-occupied",
+		want:  "refused/slot-occupied",
 		trace: []string{"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.InDelta(t, 5, o.ending()["highestOccupied"], 0)
@@ -335,7 +335,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 	}, {
 		name:  "422 is a refusal, nothing written",
 		setup: scripted(seedV1, kubetest.Create, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1)))),
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
@@ -353,7 +353,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, o outcome) {
 			requireLive(t, e, "1", "password", "theirs")
@@ -376,7 +376,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/already-exists", "resolve create-snapshot v1 ours",
 			"call replace-live", "result replace-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:read-failed", e.first.word())
+			require.Equal(t, "uncertain/read-failed", e.first.word())
 			requireLive(t, e, "2", "password", "new")
 			require.Equal(t, true, o.last(store.RecordResolution, StepCreateSnapshot).Detail["reused"], "the resolution says the snapshot was another operation's")
 			requireWrites(t, e, map[string]int{testName: 1})
@@ -394,7 +394,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 lost/no-result-recorded",
 			"resolve create-snapshot v1 ours", "call replace-live", "result replace-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
 			requireLive(t, e, "2", "password", "new")
 			requireWrites(t, e, map[string]int{testName: 1})
@@ -487,7 +487,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		trace: trace("result prune-snapshot v1 unknown/conflict", "resolve prune-snapshot v1 not-applied/present",
 			"call prune-snapshot v1", "result prune-snapshot v1 applied"),
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:prune-pending", e.first.word())
+			require.Equal(t, "uncertain/prune-pending", e.first.word())
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
 			require.Equal(t, "pending", o.last(store.RecordAuthorityResult, StepPruneSnapshot).Detail["deletion"])
 			requireLive(t, e, "4", "password", "v4")
@@ -502,7 +502,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 			}
 			return cmd
 		},
-		want: "uncertain:attempts-exhausted",
+		want: "uncertain/attempts-exhausted",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied",
 			"call prune-snapshot v1", "result prune-snapshot v1 unknown/invalid", "resolve prune-snapshot v1 not-applied/present",
 			"call prune-snapshot v1", "result prune-snapshot v1 unknown/invalid", "resolve prune-snapshot v1 not-applied/present",
@@ -555,7 +555,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 			edit(e.api.Server, snapName(1), terminating)
 			return cmd
 		},
-		want:  "uncertain:prune-pending",
+		want:  "uncertain/prune-pending",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "3", "password", "v3")
@@ -626,7 +626,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "uncertain:history-pending",
+		want: "uncertain/history-pending",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/conflict", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 applied", "call delete-snapshot v2", "result delete-snapshot v2 applied"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -643,7 +643,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			}
 			return cmd
 		},
-		want: "uncertain:attempts-exhausted",
+		want: "uncertain/attempts-exhausted",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present"},
@@ -661,7 +661,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:snapshot-invalid",
+		want: "refused/snapshot-invalid",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/conflict", "resolve delete-snapshot v1 theirs/snapshot-invalid",
 			"refuse snapshot-invalid"},
 		check: func(t *testing.T, e *env, o outcome) {
@@ -676,7 +676,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			edit(e.api.Server, snapName(2), terminating)
 			return cmd
 		},
-		want:  "uncertain:history-pending",
+		want:  "uncertain/history-pending",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, 1, o.observations())
@@ -691,7 +691,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			edit(e.api.Server, snapName(1), terminating)
 			return e.delete(e.rv(), false)
 		},
-		want:  "uncertain:history-pending",
+		want:  "uncertain/history-pending",
 		trace: []string{},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, 1, o.observations(), "what the decision saw is journaled before the run ends")
@@ -765,7 +765,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: []string{"call delete-live", "result delete-live unknown/conflict", "resolve delete-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Equal(t, data("a", "theirs"), e.live().Data)
@@ -783,7 +783,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 	}, {
 		name:  "422 is a refusal",
 		setup: scripted(seed, kubetest.Delete, testName, kubetest.Status(kubetest.Invalid("Secret", testName))),
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: []string{"call delete-live", "result delete-live rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.NotNil(t, e.live())
@@ -819,7 +819,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live applied", "complete deleted"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
 			require.Nil(t, e.live())
 			requireWrites(t, e, nil) // the rerun only confirms
@@ -876,7 +876,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 		want:  "converged",
 		trace: trace("result replace-live lost/no-result-recorded", "resolve replace-live ours", "complete converged"),
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
 			requireLive(t, e, "2", "password", "new")
 			requireWrites(t, e, nil) // the rerun writes nothing
@@ -890,7 +890,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "theirs")
@@ -908,7 +908,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "2", "password", "theirs")
@@ -916,7 +916,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 	}, {
 		name:  "404: someone deleted it",
 		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, testName) })),
-		want:  "refused:secret-absent",
+		want:  "refused/secret-absent",
 		trace: trace("result replace-live unknown/not-found", "resolve replace-live theirs/secret-absent", "refuse secret-absent"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Nil(t, e.live())
@@ -932,7 +932,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:uid-changed",
+		want:  "refused/uid-changed",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live theirs/uid-changed", "refuse uid-changed"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Equal(t, data("password", "other"), e.live().Data)
@@ -941,7 +941,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 	}, {
 		name:  "422 is a refusal",
 		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Status(kubetest.Invalid("Secret", testName))),
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: trace("result replace-live rejected/invalid", "refuse invalid"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
@@ -955,7 +955,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:archive-missing",
+		want:  "refused/archive-missing",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse archive-missing"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
@@ -1016,7 +1016,7 @@ func TestFamilyRestore(t *testing.T) {
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))
 			return e.restore(e.rv(), 1)
 		},
-		want: "refused:version-absent",
+		want: "refused/version-absent",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/version-absent", "refuse version-absent"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -1028,7 +1028,7 @@ func TestFamilyRestore(t *testing.T) {
 			restoreSetup(e)
 			return e.restore(e.rv(), 3)
 		},
-		want:  "refused:version-ahead",
+		want:  "refused/version-ahead",
 		trace: []string{"refuse version-ahead"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Zero(t, e.api.Calls(kubetest.List)+e.api.Calls(kubetest.Create))
@@ -1040,7 +1040,7 @@ func TestFamilyRestore(t *testing.T) {
 			restoreSetup(e)
 			return e.restore(e.rv(), 9)
 		},
-		want:  "refused:version-ahead",
+		want:  "refused/version-ahead",
 		trace: []string{"refuse version-ahead"},
 		check: func(t *testing.T, e *env, _ outcome) { requireWrites(t, e, nil) },
 	}, {
@@ -1050,7 +1050,7 @@ func TestFamilyRestore(t *testing.T) {
 			e.plant(live, 3)
 			return e.restore(e.rv(), 3)
 		},
-		want:  "refused:foreign-snapshot",
+		want:  "refused/foreign-snapshot",
 		trace: []string{"refuse foreign-snapshot"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Zero(t, e.api.Count(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 3)), "its data is never read")
@@ -1062,7 +1062,7 @@ func TestFamilyRestore(t *testing.T) {
 			e.seedLive("5", "password", "v5")
 			return e.restore(e.rv(), 3)
 		},
-		want:  "refused:version-absent",
+		want:  "refused/version-absent",
 		trace: []string{"refuse version-absent"},
 		check: func(t *testing.T, e *env, _ outcome) { requireWrites(t, e, nil) },
 	}, {
@@ -1091,7 +1091,7 @@ func TestFamilyGuards(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
 			return e.update(e.rv(), "password", "x")
 		},
-		want:  "refused:counter-behind",
+		want:  "refused/counter-behind",
 		trace: []string{"refuse counter-behind"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.InDelta(t, 2, o.ending()["newestVersion"], 0)
@@ -1109,10 +1109,10 @@ func TestFamilyGuards(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
 			return e.update(e.rv(), "password", "x")
 		},
-		want:  "refused:counter-behind",
+		want:  "refused/counter-behind",
 		trace: []string{"refuse counter-behind"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:read-failed", e.first.word())
+			require.Equal(t, "uncertain/read-failed", e.first.word())
 			require.InDelta(t, 2, o.ending()["newestVersion"], 0)
 			require.NotNil(t, e.snap("uid-0001", 2), "left alone")
 			none(t, e, o)
@@ -1123,7 +1123,7 @@ func TestFamilyGuards(t *testing.T) {
 			e.seedLive("1", "password", "v1")
 			return e.update("999", "password", "x")
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1146,7 +1146,7 @@ func TestFamilyGuards(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Type = corev1.SecretTypeServiceAccountToken })
 			return e.update(e.rv(), "token", "x")
 		},
-		want:  "refused:service-account-token",
+		want:  "refused/service-account-token",
 		trace: []string{"refuse service-account-token"},
 		check: none,
 	}, {
@@ -1155,7 +1155,7 @@ func TestFamilyGuards(t *testing.T) {
 			e.seedLive("07", "a", "1")
 			return e.update(e.rv(), "a", "2")
 		},
-		want:  "refused:version-malformed",
+		want:  "refused/version-malformed",
 		trace: []string{"refuse version-malformed"},
 		check: none,
 	}})
@@ -1186,7 +1186,7 @@ func TestFamilyReplay(t *testing.T) {
 			e.first = e.run(cmd)
 			return cmd
 		},
-		want:  "replay:existing",
+		want:  "replayed existing",
 		trace: traceUpdate,
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "completed", e.first.word())
@@ -1200,7 +1200,7 @@ func TestFamilyReplay(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("later") })
 			return cmd
 		},
-		want:  "replay:existing",
+		want:  "replayed existing",
 		trace: traceUpdate,
 		check: listed(0),
 	}, {
@@ -1211,7 +1211,7 @@ func TestFamilyReplay(t *testing.T) {
 			e.first = e.run(cmd)
 			return cmd
 		},
-		want:  "refused:version-ahead",
+		want:  "replayed refused/version-ahead",
 		trace: []string{"refuse version-ahead"},
 		check: replayed,
 	}, {
@@ -1221,7 +1221,7 @@ func TestFamilyReplay(t *testing.T) {
 			e.first = e.run(cmd)
 			return cmd
 		},
-		want:  "replay:existing",
+		want:  "replayed existing",
 		check: listed(1),
 	}})
 }
@@ -1242,7 +1242,7 @@ func TestFamilyDecisions(t *testing.T) {
 	runRows(t, []famRow{{
 		name:  "an update of an absent Secret: secret-absent",
 		setup: func(e *env) *Command { return e.update("7", "a", "1") },
-		want:  "refused:secret-absent",
+		want:  "refused/secret-absent",
 		trace: []string{"refuse secret-absent"},
 		check: none,
 	}, {
@@ -1253,7 +1253,7 @@ func TestFamilyDecisions(t *testing.T) {
 			c.RemoveKeys = []string{"b"}
 			return c
 		},
-		want:  "refused:key-absent",
+		want:  "refused/key-absent",
 		trace: []string{"refuse key-absent"},
 		check: none,
 	}, {
@@ -1300,7 +1300,7 @@ func TestFamilyDecisions(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
 			return e.update(e.rv(), "a", "2")
 		},
-		want:  "refused:immutable",
+		want:  "refused/immutable",
 		trace: []string{"refuse immutable"},
 		check: none,
 	}, {
@@ -1310,7 +1310,7 @@ func TestFamilyDecisions(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:immutable",
+		want:  "refused/immutable",
 		trace: []string{"refuse immutable"},
 		check: none,
 	}, {
@@ -1322,7 +1322,7 @@ func TestFamilyDecisions(t *testing.T) {
 			require.Equal(t, "completed", e.run(c).word())
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:too-large",
+		want:  "refused/too-large",
 		trace: []string{"refuse too-large"},
 		check: none,
 	}, {
@@ -1332,13 +1332,13 @@ func TestFamilyDecisions(t *testing.T) {
 			edit(e.api.Server, testName, terminating)
 			return e.update(e.rv(), "a", "2")
 		},
-		want:  "refused:terminating",
+		want:  "refused/terminating",
 		trace: []string{"refuse terminating"},
 		check: none,
 	}, {
 		name:  "the history list fails before any call: unavailable, nothing journaled but the preparation",
 		setup: scripted(seedV1, kubetest.List, "", kubetest.Status(kubetest.ServerError())),
-		want:  "unavailable",
+		want:  "unavailable/kubernetes",
 		trace: []string{},
 		check: none,
 	}, {
@@ -1353,10 +1353,10 @@ func TestFamilyDecisions(t *testing.T) {
 			e.seedLive("1", "password", "old")
 			return cmd
 		},
-		want:  "refused:uid-changed",
+		want:  "refused/uid-changed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse uid-changed"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
 			require.Equal(t, 2, o.observations(), "the new UID is journaled")
 			require.Equal(t, "uid-0003", o.last(store.RecordObservation, StepReadLive).UID)
@@ -1373,7 +1373,7 @@ func TestFamilyDecisions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:snapshot-finalizers",
+		want:  "refused/snapshot-finalizers",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse snapshot-finalizers"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
 	}, {
@@ -1387,7 +1387,7 @@ func TestFamilyDecisions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:snapshot-terminating",
+		want:  "refused/snapshot-terminating",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse snapshot-terminating"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
 	}, {
@@ -1407,7 +1407,7 @@ func TestFamilyDecisions(t *testing.T) {
 			require.Equal(t, "completed", e.run(cmd).word())
 			return e.update(cmd.ExpectedResourceVersion, "password", "other")
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1427,7 +1427,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.seedLive("3", "a", "1")
 			return e.delete("999", true)
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1436,7 +1436,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return e.update("", "a", "1")
 		},
-		want:  "refused:already-exists",
+		want:  "refused/already-exists",
 		trace: []string{"call create-live", "result create-live unknown/result-mismatch", "resolve create-live theirs/already-exists", "refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName)) },
 	}, {
@@ -1446,7 +1446,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return cmd
 		},
-		want: "refused:source-conflict",
+		want: "refused/source-conflict",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/result-mismatch", "resolve create-snapshot v1 theirs/source-conflict",
 			"refuse source-conflict"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1457,7 +1457,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/result-mismatch",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName)) },
@@ -1473,7 +1473,7 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Create, snapName(1), snapName(1))
 			return cmd
 		},
-		want:  "uncertain:read-failed",
+		want:  "uncertain/read-failed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
 	}, {
@@ -1485,7 +1485,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/changed-concurrently",
 			"refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "theirs") },
@@ -1500,7 +1500,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:source-conflict",
+		want: "refused/source-conflict",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/source-conflict",
 			"refuse source-conflict"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1515,7 +1515,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:snapshot-terminating",
+		want: "refused/snapshot-terminating",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/snapshot-terminating",
 			"refuse snapshot-terminating"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1530,7 +1530,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:snapshot-finalizers",
+		want: "refused/snapshot-finalizers",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/snapshot-finalizers",
 			"refuse snapshot-finalizers"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1539,7 +1539,7 @@ func TestFamilyResolutions(t *testing.T) {
 		// cannot be proven ours, so it is reported as someone else's.
 		name:  "the live write landed but its archive vanished before the re-read: changed-concurrently",
 		setup: scripted(seedV1, kubetest.Update, testName, kubetest.AppliedLost().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) })),
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "2", "password", "new") },
@@ -1550,7 +1550,7 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Update, testName, snapName(1))
 			return cmd
 		},
-		want: "uncertain:read-failed",
+		want: "uncertain/read-failed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "2", "password", "new") },
@@ -1565,7 +1565,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "2", "password", "new") },
@@ -1576,7 +1576,7 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Delete, testName, testName)
 			return e.delete(e.rv(), true)
 		},
-		want:  "uncertain:read-failed",
+		want:  "uncertain/read-failed",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { require.Nil(t, e.live()) },
 	}, {
@@ -1600,7 +1600,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return e.delete(e.rv(), true)
 		},
-		want:  "refused:result-mismatch",
+		want:  "refused/result-mismatch",
 		trace: []string{"call delete-live", "result delete-live applied", "refuse result-mismatch"},
 		check: func(t *testing.T, e *env, _ outcome) { require.NotNil(t, e.live()) },
 	}, {
@@ -1610,7 +1610,7 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Delete, snapName(1), snapName(1))
 			return cmd
 		},
-		want:  "uncertain:read-failed",
+		want:  "uncertain/read-failed",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { require.NotNil(t, e.live()) },
 	}})
@@ -1626,7 +1626,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			edit(e.api.Server, snapName(1), terminating)
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:snapshot-invalid",
+		want:  "refused/snapshot-invalid",
 		trace: []string{"refuse snapshot-invalid"},
 		check: none,
 	}, {
@@ -1636,7 +1636,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Type = "example.com/other" })
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:snapshot-invalid",
+		want:  "refused/snapshot-invalid",
 		trace: []string{"refuse snapshot-invalid"},
 		check: none,
 	}, {
@@ -1646,7 +1646,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			e.api.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:version-absent",
+		want:  "refused/version-absent",
 		trace: []string{"refuse version-absent"},
 		check: none,
 	}, {
@@ -1658,7 +1658,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			}))
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:snapshot-invalid",
+		want:  "refused/snapshot-invalid",
 		trace: []string{"refuse snapshot-invalid"},
 		check: none,
 	}, {
@@ -1668,7 +1668,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			e.api.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.ServerError()))
 			return e.restore(e.rv(), 1)
 		},
-		want:  "unavailable",
+		want:  "unavailable/kubernetes",
 		trace: []string{},
 		check: none,
 	}, {
@@ -1680,7 +1680,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			e.api.Remove(kubetest.Secrets, snapName(1))
 			return e.restore(cmd.ExpectedResourceVersion, 1)
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1690,7 +1690,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			require.Equal(t, "completed", e.run(cmd).word())
 			return e.update("999", "password", "new")
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}})

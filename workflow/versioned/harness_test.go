@@ -170,32 +170,8 @@ func (f *failingJournal) Transition(ctx context.Context, p store.TransitionParam
 	return f.Journal.Transition(ctx, p)
 }
 
-// word is the run's ending in one word: the outcome, "refused:<reason>",
-// "uncertain:<reason>", "unavailable" or "invalid".
-func (o outcome) word() string {
-	var (
-		refused     *workflow.Refused
-		uncertain   *workflow.Uncertain
-		unavailable *workflow.Unavailable
-		invalid     *command.InvalidError
-	)
-	switch {
-	case errors.As(o.err, &refused):
-		return "refused:" + refused.Reason
-	case errors.As(o.err, &uncertain):
-		return "uncertain:" + uncertain.Reason
-	case errors.As(o.err, &unavailable):
-		return "unavailable"
-	case errors.As(o.err, &invalid):
-		return "invalid"
-	case o.err != nil:
-		return "error:" + o.err.Error()
-	}
-	if o.res.Replayed {
-		return "replay:" + string(o.res.Outcome)
-	}
-	return string(o.res.Outcome)
-}
+// word is the run's ending, in workflowtest.Ending's spelling.
+func (o outcome) word() string { return workflowtest.Ending(o.res, o.err) }
 
 // trace is the operation's journal in short: calls, answers, resolutions
 // and the ending. Snapshot targets are named by their version ("v3").
