@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
@@ -241,9 +242,10 @@ func counts(planned, created, patched, existing, unchanged int) map[string]any {
 // theirSecret is a Secret someone else created, holding planned keys
 // (values not keyledger's) and no keyledger annotations.
 func theirSecret(name string, data map[string]string, mods ...func(*corev1.Secret)) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nsShop}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
+	s := kubetest.NewSecret(name, kubetest.WithData())
+	s.Namespace = nsShop
 	for k, v := range data {
-		s.Data[k] = []byte(v)
+		kubetest.WithData(k, v)(s)
 	}
 	for _, m := range mods {
 		m(s)

@@ -32,15 +32,6 @@ type famRow struct {
 	check func(t *testing.T, e *env, o outcome)
 }
 
-// terminating makes s a Secret being deleted that a finalizer holds.
-func terminating(s *corev1.Secret) {
-	now := metav1.Now()
-	s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-}
-
-// held gives s a finalizer (someone else's write).
-func held(s *corev1.Secret) { s.Finalizers = []string{"example.com/hold"} }
-
 // lookalike is what someone else would plant in the slot of version n of
 // live: keyledger's name, labels and annotations, and a nonce no journal
 // holds.
@@ -70,7 +61,7 @@ func requireLive(t *testing.T, e *env, version string, kv ...string) *corev1.Sec
 	s := e.live()
 	require.NotNil(t, s, "live Secret")
 	require.Equal(t, version, s.Annotations[AnnotationVersion], "live version")
-	require.Equal(t, data(kv...), s.Data, "live data")
+	require.Equal(t, kubetest.Data(kv...), s.Data, "live data")
 	return s
 }
 
@@ -153,14 +144,14 @@ func TestFamilyCreateLive(t *testing.T) {
 		name: "someone else creates it first: 409, theirs",
 		setup: func(e *env) *Command {
 			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
-				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Type: corev1.SecretTypeOpaque, Data: data("a", "theirs")})
+				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Type: corev1.SecretTypeOpaque, Data: kubetest.Data("a", "theirs")})
 			}))
 			return e.update("", "a", "1")
 		},
 		want:  "refused/already-exists",
 		trace: []string{"call create-live", "result create-live unknown/already-exists", "resolve create-live theirs/already-exists", "refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, data("a", "theirs"), e.live().Data)
+			require.Equal(t, kubetest.Data("a", "theirs"), e.live().Data)
 			requireWrites(t, e, nil)
 		},
 	}, {
@@ -248,7 +239,7 @@ func updated(t *testing.T, e *env, _ outcome) {
 	requireLive(t, e, "2", "password", "new")
 	s := e.snap("uid-0001", 1)
 	require.NotNil(t, s, "snapshot v1")
-	require.Equal(t, data("password", "old"), s.Data)
+	require.Equal(t, kubetest.Data("password", "old"), s.Data)
 	require.True(t, *s.Immutable)
 	requireWrites(t, e, map[string]int{testName: 1, snapName(1): 1})
 }
@@ -478,7 +469,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "409 from someone else's finalizer, then pending: prune-pending; resume from answered completes",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { edit(d, snapName(1), held) }))
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { edit(d, snapName(1), kubetest.Held) }))
 			e.first = e.run(cmd)
 			e.api.Remove(kubetest.Secrets, snapName(1)) // the finalizer is released
 			return cmd
@@ -552,7 +543,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "a snapshot already terminating beyond the limit: prune-pending, nothing sent for it",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return cmd
 		},
 		want:  "uncertain/prune-pending",
@@ -622,7 +613,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-				edit(d, snapName(1), held)
+				edit(d, snapName(1), kubetest.Held)
 			}))
 			return cmd
 		},
@@ -673,7 +664,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "a snapshot already being deleted: history-pending at once, the read journaled",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			edit(e.api.Server, snapName(2), terminating)
+			edit(e.api.Server, snapName(2), kubetest.BeingDeleted)
 			return cmd
 		},
 		want:  "uncertain/history-pending",
@@ -688,7 +679,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "only a snapshot already being deleted: history-pending before any call, the read journaled",
 		setup: func(e *env) *Command {
 			e.history(1)
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return e.delete(e.rv(), false)
 		},
 		want:  "uncertain/history-pending",
@@ -734,7 +725,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 	}, {
 		name: "finalizers hold it: pending",
 		setup: func(e *env) *Command {
-			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
+			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: kubetest.Data("a", "1")})
 			return e.delete(e.rv(), true)
 		},
 		want:  "pending",
@@ -768,7 +759,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 		want:  "refused/changed-concurrently",
 		trace: []string{"call delete-live", "result delete-live unknown/conflict", "resolve delete-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, data("a", "theirs"), e.live().Data)
+			require.Equal(t, kubetest.Data("a", "theirs"), e.live().Data)
 			requireWrites(t, e, nil)
 		},
 	}, {
@@ -795,7 +786,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 			cmd := seed(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
-					d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("a", "new")})
+					d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: kubetest.Data("a", "new")})
 				}))
 			}))
 			return cmd
@@ -804,7 +795,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 		trace: []string{"call delete-live", "result delete-live applied", "complete deleted"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "uid-0002", o.ending()["recreatedUID"])
-			require.Equal(t, data("a", "new"), e.live().Data)
+			require.Equal(t, kubetest.Data("a", "new"), e.live().Data)
 		},
 	}, {
 		name: "resume from answered: the delete applied, the confirming read failed",
@@ -928,14 +919,14 @@ func TestFamilyReplaceLive(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
 				d.Remove(kubetest.Secrets, testName)
-				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("password", "other")})
+				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: kubetest.Data("password", "other")})
 			}))
 			return cmd
 		},
 		want:  "refused/uid-changed",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live theirs/uid-changed", "refuse uid-changed"),
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, data("password", "other"), e.live().Data)
+			require.Equal(t, kubetest.Data("password", "other"), e.live().Data)
 			requireWrites(t, e, map[string]int{snapName(1): 1})
 		},
 	}, {
@@ -973,7 +964,7 @@ func TestFamilyRestore(t *testing.T) {
 	restored := func(t *testing.T, e *env, o outcome) {
 		requireLive(t, e, "4", "password", "v1")
 		require.Equal(t, []string{"v1", "v2", "v3"}, snapshotsOf(e, "uid-0001"))
-		require.Equal(t, data("password", "v3"), e.snap("uid-0001", 3).Data)
+		require.Equal(t, kubetest.Data("password", "v3"), e.snap("uid-0001", 3).Data)
 		require.InDelta(t, 1, o.ending()["restoredVersion"], 0)
 		requireWrites(t, e, map[string]int{testName: 1, snapName(3): 1})
 	}
@@ -1071,7 +1062,7 @@ func TestFamilyRestore(t *testing.T) {
 			restoreSetup(e)
 			edit(e.api.Server, testName, func(s *corev1.Secret) {
 				immutable := true
-				s.Immutable, s.Data = &immutable, data("password", "v1")
+				s.Immutable, s.Data = &immutable, kubetest.Data("password", "v1")
 			})
 			return e.restore(e.rv(), 1)
 		},
@@ -1268,7 +1259,7 @@ func TestFamilyDecisions(t *testing.T) {
 		trace: traceUpdate,
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "2", "a", "1")
-			require.Equal(t, data("a", "1", "b", "2"), e.snap("uid-0001", 1).Data)
+			require.Equal(t, kubetest.Data("a", "1", "b", "2"), e.snap("uid-0001", 1).Data)
 		},
 	}, {
 		name: "removing a key of a Secret over the limit: invalid before the journal",
@@ -1329,7 +1320,7 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "a terminating Secret is never written",
 		setup: func(e *env) *Command {
 			e.seedLive("1", "a", "1")
-			edit(e.api.Server, testName, terminating)
+			edit(e.api.Server, testName, kubetest.BeingDeleted)
 			return e.update(e.rv(), "a", "2")
 		},
 		want:  "refused/terminating",
@@ -1368,7 +1359,7 @@ func TestFamilyDecisions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), held)
+					edit(d, snapName(1), kubetest.Held)
 				}))
 			}))
 			return cmd
@@ -1382,7 +1373,7 @@ func TestFamilyDecisions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), terminating)
+					edit(d, snapName(1), kubetest.BeingDeleted)
 				}))
 			}))
 			return cmd
@@ -1510,7 +1501,7 @@ func TestFamilyResolutions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), terminating)
+					edit(d, snapName(1), kubetest.BeingDeleted)
 				}))
 			}))
 			return cmd
@@ -1525,7 +1516,7 @@ func TestFamilyResolutions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), held)
+					edit(d, snapName(1), kubetest.Held)
 				}))
 			}))
 			return cmd
@@ -1582,7 +1573,7 @@ func TestFamilyResolutions(t *testing.T) {
 	}, {
 		name: "the live delete lost, finalizers hold it: ours pending, then pending",
 		setup: func(e *env) *Command {
-			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
+			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: kubetest.Data("a", "1")})
 			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.AppliedLost())
 			return e.delete(e.rv(), true)
 		},
@@ -1623,7 +1614,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target is being deleted: snapshot-invalid",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return e.restore(e.rv(), 1)
 		},
 		want:  "refused/snapshot-invalid",

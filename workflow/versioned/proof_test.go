@@ -30,8 +30,8 @@ func lostAfterArchiveChange(setup func(e *env) *Command, n int64, change func(d 
 func TestFamilyRecheckBeforeResend(t *testing.T) {
 	t.Parallel()
 	removed := func(d *kubetest.Server, name string) { d.Remove(kubetest.Secrets, name) }
-	deleting := func(d *kubetest.Server, name string) { edit(d, name, terminating) }
-	finalized := func(d *kubetest.Server, name string) { edit(d, name, held) }
+	deleting := func(d *kubetest.Server, name string) { edit(d, name, kubetest.BeingDeleted) }
+	finalized := func(d *kubetest.Server, name string) { edit(d, name, kubetest.Held) }
 	archived := []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost"}
 	trace := func(reason string) []string {
 		return append(append([]string{}, archived...), "resolve replace-live theirs/"+reason, "refuse "+reason)
@@ -111,7 +111,7 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
 			e.limit = 1
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return cmd
 		},
 		want: "uncertain/prune-pending",
@@ -202,7 +202,7 @@ func TestFamilyStaleWithPlantedPredecessor(t *testing.T) {
 		setup: func(e *env) *Command {
 			live := e.seedLive("2", "password", "new")
 			before := live.DeepCopy()
-			before.ResourceVersion, before.Data = "rv-before", data("password", "old")
+			before.ResourceVersion, before.Data = "rv-before", kubetest.Data("password", "old")
 			e.api.SeedSecret(lookalike(before, 1))
 			return e.update("rv-before", "password", "new")
 		},

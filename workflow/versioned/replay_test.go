@@ -369,7 +369,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			restoreSetup(e)
 			edit(e.api.Server, testName, func(s *corev1.Secret) {
 				immutable := true
-				s.Immutable, s.Data = &immutable, data("password", "v1")
+				s.Immutable, s.Data = &immutable, kubetest.Data("password", "v1")
 			})
 			cmd := genuine(e, e.restore(e.rv(), 1))
 			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
