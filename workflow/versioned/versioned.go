@@ -177,15 +177,18 @@ type secrets interface {
 
 var _ secrets = (*kube.VersionedSecrets)(nil)
 
-// family implements workflow.Family for one versioned write. It keeps no
-// memory of the API server between decisions: every Decide and Resolve
-// starts from a fresh reads value (see reads), so nothing one decision saw
-// is trusted by the next without re-reading, and nothing needs clearing.
+// family implements workflow.Family for one versioned write. What it
+// remembers of the API server between decisions is one run's reads
+// (runReads), brought up to date from the journal before each decision and
+// dropped when the journal shows anything but this run's own applied
+// answers; the preconditions of every write, not that memory, catch
+// another writer (see runReads). Resolve always reads afresh.
 type family struct {
 	cmd     *Command
 	limit   int
 	api     secrets
 	journal workflow.JournalReader
+	seen    *runReads // what this run has read (runReads)
 }
 
 // BindJournal implements workflow.JournalBound: provenance is proven from
@@ -194,16 +197,16 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
 func (f *family) liveTarget() string { return "secret/" + f.cmd.Name }
 
-// reads is the read-only memory of ONE decision (one Decide or one Resolve
-// call): the history listed in it, so that a decision that needs it twice
-// (a restore's target, then retention) lists once. It is made when the call
-// starts and dropped when it returns. A decision sends at most one write,
-// after it returns, so nothing memoized here can have changed by our hand
-// while it is used.
+// reads is what one Decide or one Resolve call reads with. A decision
+// reuses what its run has read already (seen: one read of the live Secret
+// and one history listing per run, see runReads); a resolution reads
+// everything afresh (seen is nil), once per call: the history listed in it
+// serves every check of the call.
 type reads struct {
-	f   *family
-	run *workflow.Run
-	inv *inventory // the history of the live UID, listed in this decision
+	f    *family
+	run  *workflow.Run
+	seen *runReads  // the run's reads (decisions only)
+	inv  *inventory // the history of the live UID, as this call classified it
 }
 
 func (f *family) reads(run *workflow.Run) *reads { return &reads{f: f, run: run} }
@@ -229,11 +232,14 @@ func (f *family) precheck(ctx context.Context) error {
 	if f.cmd.Kind != command.KindSecretUpdate {
 		return nil
 	}
-	// The precheck's read is its own: Decide reads the live Secret again.
+	// The precheck's read is the run's first: the first decision reuses it
+	// (runReads), and the live write's resourceVersion precondition catches
+	// any write since.
 	live, err := getLive(ctx, f.api)
 	if err != nil {
 		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
+	f.seen = &runReads{liveRead: true, live: live}
 	var desired *corev1.Secret
 	switch {
 	case live == nil && f.cmd.Create():
@@ -258,7 +264,7 @@ func (f *family) precheck(ctx context.Context) error {
 // Decide reads the durable facts and says what to do next. Everything it
 // reads is read within this call (see reads).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	d, err := f.decideRun(ctx, run)
+	d, err := f.decideSteps(ctx, run)
 	if err == nil && f.purges() {
 		// A delete without history purges first: whatever then stops the
 		// live delete, its refusal says which versions are already gone.
@@ -302,173 +308,6 @@ func purgedVersions(run *workflow.Run) []int64 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-func (f *family) decideRun(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	if f.cmd.Kind == command.KindSecretDelete {
-		if done, ok := run.Settled(StepDeleteLive, f.liveTarget()); ok {
-			if workflow.IsDryRun(ctx) && done.By.Reason == workflow.StatusPlanned {
-				// keyledger plan: the delete was not sent; the run would
-				// confirm it by reading the live Secret again.
-				return f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}), nil
-			}
-			return f.confirmDeleted(ctx, run)
-		}
-	}
-	live, err := getLive(ctx, f.api)
-	if err != nil {
-		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-	}
-	d, err := f.reads(run).decide(ctx, live)
-	if tooLarge := (*historyTooLarge)(nil); errors.As(err, &tooLarge) {
-		return f.refuseTooLarge(tooLarge, live), nil
-	}
-	if err != nil {
-		return workflow.Decision{}, err // *workflow.Unavailable
-	}
-	if live != nil && !observed(run, live) {
-		// What the read that led to the decision showed, journaled when it
-		// differs from the newest observation (a first read, or a change).
-		obs := observation(live)
-		switch {
-		case d.Call != nil && d.Call.Observation == nil:
-			d.Call.Observation = &obs
-		case d.Complete != nil:
-			d.Complete.Records = append([]store.Record{obs}, d.Complete.Records...)
-		case d.Refuse != nil:
-			d.Refuse.Records = append([]store.Record{obs}, d.Refuse.Records...)
-		case d.End != nil:
-			d.Notes = append(d.Notes, obs)
-		}
-	}
-	return d, nil
-}
-
-func (r *reads) decide(ctx context.Context, live *corev1.Secret) (workflow.Decision, error) {
-	f, run := r.f, r.run
-	if live == nil {
-		if f.cmd.Create() {
-			return workflow.Decision{Call: f.createCall()}, nil
-		}
-		return f.refuse(ReasonSecretAbsent, nil), nil
-	}
-	if uid, ok := boundUID(run); ok && uid != string(live.UID) {
-		return f.refuse(ReasonUIDChanged, live), nil
-	}
-	if f.cmd.Create() {
-		if f.isCreated(live) {
-			return f.complete(workflow.OutcomeExisting, live, map[string]any{"version": int64(1)}), nil
-		}
-		return f.refuse(ReasonAlreadyExists, live), nil
-	}
-	if live.ResourceVersion != f.cmd.ExpectedResourceVersion {
-		if _, called := run.LastCall(); called {
-			return f.refuse(ReasonChangedConcurrent, live), nil
-		}
-		applied, err := r.alreadyApplied(ctx, live)
-		if err != nil {
-			return workflow.Decision{}, err // *workflow.Unavailable
-		}
-		if applied {
-			return f.complete(workflow.OutcomeExisting, live, nil), nil
-		}
-		return f.refuse(ReasonStale, live), nil
-	}
-	switch {
-	case live.DeletionTimestamp != nil:
-		return f.refuse(ReasonTerminating, live), nil
-	case live.Type == corev1.SecretTypeServiceAccountToken:
-		return f.refuse(ReasonServiceAccountToken, live), nil
-	}
-	if f.cmd.Kind == command.KindSecretDelete && f.cmd.KeepHistory {
-		// History stays exactly as it is: no snapshot is created, pruned or
-		// read.
-		return workflow.Decision{Call: f.deleteLiveCall(live)}, nil
-	}
-	n, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
-	if err != nil {
-		return f.refuse(err.Error(), live), nil
-	}
-	immutable := live.Immutable != nil && *live.Immutable
-	var base map[string][]byte
-	switch f.cmd.Kind {
-	case command.KindSecretUpdate:
-		if immutable {
-			return f.refuse(ReasonImmutable, live), nil
-		}
-		for _, k := range f.cmd.RemoveKeys {
-			if _, ok := live.Data[k]; !ok {
-				return f.refuse(ReasonKeyAbsent, live), nil
-			}
-		}
-		base = live.Data
-	case command.KindSecretRestore:
-		if f.cmd.Version >= n {
-			// Only versions below the live counter are archived history.
-			return f.refuse(ReasonVersionAhead, live), nil
-		}
-		target, reason, err := r.loadTarget(ctx, live)
-		if err != nil {
-			return workflow.Decision{}, err
-		}
-		if target == nil {
-			return f.refuse(reason, live), nil
-		}
-		if immutable {
-			if sameData(live.Data, target.Data) {
-				return f.complete(workflow.OutcomeExisting, live, map[string]any{"restoredVersion": f.cmd.Version}), nil
-			}
-			return f.refuse(ReasonImmutable, live), nil
-		}
-		if DataSize(target.Data) > MaxSecretBytes {
-			return f.refuse(ReasonTooLarge, live), nil
-		}
-		base = target.Data
-	}
-
-	inv, err := r.inventory(ctx, live)
-	if err != nil {
-		return workflow.Decision{}, err
-	}
-	if f.cmd.Kind == command.KindSecretDelete {
-		// Without history: every snapshot keyledger made for the UID goes
-		// first; anything else is left alone.
-		if d, done := f.purge(ctx, run, live, inv); !done {
-			return d, nil
-		}
-		return workflow.Decision{Call: f.deleteLiveCall(live)}, nil
-	}
-
-	// 1. The slots this write and the next ones use must be free of
-	// anything not ours, and no history may be newer than the counter.
-	if d, blocked := f.checkSlots(live, inv, n); blocked {
-		return d, nil
-	}
-	// 2. Archive the state being replaced.
-	snap := snapshotOf(live, n, run.Op.CreatedAt, f.actor())
-	archived, ok := run.Settled(StepCreateSnapshot, "secret/"+snap.Name)
-	if !ok {
-		return workflow.Decision{Call: f.snapshotCall(live, snap)}, nil
-	}
-	// 3. The archive must be there, ours and final before the live write
-	// (a rerun checks it again: it may have been deleted since).
-	if workflow.IsDryRun(ctx) && archived.By.Reason == workflow.StatusPlanned {
-		// keyledger plan: the archive was not created; count it as the run
-		// will see it (retention includes it).
-		inv.genuine = append(append([]Snapshot{}, inv.genuine...), Snapshot{Name: snap.Name, Version: n})
-	} else if reason := archiveProblem(inv, n, archived.By); reason != "" {
-		return f.refuse(reason, live), nil
-	}
-	// 4. Retention.
-	protected := []int64{n}
-	if f.cmd.Kind == command.KindSecretRestore {
-		protected = append(protected, f.cmd.Version)
-	}
-	if d, done := f.prune(run, live, inv, protected); !done {
-		return d, nil
-	}
-	// 5. The live write.
-	return workflow.Decision{Call: f.replaceCall(live, base, n, snap.Name)}, nil
 }
 
 // checkSlots refuses a write while a slot at or above the live counter n is
@@ -582,38 +421,45 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 }
 
 // purge deletes every snapshot keyledger made for the live UID, then
-// confirms that none is left: the list inv was taken in this decision,
-// after every delete an earlier decision sent, so a genuine snapshot it
-// still shows is one whose delete is pending. One still present blocks the
-// live delete: the decision ends the run with *workflow.Uncertain
-// (Decision.End, exit 75); rerunning the same command checks again. In a
-// dry run the deletes it planned count as done (nothing was sent, so the
-// list still shows them).
-func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
-	call, pending := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
+// confirms that none is left: the history inv shows is the run's listing
+// with every delete this run's answers settled folded in (a deleted
+// snapshot removed, a pending one terminating), and the decision that
+// sends the live delete lists afresh (runReads.refresh), so a genuine
+// snapshot it still shows is one whose delete is pending, or one made since.
+// One still present blocks the live delete: the decision ends the run with
+// *workflow.Uncertain (Decision.End, exit 75); rerunning the same command
+// checks again.
+func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
+	call, _ := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
 	if call != nil {
 		return workflow.Decision{Call: call}, false
 	}
-	left := len(inv.genuine)
-	if workflow.IsDryRun(ctx) {
-		left = pending
-	}
-	if left > 0 {
+	if left := len(inv.genuine); left > 0 {
 		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonHistoryPending,
 			Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", left)}}, false
 	}
 	return workflow.Decision{}, true
 }
 
-// inventory lists the history of live's UID once per decision: metadata
-// only, classified by what the journal proves (see provenance).
+// inventory is the history of live's UID, classified by what the journal
+// proves (see provenance): listed once per run for a decision (runReads),
+// once per call for a resolution.
 func (r *reads) inventory(ctx context.Context, live *corev1.Secret) (inventory, error) {
 	if r.inv != nil {
 		return *r.inv, nil
 	}
-	inv, err := readInventory(ctx, r.f, r.run, live)
-	if err != nil {
-		return inventory{}, err
+	var inv inventory
+	if r.seen != nil {
+		metas, journal, err := r.seen.listing(ctx, r.f, live)
+		if err != nil {
+			return inventory{}, err
+		}
+		inv = classify(metas, live, provenanceOf(journal, r.run, live.UID))
+	} else {
+		var err error
+		if inv, err = readInventory(ctx, r.f, r.run, live); err != nil {
+			return inventory{}, err
+		}
 	}
 	r.inv = &inv
 	return inv, nil
