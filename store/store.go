@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -185,7 +184,7 @@ type Record struct {
 	// whether it is the operation's last call. Other kinds carry neither.
 	Batch     int
 	Final     bool
-	Detail    map[string]any
+	Detail    Detail
 	CreatedAt time.Time
 }
 
@@ -199,7 +198,7 @@ type PrepareParams struct {
 	Name          string
 	ExpectedUID   string
 	// Detail goes into the preparation record (for example planned names).
-	Detail map[string]any
+	Detail Detail
 	// Bound bounds an unfinished run of a desired-state command
 	// (PrepareRun only).
 	Bound RunBound
@@ -322,14 +321,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 
 func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record) error {
 	for _, r := range records {
-		detail := r.Detail
-		if detail == nil {
-			detail = map[string]any{}
-		}
-		raw, err := json.Marshal(detail)
-		if err != nil {
-			return &localError{fmt.Errorf("encoding %s record detail: %w", r.Kind, err)}
-		}
+		raw := r.Detail.JSON()
 		var attempt, batch *int
 		if r.Attempt > 0 {
 			attempt = &r.Attempt
@@ -428,7 +420,8 @@ func scanRecord(row pgx.Row, before ...any) (Record, error) {
 		return r, err
 	}
 	r.Kind = RecordKind(kind)
-	if err := json.Unmarshal(raw, &r.Detail); err != nil {
+	var err error
+	if r.Detail, err = ParseDetail(raw); err != nil {
 		return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
 	}
 	return r, nil

@@ -188,7 +188,7 @@ func (r result) ending() string {
 // summary is the completion's (or refusal's) detail.
 func (r result) summary() map[string]any {
 	run := &workflow.Run{Op: r.op, Records: r.records}
-	return run.Ending()
+	return workflowtest.Fields(run.Ending())
 }
 
 // trail lists the records of kind (and step, when given) as

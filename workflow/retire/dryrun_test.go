@@ -10,6 +10,7 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // keepOpen is the scene's journal handed to a dry run, which closes the
@@ -183,8 +184,8 @@ func TestRetireDryRun(t *testing.T) {
 			}
 			require.Equal(t, tc.trail, trail(plan.Records))
 			if tc.outcome == workflow.OutcomeCompleted || tc.outcome == workflow.OutcomeConverged {
-				require.Equal(t, secret.Name, plan.Summary["secret"].(map[string]any)["name"])
-				require.Equal(t, m.Generation+1, plan.Summary["generation"], "the summary names the generation the run would write")
+				require.Equal(t, secret.Name, workflowtest.Fields(plan.Summary)["secret"].(map[string]any)["name"])
+				require.Equal(t, float64(m.Generation+1), workflowtest.Fields(plan.Summary)["generation"], "the summary names the generation the run would write")
 			}
 
 			if tc.after == nil {

@@ -3,7 +3,6 @@ package retire
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -37,7 +36,7 @@ func preparation(cmd *Command) store.PrepareParams {
 		Namespace:     cmd.Spec.Namespace,
 		Name:          cmd.Spec.SecretName,
 		ExpectedUID:   cmd.Spec.ExpectedUID,
-		Detail:        map[string]any{"keyId": cmd.Spec.KeyID, "retirementId": cmd.Spec.RetirementID},
+		Detail:        store.DetailOf(preparationDetail{KeyID: cmd.Spec.KeyID, RetirementID: cmd.Spec.RetirementID}),
 	}
 }
 
@@ -98,8 +97,8 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	obs := observation(s, m)
 	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
 		if f.ours(r, m) {
-			return workflow.Decision{Complete: &workflow.Completion{
-				Outcome: workflow.OutcomeExisting, Records: []store.Record{obs}, Summary: summary(s, m),
+			return workflow.Decision{Notes: []store.Record{obs}, Complete: &workflow.Completion{
+				Outcome: workflow.OutcomeExisting, Summary: summary(s, m),
 			}}, nil
 		}
 		return refuse(ReasonReceiptConflict, s, m, obs), nil
@@ -108,8 +107,7 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	if err != nil {
 		return refuse(reasonOf(err), s, m, obs), nil
 	}
-	call.Observation = &obs
-	return workflow.Decision{Call: call}, nil
+	return workflow.Decision{Notes: []store.Record{obs}, Call: call}, nil
 }
 
 // replace prepares the compare-and-set that retires the key from m, read
@@ -130,8 +128,8 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 	desired := withManifest(s, spec.DataKey, next)
 	intended := next.CatalogDigest()
 	return &workflow.Call{
-		Step: stepReplace, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
-		Detail:  map[string]any{"generation": next.Generation},
+		Step: stepReplace, Verb: workflow.VerbUpdate, Target: store.SecretTarget(s.Namespace, s.Name), UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
+		Detail:  store.DetailOf(replaceDetail{Generation: next.Generation}),
 		Final:   true,
 		Summary: summary(desired, next),
 		Send: func(ctx context.Context) workflow.Answer {
@@ -217,33 +215,16 @@ func reasonOf(err error) string {
 // refuse fails closed with what was observed: s and m when they were read
 // and decoded (either may be nil).
 func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, records ...store.Record) workflow.Decision {
-	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, m), Records: records}}
+	return workflow.Decision{Notes: records, Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, m)}}
 }
 
 // observation records what the read showed: identity, version and catalog,
 // never material.
 func observation(s *corev1.Secret, m *keyring.Manifest) store.Record {
 	return store.Record{
-		Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
-		Digest: m.CatalogDigest(), Detail: map[string]any{"generation": m.Generation, "keys": len(m.Keys)},
+		Kind: store.RecordObservation, Step: "read-keyring", Target: store.SecretTarget(s.Namespace, s.Name).String(), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Digest: m.CatalogDigest(), Detail: store.DetailOf(readDetail{Generation: m.Generation, Keys: len(m.Keys)}),
 	}
-}
-
-// summary is the content-free description printed on stdout and stored in
-// the completion or refusal record.
-func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
-	out := map[string]any{}
-	if s == nil {
-		return out
-	}
-	out["secret"] = map[string]any{"namespace": s.Namespace, "name": s.Name, "uid": string(s.UID)}
-	if m != nil {
-		out["generation"] = m.Generation
-		out["catalogDigest"] = m.CatalogDigest()
-	} else if g, err := strconv.ParseInt(s.Annotations[AnnotationGeneration], 10, 64); err == nil {
-		out["generation"] = g
-	}
-	return out
 }
 
 // Inspect reads a keyring Secret and returns its canonical catalog: the

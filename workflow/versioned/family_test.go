@@ -378,7 +378,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "uncertain:read-failed", e.first.word())
 			requireLive(t, e, "2", "password", "new")
-			require.Equal(t, true, o.last(store.RecordResolution, StepCreateSnapshot).Detail["reused"], "the resolution says the snapshot was another operation's")
+			require.Equal(t, true, workflowtest.Fields(o.last(store.RecordResolution, StepCreateSnapshot).Detail)["reused"], "the resolution says the snapshot was another operation's")
 			requireWrites(t, e, map[string]int{testName: 1})
 		},
 	}, {
@@ -489,7 +489,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "uncertain:prune-pending", e.first.word())
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
-			require.Equal(t, "pending", o.last(store.RecordAuthorityResult, StepPruneSnapshot).Detail["deletion"])
+			require.Equal(t, "pending", workflowtest.Fields(o.last(store.RecordAuthorityResult, StepPruneSnapshot).Detail)["deletion"])
 			requireLive(t, e, "4", "password", "v4")
 			require.Equal(t, []string{"v2", "v3"}, snapshotsOf(e, "uid-0001"))
 		},
@@ -1589,7 +1589,7 @@ func TestFamilyResolutions(t *testing.T) {
 		want:  "pending",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live ours", "complete pending"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "pending", o.last(store.RecordResolution, StepDeleteLive).Detail["deletion"])
+			require.Equal(t, "pending", workflowtest.Fields(o.last(store.RecordResolution, StepDeleteLive).Detail)["deletion"])
 		},
 	}, {
 		name: "the delete answered, yet the same object is there unchanged: result-mismatch",
@@ -1738,9 +1738,14 @@ func TestFamilyResolveUnknownStep(t *testing.T) {
 
 func TestCallVersion(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, int64(7), callVersion(store.Record{Detail: map[string]any{"version": int64(7)}}), "as built in this process")
-	require.Equal(t, int64(7), callVersion(store.Record{Detail: map[string]any{"version": float64(7)}}), "as read back from the journal")
-	require.Zero(t, callVersion(store.Record{}))
+	v, err := callVersion(store.Record{Detail: store.DetailOf(map[string]any{"version": 7})})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), v)
+	v, err = callVersion(store.Record{})
+	require.NoError(t, err)
+	require.Zero(t, v)
+	_, err = callVersion(store.Record{Kind: store.RecordAuthorityCall, Step: StepReplaceLive, Detail: store.DetailOf(map[string]any{"version": "7"})})
+	require.ErrorContains(t, err, "reading the authority_call record of replace-live", "a version that is no number is an error, never 0")
 }
 
 // TestFamilyReadsPerDecision counts the API reads of one update, prune
@@ -1783,7 +1788,7 @@ func TestPlanBuildsTheRealAdapter(t *testing.T) {
 	require.Equal(t, testName, api.Name())
 	require.Equal(t, 7, f.limit)
 	require.Equal(t, Rules(testName), p.Rights.Rules)
-	require.Equal(t, map[string]any{"expectedResourceVersion": "5", "version": int64(2)}, p.Prepare.Detail)
+	require.Equal(t, map[string]any{"expectedResourceVersion": "5", "version": float64(2)}, workflowtest.Fields(p.Prepare.Detail))
 	require.NotNil(t, p.Precheck)
 }
 
@@ -1834,7 +1839,7 @@ func TestFamilyDryRun(t *testing.T) {
 		require.Empty(t, r.Stopped)
 		require.Equal(t, OutcomeDeleted, r.Outcome)
 		require.Equal(t, []string{"call delete-snapshot v1", "call delete-snapshot v2", "call delete-live"}, steps(r))
-		require.Equal(t, "deleted", r.Summary["history"])
+		require.Equal(t, "deleted", workflowtest.Fields(r.Summary)["history"])
 		require.Zero(t, e.api.Calls(kubetest.Delete))
 		requireWrites(t, e, nil)
 	})
@@ -1845,7 +1850,7 @@ func TestFamilyDryRun(t *testing.T) {
 		r, err := e.dryRun(e.delete(e.rv(), true))
 		require.NoError(t, err)
 		require.Equal(t, OutcomeDeleted, r.Outcome)
-		require.Equal(t, "kept", r.Summary["history"])
+		require.Equal(t, "kept", workflowtest.Fields(r.Summary)["history"])
 		require.Equal(t, []string{"call delete-live"}, steps(r))
 		require.NotNil(t, e.live())
 	})

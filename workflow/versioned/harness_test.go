@@ -242,7 +242,7 @@ func (o outcome) observations() int {
 
 // ending is the detail of the completion or refusal record.
 func (o outcome) ending() map[string]any {
-	return (&workflow.Run{Records: o.records}).Ending()
+	return workflowtest.Fields((&workflow.Run{Records: o.records}).Ending())
 }
 
 // last returns the newest record of kind and step.

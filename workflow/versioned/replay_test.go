@@ -37,10 +37,10 @@ func forgedUpdate(live *corev1.Secret, n int64) []store.Record {
 	uid, rv := string(live.UID), live.ResourceVersion
 	return []store.Record{
 		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: snap, Attempt: 1, UID: uid, ResourceVersion: rv, Batch: 1,
-			Detail: map[string]any{"version": n, "nonce": "00000000000000000000000000000f0e"}},
+			Detail: store.DetailOf(map[string]any{"version": n, "nonce": "00000000000000000000000000000f0e"})},
 		{Kind: store.RecordAuthorityResult, Step: StepCreateSnapshot, Target: snap, UID: "uid-forged", ResourceVersion: "900", Status: "applied"},
 		{Kind: store.RecordAuthorityCall, Step: StepReplaceLive, Target: "secret/" + testName, Attempt: 1, UID: uid, ResourceVersion: rv, Batch: 2,
-			Final: true, Detail: map[string]any{"version": n + 1}},
+			Final: true, Detail: store.DetailOf(map[string]any{"version": n + 1})},
 		{Kind: store.RecordAuthorityResult, Step: StepReplaceLive, Target: "secret/" + testName, UID: uid, ResourceVersion: "901", Status: "applied"},
 	}
 }
@@ -52,7 +52,7 @@ func forgedDelete(live *corev1.Secret) []store.Record {
 		{Kind: store.RecordAuthorityCall, Step: StepDeleteLive, Target: "secret/" + testName, Attempt: 1, UID: string(live.UID),
 			ResourceVersion: live.ResourceVersion, Batch: 1, Final: true},
 		{Kind: store.RecordAuthorityResult, Step: StepDeleteLive, Target: "secret/" + testName, UID: string(live.UID), Status: "applied",
-			Detail: map[string]any{"deletion": "deleted"}},
+			Detail: store.DetailOf(map[string]any{"deletion": "deleted"})},
 	}
 }
 
