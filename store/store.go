@@ -434,7 +434,28 @@ type ListParams struct {
 }
 
 // listQuery is List's SQL: the $1 newest operations the role may see.
-const listQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations ORDER BY created_at DESC, id DESC LIMIT $1`
+// The schema owner sees every operation: the newest through
+// operations_created_at. A namespace role sees those of the namespaces it
+// was granted: the newest of each granted namespace
+// (keyledger.newest_in_namespace, through operations_namespace_created,
+// migration 8), merged, so that its page costs the same whatever other
+// namespaces hold. Row-level security still decides every row either
+// branch reads; the branches exclude each other (a role that is the
+// owner's, or granted nothing, reads one or none).
+const listQuery = `SELECT ` + operationColumns + ` FROM (
+	(SELECT * FROM keyledger.operations WHERE (SELECT keyledger.acting_as_owner())
+	  ORDER BY created_at DESC, id DESC LIMIT $1)
+	UNION ALL
+	(SELECT o.* FROM keyledger.namespace_grants g CROSS JOIN LATERAL keyledger.newest_in_namespace(g.namespace, $1) o
+	  WHERE g.role = current_user AND NOT (SELECT keyledger.acting_as_owner()))
+) l ORDER BY created_at DESC, id DESC LIMIT $1`
+
+// NamespacePageSQL is the query keyledger.newest_in_namespace runs ($1 the
+// namespace, $2 the page size), and the setting it runs with, for EXPLAIN.
+const NamespacePageSQL = `SELECT * FROM keyledger.operations o WHERE o.target_namespace = $1 ORDER BY o.created_at DESC, o.id DESC LIMIT $2`
+
+// NamespacePageSetting is the planner setting newest_in_namespace sets.
+const NamespacePageSetting = "enable_incremental_sort = off"
 
 // List returns the newest operations first.
 func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
