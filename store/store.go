@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -196,7 +195,7 @@ type Record struct {
 	// whether it is the operation's last call. Other kinds carry neither.
 	Batch     int
 	Final     bool
-	Detail    map[string]any
+	Detail    Detail
 	CreatedAt time.Time
 }
 
@@ -210,7 +209,7 @@ type PrepareParams struct {
 	Name          string
 	ExpectedUID   string
 	// Detail goes into the preparation record (for example planned names).
-	Detail map[string]any
+	Detail Detail
 	// Bound bounds an unfinished run of a desired-state command
 	// (PrepareRun only).
 	Bound RunBound
@@ -341,14 +340,7 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 	var b pgx.Batch
 	for i := range records {
 		r := &records[i]
-		detail := r.Detail
-		if detail == nil {
-			detail = map[string]any{}
-		}
-		raw, err := json.Marshal(detail)
-		if err != nil {
-			return &localError{fmt.Errorf("encoding %s record detail: %w", r.Kind, err)}
-		}
+		raw := r.Detail.JSON()
 		var attempt, batch *int
 		if r.Attempt > 0 {
 			attempt = &r.Attempt
@@ -459,7 +451,8 @@ func scanRecord(row pgx.Row, before ...any) (Record, error) {
 		return r, err
 	}
 	r.Kind = RecordKind(kind)
-	if err := json.Unmarshal(raw, &r.Detail); err != nil {
+	var err error
+	if r.Detail, err = ParseDetail(raw); err != nil {
 		return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
 	}
 	return r, nil
@@ -472,7 +465,28 @@ type ListParams struct {
 }
 
 // listQuery is List's SQL: the $1 newest operations the role may see.
-const listQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations ORDER BY created_at DESC, id DESC LIMIT $1`
+// The schema owner sees every operation: the newest through
+// operations_created_at. A namespace role sees those of the namespaces it
+// was granted: the newest of each granted namespace
+// (keyledger.newest_in_namespace, through operations_namespace_created,
+// migration 8), merged, so that its page costs the same whatever other
+// namespaces hold. Row-level security still decides every row either
+// branch reads; the branches exclude each other (a role that is the
+// owner's, or granted nothing, reads one or none).
+const listQuery = `SELECT ` + operationColumns + ` FROM (
+	(SELECT * FROM keyledger.operations WHERE (SELECT keyledger.acting_as_owner())
+	  ORDER BY created_at DESC, id DESC LIMIT $1)
+	UNION ALL
+	(SELECT o.* FROM keyledger.namespace_grants g CROSS JOIN LATERAL keyledger.newest_in_namespace(g.namespace, $1) o
+	  WHERE g.role = current_user AND NOT (SELECT keyledger.acting_as_owner()))
+) l ORDER BY created_at DESC, id DESC LIMIT $1`
+
+// NamespacePageSQL is the query keyledger.newest_in_namespace runs ($1 the
+// namespace, $2 the page size), and the setting it runs with, for EXPLAIN.
+const NamespacePageSQL = `SELECT * FROM keyledger.operations o WHERE o.target_namespace = $1 ORDER BY o.created_at DESC, o.id DESC LIMIT $2`
+
+// NamespacePageSetting is the planner setting newest_in_namespace sets.
+const NamespacePageSetting = "enable_incremental_sort = off"
 
 // List returns the newest operations first.
 func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {

@@ -305,13 +305,13 @@ func finish(res *Result) error {
 }
 
 // Ending returns the detail of the completion or refusal record, if any.
-func (r *Run) Ending() map[string]any {
+func (r *Run) Ending() store.Detail {
 	for i := len(r.Records) - 1; i >= 0; i-- {
 		if k := r.Records[i].Kind; k == store.RecordCompletion || k == store.RecordRefusal {
 			return r.Records[i].Detail
 		}
 	}
-	return nil
+	return store.Detail{}
 }
 
 func hasCall(run *Run) bool {
