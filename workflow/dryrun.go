@@ -134,7 +134,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	}
 	run := &Run{Op: op, Records: records}
 	before := len(records)
-	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: &dryCalls{family: plan.Family}}
+	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: &dryCalls{}}
 	_, err = engine.Drive(ctx, run)
 	res.Records = append(res.Records, run.Records[before:]...)
 	var (
@@ -232,20 +232,11 @@ func checkAccess(ctx context.Context, deps Deps, plan Plan, log *slog.Logger) er
 	return nil
 }
 
-// DryAnswerer is implemented by a family that can tell, from reads alone,
-// that a call would not be applied as intended (a create of an object that
-// already exists answers 409): DryAnswer returns the answer a dry run takes
-// for c instead of "applied". It must only read.
-type DryAnswerer interface {
-	DryAnswer(ctx context.Context, c *Call) (Answer, bool, error)
-}
-
 // dryCalls holds a dry run's calls back: each is answered as applied as
-// intended (or as the family's DryAnswer says), and one decided twice
-// stops the dry run.
+// intended (or as its Foresee says), and one decided twice stops the dry
+// run.
 type dryCalls struct {
-	family Family
-	seen   map[string]bool
+	seen map[string]bool
 }
 
 // answer admits a batch and returns its planned answers.
@@ -262,8 +253,8 @@ func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) 
 	for i, c := range batch {
 		d.seen[c.Step+" "+c.Target] = true
 		answers[i] = Answer{Status: Applied, Reason: statusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
-		if da, ok := d.family.(DryAnswerer); ok {
-			a, set, err := da.DryAnswer(ctx, c)
+		if c.Foresee != nil {
+			a, set, err := c.Foresee(ctx)
 			if err != nil {
 				return nil, err
 			}

@@ -198,6 +198,7 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 		Step: stepCreateSecret, Target: "secret/" + plan.Name, Digest: nonceDigest(nonce),
 		Detail:  map[string]any{"keys": plannedKeys(plan)},
 		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": plan.Name, "run": run},
+		Foresee: f.foreseeCreate(plan.Name),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.CreateSecret(ctx, s)
 			for k := range s.Data {
@@ -212,6 +213,22 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 				UID: string(got.UID), ResourceVersion: got.ResourceVersion, Detail: map[string]any{"authorship": string(AuthorshipProven)}}
 		},
 	}, nil
+}
+
+// foreseeCreate tells, from a read, what a create of name would answer
+// when it would not be applied: a Secret that already exists answers 409
+// (the run then reads it and patches in only what it lacks).
+func (f *family) foreseeCreate(name string) func(ctx context.Context) (workflow.Answer, bool, error) {
+	return func(ctx context.Context) (workflow.Answer, bool, error) {
+		_, err := f.kube.GetSecret(ctx, name)
+		switch {
+		case isNotFound(err):
+			return workflow.Answer{}, false, nil
+		case err != nil:
+			return workflow.Answer{}, false, kubeErr(err)
+		}
+		return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonAlreadyExists}, true, nil
+	}
 }
 
 func plannedKeys(plan Secret) []string {
