@@ -47,7 +47,7 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 // run naming s's UID as adopted (or proven). Without a journal to read (it
 // is always bound in a run) nothing is proven.
 func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) (Authorship, string, error) {
-	target := "secret/" + s.Name
+	target := f.target(store.TargetSecret, s.Name).String()
 	plan := f.plan(s.Name)
 	if f.journal != nil {
 		if nonce, ok := s.Annotations[AnnotationNonce]; ok && shapedAsCreated(s, plan) {
@@ -56,8 +56,14 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) 
 			if err != nil {
 				return "", "", err
 			}
-			if found != nil && sameKeys(found.Record.Detail["keys"], plannedKeys(plan)) {
-				return AuthorshipProven, found.Run, nil
+			if found != nil {
+				d, err := detailOf[createDetail](found.Record)
+				if err != nil {
+					return "", "", err
+				}
+				if slices.Equal(d.Keys, plannedKeys(plan)) {
+					return AuthorshipProven, found.Run, nil
+				}
 			}
 		}
 	}
@@ -81,13 +87,17 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) 
 			return "", "", err
 		}
 		if found != nil {
-			switch a := Authorship(str(found.Record.Detail["authorship"])); a {
+			d, err := detailOf[secretDetail](found.Record)
+			if err != nil {
+				return "", "", err
+			}
+			switch d.Authorship {
 			case AuthorshipAdopted, AuthorshipProven:
-				by := str(found.Record.Detail["by"])
+				by := d.By
 				if by == "" {
 					by = found.Run
 				}
-				return a, by, nil
+				return d.Authorship, by, nil
 			}
 		}
 	}
@@ -106,32 +116,6 @@ func shapedAsCreated(s *corev1.Secret, plan Secret) bool {
 		}
 	}
 	return true
-}
-
-// sameKeys: the keys a journaled create call named (a JSON array read back
-// from the journal, or the []string this process built) are want.
-func sameKeys(v any, want []string) bool {
-	var got []string
-	switch keys := v.(type) {
-	case []string:
-		got = keys
-	case []any:
-		for _, k := range keys {
-			s, ok := k.(string)
-			if !ok {
-				return false
-			}
-			got = append(got, s)
-		}
-	default:
-		return false
-	}
-	return slices.Equal(got, want)
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }
 
 // keptProblem is why a Secret found in place may not be kept (a refusal

@@ -23,22 +23,22 @@ func TestRunReadsFold(t *testing.T) {
 	call := func(step, name string) store.Record {
 		return store.Record{Kind: store.RecordAuthorityCall, Step: step, Target: "secret/" + name}
 	}
-	result := func(step, name string, detail map[string]any) store.Record {
-		return store.Record{Kind: store.RecordAuthorityResult, Step: step, Target: "secret/" + name, Status: string(workflow.Applied), UID: "uid-new", ResourceVersion: "7", Detail: detail}
+	result := func(step, name string, detail any) store.Record {
+		return store.Record{Kind: store.RecordAuthorityResult, Step: step, Target: "secret/" + name, Status: string(workflow.Applied), UID: "uid-new", ResourceVersion: "7", Detail: store.DetailOf(detail)}
 	}
 	reads := func() *runReads {
 		return &runReads{listed: "live", metas: []metav1.PartialObjectMetadata{meta("a"), meta("b")}, calls: map[string]*metav1.ObjectMeta{}}
 	}
 
 	m := reads()
-	m.calling(&workflow.Call{Step: StepCreateSnapshot, Target: "secret/c"}, &metav1.ObjectMeta{Name: "c"})
-	m.calling(&workflow.Call{Step: StepPruneSnapshot, Target: "secret/a"}, nil)
-	m.calling(&workflow.Call{Step: StepPruneSnapshot, Target: "secret/b"}, nil)
+	m.calling(&workflow.Call{Step: StepCreateSnapshot, Target: store.SecretTarget("", "c")}, &metav1.ObjectMeta{Name: "c"})
+	m.calling(&workflow.Call{Step: StepPruneSnapshot, Target: store.SecretTarget("", "a")}, nil)
+	m.calling(&workflow.Call{Step: StepPruneSnapshot, Target: store.SecretTarget("", "b")}, nil)
 	records := []store.Record{
 		{Kind: store.RecordObservation, Step: StepReadLive},
 		call(StepCreateSnapshot, "c"), result(StepCreateSnapshot, "c", nil),
-		call(StepPruneSnapshot, "a"), result(StepPruneSnapshot, "a", map[string]any{"deletion": string(kube.Deleted)}),
-		call(StepPruneSnapshot, "b"), result(StepPruneSnapshot, "b", map[string]any{"deletion": string(kube.DeletionPending)}),
+		call(StepPruneSnapshot, "a"), result(StepPruneSnapshot, "a", deletionDetail{Deletion: kube.Deleted}),
+		call(StepPruneSnapshot, "b"), result(StepPruneSnapshot, "b", deletionDetail{Deletion: kube.DeletionPending}),
 	}
 	require.True(t, m.fold(records))
 	require.Len(t, m.metas, 2)
@@ -55,7 +55,7 @@ func TestRunReadsFold(t *testing.T) {
 		"an applied answer to another call": result(StepDeleteSnapshot, "z", nil),
 	} {
 		m := reads()
-		m.calling(&workflow.Call{Step: StepCreateSnapshot, Target: "secret/c"}, nil)
+		m.calling(&workflow.Call{Step: StepCreateSnapshot, Target: store.SecretTarget("", "c")}, nil)
 		require.False(t, m.fold([]store.Record{call(StepCreateSnapshot, "c"), extra}), name)
 	}
 	short := reads()
