@@ -16,7 +16,9 @@ func TestPrintRows(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	grants := []store.NamespaceGrant{{Role: "keyledger_ai", Namespace: "ai", GrantedAt: at}, {Role: "keyledger_shop", Namespace: "shop", GrantedAt: at}}
-	cells := func(g store.NamespaceGrant) []any { return []any{g.Role, g.Namespace, g.GrantedAt.Format(time.RFC3339)} }
+	cells := func(g store.NamespaceGrant) []any {
+		return []any{g.Role, g.Namespace, g.GrantedAt.Format(time.RFC3339)}
+	}
 
 	var out bytes.Buffer
 	require.NoError(t, printRows(IOStreams{Out: &out}, "table", grants, "ROLE\tNAMESPACE\tGRANTED", cells))
