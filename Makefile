@@ -27,12 +27,13 @@ image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch 
 
 .PHONY: demo-platform
 demo-platform: ## Only what `make demo` uses: Docker engine, the control-plane binaries and the PostgreSQL image (the node, the server images and the operators are built by the targets that need them).
-	bash hack/deps.sh
+	KEYLEDGER_DEPS=demo bash hack/deps.sh
 	bash hack/controlplane.sh >/dev/null
 	bash hack/postgres-image.sh >/dev/null
 
 .PHONY: platform
 platform: demo-platform ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them).
+	bash hack/deps.sh
 	if [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/node.sh >/dev/null && bash hack/servers-image.sh >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ]; then bash hack/operators.sh external-secrets >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ] && [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/operators-images.sh >/dev/null; fi

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 // RunSuffix separates a command's mutation ID from the number of one of its
@@ -117,6 +119,7 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	if len(p.MutationID)+len(RunSuffix)+MaxRunNumberDigits > 128 {
 		return nil, false, &localError{fmt.Errorf("mutation ID of a command run as a series is longer than %d characters", 128-len(RunSuffix)-MaxRunNumberDigits)}
 	}
+	defer phase.Begin("tx prepare run")()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
 		var lineage RunLineage

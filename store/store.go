@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 var (
@@ -61,15 +63,24 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if err != nil {
 		return nil, wrap("opening database pool", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	// The pool connects lazily: one connection is opened (and its session
+	// authenticated) now, so an unreachable journal is told apart here, and
+	// left idle for the first transaction. (A ping would add a round trip
+	// to a connection that has just proved itself.)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
 		pool.Close()
 		return nil, &UnreachableError{Err: redact(err)}
 	}
+	conn.Release()
 	return &Store{pool: pool}, nil
 }
 
 // Close releases all connections.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	defer phase.Begin("journal close")()
+	s.pool.Close()
+}
 
 // Transactions is the number of transactions this Store has committed.
 func (s *Store) Transactions() int64 { return s.txs.Load() }
@@ -227,6 +238,7 @@ func scanOperation(row pgx.Row) (*Operation, error) {
 // connecting role was not granted (mutation IDs are unique across the
 // journal, see docs/tenancy.md).
 func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
+	defer phase.Begin("tx prepare")()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		op, created, err = prepareIn(ctx, tx, p)
 		return err
@@ -294,6 +306,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	if p.To.Terminal() && p.Outcome == "" {
 		return nil, &localError{fmt.Errorf("transition to %s needs an outcome", p.To)}
 	}
+	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -319,8 +332,14 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	return op, nil
 }
 
+// insertRecords appends records in order, as one pipelined batch: one
+// round trip for all of them instead of one each. The statements run in
+// the transaction in the same order as one by one; the first that fails
+// fails the batch (and the transaction) with the same error.
 func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record) error {
-	for _, r := range records {
+	var b pgx.Batch
+	for i := range records {
+		r := &records[i]
 		raw := r.Detail.JSON()
 		var attempt, batch *int
 		if r.Attempt > 0 {
@@ -329,14 +348,25 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 		if r.Kind == RecordAuthorityCall {
 			batch = &r.Batch
 		}
-		if _, err := tx.Exec(ctx, `
+		b.Queue(`
 			INSERT INTO keyledger.records
 			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
-			batch, r.Final, raw); err != nil {
-			return wrap(fmt.Sprintf("appending %s record", r.Kind), err)
+			batch, r.Final, raw)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	results := tx.SendBatch(ctx, &b)
+	for i := range records {
+		if _, err := results.Exec(); err != nil {
+			_ = results.Close()
+			return wrap(fmt.Sprintf("appending %s record", records[i].Kind), err)
 		}
+	}
+	if err := results.Close(); err != nil {
+		return wrap("appending records", err)
 	}
 	return nil
 }
@@ -360,6 +390,7 @@ func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error)
 // repeatable-read transaction): the records are exactly those that led to
 // the state read, even while other processes move the operation.
 func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []Record, error) {
+	defer phase.Begin("tx snapshot")()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, nil, unreachable("beginning snapshot", err)
@@ -474,6 +505,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	defer phase.Begin("tx")()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return unreachable("beginning transaction", err)

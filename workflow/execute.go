@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/phase"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/failpoint"
 )
@@ -27,6 +28,12 @@ type Plan struct {
 	// command before anything is journaled or written (for example a size
 	// guard, exit 64). Its error ends the run unchanged.
 	Precheck func(ctx context.Context) error
+	// Prefetch, when set, is called once the permission matrix held and
+	// the precheck passed, just before the journal is opened: it may start,
+	// in the background, the read the family's first decision makes, so
+	// that it travels while the journal connects. It only reads (the matrix
+	// allowed it), returns at once and is called at most once.
+	Prefetch func(ctx context.Context)
 	// Family decides and resolves.
 	Family Family
 	// MaxAttempts bounds the sends of one step (default 3).
@@ -119,15 +126,26 @@ type Result struct {
 // caller closes the store.
 func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, error) {
 	log := orDiscard(deps.Log)
-	if err := checkAccess(ctx, deps, plan, log); err != nil {
+	endPhase := phase.Begin("permission check")
+	err := checkAccess(ctx, deps, plan, log)
+	endPhase()
+	if err != nil {
 		return nil, nil, err
 	}
 	if plan.Precheck != nil {
-		if err := plan.Precheck(ctx); err != nil {
+		endPhase = phase.Begin("precheck")
+		err := plan.Precheck(ctx)
+		endPhase()
+		if err != nil {
 			return nil, nil, err
 		}
 	}
+	if plan.Prefetch != nil {
+		plan.Prefetch(ctx)
+	}
+	endPhase = phase.Begin("journal connect")
 	st, err := deps.OpenStore(ctx)
+	endPhase()
 	if err != nil {
 		return nil, nil, &Unavailable{Dependency: "postgresql", Err: err}
 	}
@@ -261,20 +279,10 @@ func contradicted(res *Result, err error) (*Result, error) {
 
 // kubeCheckAccess runs the permission matrix and, when the plan sets
 // Rights, the rules review of the family's complete rule set; it returns
-// every mismatch.
+// every mismatch. Both go out as one fan-out on one connection
+// (kube.CheckAccessAndRules).
 func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error) {
-	mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
-	if err != nil {
-		return nil, err
-	}
-	if plan.Rights != nil {
-		more, err := kube.CheckRules(ctx, deps.Kube, *plan.Rights)
-		if err != nil {
-			return nil, err
-		}
-		mismatches = append(mismatches, more...)
-	}
-	return mismatches, nil
+	return kube.CheckAccessAndRules(ctx, deps.Kube, plan.Access, plan.Rights)
 }
 
 // finish sets the outcome of a terminal operation. A replay of a completed

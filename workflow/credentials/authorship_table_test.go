@@ -127,7 +127,7 @@ func TestAuthorshipTable(t *testing.T) {
 func TestKeptSecretChecksTable(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "complete but terminating: refused, not kept", setup: planted(terminating), check: func(t *testing.T, e *env, r result) {
+		{name: "complete but terminating: refused, not kept", setup: planted(kubetest.BeingDeleted), check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
 			require.Zero(t, e.k.count(opPatchSecret, secretApp))
 		}},
@@ -159,7 +159,7 @@ func TestKeptSecretChecksTable(t *testing.T) {
 		{name: "made terminating before a lost patch: refused, never sent again", setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore().First(e.k.their(func(k *credentialsAPI) {
-				k.editSecret(secretApp, terminating)
+				k.editSecret(secretApp, kubetest.BeingDeleted)
 			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())

@@ -31,7 +31,7 @@ func requireUnavailable(t *testing.T, r result) {
 	if len(r.calls()) > 0 {
 		require.Equal(t, "uncertain/interrupted", r.ending(), "after a call was sent, a rerun settles it")
 	} else {
-		require.Equal(t, "error: "+unavailable.Error(), r.ending(), "before any call: a plain dependency failure")
+		require.Equal(t, "unavailable/kubernetes", r.ending(), "before any call: a plain dependency failure")
 	}
 }
 

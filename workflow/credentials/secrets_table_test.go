@@ -10,7 +10,6 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // row is one scenario of a family table: a plan, what the namespace holds
@@ -293,7 +292,7 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Zero(t, e.k.count(opCreateSecret, secretApp), "never POSTed")
 		}},
 		{name: "terminating", setup: func(e *env) {
-			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, terminating))
+			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, kubetest.BeingDeleted))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
 		}},
@@ -377,12 +376,6 @@ func kinds(records []store.Record) []string {
 		}
 	}
 	return out
-}
-
-func terminating(s *corev1.Secret) {
-	now := metav1.Now()
-	s.DeletionTimestamp = &now
-	s.Finalizers = []string{"example.com/hold"}
 }
 
 // callsOf is every authority call of step on target.

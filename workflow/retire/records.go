@@ -50,15 +50,15 @@ type summaryDetail struct {
 }
 
 // summary is the content-free description printed on stdout and stored in
-// the completion or refusal record.
-func summary(s *corev1.Secret, m *keyring.Manifest) store.Detail {
+// the completion or refusal record; digest is m's catalog digest.
+func summary(s *corev1.Secret, m *keyring.Manifest, digest string) store.Detail {
 	var out summaryDetail
 	if s == nil {
 		return store.DetailOf(out)
 	}
 	out.Secret = &secretRef{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
 	if m != nil {
-		out.Generation, out.CatalogDigest = &m.Generation, m.CatalogDigest()
+		out.Generation, out.CatalogDigest = &m.Generation, digest
 	} else if g, err := strconv.ParseInt(s.Annotations[AnnotationGeneration], 10, 64); err == nil {
 		out.Generation = &g
 	}

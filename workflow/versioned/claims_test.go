@@ -32,7 +32,7 @@ func TestHistoryTooLargeFailsClosed(t *testing.T) {
 				require.NoError(t, o.err, "%d claimants before the write", claimants)
 				return
 			}
-			require.Equal(t, "refused:"+ReasonHistoryTooLarge, o.word())
+			require.Equal(t, "refused/"+ReasonHistoryTooLarge, o.word())
 			require.Equal(t, live.ResourceVersion, e.live().ResourceVersion, "nothing written")
 			ending := o.records[len(o.records)-1]
 			require.Equal(t, ReasonHistoryTooLarge, ending.Reason)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
 )
 
 func prep(mutation string, n int) store.PrepareParams {
@@ -352,4 +353,18 @@ func TestNumericTextPrintsAsPostgreSQL(t *testing.T) {
 	n, err := jsonbTextSize([]byte(`{"a":1,"bb":[true,null,"x\n"]}`))
 	require.NoError(t, err)
 	require.Equal(t, len(`{"a": 1, "bb": [true, null, "x\n"]}`), n)
+}
+
+// Ending spells every way a run ends once.
+func TestEnding(t *testing.T) {
+	t.Parallel()
+	done := &workflow.Result{Outcome: workflow.OutcomeCompleted}
+	require.Equal(t, "completed", Ending(done, nil))
+	require.Equal(t, "replayed existing", Ending(&workflow.Result{Outcome: workflow.OutcomeExisting, Replayed: true}, nil))
+	require.Equal(t, "refused/key-active", Ending(&workflow.Result{Outcome: workflow.OutcomeRefused}, fmt.Errorf("run: %w", &workflow.Refused{Reason: "key-active"})))
+	require.Equal(t, "uncertain/interrupted", Ending(nil, &workflow.Uncertain{Reason: "interrupted"}))
+	require.Equal(t, "unavailable/kubernetes", Ending(nil, &workflow.Unavailable{Dependency: "kubernetes"}))
+	require.Equal(t, "error: boom", Ending(nil, errors.New("boom")))
+	require.Equal(t, "error: no result", Ending(nil, nil))
+	require.Equal(t, "refused/x (result says completed)", Ending(done, &workflow.Refused{Reason: "x"}), "a Result that disagrees shows")
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/phase"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -110,7 +111,9 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	}
 	// Everything is validated before the kubeconfig is loaded or any
 	// connection is made: the file, its family's fields, the environment.
+	endPhase := phase.Begin("configuration: command file")
 	pr, err := prepareRun(fs.Arg(0), &flags)
+	endPhase()
 	if pr != nil {
 		line.Kind, line.MutationID = pr.kind, pr.mutationID
 	}
@@ -119,9 +122,11 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	}
 
 	var counter kube.Counter
+	endPhase = phase.Begin("configuration: cluster client")
 	deps, plan, release, err := pr.connect(&flags, log, func(rt http.RoundTripper) http.RoundTripper {
-		return counter.Wrap(faultWrap(rt))
+		return phase.Wrap(counter.Wrap(faultWrap(rt)), kube.RequestName)
 	})
+	endPhase()
 	if err != nil {
 		return err
 	}
