@@ -120,7 +120,29 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 		return nil, false, &localError{fmt.Errorf("mutation ID of a command run as a series is longer than %d characters", 128-len(RunSuffix)-MaxRunNumberDigits)}
 	}
 	defer phase.Begin("tx prepare run")()
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	s.driver.mu.Lock()
+	defer s.driver.mu.Unlock()
+	if s.driver.conn == nil {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, false, unreachable("acquiring the run driver's connection", err)
+		}
+		s.driver.conn = conn
+	}
+	defer func() {
+		// A session that ended took its run locks with it: the next
+		// PrepareRun drives on a new one.
+		if s.driver.conn.Conn().IsClosed() {
+			s.driver.conn.Release()
+			s.driver.conn = nil
+		}
+	}()
+	err = s.inTxOn(ctx, s.driver.conn, func(tx pgx.Tx) (err error) {
+		defer func() {
+			if err == nil && op != nil && !op.State.Terminal() {
+				err = holdRun(ctx, tx, op.ID)
+			}
+		}()
 		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
 		var lineage RunLineage
 		switch {
@@ -145,10 +167,25 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				if err := tx.QueryRow(ctx, resumesQuery, latest.ID, string(RecordObservation), StepResumeRun).Scan(&resumes, &age); err != nil {
 					return wrap("counting the run's resumes", err)
 				}
-				close = p.Bound.exceeded(resumes, age)
-				if close == "" {
-					op, err = resumeIn(ctx, tx, latest, resumes+1)
+				live, err := runLive(ctx, tx, latest.ID)
+				if err != nil {
 					return err
+				}
+				if live {
+					// Another process drives it now: this one joins it, no
+					// resume; only its age bounds it (a lock any role may
+					// take, see docs/tenancy.md).
+					close = RunBound{MaxAge: p.Bound.MaxAge}.exceeded(0, age)
+					if close == "" {
+						op = latest
+						return nil
+					}
+				} else {
+					close = p.Bound.exceeded(resumes, age)
+					if close == "" {
+						op, err = resumeIn(ctx, tx, latest, resumes+1)
+						return err
+					}
 				}
 			}
 			if close != "" {
@@ -167,6 +204,43 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 		return nil, false, err
 	}
 	return op, created, nil
+}
+
+// runLockClass is the first key of the PostgreSQL advisory locks that
+// say a run is live (the two-key form, keyledger's own key space): a
+// process driving a run holds the shared session lock (runLockClass, the
+// run's operation ID folded to 32 bits) on its run driver's connection
+// from PrepareRun to Close, and a crashed process's session ends with its
+// locks. Two runs whose IDs are 2^32 apart share a lock: one may look live
+// while the other is, which only spares it the resume bound, never the age
+// bound.
+const runLockClass int32 = 0x6b6c6472 // "kldr"
+
+// runLockKey is the second key of run id's live lock.
+func runLockKey(id int64) int32 { return int32(uint32(id)) } //nolint:gosec // folded on purpose
+
+// runLive says whether another session holds run id's live lock (a process
+// drives it now). When none does, this transaction holds the lock
+// exclusively until it ends, so no other process's PrepareRun joins the
+// run in between as live: it waits (holdRun) and then sees this session's
+// hold.
+func runLive(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
+	var free bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)`, runLockClass, runLockKey(id)).Scan(&free); err != nil {
+		return false, wrap("testing whether the run is live", err)
+	}
+	return !free, nil
+}
+
+// holdRun takes run id's live lock, shared, for this session (it outlives
+// the transaction: see runLockClass). It waits for a PrepareRun that is
+// testing the run's lock in another session (runLive) to end, bounded by
+// the session's lock_timeout.
+func holdRun(ctx context.Context, tx pgx.Tx, id int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_lock_shared($1::int4, $2::int4)`, runLockClass, runLockKey(id)); err != nil {
+		return wrap("holding the run's live lock", err)
+	}
+	return nil
 }
 
 // exceeded is the reason a run resumed resumes times and age old must be

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,13 @@ var (
 type Store struct {
 	pool *pgxpool.Pool
 	txs  atomic.Int64
+	// driver is the connection whose session holds the live locks of the
+	// runs this process drives (PrepareRun, runLockClass), from the first
+	// PrepareRun to Close.
+	driver struct {
+		mu   sync.Mutex
+		conn *pgxpool.Conn
+	}
 }
 
 // CheckURL reports ErrInvalidURL when databaseURL cannot be parsed, without
@@ -79,6 +87,14 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 // Close releases all connections.
 func (s *Store) Close() {
 	defer phase.Begin("journal close")()
+	s.driver.mu.Lock()
+	if s.driver.conn != nil {
+		// Back in the pool, the session (and the run locks it holds) ends
+		// as the pool closes it.
+		s.driver.conn.Release()
+		s.driver.conn = nil
+	}
+	s.driver.mu.Unlock()
 	s.pool.Close()
 }
 
@@ -505,8 +521,18 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.inTxOn(ctx, s.pool, fn)
+}
+
+// beginner is what a pool and one of its connections share.
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// inTxOn runs fn in a transaction of on (the pool, or one connection).
+func (s *Store) inTxOn(ctx context.Context, on beginner, fn func(pgx.Tx) error) error {
 	defer phase.Begin("tx")()
-	tx, err := s.pool.Begin(ctx)
+	tx, err := on.Begin(ctx)
 	if err != nil {
 		return unreachable("beginning transaction", err)
 	}
