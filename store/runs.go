@@ -162,14 +162,22 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				}
 			case latest.State.Terminal():
 			default:
+				live, err := runLive(ctx, tx, latest.ID)
+				if err != nil {
+					return err
+				}
+				// Read it again now that its lock was tested: a driver that
+				// ended it and exited committed the ending first.
+				if latest, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM keyledger.operations WHERE id = $1`, latest.ID)); err != nil {
+					return wrap("reading the run", err)
+				}
+				if latest.State.Terminal() {
+					break
+				}
 				var resumes int
 				var age time.Duration
 				if err := tx.QueryRow(ctx, resumesQuery, latest.ID, string(RecordObservation), StepResumeRun).Scan(&resumes, &age); err != nil {
 					return wrap("counting the run's resumes", err)
-				}
-				live, err := runLive(ctx, tx, latest.ID)
-				if err != nil {
-					return err
 				}
 				if live {
 					// Another process drives it now: this one joins it, no
@@ -197,7 +205,17 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				}
 			}
 		}
-		op, created, err = prepareIn(ctx, tx, RunPreparation(p, NextRun(p.MutationID, latest), lineage))
+		// A concurrent run inserted run n+1 first and may have finished
+		// it already: this one starts the run after it, as it would had it
+		// arrived a moment later (a bounded number of times, then it
+		// returns the ended run as it is).
+		for range maxRunRaces {
+			op, created, err = prepareIn(ctx, tx, RunPreparation(p, NextRun(p.MutationID, latest), lineage))
+			if err != nil || created || !op.State.Terminal() {
+				break
+			}
+			latest, lineage = op, RunLineage{}
+		}
 		return err
 	})
 	if err != nil {
@@ -205,6 +223,10 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	}
 	return op, created, nil
 }
+
+// maxRunRaces bounds how many runs, each inserted and ended by concurrent
+// runs meanwhile, one PrepareRun passes over.
+const maxRunRaces = 4
 
 // runLockClass is the first key of the PostgreSQL advisory locks that
 // say a run is live (the two-key form, keyledger's own key space): a

@@ -196,31 +196,17 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	if plan.Runs {
 		prepare = st.PrepareRun
 	}
-	op, created, err := prepare(ctx, plan.Prepare)
-	if errors.Is(err, store.ErrDigestMismatch) {
-		return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
-	}
-	var unreachable *store.UnreachableError
-	if errors.As(err, &unreachable) {
-		return res, &Unavailable{Dependency: "postgresql", Err: err}
+	b, err := beginRun(ctx, st, plan, prepare, log)
+	// A run of desired state that joined a run another process was driving
+	// may find it ended by the time it reads it (PrepareRun handed it back
+	// unfinished): it starts the next run, as it would have a moment later.
+	for again := 0; err == nil && plan.Runs && b.joinedEnded && again < maxRejoins; again++ {
+		b, err = beginRun(ctx, st, plan, prepare, log)
 	}
 	if err != nil {
-		return res, fmt.Errorf("preparing operation: %w", err)
+		return res, err
 	}
-	run := &Run{Op: op}
-	if created {
-		run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
-		log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
-		failpoint.Hit("after-prepare")
-	} else {
-		// The operation and its records as one view: another run of the
-		// same command may be moving it right now.
-		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
-			return res, fmt.Errorf("reading journal: %w", err)
-		}
-		op = run.Op
-		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
-	}
+	run, op := b.Run, b.Run.Op
 	res.Run = run
 	if op.State.Terminal() {
 		res.Replayed = true
@@ -317,4 +303,46 @@ func (r *Run) Ending() store.Detail {
 func hasCall(run *Run) bool {
 	_, ok := run.LastCall()
 	return ok
+}
+
+// maxRejoins bounds how many runs a run of desired state passes over that
+// ended while it joined them (Operate).
+const maxRejoins = 4
+
+// begun is a prepared or resumed run, and whether PrepareRun handed it
+// back unfinished but it had ended by the time it was read.
+type begun struct {
+	*Run
+	joinedEnded bool
+}
+
+// beginRun prepares plan's operation (prepare: Prepare or PrepareRun) and,
+// when it was journaled before, reads it and its records as one view.
+func beginRun(ctx context.Context, st Store, plan Plan, prepare func(context.Context, store.PrepareParams) (*store.Operation, bool, error), log *slog.Logger) (*begun, error) {
+	op, created, err := prepare(ctx, plan.Prepare)
+	if errors.Is(err, store.ErrDigestMismatch) {
+		return nil, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
+	}
+	var unreachable *store.UnreachableError
+	if errors.As(err, &unreachable) {
+		return nil, &Unavailable{Dependency: "postgresql", Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("preparing operation: %w", err)
+	}
+	run, handedEnded := &Run{Op: op}, op.State.Terminal()
+	if created {
+		run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
+		log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
+		failpoint.Hit("after-prepare")
+	} else {
+		// The operation and its records as one view: another run of the
+		// same command may be moving it right now.
+		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
+			return nil, fmt.Errorf("reading journal: %w", err)
+		}
+		op = run.Op
+		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
+	}
+	return &begun{Run: run, joinedEnded: !created && !handedEnded && run.Op.State.Terminal()}, nil
 }
