@@ -25,13 +25,24 @@ import (
 func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
 	found := newCompleteNotes()
-	carried := map[string]map[string]any{}
+	// The reads first, concurrently (readSecrets), and the journal's
+	// answers about the Secrets found in place, in a few round trips
+	// (prefetchAuthorship); then the decision, in plan order, as if each
+	// Secret were read when it is reached.
+	var idx []int
+	var names []string
 	for i, plan := range f.cmd.Spec.Secrets {
-		name := plan.Name
-		if p.fresh[name] {
-			continue
+		if !p.fresh[plan.Name] {
+			idx, names = append(idx, i), append(names, plan.Name)
 		}
-		s, err := f.kube.GetSecret(ctx, name)
+	}
+	reads := f.readSecrets(ctx, names)
+	fx := newRunFinds(f.journal)
+	f.prefetchAuthorship(ctx, p, idx, reads, fx)
+	for j, i := range idx {
+		plan := f.cmd.Spec.Secrets[i]
+		name := plan.Name
+		s, err := reads[j].s, reads[j].err
 		if isNotFound(err) {
 			call, err := f.createCall(p.run, plan)
 			if err != nil {
@@ -49,7 +60,7 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{observation(s, c)},
 				Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}, nil
 		}
-		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(i), carried)
+		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(i), fx)
 		if err != nil {
 			return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 		}
@@ -129,23 +140,21 @@ func (n *completeNotes) noteTo(p *progress) {
 // authorshipOfRead is the authorship of s, found in place: what this run
 // journaled for it, or what the newest read-secrets record of any run of
 // the plan (the one of s's chunk) says of s's UID, or what the journal
-// proves (authorship). carried caches the chunk records one decision read.
-func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, carried map[string]map[string]any) (Authorship, string, error) {
+// proves (authorship). fx answers the journal questions of one decision
+// (a chunk's record is asked once for all its Secrets).
+func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, fx *runFinds) (Authorship, string, error) {
 	if a, ok := p.authorship[s.Name]; ok && a != AuthorshipUnproven {
 		return a, p.by[s.Name], nil
 	}
 	if f.journal != nil && s.UID != "" {
-		detail, ok := carried[chunk]
-		if !ok {
-			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
-				Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
-			if err != nil {
-				return "", "", err
-			}
-			if found != nil {
-				detail, _ = found.Record.Detail["complete"].(map[string]any)
-			}
-			carried[chunk] = detail
+		found, err := fx.find(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+			Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
+		if err != nil {
+			return "", "", err
+		}
+		var detail map[string]any
+		if found != nil {
+			detail, _ = found.Record.Detail["complete"].(map[string]any)
 		}
 		if e, ok := detail[s.Name].(map[string]any); ok && str(e["uid"]) == string(s.UID) {
 			switch a := Authorship(str(e["authorship"])); a {
@@ -154,7 +163,7 @@ func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Se
 			}
 		}
 	}
-	return f.authorship(ctx, p, s)
+	return f.authorship(ctx, p, s, fx)
 }
 
 // adopted: the plan lists the Secret's ExternalSecret in adopt, or this
@@ -262,7 +271,7 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 		v.Summary = map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": name}
 		return v, nil
 	}
-	authorship, by, err := f.authorship(ctx, p, s)
+	authorship, by, err := f.authorship(ctx, p, s, newRunFinds(f.journal))
 	if err != nil {
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "journal-read-failed",
 			Err: &workflow.Unavailable{Dependency: "postgresql", Err: err}}, nil
