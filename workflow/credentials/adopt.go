@@ -30,8 +30,18 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 		err error
 	}
 	reads := make([]read, len(names))
-	workflow.Each(len(names), readConcurrency, func(i int) {
-		reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, names[i])
+	// The planned Secrets ensureSecrets will read are read in the same
+	// round (one round of reads instead of two). Those reads are used only
+	// when no ExternalSecret is found: then nothing is orphaned, waited
+	// for or written between them and that decision (progress.early).
+	_, secrets := p.unsettled(f.cmd.Spec)
+	early := make([]secretRead, len(secrets))
+	workflow.Each(len(names)+len(secrets), readConcurrency, func(i int) {
+		if i < len(names) {
+			reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, names[i])
+			return
+		}
+		early[i-len(names)] = f.readSecret(ctx, secrets[i-len(names)])
 	})
 	// Decided in plan order: the first that may not be adopted refuses.
 	for i, name := range names {
@@ -48,6 +58,9 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 			return f.refuseExternal(reason, name, obs), nil
 		}
 		p.note(obs) // found: adopted
+	}
+	if len(p.found) == 0 && len(p.orphanUID) == 0 && len(p.externalDeleted) == 0 {
+		p.early = early
 	}
 	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: "checked",
 		Detail: map[string]any{"read": len(f.cmd.Spec.Secrets), "absent": absent}})

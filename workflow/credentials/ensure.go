@@ -29,14 +29,12 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 	// answers about the Secrets found in place, in a few round trips
 	// (prefetchAuthorship); then the decision, in plan order, as if each
 	// Secret were read when it is reached.
-	var idx []int
-	var names []string
-	for i, plan := range f.cmd.Spec.Secrets {
-		if !p.fresh[plan.Name] {
-			idx, names = append(idx, i), append(names, plan.Name)
-		}
+	idx, names := p.unsettled(f.cmd.Spec)
+	reads := p.early // read by checkAdoption in this decision, when nothing came between
+	if len(reads) != len(names) {
+		reads = f.readSecrets(ctx, names)
 	}
-	reads := f.readSecrets(ctx, names)
+	p.early = nil
 	fx := newRunFinds(f.journal)
 	f.prefetchAuthorship(ctx, p, idx, reads, fx)
 	for j, i := range idx {

@@ -223,6 +223,11 @@ type progress struct {
 	// run was last resumed (store.StepResumeRun); the others are read again.
 	fresh  map[string]bool
 	probes map[string]ProbeResult
+	// early: the reads of the unsettled planned Secrets (progress.unsettled)
+	// that checkAdoption made in this decision alongside the ExternalSecret
+	// reads, kept only when it found no ExternalSecret; ensureSecrets
+	// decides from them instead of reading again.
+	early []secretRead
 	// authorship of each planned Secret, as this run journaled it (the
 	// create's applied answer, or the resolution of its 409).
 	authorship map[string]Authorship

@@ -26,14 +26,28 @@ type secretRead struct {
 // (keptFields) holds no value and no metadata other writers may grow.
 func (f *family) readSecrets(ctx context.Context, names []string) []secretRead {
 	reads := make([]secretRead, len(names))
-	workflow.Each(len(names), readConcurrency, func(i int) {
-		s, err := f.kube.GetSecret(ctx, names[i])
-		if err == nil {
-			keptFields(s)
-		}
-		reads[i] = secretRead{s: s, err: err}
-	})
+	workflow.Each(len(names), readConcurrency, func(i int) { reads[i] = f.readSecret(ctx, names[i]) })
 	return reads
+}
+
+// readSecret reads one planned Secret and trims it (keptFields).
+func (f *family) readSecret(ctx context.Context, name string) secretRead {
+	s, err := f.kube.GetSecret(ctx, name)
+	if err == nil {
+		keptFields(s)
+	}
+	return secretRead{s: s, err: err}
+}
+
+// unsettled lists, in plan order, the planned Secrets not settled since
+// the run was last resumed (progress.fresh): those ensureSecrets reads.
+func (p *progress) unsettled(s Spec) (idx []int, names []string) {
+	for i, plan := range s.Secrets {
+		if !p.fresh[plan.Name] {
+			idx, names = append(idx, i), append(names, plan.Name)
+		}
+	}
+	return idx, names
 }
 
 // keptFields trims a Secret read by ensureSecrets to what the decision
