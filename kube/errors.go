@@ -166,3 +166,10 @@ func wrapPatch(err error) error {
 
 // wrapped passes a client call's result through, its error classified.
 func wrapped[T any](v T, err error) (T, error) { return v, wrap(err) }
+
+// Wrap classifies a client error as every adapter does (a *Error with its
+// Failure); nil stays nil. Test doubles of the adapters answer through it.
+func Wrap(err error) error { return wrap(err) }
+
+// WrapPatch classifies a JSON patch's failure as PatchSecret does.
+func WrapPatch(err error) error { return wrapPatch(err) }

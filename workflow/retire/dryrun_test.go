@@ -8,6 +8,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 )
 
@@ -46,7 +47,7 @@ type dryRow struct {
 	name     string
 	manifest func(t testing.TB) *keyring.Manifest
 	spec     func(*Spec)
-	script   func(d *apiDouble)
+	script   func(d *kubetest.Server)
 	crash    func(p store.TransitionParams) bool
 	before   []runWant
 	// with, when set, runs after the runs before (someone else's move).
@@ -117,7 +118,7 @@ func TestRetireDryRun(t *testing.T) {
 		},
 		{
 			name:   "left in resolving with the write not applied: sent again",
-			script: func(d *apiDouble) { d.on(verbReplace, lostBefore) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
 			crash:  leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}, journal: "resolving",
 			outcome: workflow.OutcomeCompleted, gets: 1,
 			trail: join([]string{"resolution not-applied resource-version-unchanged", "call 2"}, plannedT),
@@ -125,9 +126,9 @@ func TestRetireDryRun(t *testing.T) {
 		},
 		{
 			name: "the resolving read fails: stopped, a run would be uncertain",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, lostAfter)
-				d.on(verbGet, fault{}, serverError, serverError)
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.AppliedLost())
+				onGet(d, kubetest.Pass(), serverError, serverError)
 			},
 			crash: leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}, journal: "resolving",
 			stopped: "read-failed", gets: 1,
@@ -162,12 +163,12 @@ func TestRetireDryRun(t *testing.T) {
 			if tc.with != nil {
 				tc.with(sc)
 			}
-			secret, gets, replaces, txs := sc.api.now(), sc.api.gets, sc.api.replaces, sc.journal.Transactions()
+			secret, read, sent, txs := now(sc.api), gets(sc.api), replaces(sc.api), sc.journal.Transactions()
 			plan, err := sc.dryRun()
 			require.NoError(t, err)
-			require.Equal(t, secret, sc.api.now(), "a dry run writes nothing to the API server")
-			require.Equal(t, replaces, sc.api.replaces, "a dry run sends no replace")
-			require.Equal(t, tc.gets, sc.api.gets-gets, "reads of the dry run")
+			require.Equal(t, secret, now(sc.api), "a dry run writes nothing to the API server")
+			require.Equal(t, sent, replaces(sc.api), "a dry run sends no replace")
+			require.Equal(t, tc.gets, gets(sc.api)-read, "reads of the dry run")
 			require.Equal(t, txs, sc.journal.Transactions(), "a dry run writes nothing to the journal")
 
 			require.Equal(t, tc.journal, plan.Journal)

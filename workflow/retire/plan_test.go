@@ -14,6 +14,7 @@ import (
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // oneSecretClient is a kube.Interface that serves Get of one Secret and
@@ -45,7 +46,7 @@ type secretsOf struct {
 func (s secretsOf) Get(_ context.Context, name string, _ metav1.GetOptions) (*corev1.Secret, error) {
 	s.c.asked = append(s.c.asked, s.namespace+"/"+name)
 	if s.namespace != s.c.secret.Namespace || name != s.c.secret.Name {
-		return nil, apierrors.NewNotFound(secretsResource, name)
+		return nil, apierrors.NewNotFound(kubetest.Secrets, name)
 	}
 	return s.c.secret.DeepCopy(), nil
 }

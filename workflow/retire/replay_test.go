@@ -9,6 +9,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 )
 
@@ -31,7 +32,7 @@ func (sc *scene) forge(records ...store.Record) {
 // forgedRun is what a run's replace journals, copied from the Secret as it
 // is: the observation, the call and an applied answer.
 func forgedRun(sc *scene) []store.Record {
-	s := sc.api.now()
+	s := now(sc.api)
 	target := "secret/" + s.Name
 	return []store.Record{
 		{Kind: store.RecordObservation, Step: "read-keyring", Target: target, UID: string(s.UID), ResourceVersion: s.ResourceVersion},
@@ -55,8 +56,8 @@ func contradicted(reason string) runWant {
 func replayRows() []row {
 	forged := []string{"preparation", "completion completed"}
 	forgedShape := []string{"preparation", "observation", "call 1", "result applied", "completion completed"}
-	then := func(move func(d *apiDouble)) func(d *apiDouble) {
-		return func(d *apiDouble) { d.on(verbGet, fault{}, theirs(move)) }
+	then := func(move func(d *kubetest.Server)) func(d *kubetest.Server) {
+		return func(d *kubetest.Server) { onGet(d, kubetest.Pass(), kubetest.Theirs(move)) }
 	}
 	return []row{
 		{
@@ -100,36 +101,36 @@ func replayRows() []row {
 		},
 		{
 			name:   "a genuine retirement, the old keyring put back since: replay-receipt-missing",
-			script: then(func(d *apiDouble) { d.theirUpdate(holding(standardKeyring())) }),
+			script: then(func(d *kubetest.Server) { theirUpdate(d, holding(standardKeyring())) }),
 			runs:   []runWant{completed(), contradicted(ReasonReplayReceiptMissing)},
 			end:    theirsOnly, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
 		},
 		{
 			name:   "a genuine retirement, the Secret deleted since: replay-secret-absent",
-			script: then((*apiDouble).theirDelete),
+			script: then(theirDelete),
 			runs:   []runWant{completed(), contradicted(ReasonReplaySecretAbsent)},
 			end:    absent, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
 		},
 		{
 			name: "a genuine retirement, the Secret re-created since: replay-uid-changed",
-			script: then(func(d *apiDouble) {
-				d.theirDelete()
-				d.create(keyringSecret(standardKeyring()))
+			script: then(func(d *kubetest.Server) {
+				theirDelete(d)
+				d.Seed(kubetest.Secrets, keyringSecret(standardKeyring()))
 			}),
 			runs: []runWant{completed(), contradicted(ReasonReplayUIDChanged)},
 			end:  theirsOnly, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
 		},
 		{
 			name: "a genuine retirement, the keyring label removed since: replay-not-managed",
-			script: then(func(d *apiDouble) {
-				d.theirUpdate(func(s *corev1.Secret) { delete(s.Labels, LabelKeyring) })
+			script: then(func(d *kubetest.Server) {
+				theirUpdate(d, func(s *corev1.Secret) { delete(s.Labels, LabelKeyring) })
 			}),
 			runs: []runWant{completed(), contradicted(workflow.ReplayPrefix + ReasonNotManaged)},
 			end:  retired, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
 		},
 		{
 			name:   "a genuine retirement, the confirming read fails: unavailable, never existing",
-			script: func(d *apiDouble) { d.on(verbGet, fault{}, serverError) },
+			script: func(d *kubetest.Server) { onGet(d, kubetest.Pass(), serverError) },
 			runs:   []runWant{completed(), {unavailable: true}},
 			end:    retired, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
 		},
@@ -149,17 +150,17 @@ func TestRetireForgedCompletionThenANewMutationID(t *testing.T) {
 
 	res, err := sc.run(nil)
 	requireRun(t, 0, contradicted(ReasonReplayReceiptMissing), res, err)
-	require.Equal(t, sc.start, sc.api.now(), "nothing written")
-	require.Zero(t, sc.api.replaces)
+	require.Equal(t, sc.start, now(sc.api), "nothing written")
+	require.Zero(t, replaces(sc.api))
 
 	fresh := *sc.cmd
 	fresh.Metadata.MutationID = "mut-8"
-	plan := workflow.Plan{Prepare: preparation(&fresh), Family: &family{cmd: &fresh, secret: sc.api}}
+	plan := workflow.Plan{Prepare: preparation(&fresh), Family: &family{cmd: &fresh, secret: keyringAPI{sc.api, fxSecret}}}
 	res, err = workflow.Operate(context.Background(), sc.journal, plan, nil)
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
-	require.Len(t, sc.api.replaced, 1, "the key is retired by one write")
-	got, err := keyring.Parse(sc.api.now().Data[fxDataKey])
+	require.Len(t, replaced(sc.api), 1, "the key is retired by one write")
+	got, err := keyring.Parse(now(sc.api).Data[fxDataKey])
 	require.NoError(t, err)
 	r, ok := got.Receipt(fxKey)
 	require.True(t, ok)
@@ -172,5 +173,5 @@ func TestRetireForgedCompletionThenANewMutationID(t *testing.T) {
 	op, records := sc.operation()
 	require.Equal(t, store.StateCompleted, op.State, "the forged operation stays as it was")
 	require.Equal(t, []string{"preparation", "completion completed"}, trail(records))
-	require.Len(t, sc.api.replaced, 1)
+	require.Len(t, replaced(sc.api), 1)
 }

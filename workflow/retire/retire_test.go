@@ -13,6 +13,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
@@ -22,7 +23,7 @@ import (
 // in-memory journal, and the command retiring fxKey.
 type scene struct {
 	t       *testing.T
-	api     *apiDouble
+	api     *kubetest.Server
 	journal *workflowtest.Journal
 	cmd     *Command
 	// before is the manifest the Secret held at the start; start the
@@ -35,14 +36,13 @@ type scene struct {
 func newScene(t *testing.T, m *keyring.Manifest, s *corev1.Secret, spec ...func(*Spec)) *scene {
 	sc := &scene{t: t, journal: workflowtest.NewJournal(), before: m}
 	if s == nil {
-		sc.api = newAPIDouble(t, keyringSecret(m))
-		sc.api.theirDelete()
-		sc.api.foreign = 0
-		sc.cmd = retirement("00000000-0000-4000-8000-000000000001", spec...)
+		sc.api = newAPI(keyringSecret(m))
+		theirDelete(sc.api)
+		sc.cmd = retirement("uid-0001", spec...)
 		return sc
 	}
-	sc.api = newAPIDouble(t, s)
-	sc.start = sc.api.now()
+	sc.api = newAPI(s)
+	sc.start = now(sc.api)
 	sc.cmd = retirement(string(sc.start.UID), spec...)
 	return sc
 }
@@ -57,7 +57,7 @@ func (sc *scene) run(j workflow.Store) (*workflow.Result, error) {
 
 // plan is the command's plan with the double as its API server.
 func (sc *scene) plan() workflow.Plan {
-	return workflow.Plan{Prepare: preparation(sc.cmd), Family: &family{cmd: sc.cmd, secret: sc.api}}
+	return workflow.Plan{Prepare: preparation(sc.cmd), Family: &family{cmd: sc.cmd, secret: keyringAPI{sc.api, fxSecret}}}
 }
 
 // operation is the journaled operation and its records.
@@ -143,7 +143,7 @@ type row struct {
 	spec     func(*Spec)
 	// script scripts the double's calls; with, when set, scripts them
 	// with the whole scene at hand (another run of the command).
-	script func(d *apiDouble)
+	script func(d *kubetest.Server)
 	with   func(sc *scene)
 	// crash, when set, ends the first run right before the matching
 	// journal commit; the following runs use the journal as it was left.
@@ -175,7 +175,7 @@ func join(parts ...[]string) []string {
 // retireRows: the one call kind (replace-keyring) under every answer, with
 // someone else's writes, resumes from each state a crash can leave, and
 // replays.
-func retireRows() []row {
+func retireRows(t testing.TB) []row {
 	return []row{
 		{
 			name: "applied", runs: []runWant{completed()},
@@ -184,37 +184,37 @@ func retireRows() []row {
 		},
 		{
 			name:   "lost-after-apply: resolution finds our receipt",
-			script: func(d *apiDouble) { d.on(verbReplace, lostAfter) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) },
 			runs:   []runWant{converged()},
 			end:    retired, writes: 1, gets: 2, replaces: 1,
 			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
 		},
 		{
 			name:   "lost-before-apply: unchanged resourceVersion, sent again",
-			script: func(d *apiDouble) { d.on(verbReplace, lostBefore) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
 			runs:   []runWant{completed()},
 			end:    retired, writes: 1, gets: 2, replaces: 2,
 			trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
 		},
 		{
 			name:   "500 not applied: sent again",
-			script: func(d *apiDouble) { d.on(verbReplace, serverError) },
+			script: func(d *kubetest.Server) { onReplace(d, serverError) },
 			runs:   []runWant{completed()},
 			end:    retired, writes: 1, gets: 2, replaces: 2,
 			trail: join(begun, []string{"result unknown server-error", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
 		},
 		{
 			name:   "409: someone else replaced the Secret",
-			script: func(d *apiDouble) { d.on(verbReplace, theirs(annotate)) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.Theirs(annotate)) },
 			runs:   []runWant{refused(ReasonChangedConcurrent)},
 			end:    theirsOnly, gets: 2, replaces: 1,
 			trail: join(begun, []string{"result unknown conflict", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
 		},
 		{
 			name: "409: someone else retired the key with another receipt",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, theirs(func(d *apiDouble) {
-					d.theirUpdate(holding(retiredBy(d.t, standardKeyring(), "mut-other", fxKey)))
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.Theirs(func(d *kubetest.Server) {
+					theirUpdate(d, holding(retiredBy(t, standardKeyring(), "mut-other", fxKey)))
 				}))
 			},
 			runs: []runWant{refused(ReasonReceiptConflict)},
@@ -223,23 +223,23 @@ func retireRows() []row {
 		},
 		{
 			name:   "409 with no change found: sent again",
-			script: func(d *apiDouble) { d.on(verbReplace, conflict) },
+			script: func(d *kubetest.Server) { onReplace(d, conflict) },
 			runs:   []runWant{completed()},
 			end:    retired, writes: 1, gets: 2, replaces: 2,
 			trail: join(begun, []string{"result unknown conflict", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
 		},
 		{
 			name:   "404 on replace and on resolve: someone else deleted the Secret",
-			script: func(d *apiDouble) { d.on(verbReplace, theirs((*apiDouble).theirDelete)) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.Theirs(theirDelete)) },
 			runs:   []runWant{refused(ReasonSecretAbsent)},
 			end:    absent, gets: 2, replaces: 1,
 			trail: join(begun, []string{"result unknown not-found", "resolution theirs secret-absent", "refusal secret-absent"}),
 		},
 		{
 			name: "lost-after-apply, then deleted: 404 on resolve",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, lostAfter)
-				d.on(verbGet, fault{}, theirs((*apiDouble).theirDelete))
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.AppliedLost())
+				onGet(d, kubetest.Pass(), kubetest.Theirs(theirDelete))
 			},
 			runs: []runWant{refused(ReasonSecretAbsent)},
 			end:  absent, writes: 1, gets: 2, replaces: 1,
@@ -247,9 +247,9 @@ func retireRows() []row {
 		},
 		{
 			name: "lost-after-apply, then edited by someone else: our receipt stays ours",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, lostAfter)
-				d.on(verbGet, fault{}, theirs(annotate))
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.AppliedLost())
+				onGet(d, kubetest.Pass(), kubetest.Theirs(annotate))
 			},
 			runs: []runWant{converged()},
 			end:  retired, writes: 1, gets: 2, replaces: 1,
@@ -257,11 +257,11 @@ func retireRows() []row {
 		},
 		{
 			name: "lost-after-apply, then re-created by someone else: uid-changed on resolve",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, lostAfter)
-				d.on(verbGet, fault{}, theirs(func(d *apiDouble) {
-					d.theirDelete()
-					d.create(keyringSecret(standardKeyring()))
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.AppliedLost())
+				onGet(d, kubetest.Pass(), kubetest.Theirs(func(d *kubetest.Server) {
+					theirDelete(d)
+					d.Seed(kubetest.Secrets, keyringSecret(standardKeyring()))
 				}))
 			},
 			runs: []runWant{refused(ReasonUIDChanged)},
@@ -270,9 +270,9 @@ func retireRows() []row {
 		},
 		{
 			name: "lost-before-apply, then someone else's write: changed-concurrently",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, lostBefore)
-				d.on(verbGet, fault{}, theirs(annotate))
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.LostBefore())
+				onGet(d, kubetest.Pass(), kubetest.Theirs(annotate))
 			},
 			runs: []runWant{refused(ReasonChangedConcurrent)},
 			end:  theirsOnly, gets: 2, replaces: 1,
@@ -281,7 +281,7 @@ func retireRows() []row {
 		{
 			name: "a concurrent run of the same command wins the race: written once",
 			with: func(sc *scene) {
-				sc.api.on(verbReplace, theirs(func(*apiDouble) {
+				onReplace(sc.api, kubetest.Theirs(func(*kubetest.Server) {
 					// The other process, start to end, while this one's
 					// replace is in flight.
 					res, err := sc.run(nil)
@@ -295,23 +295,23 @@ func retireRows() []row {
 		},
 		{
 			name:   "403: rejected, nothing written",
-			script: func(d *apiDouble) { d.on(verbReplace, forbidden) },
+			script: func(d *kubetest.Server) { onReplace(d, forbidden) },
 			runs:   []runWant{refused("forbidden")},
 			end:    unchanged, gets: 1, replaces: 1,
 			trail: join(begun, []string{"result rejected forbidden", "refusal forbidden"}),
 		},
 		{
 			name:   "422: rejected, nothing written",
-			script: func(d *apiDouble) { d.on(verbReplace, invalid) },
+			script: func(d *kubetest.Server) { onReplace(d, invalid) },
 			runs:   []runWant{refused("invalid")},
 			end:    unchanged, gets: 1, replaces: 1,
 			trail: join(begun, []string{"result rejected invalid", "refusal invalid"}),
 		},
 		{
 			name: "result-mismatch: a stale object came back, settled by re-reading",
-			script: func(d *apiDouble) {
-				stale := d.now()
-				d.on(verbReplace, fault{answer: func(s *corev1.Secret) { *s = *stale }})
+			script: func(d *kubetest.Server) {
+				stale := now(d)
+				onReplace(d, kubetest.Answer(kubetest.OnSecret(func(s *corev1.Secret) { *s = *stale })))
 			},
 			runs: []runWant{converged()},
 			end:  retired, writes: 1, gets: 2, replaces: 1,
@@ -319,8 +319,8 @@ func retireRows() []row {
 		},
 		{
 			name: "result-mismatch: an unreadable object came back, settled by re-reading",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, fault{answer: func(s *corev1.Secret) { s.Type = corev1.SecretTypeTLS }})
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.Answer(kubetest.OnSecret(func(s *corev1.Secret) { s.Type = corev1.SecretTypeTLS })))
 			},
 			runs: []runWant{converged()},
 			end:  retired, writes: 1, gets: 2, replaces: 1,
@@ -328,9 +328,9 @@ func retireRows() []row {
 		},
 		{
 			name: "result-mismatch: the precondition's resourceVersion came back",
-			script: func(d *apiDouble) {
-				rv := d.now().ResourceVersion
-				d.on(verbReplace, fault{answer: func(s *corev1.Secret) { s.ResourceVersion = rv }})
+			script: func(d *kubetest.Server) {
+				rv := now(d).ResourceVersion
+				onReplace(d, kubetest.Answer(kubetest.OnSecret(func(s *corev1.Secret) { s.ResourceVersion = rv })))
 			},
 			runs: []runWant{converged()},
 			end:  retired, writes: 1, gets: 2, replaces: 1,
@@ -338,11 +338,11 @@ func retireRows() []row {
 		},
 		{
 			name: "result-mismatch: a webhook put the old keyring back, someone else's",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, fault{admit: func(s *corev1.Secret) {
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) {
 					holding(standardKeyring())(s)
 					s.Annotations["example.com/reverted"] = "yes"
-				}})
+				})))
 			},
 			runs: []runWant{refused(ReasonChangedConcurrent)},
 			end:  theirsOnly, writes: 1, gets: 2, replaces: 1,
@@ -350,19 +350,21 @@ func retireRows() []row {
 		},
 		{
 			name: "500 on the resolving read: uncertain, a rerun settles it",
-			script: func(d *apiDouble) {
-				d.on(verbReplace, lostAfter)
-				d.on(verbGet, fault{}, serverError)
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.AppliedLost())
+				onGet(d, kubetest.Pass(), serverError)
 			},
 			runs: []runWant{uncertain("read-failed"), converged()},
 			end:  retired, writes: 1, gets: 3, replaces: 1,
 			trail: join(begun, []string{"result unknown lost", "resolution undetermined read-failed", "resolution ours", "completion converged"}),
 		},
 		{
-			name:   "lost three times: attempts exhausted, a rerun completes",
-			script: func(d *apiDouble) { d.on(verbReplace, lostBefore, lostBefore, lostBefore) },
-			runs:   []runWant{uncertain("attempts-exhausted"), completed()},
-			end:    retired, writes: 1, gets: 5, replaces: 4,
+			name: "lost three times: attempts exhausted, a rerun completes",
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.LostBefore(), kubetest.LostBefore(), kubetest.LostBefore())
+			},
+			runs: []runWant{uncertain("attempts-exhausted"), completed()},
+			end:  retired, writes: 1, gets: 5, replaces: 4,
 			trail: join(begun,
 				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"},
 				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 3"},
@@ -371,7 +373,7 @@ func retireRows() []row {
 		},
 		{
 			name:   "500 on the first read: unavailable before any call, a rerun completes",
-			script: func(d *apiDouble) { d.on(verbGet, serverError) },
+			script: func(d *kubetest.Server) { onGet(d, serverError) },
 			runs:   []runWant{{unavailable: true}, completed()},
 			end:    retired, writes: 1, gets: 2, replaces: 1,
 			trail: join(begun, appliedT),
@@ -392,16 +394,16 @@ func retireRows() []row {
 		},
 		{
 			name: "resume from calling, the write not applied", crash: leaving(store.StateCalling),
-			script: func(d *apiDouble) { d.on(verbReplace, lostBefore) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
 			runs:   []runWant{uncertain("interrupted"), completed()},
 			end:    retired, writes: 1, gets: 2, replaces: 2,
 			trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
 		},
 		{
 			name: "resume from calling, not applied and changed since", crash: leaving(store.StateCalling),
-			script: func(d *apiDouble) {
-				d.on(verbReplace, lostBefore)
-				d.on(verbGet, fault{}, theirs(annotate))
+			script: func(d *kubetest.Server) {
+				onReplace(d, kubetest.LostBefore())
+				onGet(d, kubetest.Pass(), kubetest.Theirs(annotate))
 			},
 			runs: []runWant{uncertain("interrupted"), refused(ReasonChangedConcurrent)},
 			end:  theirsOnly, gets: 2, replaces: 1,
@@ -409,14 +411,14 @@ func retireRows() []row {
 		},
 		{
 			name: "resume from resolving, the write applied", crash: leaving(store.StateResolving),
-			script: func(d *apiDouble) { d.on(verbReplace, lostAfter) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) },
 			runs:   []runWant{uncertain("interrupted"), converged()},
 			end:    retired, writes: 1, gets: 3, replaces: 1,
 			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
 		},
 		{
 			name: "resume from resolving, the write not applied", crash: leaving(store.StateResolving),
-			script: func(d *apiDouble) { d.on(verbReplace, lostBefore) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
 			runs:   []runWant{uncertain("interrupted"), completed()},
 			end:    retired, writes: 1, gets: 3, replaces: 2,
 			trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
@@ -431,7 +433,7 @@ func retireRows() []row {
 		},
 		{
 			name:   "replay of a converged operation",
-			script: func(d *apiDouble) { d.on(verbReplace, lostAfter) },
+			script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) },
 			runs:   []runWant{converged(), replayed(converged())},
 			end:    retired, writes: 1, gets: 3, replaces: 1,
 			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
@@ -631,7 +633,7 @@ func standardOptions() []keyringtest.Option {
 // journal against the API double, row by row.
 func TestRetireTable(t *testing.T) {
 	t.Parallel()
-	for _, tc := range append(append(retireRows(), refusalRows()...), replayRows()...) {
+	for _, tc := range append(append(retireRows(t), refusalRows()...), replayRows()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.check(t)
@@ -671,17 +673,17 @@ func (tc row) check(t *testing.T) {
 
 	op, records := sc.operation()
 	require.Equal(t, tc.trail, trail(records), "the journal's records")
-	require.Len(t, sc.api.replaced, tc.writes, "writes this operation stored")
-	require.Equal(t, tc.gets, sc.api.gets, "gets received")
-	require.Equal(t, tc.replaces, sc.api.replaces, "replaces received")
-	now := sc.api.now()
+	require.Len(t, replaced(sc.api), tc.writes, "writes this operation stored")
+	require.Equal(t, tc.gets, gets(sc.api), "gets received")
+	require.Equal(t, tc.replaces, replaces(sc.api), "replaces received")
+	now := now(sc.api)
 	switch tc.end {
 	case unchanged:
 		require.Equal(t, sc.start, now, "the Secret is untouched")
 	case retired:
 		requireRetired(t, now, m, op.CreatedAt)
 		if tc.writes == 1 {
-			require.Equal(t, sc.api.replaced[0].Data, now.Data, "the one write stored the keyring")
+			require.Equal(t, replaced(sc.api)[0].Data, now.Data, "the one write stored the keyring")
 		}
 	case absent:
 		require.Nil(t, now, "the Secret is absent")

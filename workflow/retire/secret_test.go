@@ -43,63 +43,36 @@ func TestWithManifestCopies(t *testing.T) {
 	require.Equal(t, map[string]string{AnnotationGeneration: "5", AnnotationCatalogDigest: next.CatalogDigest()}, out.Annotations)
 }
 
-// The double answers as the API server does, and as kube.Classify and the
-// adapter's errors.Is read real answers.
-func TestAPIDoubleIsTheAPIServer(t *testing.T) {
+// Like kube.SecretReplacer, the seam refuses another Secret and a replace
+// without a resourceVersion precondition before sending: neither reaches
+// the API server.
+func TestKeyringAPIRefusesAsTheAdapter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := newAPIDouble(t, keyringSecret(standardKeyring()))
-	read, err := d.Get(ctx)
+	d := newAPI(keyringSecret(standardKeyring()))
+	a := keyringAPI{d, fxSecret}
+	read, err := a.Get(ctx)
 	require.NoError(t, err)
 
-	stale := read.DeepCopy()
-	stale.Annotations["example.com/a"] = "1"
-	written, err := d.Replace(ctx, stale)
-	require.NoError(t, err)
-	require.NotEqual(t, read.ResourceVersion, written.ResourceVersion, "a write moves the resourceVersion")
-	require.Equal(t, read.UID, written.UID)
-
-	again, err := d.Replace(ctx, written.DeepCopy())
-	require.NoError(t, err)
-	require.Equal(t, written.ResourceVersion, again.ResourceVersion, "a write that changes nothing keeps it")
-	require.Len(t, d.replaced, 1, "and is not a write")
-
-	_, err = d.Replace(ctx, stale)
-	require.ErrorIs(t, err, kube.ReasonConflict, "a stale resourceVersion is 409")
-	require.Equal(t, 409, kube.Classify(err).Code)
-
-	otherUID := written.DeepCopy()
-	otherUID.UID = "00000000-0000-4000-8000-00000000beef"
-	_, err = d.Replace(ctx, otherUID)
-	require.ErrorIs(t, err, kube.ReasonConflict, "another UID is 409")
-
-	yes := true
-	d.theirUpdate(func(s *corev1.Secret) { s.Immutable = &yes })
-	frozen := d.now()
-	frozen.Data[fxDataKey] = []byte("{}")
-	_, err = d.Replace(ctx, frozen)
-	require.ErrorIs(t, err, kube.ReasonInvalid, "changed data of an immutable Secret is 422")
-	require.True(t, kube.Classify(err).Definite)
-
-	d.theirDelete()
-	_, err = d.Get(ctx)
-	require.ErrorIs(t, err, kube.ReasonNotFound)
-	_, err = d.Replace(ctx, written)
-	require.ErrorIs(t, err, kube.ReasonNotFound)
-
-	_, err = d.Replace(ctx, &corev1.Secret{})
-	require.ErrorContains(t, err, "adapter is bound to", "like the adapter, another Secret is refused before sending")
-	unconditional := written.DeepCopy()
+	_, err = a.Replace(ctx, &corev1.Secret{})
+	require.ErrorContains(t, err, "adapter is bound to", "another Secret is refused before sending")
+	unconditional := read.DeepCopy()
 	unconditional.ResourceVersion = ""
-	_, err = d.Replace(ctx, unconditional)
+	_, err = a.Replace(ctx, unconditional)
 	require.ErrorContains(t, err, "no resourceVersion precondition")
+	require.Zero(t, replaces(d), "neither reached the API server")
 
-	for f, r := range map[*fault]kube.Reason{&lostBefore: kube.ReasonLost, &conflict: kube.ReasonConflict, &notFound: kube.ReasonNotFound,
-		&invalid: kube.ReasonInvalid, &serverError: kube.ReasonServerError} {
-		require.ErrorIs(t, adapterError(f.err), r)
-	}
-	require.Equal(t, 2, d.gets, "every get counted")
-	require.Equal(t, 8, d.replaces, "every replace counted, refused ones too")
+	read.Annotations["example.com/a"] = "1"
+	written, err := a.Replace(ctx, read)
+	require.NoError(t, err)
+	require.Equal(t, now(d), written)
+	require.Equal(t, []*corev1.Secret{written}, replaced(d))
+	require.Equal(t, 1, gets(d))
+	require.Equal(t, 1, replaces(d))
+
+	onReplace(d, conflict)
+	_, err = a.Replace(ctx, written)
+	require.ErrorIs(t, err, kube.ReasonConflict, "answers are the adapter's errors")
 }
 
 // The call is journaled before it is sent with the read's identity as its
@@ -114,7 +87,7 @@ func TestRetireCallRecord(t *testing.T) {
 	op, records := sc.operation()
 	want := retiredBy(t, m, fxMutation, fxKey)
 	want.Retirements[len(want.Retirements)-1].RetiredAt = op.CreatedAt.UTC().Format(keyring.TimeLayout)
-	stored := sc.api.now()
+	stored := now(sc.api)
 
 	require.Equal(t, []string{"preparation", "observation", "call 1", "result applied", "completion completed"}, trail(records))
 	obs, call, result, done := records[1], records[2], records[3], records[4]
@@ -144,30 +117,31 @@ func TestInspect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := standardKeyring()
-	d := newAPIDouble(t, keyringSecret(m))
+	d := newAPI(keyringSecret(m))
+	a := keyringAPI{d, fxSecret}
 
 	for _, key := range []string{fxDataKey, ""} {
-		catalog, err := inspect(ctx, d, key)
+		catalog, err := inspect(ctx, a, key)
 		require.NoError(t, err)
 		require.Equal(t, m.Catalog(), catalog)
 		keyringtest.AssertNoMaterial(t, string(catalog), keyringtest.Material("k-2026-06"),
 			keyringtest.Material("k-2026-07"), keyringtest.Material("k-2026-08"))
 	}
 
-	_, err := inspect(ctx, d, "other.json")
+	_, err := inspect(ctx, a, "other.json")
 	var refused *workflow.Refused
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, ReasonDataEntries, refused.Reason)
 
-	d.on(verbGet, serverError)
-	_, err = inspect(ctx, d, fxDataKey)
+	onGet(d, serverError)
+	_, err = inspect(ctx, a, fxDataKey)
 	var unavailable *workflow.Unavailable
 	require.ErrorAs(t, err, &unavailable)
 	require.Equal(t, "kubernetes", unavailable.Dependency)
 
-	d.theirDelete()
-	_, err = inspect(ctx, d, fxDataKey)
+	theirDelete(d)
+	_, err = inspect(ctx, a, fxDataKey)
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, ReasonSecretAbsent, refused.Reason)
-	require.Empty(t, d.replaced, "inspect only reads")
+	require.Empty(t, replaced(d), "inspect only reads")
 }

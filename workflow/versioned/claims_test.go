@@ -21,7 +21,7 @@ func TestHistoryTooLargeFailsClosed(t *testing.T) {
 			for i := range extra {
 				s := &corev1.Secret{ObjectMeta: objectMeta(fmt.Sprintf("claims-%03d", i)), Type: corev1.SecretTypeOpaque}
 				s.Annotations = map[string]string{AnnotationSourceUID: string(live.UID)}
-				e.api.seed(s)
+				e.api.SeedSecret(s)
 			}
 			claimants := extra + 1
 			o := e.run(e.update(e.rv(), "password", "v3"))
@@ -47,10 +47,10 @@ func TestClaimantTrimsLargeMetadata(t *testing.T) {
 	live := e.history(2)
 	big := lookalike(live, 7)
 	big.Annotations["example.com/blob"] = strings.Repeat("x", 100<<10)
-	e.api.seed(big)
+	e.api.SeedSecret(big)
 	other := &corev1.Secret{ObjectMeta: objectMeta("unrelated"), Type: corev1.SecretTypeOpaque}
 	other.Annotations = map[string]string{"example.com/blob": strings.Repeat("y", 100<<10)}
-	e.api.seed(other)
+	e.api.SeedSecret(other)
 
 	metas, err := e.api.ListClaims(context.Background(), claimant(live.UID), MaxHistoryClaims)
 	require.NoError(t, err)

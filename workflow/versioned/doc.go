@@ -56,7 +56,11 @@
 //
 // # Steps
 //
-// An update or restore is: read the live Secret (refuse a stale
+// Each kind of write is one ordered list of steps in steps.go
+// (createSteps, updateSteps, restoreSteps, deleteSteps, keepHistorySteps),
+// each a small function named with the journal's word for what it reads or
+// writes; a decision runs its list from the top and returns the first
+// step's decision. An update or restore is: read the live Secret (refuse a stale
 // expectedResourceVersion before any side effect), list the history and
 // check the slots, create-snapshot of version N, check that archive (it
 // must still be there, keyledger's, not terminating and without finalizers,

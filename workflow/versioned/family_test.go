@@ -16,18 +16,9 @@ import (
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
-
-// Faults, in short.
-var (
-	lost     = fault{kind: faultAppliedLost}
-	lostSend = fault{kind: faultLostBefore}
-)
-
-func ans(status error) fault { return fault{kind: faultAnswer, status: status} }
-
-func hook(h func(d *apiDouble)) fault { return fault{kind: faultBefore, hook: h} }
 
 // famRow is one scenario: setup builds the world (and may run earlier
 // commands) and returns the command to run; want is the run's ending
@@ -60,10 +51,10 @@ func lookalike(live *corev1.Secret, n int64) *corev1.Secret {
 }
 
 // scripted is setup with one fault scripted: verb on name meets f.
-func scripted(setup func(e *env) *Command, verb, name string, f fault) func(e *env) *Command {
+func scripted(setup func(e *env) *Command, verb kubetest.Verb, name string, f kubetest.Fault) func(e *env) *Command {
 	return func(e *env) *Command {
 		cmd := setup(e)
-		e.api.on(verb, name, f)
+		e.api.On(verb, kubetest.Secrets, name, f)
 		return cmd
 	}
 }
@@ -87,12 +78,7 @@ func requireLive(t *testing.T, e *env, version string, kv ...string) *corev1.Sec
 // named object (objects not named: none).
 func requireWrites(t *testing.T, e *env, want map[string]int) {
 	t.Helper()
-	got := map[string]int{}
-	for k, v := range e.api.writes {
-		if v != 0 {
-			got[k] = v
-		}
-	}
+	got := e.api.AllWrites(kubetest.Secrets)
 	if want == nil {
 		want = map[string]int{}
 	}
@@ -106,7 +92,7 @@ func runRows(t *testing.T, rows []famRow) {
 			t.Parallel()
 			e := newEnv(t)
 			cmd := r.setup(e)
-			e.api.writes, e.api.calls = map[string]int{}, map[string]int{} // count this run's only
+			e.api.ResetCounts() // count this run's only
 			o := e.run(cmd)
 			require.Equal(t, r.want, o.word(), "ending (err: %v)", o.err)
 			if r.trace != nil {
@@ -137,7 +123,7 @@ func TestFamilyCreateLive(t *testing.T) {
 	}, {
 		name: "lost after apply: the created Secret is ours",
 		setup: func(e *env) *Command {
-			e.api.on(verbCreate, testName, lost)
+			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.AppliedLost())
 			return e.update("", "a", "1")
 		},
 		want:  "converged",
@@ -146,7 +132,7 @@ func TestFamilyCreateLive(t *testing.T) {
 	}, {
 		name: "lost before apply: absent, sent again",
 		setup: func(e *env) *Command {
-			e.api.on(verbCreate, testName, lostSend)
+			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.LostBefore())
 			return e.update("", "a", "1")
 		},
 		want: "completed",
@@ -156,7 +142,7 @@ func TestFamilyCreateLive(t *testing.T) {
 	}, {
 		name: "409 with nothing there is settled by re-reading",
 		setup: func(e *env) *Command {
-			e.api.on(verbCreate, testName, ans(statusExists(testName)))
+			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Status(kubetest.AlreadyExists(kubetest.Secrets, testName)))
 			return e.update("", "a", "1")
 		},
 		want: "completed",
@@ -166,8 +152,8 @@ func TestFamilyCreateLive(t *testing.T) {
 	}, {
 		name: "someone else creates it first: 409, theirs",
 		setup: func(e *env) *Command {
-			e.api.on(verbCreate, testName, hook(func(d *apiDouble) {
-				d.seedLocked(&corev1.Secret{ObjectMeta: objectMeta(testName), Type: corev1.SecretTypeOpaque, Data: data("a", "theirs")})
+			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Type: corev1.SecretTypeOpaque, Data: data("a", "theirs")})
 			}))
 			return e.update("", "a", "1")
 		},
@@ -180,7 +166,7 @@ func TestFamilyCreateLive(t *testing.T) {
 	}, {
 		name: "422 is a refusal, nothing written",
 		setup: func(e *env) *Command {
-			e.api.on(verbCreate, testName, ans(statusInvalid(testName)))
+			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Status(kubetest.Invalid("Secret", testName)))
 			return e.update("", "a", "1")
 		},
 		want:  "refused:invalid",
@@ -192,9 +178,9 @@ func TestFamilyCreateLive(t *testing.T) {
 	}, {
 		name: "resume from resolving: a 500, the re-read fails (uncertain), the rerun settles it",
 		setup: func(e *env) *Command {
-			e.api.on(verbCreate, testName, fault{kind: faultAnswer, status: statusServer(), hook: func(d *apiDouble) {
-				d.onLocked(verbGet, testName, ans(statusServer())) // the resolution's re-read
-			}})
+			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()).First(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError())) // the resolution's re-read
+			}))
 			cmd := e.update("", "a", "1")
 			e.first = e.run(cmd)
 			return cmd
@@ -228,7 +214,7 @@ func TestFamilyCreateLive(t *testing.T) {
 		want:  "refused:already-exists",
 		trace: []string{"refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, 0, e.api.calls[verbCreate])
+			require.Equal(t, 0, e.api.Calls(kubetest.Create))
 			requireWrites(t, e, nil)
 		},
 	}})
@@ -241,7 +227,7 @@ func objectMeta(name string) metav1.ObjectMeta {
 // hasSnapshots reports which of the given versions of uid's history exist.
 func snapshotsOf(e *env, uid types.UID) []string {
 	var out []string
-	for _, n := range e.api.names() {
+	for _, n := range e.api.Names(kubetest.Secrets) {
 		if strings.HasPrefix(n, slotPrefix(uid)) {
 			out = append(out, "v"+n[len(slotPrefix(uid)):])
 		}
@@ -281,21 +267,21 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		},
 	}, {
 		name:  "lost after apply: the occupant carries the journaled nonce",
-		setup: scripted(seedV1, verbCreate, snapName(1), lost),
+		setup: scripted(seedV1, kubetest.Create, snapName(1), kubetest.AppliedLost()),
 		want:  "completed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 ours",
 			"call replace-live", "result replace-live applied", "complete completed"},
 		check: updated,
 	}, {
 		name:  "lost before apply: absent, sent again",
-		setup: scripted(seedV1, verbCreate, snapName(1), lostSend),
+		setup: scripted(seedV1, kubetest.Create, snapName(1), kubetest.LostBefore()),
 		want:  "completed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 not-applied/absent",
 			"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live applied", "complete completed"},
 		check: updated,
 	}, {
 		name:  "409 with nothing there: absent, sent again",
-		setup: scripted(seedV1, verbCreate, snapName(1), ans(statusExists(snapName(1)))),
+		setup: scripted(seedV1, kubetest.Create, snapName(1), kubetest.Status(kubetest.AlreadyExists(kubetest.Secrets, snapName(1)))),
 		want:  "completed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/already-exists", "resolve create-snapshot v1 not-applied/absent",
 			"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live applied", "complete completed"},
@@ -305,8 +291,8 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
 			live := e.live()
-			e.api.on(verbCreate, snapName(1), hook(func(d *apiDouble) {
-				d.seedLocked(lookalike(live, 1))
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				d.SeedSecret(lookalike(live, 1))
 			}))
 			return cmd
 		},
@@ -329,7 +315,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		trace: []string{"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, []any{snapName(1)}, o.ending()["occupied"])
-			require.Equal(t, 0, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete])
+			require.Equal(t, 0, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete))
 			requireWrites(t, e, nil)
 		},
 	}, {
@@ -348,7 +334,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		},
 	}, {
 		name:  "422 is a refusal, nothing written",
-		setup: scripted(seedV1, verbCreate, snapName(1), ans(statusInvalid(snapName(1)))),
+		setup: scripted(seedV1, kubetest.Create, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1)))),
 		want:  "refused:invalid",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -362,8 +348,8 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		name: "someone else's write to the live Secret before the archive: refused before the live write",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), hook(func(d *apiDouble) {
-				d.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			}))
 			return cmd
 		},
@@ -371,7 +357,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, o outcome) {
 			requireLive(t, e, "1", "password", "theirs")
-			require.Equal(t, 0, e.api.calls[verbUpdate], "no live write sent")
+			require.Equal(t, 0, e.api.Calls(kubetest.Update), "no live write sent")
 			require.Equal(t, 2, o.observations(), "the changed live Secret is journaled")
 			requireWrites(t, e, map[string]int{snapName(1): 1})
 		},
@@ -379,9 +365,9 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		name: "an unsettled snapshot of another operation (its nonce journaled) is reused",
 		setup: func(e *env) *Command {
 			first := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, testName, ans(statusServer()))
-			}})
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
+			}))
 			e.first = e.run(first) // its create landed, its answer and re-read were lost
 			second := e.update(first.ExpectedResourceVersion, "password", "new")
 			return second
@@ -417,7 +403,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		name: "resume from calling: the create never left, it is sent again",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), lostSend)
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.LostBefore())
 			e.failMove = func(p store.TransitionParams) bool { return p.From == store.StateCalling }
 			e.first = e.run(cmd)
 			e.failMove = nil
@@ -444,8 +430,8 @@ func pruned(t *testing.T, e *env, _ outcome) {
 	t.Helper()
 	requireLive(t, e, "4", "password", "v4")
 	require.Equal(t, []string{"v2", "v3"}, snapshotsOf(e, "uid-0001"))
-	require.Equal(t, 1, e.api.writes[snapName(1)], "v1 deleted once")
-	require.Equal(t, 1, e.api.writes[testName])
+	require.Equal(t, 1, e.api.Writes(kubetest.Secrets, snapName(1)), "v1 deleted once")
+	require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName))
 }
 
 func TestFamilyPruneSnapshot(t *testing.T) {
@@ -463,26 +449,26 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		check: pruned,
 	}, {
 		name:  "lost after apply: the snapshot is gone, ours",
-		setup: scripted(twoVersions, verbDelete, snapName(1), lost),
+		setup: scripted(twoVersions, kubetest.Delete, snapName(1), kubetest.AppliedLost()),
 		want:  "completed",
 		trace: trace("result prune-snapshot v1 unknown/lost", "resolve prune-snapshot v1 ours"),
 		check: pruned,
 	}, {
 		name:  "lost before apply: still there, sent again",
-		setup: scripted(twoVersions, verbDelete, snapName(1), lostSend),
+		setup: scripted(twoVersions, kubetest.Delete, snapName(1), kubetest.LostBefore()),
 		want:  "completed",
 		trace: trace("result prune-snapshot v1 unknown/lost", "resolve prune-snapshot v1 not-applied/present",
 			"call prune-snapshot v1", "result prune-snapshot v1 applied"),
 		check: pruned,
 	}, {
 		name:  "404: someone deleted it first, absent is applied",
-		setup: scripted(twoVersions, verbDelete, snapName(1), hook(func(d *apiDouble) { d.remove(snapName(1)) })),
+		setup: scripted(twoVersions, kubetest.Delete, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) })),
 		want:  "completed",
 		trace: trace("result prune-snapshot v1 applied"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "4", "password", "v4")
 			require.Equal(t, []string{"v2", "v3"}, snapshotsOf(e, "uid-0001"))
-			require.Zero(t, e.api.writes[snapName(1)], "deleted by someone else, not by us")
+			require.Zero(t, e.api.Writes(kubetest.Secrets, snapName(1)), "deleted by someone else, not by us")
 		},
 	}, {
 		// Retention with an unsettled prune: a finalizer (someone else's
@@ -492,9 +478,9 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "409 from someone else's finalizer, then pending: prune-pending; resume from answered completes",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			e.api.on(verbDelete, snapName(1), hook(func(d *apiDouble) { d.edit(snapName(1), held) }))
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { edit(d, snapName(1), held) }))
 			e.first = e.run(cmd)
-			e.api.remove(snapName(1)) // the finalizer is released
+			e.api.Remove(kubetest.Secrets, snapName(1)) // the finalizer is released
 			return cmd
 		},
 		want: "completed",
@@ -512,7 +498,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
 			for range 3 {
-				e.api.on(verbDelete, snapName(1), ans(statusInvalid(snapName(1))))
+				e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1))))
 			}
 			return cmd
 		},
@@ -531,11 +517,11 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
 			live := e.live()
-			e.api.on(verbDelete, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, snapName(1), hook(func(d *apiDouble) {
-					d.seedLocked(lookalike(live, 1))
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+					d.SeedSecret(lookalike(live, 1))
 				}))
-			}})
+			}))
 			return cmd
 		},
 		want:  "completed",
@@ -550,7 +536,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 			e.history(3) // v1, v2, v3; live at 4
 			e.limit = 2
 			live := e.live()
-			e.api.remove(snapName(1))
+			e.api.Remove(kubetest.Secrets, snapName(1))
 			e.plant(live, 1)
 			return e.update(live.ResourceVersion, "password", "v5")
 		},
@@ -566,14 +552,14 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "a snapshot already terminating beyond the limit: prune-pending, nothing sent for it",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			e.api.edit(snapName(1), terminating)
+			edit(e.api.Server, snapName(1), terminating)
 			return cmd
 		},
 		want:  "uncertain:prune-pending",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "3", "password", "v3")
-			require.Zero(t, e.api.calls[verbDelete])
+			require.Zero(t, e.api.Calls(kubetest.Delete))
 		},
 	}})
 }
@@ -585,7 +571,7 @@ func purgeSetup(e *env) *Command {
 	e.history(2)
 	foreign := &corev1.Secret{ObjectMeta: objectMeta("not-history"), Type: corev1.SecretTypeOpaque}
 	foreign.Labels = map[string]string{LabelSourceUID: Hash("uid-0001"), LabelKind: KindHistory}
-	e.api.seed(foreign)
+	e.api.SeedSecret(foreign)
 	return e.delete(e.rv(), false)
 }
 
@@ -593,7 +579,7 @@ func purgeSetup(e *env) *Command {
 // gone, the look-alike left alone.
 func purged(t *testing.T, e *env, o outcome) {
 	t.Helper()
-	require.Equal(t, []string{"not-history"}, e.api.names())
+	require.Equal(t, []string{"not-history"}, e.api.Names(kubetest.Secrets))
 	require.Equal(t, "deleted", o.ending()["history"])
 }
 
@@ -614,20 +600,20 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		},
 	}, {
 		name:  "lost after apply: gone, ours",
-		setup: scripted(purgeSetup, verbDelete, snapName(1), lost),
+		setup: scripted(purgeSetup, kubetest.Delete, snapName(1), kubetest.AppliedLost()),
 		want:  "deleted",
 		trace: purge("result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 ours"),
 		check: purged,
 	}, {
 		name:  "lost before apply: still there, sent again",
-		setup: scripted(purgeSetup, verbDelete, snapName(1), lostSend),
+		setup: scripted(purgeSetup, kubetest.Delete, snapName(1), kubetest.LostBefore()),
 		want:  "deleted",
 		trace: purge("result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 applied"),
 		check: purged,
 	}, {
 		name:  "404: someone deleted it first",
-		setup: scripted(purgeSetup, verbDelete, snapName(1), hook(func(d *apiDouble) { d.remove(snapName(1)) })),
+		setup: scripted(purgeSetup, kubetest.Delete, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) })),
 		want:  "deleted",
 		trace: purge("result delete-snapshot v1 applied"),
 		check: purged,
@@ -635,8 +621,8 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "409 from someone else's finalizer, then pending: history-pending, the live Secret stays",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			e.api.on(verbDelete, snapName(1), hook(func(d *apiDouble) {
-				d.edit(snapName(1), held)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, snapName(1), held)
 			}))
 			return cmd
 		},
@@ -653,7 +639,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
 			for range 3 {
-				e.api.on(verbDelete, snapName(1), ans(statusInvalid(snapName(1))))
+				e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1))))
 			}
 			return cmd
 		},
@@ -670,8 +656,8 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "someone else's edit of the snapshot's metadata: theirs, refused",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			e.api.on(verbDelete, snapName(1), hook(func(d *apiDouble) {
-				d.edit(snapName(1), func(s *corev1.Secret) { s.Labels["extra"] = "x" })
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, snapName(1), func(s *corev1.Secret) { s.Labels["extra"] = "x" })
 			}))
 			return cmd
 		},
@@ -687,7 +673,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "a snapshot already being deleted: history-pending at once, the read journaled",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			e.api.edit(snapName(2), terminating)
+			edit(e.api.Server, snapName(2), terminating)
 			return cmd
 		},
 		want:  "uncertain:history-pending",
@@ -702,7 +688,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "only a snapshot already being deleted: history-pending before any call, the read journaled",
 		setup: func(e *env) *Command {
 			e.history(1)
-			e.api.edit(snapName(1), terminating)
+			edit(e.api.Server, snapName(1), terminating)
 			return e.delete(e.rv(), false)
 		},
 		want:  "uncertain:history-pending",
@@ -723,7 +709,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "kept", o.ending()["history"])
 			require.Equal(t, []string{"v1", "v2"}, snapshotsOf(e, "uid-0001"))
-			require.Zero(t, e.api.calls[verbList], "history is not even listed")
+			require.Zero(t, e.api.Calls(kubetest.List), "history is not even listed")
 			requireWrites(t, e, map[string]int{testName: 1})
 		},
 	}})
@@ -748,7 +734,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 	}, {
 		name: "finalizers hold it: pending",
 		setup: func(e *env) *Command {
-			e.api.seed(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
+			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
 			return e.delete(e.rv(), true)
 		},
 		want:  "pending",
@@ -759,13 +745,13 @@ func TestFamilyDeleteLive(t *testing.T) {
 		},
 	}, {
 		name:  "lost after apply: gone, ours",
-		setup: scripted(seed, verbDelete, testName, lost),
+		setup: scripted(seed, kubetest.Delete, testName, kubetest.AppliedLost()),
 		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live ours", "complete deleted"},
 		check: gone,
 	}, {
 		name:  "lost before apply: unchanged, sent again",
-		setup: scripted(seed, verbDelete, testName, lostSend),
+		setup: scripted(seed, kubetest.Delete, testName, kubetest.LostBefore()),
 		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live not-applied/resource-version-unchanged",
 			"call delete-live", "result delete-live applied", "complete deleted"},
@@ -774,8 +760,8 @@ func TestFamilyDeleteLive(t *testing.T) {
 		name: "409 from someone else's write: theirs",
 		setup: func(e *env) *Command {
 			cmd := seed(e)
-			e.api.on(verbDelete, testName, hook(func(d *apiDouble) {
-				d.edit(testName, func(s *corev1.Secret) { s.Data["a"] = []byte("theirs") })
+			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["a"] = []byte("theirs") })
 			}))
 			return cmd
 		},
@@ -787,7 +773,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 		},
 	}, {
 		name:  "404: someone deleted it first",
-		setup: scripted(seed, verbDelete, testName, hook(func(d *apiDouble) { d.remove(testName) })),
+		setup: scripted(seed, kubetest.Delete, testName, kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, testName) })),
 		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live applied", "complete deleted"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -796,7 +782,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 		},
 	}, {
 		name:  "422 is a refusal",
-		setup: scripted(seed, verbDelete, testName, ans(statusInvalid(testName))),
+		setup: scripted(seed, kubetest.Delete, testName, kubetest.Status(kubetest.Invalid("Secret", testName))),
 		want:  "refused:invalid",
 		trace: []string{"call delete-live", "result delete-live rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -807,11 +793,11 @@ func TestFamilyDeleteLive(t *testing.T) {
 		name: "recreated by someone else after our delete: deleted, the newcomer named",
 		setup: func(e *env) *Command {
 			cmd := seed(e)
-			e.api.on(verbDelete, testName, fault{kind: faultBefore, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, testName, hook(func(d *apiDouble) {
-					d.seedLocked(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("a", "new")})
+			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+					d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("a", "new")})
 				}))
-			}})
+			}))
 			return cmd
 		},
 		want:  "deleted",
@@ -824,9 +810,9 @@ func TestFamilyDeleteLive(t *testing.T) {
 		name: "resume from answered: the delete applied, the confirming read failed",
 		setup: func(e *env) *Command {
 			cmd := seed(e)
-			e.api.on(verbDelete, testName, fault{kind: faultBefore, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, testName, ans(statusServer()))
-			}})
+			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
+			}))
 			e.first = e.run(cmd)
 			return cmd
 		},
@@ -837,7 +823,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
 			require.Nil(t, e.live())
 			requireWrites(t, e, nil) // the rerun only confirms
-			require.Zero(t, e.api.calls[verbDelete])
+			require.Zero(t, e.api.Calls(kubetest.Delete))
 		},
 	}})
 }
@@ -848,7 +834,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 	trace := func(rest ...string) []string { return append(append([]string{}, archived...), rest...) }
 	runRows(t, []famRow{{
 		name:  "lost after apply: version 2 with exactly our data is ours",
-		setup: scripted(seedV1, verbUpdate, testName, lost),
+		setup: scripted(seedV1, kubetest.Update, testName, kubetest.AppliedLost()),
 		want:  "converged",
 		trace: trace("result replace-live unknown/lost", "resolve replace-live ours", "complete converged"),
 		check: func(t *testing.T, e *env, o outcome) {
@@ -857,21 +843,21 @@ func TestFamilyReplaceLive(t *testing.T) {
 		},
 	}, {
 		name:  "lost before apply: unchanged, the same compare-and-set sent again",
-		setup: scripted(seedV1, verbUpdate, testName, lostSend),
+		setup: scripted(seedV1, kubetest.Update, testName, kubetest.LostBefore()),
 		want:  "completed",
 		trace: trace("result replace-live unknown/lost", "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
 		check: updated,
 	}, {
 		name:  "409 with nothing changed: sent again",
-		setup: scripted(seedV1, verbUpdate, testName, ans(statusConflict(testName, "etcd says so"))),
+		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Status(kubetest.Conflict(kubetest.Secrets, testName))),
 		want:  "completed",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
 		check: updated,
 	}, {
 		name:  "500 with nothing changed: re-read, sent again",
-		setup: scripted(seedV1, verbUpdate, testName, ans(statusServer())),
+		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Status(kubetest.ServerError())),
 		want:  "completed",
 		trace: trace("result replace-live unknown/server-error", "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
@@ -899,8 +885,8 @@ func TestFamilyReplaceLive(t *testing.T) {
 		name: "409 from someone else's write: theirs, the archive stays",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, hook(func(d *apiDouble) {
-				d.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			}))
 			return cmd
 		},
@@ -914,8 +900,8 @@ func TestFamilyReplaceLive(t *testing.T) {
 		name: "someone else writes version 2 with other data: theirs",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, hook(func(d *apiDouble) {
-				d.edit(testName, func(s *corev1.Secret) {
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) {
 					s.Annotations[AnnotationVersion] = "2"
 					s.Data["password"] = []byte("theirs")
 				})
@@ -929,7 +915,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 		},
 	}, {
 		name:  "404: someone deleted it",
-		setup: scripted(seedV1, verbUpdate, testName, hook(func(d *apiDouble) { d.remove(testName) })),
+		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, testName) })),
 		want:  "refused:secret-absent",
 		trace: trace("result replace-live unknown/not-found", "resolve replace-live theirs/secret-absent", "refuse secret-absent"),
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -940,9 +926,9 @@ func TestFamilyReplaceLive(t *testing.T) {
 		name: "recreated under the same name: the UID precondition fails, uid-changed",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbUpdate, testName, hook(func(d *apiDouble) {
-				d.remove(testName)
-				d.seedLocked(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("password", "other")})
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				d.Remove(kubetest.Secrets, testName)
+				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("password", "other")})
 			}))
 			return cmd
 		},
@@ -954,7 +940,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 		},
 	}, {
 		name:  "422 is a refusal",
-		setup: scripted(seedV1, verbUpdate, testName, ans(statusInvalid(testName))),
+		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Status(kubetest.Invalid("Secret", testName))),
 		want:  "refused:invalid",
 		trace: trace("result replace-live rejected/invalid", "refuse invalid"),
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -964,16 +950,16 @@ func TestFamilyReplaceLive(t *testing.T) {
 		name: "the archive deleted by someone before the live write: archive-missing",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultBefore, hook: func(d *apiDouble) {
-				d.onLocked(verbList, "", hook(func(d *apiDouble) { d.remove(snapName(1)) }))
-			}})
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				d.On(kubetest.List, kubetest.Secrets, "", kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))
+			}))
 			return cmd
 		},
 		want:  "refused:archive-missing",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse archive-missing"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
-			require.Zero(t, e.api.calls[verbUpdate])
+			require.Zero(t, e.api.Calls(kubetest.Update))
 		},
 	}})
 }
@@ -1005,7 +991,7 @@ func TestFamilyRestore(t *testing.T) {
 		name: "lost after apply: ours",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.on(verbUpdate, testName, lost)
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.AppliedLost())
 			return e.restore(e.rv(), 1)
 		},
 		want: "converged",
@@ -1016,7 +1002,7 @@ func TestFamilyRestore(t *testing.T) {
 		name: "lost before apply: sent again with the target's data",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.on(verbUpdate, testName, lostSend)
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore())
 			return e.restore(e.rv(), 1)
 		},
 		want: "completed",
@@ -1027,7 +1013,7 @@ func TestFamilyRestore(t *testing.T) {
 		name: "the target deleted by someone before the resolution: theirs",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.on(verbUpdate, testName, fault{kind: faultLostBefore, hook: func(d *apiDouble) { d.remove(snapName(1)) }})
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))
 			return e.restore(e.rv(), 1)
 		},
 		want: "refused:version-absent",
@@ -1045,7 +1031,7 @@ func TestFamilyRestore(t *testing.T) {
 		want:  "refused:version-ahead",
 		trace: []string{"refuse version-ahead"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Zero(t, e.api.calls[verbList]+e.api.calls[verbCreate])
+			require.Zero(t, e.api.Calls(kubetest.List)+e.api.Calls(kubetest.Create))
 			requireWrites(t, e, nil)
 		},
 	}, {
@@ -1067,7 +1053,7 @@ func TestFamilyRestore(t *testing.T) {
 		want:  "refused:foreign-snapshot",
 		trace: []string{"refuse foreign-snapshot"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Zero(t, e.api.calls[verbGet+" "+SnapshotName("uid-0001", 3)], "its data is never read")
+			require.Zero(t, e.api.Count(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 3)), "its data is never read")
 			requireWrites(t, e, nil)
 		},
 	}, {
@@ -1083,7 +1069,7 @@ func TestFamilyRestore(t *testing.T) {
 		name: "a restore onto an immutable Secret holding the target's data: existing",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.edit(testName, func(s *corev1.Secret) {
+			edit(e.api.Server, testName, func(s *corev1.Secret) {
 				immutable := true
 				s.Immutable, s.Data = &immutable, data("password", "v1")
 			})
@@ -1102,7 +1088,7 @@ func TestFamilyGuards(t *testing.T) {
 		name: "counter-behind: keyledger's own history above the live counter",
 		setup: func(e *env) *Command {
 			e.history(2) // v1, v2; live at 3
-			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
 			return e.update(e.rv(), "password", "x")
 		},
 		want:  "refused:counter-behind",
@@ -1116,11 +1102,11 @@ func TestFamilyGuards(t *testing.T) {
 		setup: func(e *env) *Command {
 			e.seedLive("2", "password", "v2")
 			first := e.update(e.rv(), "password", "v3")
-			e.api.on(verbCreate, snapName(2), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, testName, ans(statusServer()))
-			}})
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(2), kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
+			}))
 			e.first = e.run(first) // snapshot v2 made, its answer lost: unsettled
-			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
 			return e.update(e.rv(), "password", "x")
 		},
 		want:  "refused:counter-behind",
@@ -1157,7 +1143,7 @@ func TestFamilyGuards(t *testing.T) {
 		name: "a service-account token is never versioned",
 		setup: func(e *env) *Command {
 			e.seedLive("1", "token", "t")
-			e.api.edit(testName, func(s *corev1.Secret) { s.Type = corev1.SecretTypeServiceAccountToken })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Type = corev1.SecretTypeServiceAccountToken })
 			return e.update(e.rv(), "token", "x")
 		},
 		want:  "refused:service-account-token",
@@ -1183,14 +1169,14 @@ func TestFamilyReplay(t *testing.T) {
 	replayed := func(t *testing.T, e *env, o outcome) {
 		t.Helper()
 		require.Equal(t, e.first.records, o.records, "a replay journals nothing")
-		require.Zero(t, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete], "nothing sent")
+		require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete), "nothing sent")
 		requireWrites(t, e, nil)
 	}
 	listed := func(n int) func(t *testing.T, e *env, o outcome) {
 		return func(t *testing.T, e *env, o outcome) {
 			t.Helper()
 			replayed(t, e, o)
-			require.Equal(t, n, e.api.calls[verbList], "lists")
+			require.Equal(t, n, e.api.Calls(kubetest.List), "lists")
 		}
 	}
 	runRows(t, []famRow{{
@@ -1211,7 +1197,7 @@ func TestFamilyReplay(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
 			e.first = e.run(cmd)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("later") })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("later") })
 			return cmd
 		},
 		want:  "replay:existing",
@@ -1243,10 +1229,10 @@ func TestFamilyReplay(t *testing.T) {
 // lostAndUnread scripts a lost answer to verb on name whose resolution's
 // first read of readName fails: the run ends uncertain (read-failed),
 // left resolving.
-func lostAndUnread(e *env, verb, name, readName string) {
-	e.api.on(verb, name, fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-		d.onLocked(verbGet, readName, ans(statusServer()))
-	}})
+func lostAndUnread(e *env, verb kubetest.Verb, name, readName string) {
+	e.api.On(verb, kubetest.Secrets, name, kubetest.AppliedLost().First(func(d *kubetest.Server) {
+		d.On(kubetest.Get, kubetest.Secrets, readName, kubetest.Status(kubetest.ServerError()))
+	}))
 }
 
 func TestFamilyDecisions(t *testing.T) {
@@ -1311,7 +1297,7 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "an immutable Secret is never updated",
 		setup: func(e *env) *Command {
 			e.seedLive("1", "a", "1")
-			e.api.edit(testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
 			return e.update(e.rv(), "a", "2")
 		},
 		want:  "refused:immutable",
@@ -1321,7 +1307,7 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "a restore onto an immutable Secret with other data: immutable",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
 			return e.restore(e.rv(), 1)
 		},
 		want:  "refused:immutable",
@@ -1343,7 +1329,7 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "a terminating Secret is never written",
 		setup: func(e *env) *Command {
 			e.seedLive("1", "a", "1")
-			e.api.edit(testName, terminating)
+			edit(e.api.Server, testName, terminating)
 			return e.update(e.rv(), "a", "2")
 		},
 		want:  "refused:terminating",
@@ -1351,7 +1337,7 @@ func TestFamilyDecisions(t *testing.T) {
 		check: none,
 	}, {
 		name:  "the history list fails before any call: unavailable, nothing journaled but the preparation",
-		setup: scripted(seedV1, verbList, "", ans(statusServer())),
+		setup: scripted(seedV1, kubetest.List, "", kubetest.Status(kubetest.ServerError())),
 		want:  "unavailable",
 		trace: []string{},
 		check: none,
@@ -1359,11 +1345,11 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "resume from answered after a recreate under the same name: uid-changed",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultBefore, hook: func(d *apiDouble) {
-				d.onLocked(verbList, "", ans(statusServer()))
-			}})
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				d.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
+			}))
 			e.first = e.run(cmd)
-			e.api.remove(testName)
+			e.api.Remove(kubetest.Secrets, testName)
 			e.seedLive("1", "password", "old")
 			return cmd
 		},
@@ -1380,11 +1366,11 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "the archive gets a finalizer before the live write: snapshot-finalizers",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultBefore, hook: func(d *apiDouble) {
-				d.onLocked(verbList, "", hook(func(d *apiDouble) {
-					d.edit(snapName(1), held)
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				d.On(kubetest.List, kubetest.Secrets, "", kubetest.Theirs(func(d *kubetest.Server) {
+					edit(d, snapName(1), held)
 				}))
-			}})
+			}))
 			return cmd
 		},
 		want:  "refused:snapshot-finalizers",
@@ -1394,11 +1380,11 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "the archive is being deleted before the live write: snapshot-terminating",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultBefore, hook: func(d *apiDouble) {
-				d.onLocked(verbList, "", hook(func(d *apiDouble) {
-					d.edit(snapName(1), terminating)
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				d.On(kubetest.List, kubetest.Secrets, "", kubetest.Theirs(func(d *kubetest.Server) {
+					edit(d, snapName(1), terminating)
 				}))
-			}})
+			}))
 			return cmd
 		},
 		want:  "refused:snapshot-terminating",
@@ -1447,17 +1433,17 @@ func TestFamilyDecisions(t *testing.T) {
 	}, {
 		name: "a mutating admission changes the created Secret: result-mismatch, theirs",
 		setup: func(e *env) *Command {
-			e.api.admit[testName] = func(s *corev1.Secret) { s.Data["injected"] = []byte("x") }
+			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return e.update("", "a", "1")
 		},
 		want:  "refused:already-exists",
 		trace: []string{"call create-live", "result create-live unknown/result-mismatch", "resolve create-live theirs/already-exists", "refuse already-exists"},
-		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.writes[testName]) },
+		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName)) },
 	}, {
 		name: "a mutating admission changes the snapshot: result-mismatch, source-conflict",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.admit[snapName(1)] = func(s *corev1.Secret) { s.Data["injected"] = []byte("x") }
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return cmd
 		},
 		want: "refused:source-conflict",
@@ -1468,13 +1454,13 @@ func TestFamilyDecisions(t *testing.T) {
 		name: "a mutating admission changes the live write: result-mismatch, theirs",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.admit[testName] = func(s *corev1.Secret) { s.Data["injected"] = []byte("x") }
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return cmd
 		},
 		want: "refused:changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/result-mismatch",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
-		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.writes[testName]) },
+		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName)) },
 	}})
 }
 
@@ -1484,7 +1470,7 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "the snapshot's re-read fails: undetermined",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			lostAndUnread(e, verbCreate, snapName(1), snapName(1))
+			lostAndUnread(e, kubetest.Create, snapName(1), snapName(1))
 			return cmd
 		},
 		want:  "uncertain:read-failed",
@@ -1494,9 +1480,9 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "the live Secret changed before the snapshot's resolution: changed-concurrently",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
-			}})
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			}))
 			return cmd
 		},
 		want: "refused:changed-concurrently",
@@ -1507,11 +1493,11 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "the occupant carries our nonce but other data: source-conflict",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, snapName(1), hook(func(d *apiDouble) {
-					d.edit(snapName(1), func(s *corev1.Secret) { s.Data["password"] = []byte("copied-nonce") })
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+					edit(d, snapName(1), func(s *corev1.Secret) { s.Data["password"] = []byte("copied-nonce") })
 				}))
-			}})
+			}))
 			return cmd
 		},
 		want: "refused:source-conflict",
@@ -1522,11 +1508,11 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "our occupant is being deleted: snapshot-terminating",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, snapName(1), hook(func(d *apiDouble) {
-					d.edit(snapName(1), terminating)
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+					edit(d, snapName(1), terminating)
 				}))
-			}})
+			}))
 			return cmd
 		},
 		want: "refused:snapshot-terminating",
@@ -1537,11 +1523,11 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "our occupant holds a finalizer: snapshot-finalizers",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, snapName(1), hook(func(d *apiDouble) {
-					d.edit(snapName(1), held)
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+					edit(d, snapName(1), held)
 				}))
-			}})
+			}))
 			return cmd
 		},
 		want: "refused:snapshot-finalizers",
@@ -1552,7 +1538,7 @@ func TestFamilyResolutions(t *testing.T) {
 		// Our live write landed, but the archive it stood on is gone: it
 		// cannot be proven ours, so it is reported as someone else's.
 		name:  "the live write landed but its archive vanished before the re-read: changed-concurrently",
-		setup: scripted(seedV1, verbUpdate, testName, fault{kind: faultAppliedLost, hook: func(d *apiDouble) { d.remove(snapName(1)) }}),
+		setup: scripted(seedV1, kubetest.Update, testName, kubetest.AppliedLost().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) })),
 		want:  "refused:changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
@@ -1561,7 +1547,7 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "the archive's re-read fails while resolving the live write: undetermined",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			lostAndUnread(e, verbUpdate, testName, snapName(1))
+			lostAndUnread(e, kubetest.Update, testName, snapName(1))
 			return cmd
 		},
 		want: "uncertain:read-failed",
@@ -1573,10 +1559,10 @@ func TestFamilyResolutions(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
 			live := e.live()
-			e.api.on(verbUpdate, testName, fault{kind: faultAppliedLost, hook: func(d *apiDouble) {
-				d.remove(snapName(1))
-				d.seedLocked(lookalike(live, 1))
-			}})
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.AppliedLost().First(func(d *kubetest.Server) {
+				d.Remove(kubetest.Secrets, snapName(1))
+				d.SeedSecret(lookalike(live, 1))
+			}))
 			return cmd
 		},
 		want: "refused:changed-concurrently",
@@ -1587,7 +1573,7 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "the live delete's re-read fails: undetermined",
 		setup: func(e *env) *Command {
 			e.seedLive("1", "a", "1")
-			lostAndUnread(e, verbDelete, testName, testName)
+			lostAndUnread(e, kubetest.Delete, testName, testName)
 			return e.delete(e.rv(), true)
 		},
 		want:  "uncertain:read-failed",
@@ -1596,8 +1582,8 @@ func TestFamilyResolutions(t *testing.T) {
 	}, {
 		name: "the live delete lost, finalizers hold it: ours pending, then pending",
 		setup: func(e *env) *Command {
-			e.api.seed(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
-			e.api.on(verbDelete, testName, lost)
+			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
+			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.AppliedLost())
 			return e.delete(e.rv(), true)
 		},
 		want:  "pending",
@@ -1609,9 +1595,9 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "the delete answered, yet the same object is there unchanged: result-mismatch",
 		setup: func(e *env) *Command {
 			live := e.seedLive("1", "a", "1")
-			e.api.on(verbDelete, testName, fault{kind: faultBefore, hook: func(d *apiDouble) {
-				d.onLocked(verbGet, testName, hook(func(d *apiDouble) { d.objs[testName] = live.DeepCopy() }))
-			}})
+			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
+				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) { d.Put(kubetest.Secrets, live) }))
+			}))
 			return e.delete(e.rv(), true)
 		},
 		want:  "refused:result-mismatch",
@@ -1621,7 +1607,7 @@ func TestFamilyResolutions(t *testing.T) {
 		name: "a snapshot delete's re-read fails: undetermined",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			lostAndUnread(e, verbDelete, snapName(1), snapName(1))
+			lostAndUnread(e, kubetest.Delete, snapName(1), snapName(1))
 			return cmd
 		},
 		want:  "uncertain:read-failed",
@@ -1637,7 +1623,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target is being deleted: snapshot-invalid",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.edit(snapName(1), terminating)
+			edit(e.api.Server, snapName(1), terminating)
 			return e.restore(e.rv(), 1)
 		},
 		want:  "refused:snapshot-invalid",
@@ -1647,7 +1633,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target was taken from another type of Secret: snapshot-invalid",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Type = "example.com/other" })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Type = "example.com/other" })
 			return e.restore(e.rv(), 1)
 		},
 		want:  "refused:snapshot-invalid",
@@ -1657,7 +1643,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target deleted between the list and its read: version-absent",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.on(verbGet, snapName(1), hook(func(d *apiDouble) { d.remove(snapName(1)) }))
+			e.api.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))
 			return e.restore(e.rv(), 1)
 		},
 		want:  "refused:version-absent",
@@ -1667,8 +1653,8 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target's metadata edited between the list and its read: snapshot-invalid",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.on(verbGet, snapName(1), hook(func(d *apiDouble) {
-				d.edit(snapName(1), func(s *corev1.Secret) { s.Annotations["extra"] = "x" })
+			e.api.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, snapName(1), func(s *corev1.Secret) { s.Annotations["extra"] = "x" })
 			}))
 			return e.restore(e.rv(), 1)
 		},
@@ -1679,7 +1665,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target's read fails: unavailable, nothing sent",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.on(verbGet, snapName(1), ans(statusServer()))
+			e.api.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.ServerError()))
 			return e.restore(e.rv(), 1)
 		},
 		want:  "unavailable",
@@ -1691,7 +1677,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			restoreSetup(e)
 			cmd := e.restore(e.rv(), 1)
 			require.Equal(t, "completed", e.run(cmd).word())
-			e.api.remove(snapName(1))
+			e.api.Remove(kubetest.Secrets, snapName(1))
 			return e.restore(cmd.ExpectedResourceVersion, 1)
 		},
 		want:  "refused:stale-resource-version",
@@ -1734,12 +1720,12 @@ func TestFamilyJournalReadFails(t *testing.T) {
 	require.Equal(t, "postgresql", unavailable.Dependency)
 
 	// Resolving a create-snapshot needs the journal's proof too.
-	e.api.seed(snapshotOf(e.live(), 1, time.Now(), "x/y"))
+	e.api.SeedSecret(snapshotOf(e.live(), 1, time.Now(), "x/y"))
 	v, err := f.Resolve(context.Background(), run, store.Record{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot,
 		Target: "secret/" + snapName(1), UID: "uid-0001", ResourceVersion: e.rv()})
 	require.NoError(t, err)
 	require.Equal(t, workflow.Undetermined, v.Kind)
-	require.Zero(t, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete])
+	require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete))
 }
 
 func TestFamilyResolveUnknownStep(t *testing.T) {
@@ -1768,25 +1754,14 @@ func TestFamilyReadsPerDecision(t *testing.T) {
 	require.Equal(t, "completed", e.run(cmd).word())
 	// precheck GET; decision 1 (archive): GET, LIST; decision 2 (write):
 	// GET, LIST.
-	require.Equal(t, map[string]int{verbGet: 3, verbList: 2, verbCreate: 1, verbUpdate: 1}, verbCounts(e.api))
+	require.Equal(t, map[kubetest.Verb]int{kubetest.Get: 3, kubetest.List: 2, kubetest.Create: 1, kubetest.Update: 1}, e.api.VerbCounts())
 
 	e = newEnv(t)
 	cmd = twoVersions(e)
-	e.api.calls = map[string]int{}
+	e.api.ResetCounts()
 	require.Equal(t, "completed", e.run(cmd).word())
 	// precheck GET; archive: GET, LIST; prune: GET, LIST; write: GET, LIST.
-	require.Equal(t, map[string]int{verbGet: 4, verbList: 3, verbCreate: 1, verbDelete: 1, verbUpdate: 1}, verbCounts(e.api))
-}
-
-// verbCounts is the double's call counts per verb (not per name).
-func verbCounts(d *apiDouble) map[string]int {
-	out := map[string]int{}
-	for k, v := range d.calls {
-		if !strings.Contains(k, " ") {
-			out[k] = v
-		}
-	}
-	return out
+	require.Equal(t, map[kubetest.Verb]int{kubetest.Get: 4, kubetest.List: 3, kubetest.Create: 1, kubetest.Delete: 1, kubetest.Update: 1}, e.api.VerbCounts())
 }
 
 // TestPlanBuildsTheRealAdapter: Plan wires the family to kube's adapter,
@@ -1838,27 +1813,27 @@ func TestFamilyDryRun(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		cmd := twoVersions(e)
-		e.api.writes, e.api.calls = map[string]int{}, map[string]int{}
+		e.api.ResetCounts()
 		r, err := e.dryRun(cmd)
 		require.NoError(t, err)
 		require.Empty(t, r.Stopped)
 		require.Equal(t, workflow.OutcomeCompleted, r.Outcome)
 		require.Equal(t, []string{"call create-snapshot v3", "call prune-snapshot v1", "call replace-live"}, steps(r))
-		require.Zero(t, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete])
+		require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete))
 		requireWrites(t, e, nil)
 	})
 	t.Run("a delete without history lists every snapshot delete and the live delete", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		cmd := purgeSetup(e)
-		e.api.writes, e.api.calls = map[string]int{}, map[string]int{}
+		e.api.ResetCounts()
 		r, err := e.dryRun(cmd)
 		require.NoError(t, err)
 		require.Empty(t, r.Stopped)
 		require.Equal(t, OutcomeDeleted, r.Outcome)
 		require.Equal(t, []string{"call delete-snapshot v1", "call delete-snapshot v2", "call delete-live"}, steps(r))
 		require.Equal(t, "deleted", r.Summary["history"])
-		require.Zero(t, e.api.calls[verbDelete])
+		require.Zero(t, e.api.Calls(kubetest.Delete))
 		requireWrites(t, e, nil)
 	})
 	t.Run("a delete keeping history: the planned delete counts as done", func(t *testing.T) {

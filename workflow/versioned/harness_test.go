@@ -28,7 +28,7 @@ const (
 // command run in it, and the retention limit.
 type env struct {
 	t     *testing.T
-	api   *apiDouble
+	api   secretsAPI
 	j     *workflowtest.Journal
 	limit int
 	seq   int
@@ -43,7 +43,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{t: t, api: newAPIDouble(testNamespace, testName), j: workflowtest.NewJournal(), limit: DefaultHistoryLimit}
+	return &env{t: t, api: newSecretsAPI(testNamespace, testName), j: workflowtest.NewJournal(), limit: DefaultHistoryLimit}
 }
 
 // seedLive stores the live Secret (someone else's create) with version
@@ -54,7 +54,7 @@ func (e *env) seedLive(version string, kv ...string) *corev1.Secret {
 	if version != "" {
 		s.Annotations[AnnotationVersion] = version
 	}
-	return e.api.seed(s)
+	return e.api.SeedSecret(s)
 }
 
 func data(kv ...string) map[string][]byte {
@@ -92,7 +92,7 @@ func (e *env) delete(rv string, keepHistory bool) *Command {
 }
 
 // live returns the stored live Secret (nil when absent).
-func (e *env) live() *corev1.Secret { return e.api.obj(testName) }
+func (e *env) live() *corev1.Secret { return e.api.Secret(testName) }
 
 // rv is the live Secret's resourceVersion now.
 func (e *env) rv() string {
@@ -103,7 +103,7 @@ func (e *env) rv() string {
 }
 
 // snap returns the stored snapshot of version n of the live UID uid.
-func (e *env) snap(uid types.UID, n int64) *corev1.Secret { return e.api.obj(SnapshotName(uid, n)) }
+func (e *env) snap(uid types.UID, n int64) *corev1.Secret { return e.api.Secret(SnapshotName(uid, n)) }
 
 // history runs n updates through the family on a live Secret seeded at
 // version 1: genuine snapshots v1..vn (journaled), live at version n+1.
@@ -121,7 +121,7 @@ func (e *env) history(n int) *corev1.Secret {
 // name, labels and annotations keyledger would write, and a nonce no
 // journal holds. Nothing proves it keyledger's.
 func (e *env) plant(live *corev1.Secret, n int64) *corev1.Secret {
-	return e.api.seed(lookalike(live, n))
+	return e.api.SeedSecret(lookalike(live, n))
 }
 
 // outcome is how one run ended and what it journaled.

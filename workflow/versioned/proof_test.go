@@ -9,16 +9,17 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // lostAfterArchiveChange scripts the live write (update) to be lost before
 // it reaches the server, after change ran on the archive of version n:
 // the resolution finds the live Secret unchanged, and must check the
 // archive again before sending the write again.
-func lostAfterArchiveChange(setup func(e *env) *Command, n int64, change func(d *apiDouble, name string)) func(e *env) *Command {
+func lostAfterArchiveChange(setup func(e *env) *Command, n int64, change func(d *kubetest.Server, name string)) func(e *env) *Command {
 	return func(e *env) *Command {
 		cmd := setup(e)
-		e.api.on(verbUpdate, testName, fault{kind: faultLostBefore, hook: func(d *apiDouble) { change(d, snapName(n)) }})
+		e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) { change(d, snapName(n)) }))
 		return cmd
 	}
 }
@@ -28,9 +29,9 @@ func lostAfterArchiveChange(setup func(e *env) *Command, n int64, change func(d 
 // the decision checked is still there, keyledger's and final.
 func TestFamilyRecheckBeforeResend(t *testing.T) {
 	t.Parallel()
-	removed := func(d *apiDouble, name string) { d.remove(name) }
-	deleting := func(d *apiDouble, name string) { d.edit(name, terminating) }
-	finalized := func(d *apiDouble, name string) { d.edit(name, held) }
+	removed := func(d *kubetest.Server, name string) { d.Remove(kubetest.Secrets, name) }
+	deleting := func(d *kubetest.Server, name string) { edit(d, name, terminating) }
+	finalized := func(d *kubetest.Server, name string) { edit(d, name, held) }
 	archived := []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost"}
 	trace := func(reason string) []string {
 		return append(append([]string{}, archived...), "resolve replace-live theirs/"+reason, "refuse "+reason)
@@ -38,7 +39,7 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 	notResent := func(t *testing.T, e *env, o outcome) {
 		t.Helper()
 		requireLive(t, e, "1", "password", "old")
-		require.Equal(t, 1, e.api.calls[verbUpdate], "the live write is not sent again")
+		require.Equal(t, 1, e.api.Calls(kubetest.Update), "the live write is not sent again")
 		require.NotEqual(t, "converged", o.word())
 	}
 	restoreArchive := func(e *env) *Command {
@@ -61,15 +62,18 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 		want:  "refused:snapshot-finalizers", trace: trace(ReasonSnapshotFinalizers),
 		check: notResent,
 	}, {
-		name:  "update: the archive replaced by a look-alike since: archive-missing",
-		setup: lostAfterArchiveChange(seedV1, 1, func(d *apiDouble, name string) { d.remove(name); d.seedLocked(lookalike(d.objs[testName], 1)) }),
-		want:  "refused:archive-missing", trace: trace(ReasonArchiveMissing),
+		name: "update: the archive replaced by a look-alike since: archive-missing",
+		setup: lostAfterArchiveChange(seedV1, 1, func(d *kubetest.Server, name string) {
+			d.Remove(kubetest.Secrets, name)
+			d.SeedSecret(lookalike(d.Secret(testName), 1))
+		}),
+		want: "refused:archive-missing", trace: trace(ReasonArchiveMissing),
 		check: notResent,
 	}, {
 		name: "restore: the archive of the live state deleted since: archive-missing",
 		setup: func(e *env) *Command {
 			cmd := restoreArchive(e)
-			e.api.on(verbUpdate, testName, fault{kind: faultLostBefore, hook: func(d *apiDouble) { d.remove(snapName(3)) }})
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(3)) }))
 			return cmd
 		},
 		want: "refused:archive-missing",
@@ -77,7 +81,7 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			"resolve replace-live theirs/archive-missing", "refuse archive-missing"},
 		check: func(t *testing.T, e *env, o outcome) {
 			requireLive(t, e, "3", "password", "v3")
-			require.Equal(t, 1, e.api.calls[verbUpdate], "the restore is not sent again")
+			require.Equal(t, 1, e.api.Calls(kubetest.Update), "the restore is not sent again")
 		},
 	}, {
 		name: "interrupted in calling, the archive deleted before the rerun: archive-missing, never sent",
@@ -85,13 +89,13 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			cmd := seedV1(e)
 			// The process dies after the call record, before the send
 			// (KEYLEDGER_FAILPOINT=after-call): the answer never journaled.
-			e.api.on(verbUpdate, testName, lostSend)
+			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore())
 			e.failMove = func(p store.TransitionParams) bool {
 				return p.From == store.StateCalling && len(p.Records) > 0 && p.Records[0].Step == StepReplaceLive
 			}
 			e.first = e.run(cmd)
 			e.failMove = nil
-			e.api.remove(snapName(1))
+			e.api.Remove(kubetest.Secrets, snapName(1))
 			return cmd
 		},
 		want: "refused:archive-missing",
@@ -100,19 +104,19 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
 			requireLive(t, e, "1", "password", "old")
-			require.Zero(t, e.api.calls[verbUpdate], "the rerun sends nothing")
+			require.Zero(t, e.api.Calls(kubetest.Update), "the rerun sends nothing")
 		},
 	}, {
 		name: "interrupted in calling, rerun with a lower limit while the oldest snapshot is being deleted: prune-pending, not sent",
 		setup: func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
 			e.limit = 1
-			e.api.edit(snapName(1), terminating)
+			edit(e.api.Server, snapName(1), terminating)
 			return cmd
 		},
 		want: "uncertain:prune-pending",
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Zero(t, e.api.calls[verbUpdate], "not sent again while a prune is pending")
+			require.Zero(t, e.api.Calls(kubetest.Update), "not sent again while a prune is pending")
 			require.Equal(t, store.StateResolving, o.res.Run.Op.State, "a rerun checks again")
 		},
 	}, {
@@ -125,22 +129,22 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 		want: "completed",
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "3", "password", "v3")
-			require.Equal(t, 1, e.api.calls[verbUpdate])
+			require.Equal(t, 1, e.api.Calls(kubetest.Update))
 		},
 	}, {
 		name: "interrupted in calling, the history unreadable on the rerun: uncertain, not sent",
 		setup: func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
-			e.api.on(verbList, "", ans(statusServer()))
+			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
 		want: "uncertain:read-failed",
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Zero(t, e.api.calls[verbUpdate])
+			require.Zero(t, e.api.Calls(kubetest.Update))
 		},
 	}, {
 		name:  "update: the archive still there: sent again",
-		setup: lostAfterArchiveChange(seedV1, 1, func(*apiDouble, string) {}),
+		setup: lostAfterArchiveChange(seedV1, 1, func(*kubetest.Server, string) {}),
 		want:  "completed",
 		trace: append(append([]string{}, archived...), "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
@@ -155,7 +159,7 @@ func interruptedSecondUpdate(e *env) *Command {
 	e.t.Helper()
 	e.history(1)
 	cmd := e.update(e.rv(), "password", "v3")
-	e.api.on(verbUpdate, testName, lostSend)
+	e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore())
 	e.failMove = func(p store.TransitionParams) bool {
 		return p.From == store.StateCalling && len(p.Records) > 0 && p.Records[0].Step == StepReplaceLive
 	}
@@ -173,9 +177,9 @@ func TestFamilyRecheckSlotsBeforeResend(t *testing.T) {
 		name: "a look-alike planted above the counter while the create was lost: slot-occupied",
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
-			e.api.on(verbCreate, snapName(1), fault{kind: faultLostBefore, hook: func(d *apiDouble) {
-				d.seedLocked(lookalike(d.objs[testName], 2))
-			}})
+			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.LostBefore().First(func(d *kubetest.Server) {
+				d.SeedSecret(lookalike(d.Secret(testName), 2))
+			}))
 			return cmd
 		},
 		want: "refused:slot-occupied",
@@ -183,7 +187,7 @@ func TestFamilyRecheckSlotsBeforeResend(t *testing.T) {
 			"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
-			require.Equal(t, 1, e.api.calls[verbCreate], "not sent again")
+			require.Equal(t, 1, e.api.Calls(kubetest.Create), "not sent again")
 		},
 	}})
 }
@@ -199,14 +203,14 @@ func TestFamilyStaleWithPlantedPredecessor(t *testing.T) {
 			live := e.seedLive("2", "password", "new")
 			before := live.DeepCopy()
 			before.ResourceVersion, before.Data = "rv-before", data("password", "old")
-			e.api.seed(lookalike(before, 1))
+			e.api.SeedSecret(lookalike(before, 1))
 			return e.update("rv-before", "password", "new")
 		},
 		want:  "refused:stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireWrites(t, e, nil)
-			require.Zero(t, e.api.calls[verbGet+" "+snapName(1)], "an unproven snapshot is never read")
+			require.Zero(t, e.api.Count(kubetest.Get, kubetest.Secrets, snapName(1)), "an unproven snapshot is never read")
 		},
 	}, {
 		name: "keyledger's own predecessor: existing",
@@ -230,8 +234,8 @@ func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
 		name: "the live Secret changed after the purge: changed-concurrently, purgedVersions 1 and 2",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			e.api.on(verbDelete, snapName(2), hook(func(d *apiDouble) {
-				d.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(2), kubetest.Theirs(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			}))
 			return cmd
 		},
@@ -245,7 +249,7 @@ func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
 		name: "the live delete rejected (422) after the purge: purgedVersions in the refusal",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			e.api.on(verbDelete, testName, ans(statusInvalid(testName)))
+			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Status(kubetest.Invalid("Secret", testName)))
 			return cmd
 		},
 		want: "refused:invalid",
@@ -257,9 +261,9 @@ func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
 		name: "the live Secret changed while the live delete was lost: the resolution's refusal names them too",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			e.api.on(verbDelete, testName, fault{kind: faultLostBefore, hook: func(d *apiDouble) {
-				d.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
-			}})
+			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			}))
 			return cmd
 		},
 		want: "refused:changed-concurrently",

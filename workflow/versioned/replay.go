@@ -164,7 +164,7 @@ func (f *family) confirmArchive(ctx context.Context, run *workflow.Run, live *co
 // in place again. The run holds no call, so the decision is the first
 // decision's, and it only reads.
 func (f *family) confirmInPlace(ctx context.Context, run *workflow.Run, live *corev1.Secret) (*workflow.Contradiction, error) {
-	d, err := f.reads(run).decide(ctx, live)
+	d, err := (&write{reads: f.reads(run), live: live, read: true}).decide(ctx)
 	switch {
 	case err != nil:
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // forge journals, as anyone who can write the journal could, a completed
@@ -68,7 +69,7 @@ func genuine(e *env, cmd *Command) *Command {
 // journaled ending not reported.
 func contradicted(t *testing.T, e *env, o outcome, before []string) {
 	t.Helper()
-	require.Zero(t, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete], "only reads are sent")
+	require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete), "only reads are sent")
 	requireWrites(t, e, nil)
 	require.Equal(t, before, o.trace(), "nothing is appended to the final operation")
 	require.True(t, o.res.Replayed)
@@ -88,7 +89,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 	afterGenuine := func(t *testing.T, e *env, o outcome) { contradicted(t, e, o, e.first.trace()) }
 	existing := func(t *testing.T, e *env, o outcome) {
 		t.Helper()
-		require.Zero(t, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete])
+		require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete))
 		requireWrites(t, e, nil)
 		require.Equal(t, e.first.records, o.records, "a replay journals nothing")
 	}
@@ -113,7 +114,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a forged completion, someone else's write since (counter unchanged): replay-version-behind",
 		setup: func(e *env) *Command {
 			cmd := forgeUpdate(e)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			return cmd
 		},
 		want: "refused:" + ReasonReplayVersionBehind, trace: forgedTrace, check: forged,
@@ -121,7 +122,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a forged completion, the counter raised by hand, no archive: replay-snapshot-missing",
 		setup: func(e *env) *Command {
 			cmd := forgeUpdate(e)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
 		},
 		want: "refused:" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
@@ -131,7 +132,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			cmd := forgeUpdate(e)
 			live := e.live()
 			e.plant(live, 1)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
 		},
 		want: "refused:" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
@@ -153,7 +154,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine update whose archive was deleted since: replay-snapshot-missing",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
-			e.api.remove(SnapshotName("uid-0001", 1))
+			e.api.Remove(kubetest.Secrets, SnapshotName("uid-0001", 1))
 			return cmd
 		},
 		want: "refused:" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
@@ -162,8 +163,8 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			archive := e.snap("uid-0001", 1)
-			e.api.remove(archive.Name)
-			e.api.seed(archive) // same name and bytes, another UID
+			e.api.Remove(kubetest.Secrets, archive.Name)
+			e.api.SeedSecret(archive) // same name and bytes, another UID
 			return cmd
 		},
 		want: "refused:" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
@@ -171,7 +172,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine update whose archive's metadata was edited: replay-snapshot-invalid",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
-			e.api.edit(SnapshotName("uid-0001", 1), func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "7" })
+			edit(e.api.Server, SnapshotName("uid-0001", 1), func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "7" })
 			return cmd
 		},
 		want: "refused:" + ReasonReplaySnapshotInvalid, trace: traceUpdate, check: afterGenuine,
@@ -179,7 +180,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine update, the live Secret deleted since: replay-secret-absent",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
-			e.api.remove(testName)
+			e.api.Remove(kubetest.Secrets, testName)
 			return cmd
 		},
 		want: "refused:" + ReasonReplaySecretAbsent, trace: traceUpdate, check: afterGenuine,
@@ -187,7 +188,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine update, the live Secret re-created since: replay-uid-changed",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
-			e.api.remove(testName)
+			e.api.Remove(kubetest.Secrets, testName)
 			e.seedLive("2", "password", "new")
 			return cmd
 		},
@@ -196,8 +197,8 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine update, the live read fails: unavailable, never existing",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
-			e.api.on(verbGet, testName, fault{}) // the precheck's read
-			e.api.on(verbGet, testName, ans(statusServer()))
+			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Pass()) // the precheck's read
+			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
 		want: "unavailable", trace: traceUpdate, check: afterGenuine,
@@ -272,7 +273,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
 			live := e.live()
-			e.api.remove(testName)
+			e.api.Remove(kubetest.Secrets, testName)
 			e.forge(cmd, forgedDelete(live)...)
 			return cmd
 		},
@@ -295,7 +296,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine create, the live Secret deleted since: replay-secret-absent",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, e.update("", "password", "v1"))
-			e.api.remove(testName)
+			e.api.Remove(kubetest.Secrets, testName)
 			return cmd
 		},
 		want: "refused:" + ReasonReplaySecretAbsent, trace: []string{"call create-live", "result create-live applied", "complete completed"},
@@ -304,7 +305,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine create, the live Secret re-created since: replay-uid-changed",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, e.update("", "password", "v1"))
-			e.api.remove(testName)
+			e.api.Remove(kubetest.Secrets, testName)
 			e.seedLive("1", "password", "v1")
 			return cmd
 		},
@@ -327,20 +328,20 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := seedV1(e)
 			e.forge(cmd, forgedUpdate(e.live(), 1)[2:]...)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
 		},
 		want:  "refused:" + ReasonReplaySnapshotMissing,
 		trace: []string{"call replace-live", "result replace-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call replace-live", "result replace-live applied", "complete completed"})
-			require.Zero(t, e.api.calls[verbGet+" "+SnapshotName("uid-0001", 1)], "no journaled archive: nothing to read")
+			require.Zero(t, e.api.Count(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 1)), "no journaled archive: nothing to read")
 		},
 	}, {
 		name: "a genuine update, the counter made malformed since: replay-version-malformed",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
-			e.api.edit(testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "07" })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "07" })
 			return cmd
 		},
 		want: "refused:" + workflow.ReplayPrefix + ReasonVersionMalformed, trace: traceUpdate, check: afterGenuine,
@@ -348,7 +349,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine update, the archive's read fails: unavailable",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
-			e.api.on(verbGet, SnapshotName("uid-0001", 1), ans(statusServer()))
+			e.api.On(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 1), kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
 		want: "unavailable", trace: traceUpdate, check: afterGenuine,
@@ -358,7 +359,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			cmd := seedV1(e)
 			require.NoError(e.t, e.run(cmd).err)
 			again := genuine(e, e.update(cmd.ExpectedResourceVersion, "password", "new"))
-			e.api.edit(testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			return again
 		},
 		want: "refused:" + workflow.ReplayPrefix + ReasonStale, trace: []string{"complete existing"}, check: afterGenuine,
@@ -366,12 +367,12 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine existing restore (immutable, the target's data), the list fails: unavailable",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			e.api.edit(testName, func(s *corev1.Secret) {
+			edit(e.api.Server, testName, func(s *corev1.Secret) {
 				immutable := true
 				s.Immutable, s.Data = &immutable, data("password", "v1")
 			})
 			cmd := genuine(e, e.restore(e.rv(), 1))
-			e.api.on(verbList, "", ans(statusServer()))
+			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
 		want: "unavailable", trace: []string{"complete existing"}, check: afterGenuine,
@@ -390,7 +391,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.seedLive("1", "password", "v1")
 			cmd := e.delete(e.rv(), true)
 			e.forge(cmd, forgedDelete(e.live())...)
-			e.api.edit(testName, func(s *corev1.Secret) { s.Labels = map[string]string{"touched": "yes"} })
+			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Labels = map[string]string{"touched": "yes"} })
 			return cmd
 		},
 		want:  "refused:" + ReasonReplayLivePresent,
@@ -402,7 +403,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine delete, the live read fails: unavailable",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, purgeSetup(e))
-			e.api.on(verbGet, testName, ans(statusServer()))
+			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
 		want: "unavailable", check: afterGenuine,
@@ -410,7 +411,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		name: "a genuine delete without history, the list fails: unavailable",
 		setup: func(e *env) *Command {
 			cmd := genuine(e, purgeSetup(e))
-			e.api.on(verbList, "", ans(statusServer()))
+			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
 		want: "unavailable", check: afterGenuine,
@@ -424,7 +425,7 @@ func TestFamilyDryRunOfAForgedCompletion(t *testing.T) {
 	e := newEnv(t)
 	cmd := seedV1(e)
 	e.forge(cmd, forgedUpdate(e.live(), 1)...)
-	e.api.writes, e.api.calls = map[string]int{}, map[string]int{}
+	e.api.ResetCounts()
 	txs := e.j.Transactions()
 	r, err := e.dryRun(cmd)
 	require.NoError(t, err)
@@ -432,6 +433,6 @@ func TestFamilyDryRunOfAForgedCompletion(t *testing.T) {
 	require.Equal(t, workflow.OutcomeRefused, r.Outcome)
 	require.Equal(t, ReasonReplayLiveUnchanged, r.Reason)
 	require.Equal(t, txs, e.j.Transactions(), "nothing journaled")
-	require.Zero(t, e.api.calls[verbCreate]+e.api.calls[verbUpdate]+e.api.calls[verbDelete])
+	require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete))
 	requireWrites(t, e, nil)
 }

@@ -1,0 +1,403 @@
+package versioned
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/command"
+)
+
+// step is one phase of a versioned write's decision, named with the
+// journal's word for what it reads or writes. It returns a decision when
+// something is left to do (a call, a refusal, a completion, an end), or nil
+// when its part is done and the next step decides. Steps run in the order
+// of their list; each reads what the steps before it found from w.
+type step func(ctx context.Context, w *write) (*workflow.Decision, error)
+
+// The steps of each kind of versioned write, in order. Every write is one
+// engine call whose target is "secret/<name>"; a decision runs the list
+// from the top and returns the first step's decision, so a write already
+// made (the journal settled it) is passed over and the next one decided.
+var (
+	// createSteps: an update with expectedResourceVersion "" creates the
+	// Secret at version 1, or finds it created.
+	createSteps = []step{
+		readLive,    // GET the live Secret (read-live)
+		createLive,  // absent: create it at version 1 (create-live)
+		bindLive,    // the UID this operation first observed, or uid-changed
+		createdLive, // present: exactly what the create writes (existing), or already-exists
+	}
+	// updateSteps: archive version N, prune beyond the limit, write N+1.
+	updateSteps = []step{
+		readLive,       // GET the live Secret (read-live)
+		needLive,       // absent: secret-absent
+		bindLive,       // the UID this operation first observed, or uid-changed
+		expectLive,     // at expectedResourceVersion, or already this command's result (existing), or stale
+		writableLive,   // not terminating, not a service-account token
+		readCounter,    // the live version counter N (keyledger.dev/version)
+		checkUpdate,    // not immutable, every removed key present
+		checkSlots,     // list the history: the slots from N up hold nothing keyledger did not make
+		createSnapshot, // archive the live state at version N (create-snapshot)
+		checkArchive,   // that archive is there, keyledger's, not terminating, without finalizers
+		pruneSnapshot,  // delete the oldest snapshots beyond the limit, one at a time (prune-snapshot)
+		replaceLive,    // write version N+1 with UID and resourceVersion preconditions (replace-live)
+	}
+	// restoreSteps: as an update, writing a genuine snapshot's data.
+	restoreSteps = []step{
+		readLive,
+		needLive,
+		bindLive,
+		expectLive,
+		writableLive,
+		readCounter,
+		readTarget, // the target version: below N, genuine, readable, within the size limit
+		checkSlots,
+		createSnapshot,
+		checkArchive,
+		pruneSnapshot,
+		replaceLive,
+	}
+	// deleteSteps: a delete without history deletes every snapshot
+	// keyledger made for the live UID, then the live Secret.
+	deleteSteps = []step{
+		confirmDelete,  // the live delete is settled: re-read, deleted or pending
+		readLive,       // GET the live Secret (read-live)
+		needLive,       // absent: secret-absent
+		bindLive,       // the UID this operation first observed, or uid-changed
+		expectLive,     // at expectedResourceVersion, or stale
+		writableLive,   // not terminating, not a service-account token
+		readCounter,    // the live version counter
+		deleteSnapshot, // delete every genuine snapshot, then confirm none is left (delete-snapshot)
+		deleteLive,     // delete the live Secret with UID and resourceVersion preconditions (delete-live)
+	}
+	// keepHistorySteps: a delete with keepHistory touches no snapshot:
+	// history stays exactly as it is, nothing of it is read.
+	keepHistorySteps = []step{
+		confirmDelete,
+		readLive,
+		needLive,
+		bindLive,
+		expectLive,
+		writableLive,
+		deleteLive,
+	}
+)
+
+// steps is the list of this command's kind.
+func (f *family) steps() []step {
+	switch {
+	case f.cmd.Kind == command.KindSecretDelete && f.cmd.KeepHistory:
+		return keepHistorySteps
+	case f.cmd.Kind == command.KindSecretDelete:
+		return deleteSteps
+	case f.cmd.Kind == command.KindSecretRestore:
+		return restoreSteps
+	case f.cmd.Create():
+		return createSteps
+	}
+	return updateSteps
+}
+
+// write is what one decision has found so far, step by step.
+type write struct {
+	*reads
+	live *corev1.Secret    // the live Secret (readLive); nil when absent
+	read bool              // live was read before the steps ran (ConfirmReplay)
+	n    int64             // its version counter (readCounter)
+	base map[string][]byte // the data the live write starts from (checkUpdate, readTarget)
+	snap *corev1.Secret    // the archive of version n (createSnapshot)
+	inv  inventory         // the history of the live UID (checkSlots)
+}
+
+// decideSteps runs the command's steps in order.
+func (f *family) decideSteps(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
+	w := &write{reads: f.reads(run)}
+	d, err := w.decide(ctx)
+	if tooLarge := (*historyTooLarge)(nil); errors.As(err, &tooLarge) {
+		return w.withObservation(f.refuseTooLarge(tooLarge, w.live)), nil
+	}
+	if err != nil {
+		return workflow.Decision{}, err // *workflow.Unavailable
+	}
+	return w.withObservation(d), nil
+}
+
+// decide returns the first decision of the command's steps.
+func (w *write) decide(ctx context.Context) (workflow.Decision, error) {
+	for _, s := range w.f.steps() {
+		d, err := s(ctx, w)
+		if err != nil {
+			return workflow.Decision{}, err
+		}
+		if d != nil {
+			return *d, nil
+		}
+	}
+	return workflow.Decision{}, fmt.Errorf("versioned %s: no step decided", w.f.cmd.Kind)
+}
+
+// withObservation journals, with d, what the read of the live Secret that
+// led to it showed, when it differs from the newest observation (a first
+// read, or a change).
+func (w *write) withObservation(d workflow.Decision) workflow.Decision {
+	if w.live == nil || observed(w.run, w.live) {
+		return d
+	}
+	obs := observation(w.live)
+	switch {
+	case d.Call != nil && d.Call.Observation == nil:
+		d.Call.Observation = &obs
+	case d.Complete != nil:
+		d.Complete.Records = append([]store.Record{obs}, d.Complete.Records...)
+	case d.Refuse != nil:
+		d.Refuse.Records = append([]store.Record{obs}, d.Refuse.Records...)
+	case d.End != nil:
+		d.Notes = append(d.Notes, obs)
+	}
+	return d
+}
+
+func decided(d workflow.Decision) (*workflow.Decision, error) { return &d, nil }
+
+// readLive reads the live Secret (nil when absent).
+func readLive(ctx context.Context, w *write) (*workflow.Decision, error) {
+	if w.read {
+		return nil, nil
+	}
+	live, err := getLive(ctx, w.f.api)
+	if err != nil {
+		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	w.live = live
+	return nil, nil
+}
+
+// createLive creates the Secret at version 1 when none is live.
+func createLive(_ context.Context, w *write) (*workflow.Decision, error) {
+	if w.live != nil {
+		return nil, nil
+	}
+	return decided(workflow.Decision{Call: w.f.createCall()})
+}
+
+// needLive refuses a write to an absent Secret.
+func needLive(_ context.Context, w *write) (*workflow.Decision, error) {
+	if w.live != nil {
+		return nil, nil
+	}
+	return decided(w.f.refuse(ReasonSecretAbsent, nil))
+}
+
+// bindLive refuses when the live UID is not the one this operation first
+// observed: history is bound to it, and a recreated Secret of the same name
+// is another lifetime.
+func bindLive(_ context.Context, w *write) (*workflow.Decision, error) {
+	if uid, ok := boundUID(w.run); ok && uid != string(w.live.UID) {
+		return decided(w.f.refuse(ReasonUIDChanged, w.live))
+	}
+	return nil, nil
+}
+
+// createdLive completes a create that finds exactly what it writes, and
+// refuses one that finds anything else.
+func createdLive(_ context.Context, w *write) (*workflow.Decision, error) {
+	if w.f.isCreated(w.live) {
+		return decided(w.f.complete(workflow.OutcomeExisting, w.live, map[string]any{"version": int64(1)}))
+	}
+	return decided(w.f.refuse(ReasonAlreadyExists, w.live))
+}
+
+// expectLive refuses a live Secret that is not at the expected
+// resourceVersion (stale-resource-version, or changed-concurrently once
+// this operation made a call), unless it already holds this command's
+// result (existing): a command whose operation was journaled under another
+// mutation ID.
+func expectLive(ctx context.Context, w *write) (*workflow.Decision, error) {
+	f := w.f
+	if w.live.ResourceVersion == f.cmd.ExpectedResourceVersion {
+		return nil, nil
+	}
+	if _, called := w.run.LastCall(); called {
+		return decided(f.refuse(ReasonChangedConcurrent, w.live))
+	}
+	applied, err := w.alreadyApplied(ctx, w.live)
+	if err != nil {
+		return nil, err // *workflow.Unavailable
+	}
+	if applied {
+		return decided(f.complete(workflow.OutcomeExisting, w.live, nil))
+	}
+	return decided(f.refuse(ReasonStale, w.live))
+}
+
+// writableLive refuses a Secret being deleted and a service-account token.
+func writableLive(_ context.Context, w *write) (*workflow.Decision, error) {
+	switch {
+	case w.live.DeletionTimestamp != nil:
+		return decided(w.f.refuse(ReasonTerminating, w.live))
+	case w.live.Type == corev1.SecretTypeServiceAccountToken:
+		return decided(w.f.refuse(ReasonServiceAccountToken, w.live))
+	}
+	return nil, nil
+}
+
+// readCounter reads the live version counter; an invalid one refuses with
+// its own reason.
+func readCounter(_ context.Context, w *write) (*workflow.Decision, error) {
+	n, err := CurrentVersion(w.live.Annotations[AnnotationVersion], hasKey(w.live.Annotations, AnnotationVersion))
+	if err != nil {
+		return decided(w.f.refuse(err.Error(), w.live))
+	}
+	w.n = n
+	return nil, nil
+}
+
+// checkUpdate refuses an update of an immutable Secret or one that removes
+// a key the Secret lacks; the write starts from the live data.
+func checkUpdate(_ context.Context, w *write) (*workflow.Decision, error) {
+	f, live := w.f, w.live
+	if live.Immutable != nil && *live.Immutable {
+		return decided(f.refuse(ReasonImmutable, live))
+	}
+	for _, k := range f.cmd.RemoveKeys {
+		if _, ok := live.Data[k]; !ok {
+			return decided(f.refuse(ReasonKeyAbsent, live))
+		}
+	}
+	w.base = live.Data
+	return nil, nil
+}
+
+// readTarget reads a restore's target: only versions below the live
+// counter are archived history (version-ahead), and only a genuine
+// snapshot is read (loadTarget). An immutable Secret that already holds the
+// target's data is restored (existing); otherwise immutable refuses, and so
+// does data over the API server's limit (too-large).
+func readTarget(ctx context.Context, w *write) (*workflow.Decision, error) {
+	f, live := w.f, w.live
+	if f.cmd.Version >= w.n {
+		return decided(f.refuse(ReasonVersionAhead, live))
+	}
+	target, reason, err := w.loadTarget(ctx, live)
+	if err != nil {
+		return nil, err
+	}
+	if target == nil {
+		return decided(f.refuse(reason, live))
+	}
+	if live.Immutable != nil && *live.Immutable {
+		if sameData(live.Data, target.Data) {
+			return decided(f.complete(workflow.OutcomeExisting, live, map[string]any{"restoredVersion": f.cmd.Version}))
+		}
+		return decided(f.refuse(ReasonImmutable, live))
+	}
+	if DataSize(target.Data) > MaxSecretBytes {
+		return decided(f.refuse(ReasonTooLarge, live))
+	}
+	w.base = target.Data
+	return nil, nil
+}
+
+// checkSlots lists the history of the live UID and refuses while a slot
+// this write or the next ones use holds anything keyledger did not make, or
+// while keyledger's own history is newer than the counter.
+func checkSlots(ctx context.Context, w *write) (*workflow.Decision, error) {
+	inv, err := w.inventory(ctx, w.live)
+	if err != nil {
+		return nil, err
+	}
+	w.inv = inv
+	if d, blocked := w.f.checkSlots(w.live, inv, w.n); blocked {
+		return &d, nil
+	}
+	return nil, nil
+}
+
+// createSnapshot archives the state being replaced, unless the journal
+// settled that create already.
+func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
+	w.snap = snapshotOf(w.live, w.n, w.run.Op.CreatedAt, w.f.actor())
+	if _, ok := w.run.Settled(StepCreateSnapshot, "secret/"+w.snap.Name); ok {
+		return nil, nil
+	}
+	return decided(workflow.Decision{Call: w.f.snapshotCall(w.live, w.snap)})
+}
+
+// checkArchive refuses the live write while the archive this operation
+// made is not there, not keyledger's, terminating or held by finalizers (a
+// rerun checks it again: it may have been deleted since; a missing archive
+// is never re-created).
+func checkArchive(ctx context.Context, w *write) (*workflow.Decision, error) {
+	archived, _ := w.run.Settled(StepCreateSnapshot, "secret/"+w.snap.Name)
+	if workflow.IsDryRun(ctx) && archived.By.Reason == workflow.StatusPlanned {
+		// keyledger plan: the archive was not created; count it as the run
+		// will see it (retention includes it).
+		w.inv.genuine = append(append([]Snapshot{}, w.inv.genuine...), Snapshot{Name: w.snap.Name, Version: w.n})
+		return nil, nil
+	}
+	if reason := archiveProblem(w.inv, w.n, archived.By); reason != "" {
+		return decided(w.f.refuse(reason, w.live))
+	}
+	return nil, nil
+}
+
+// pruneSnapshot deletes the snapshots beyond the limit (prune).
+func pruneSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
+	protected := []int64{w.n}
+	if w.f.cmd.Kind == command.KindSecretRestore {
+		protected = append(protected, w.f.cmd.Version)
+	}
+	if d, done := w.f.prune(w.run, w.live, w.inv, protected); !done {
+		return &d, nil
+	}
+	return nil, nil
+}
+
+// replaceLive writes version N+1 over the archived state.
+func replaceLive(_ context.Context, w *write) (*workflow.Decision, error) {
+	return decided(workflow.Decision{Call: w.f.replaceCall(w.live, w.base, w.n, w.snap.Name)})
+}
+
+// deleteSnapshot deletes every snapshot keyledger made for the live UID,
+// then confirms that none is left (purge); anything else is left alone.
+func deleteSnapshot(ctx context.Context, w *write) (*workflow.Decision, error) {
+	inv, err := w.inventory(ctx, w.live)
+	if err != nil {
+		return nil, err
+	}
+	w.inv = inv
+	if d, done := w.f.purge(ctx, w.run, w.live, inv); !done {
+		return &d, nil
+	}
+	return nil, nil
+}
+
+// deleteLive deletes the live Secret.
+func deleteLive(_ context.Context, w *write) (*workflow.Decision, error) {
+	return decided(workflow.Decision{Call: w.f.deleteLiveCall(w.live)})
+}
+
+// confirmDelete decides once the live delete is settled: the live Secret is
+// read again and reported deleted or pending (confirmDeleted).
+func confirmDelete(ctx context.Context, w *write) (*workflow.Decision, error) {
+	f := w.f
+	done, ok := w.run.Settled(StepDeleteLive, f.liveTarget())
+	if !ok {
+		return nil, nil
+	}
+	if workflow.IsDryRun(ctx) && done.By.Reason == workflow.StatusPlanned {
+		// keyledger plan: the delete was not sent; the run would confirm
+		// it by reading the live Secret again.
+		return decided(f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}))
+	}
+	d, err := f.confirmDeleted(ctx, w.run)
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
