@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,7 +12,8 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// readConcurrency bounds the ExternalSecret reads in flight at once.
+// readConcurrency bounds the reads of one kind (ExternalSecrets, Secrets)
+// in flight at once.
 const readConcurrency = 16
 
 // checkAdoption reads the ExternalSecret of every planned Secret's name
@@ -34,15 +36,17 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 	// round (one round of reads instead of two). Those reads are used only
 	// when no ExternalSecret is found: then nothing is orphaned, waited
 	// for or written between them and that decision (progress.early).
+	// Each kind keeps its own bound (readConcurrency) on what is decoded
+	// at once.
 	_, secrets := p.unsettled(f.cmd.Spec)
-	early := make([]secretRead, len(secrets))
-	workflow.Each(len(names)+len(secrets), readConcurrency, func(i int) {
-		if i < len(names) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		workflow.Each(len(names), readConcurrency, func(i int) {
 			reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, names[i])
-			return
-		}
-		early[i-len(names)] = f.readSecret(ctx, secrets[i-len(names)])
+		})
 	})
+	early := f.readSecrets(ctx, secrets)
+	wg.Wait()
 	// Decided in plan order: the first that may not be adopted refuses.
 	for i, name := range names {
 		es, err := reads[i].es, reads[i].err
