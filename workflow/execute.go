@@ -27,6 +27,12 @@ type Plan struct {
 	// command before anything is journaled or written (for example a size
 	// guard, exit 64). Its error ends the run unchanged.
 	Precheck func(ctx context.Context) error
+	// Prefetch, when set, is called once the permission matrix held and
+	// the precheck passed, just before the journal is opened: it may start,
+	// in the background, the read the family's first decision makes, so
+	// that it travels while the journal connects. It only reads (the matrix
+	// allowed it), returns at once and is called at most once.
+	Prefetch func(ctx context.Context)
 	// Family decides and resolves.
 	Family Family
 	// MaxAttempts bounds the sends of one step (default 3).
@@ -126,6 +132,9 @@ func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, erro
 		if err := plan.Precheck(ctx); err != nil {
 			return nil, nil, err
 		}
+	}
+	if plan.Prefetch != nil {
+		plan.Prefetch(ctx)
 	}
 	st, err := deps.OpenStore(ctx)
 	if err != nil {

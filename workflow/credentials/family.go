@@ -112,6 +112,9 @@ type family struct {
 	// journal reads the records of the plan's other runs (authorship); it
 	// is bound before the first decision (BindJournal).
 	journal workflow.JournalReader
+	// prefetched is the first decision's round of reads, when prefetch
+	// started it (a run; unit tests call Operate and read in Decide).
+	prefetched *prefetched
 }
 
 func newFamily(cmd *Command, client authority) *family {

@@ -283,3 +283,44 @@ func TestKeptFields(t *testing.T) {
 	require.Nil(t, bare.Annotations)
 	require.Nil(t, bare.Data, "no data stays no data (a patch adds /data whole)")
 }
+
+// TestPrefetchedRound: the round of reads Prefetch starts (while the
+// journal connects) is what the first decision of a fresh run decides
+// from: each Secret and each ExternalSecret read once in the run. A
+// resumed run reads again: its prefetched round is not decided from.
+func TestPrefetchedRound(t *testing.T) {
+	t.Parallel()
+	t.Run("fresh run", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, basePlan())
+		plan := e.plan()
+		f := e.family()
+		plan.Family = f
+		f.prefetch(context.Background())
+		res, err := workflow.Operate(context.Background(), e.j, plan, nil)
+		require.NoError(t, err)
+		require.Equal(t, "completed", res.Run.Op.Outcome)
+		for _, name := range []string{secretApp, secretBus} {
+			require.Equal(t, 1, e.k.count(opGetSecret, name), "%s read once", name)
+			require.Equal(t, 1, e.k.count(opGetExternal, name), "%s's ExternalSecret read once", name)
+			e.requirePlanned(name, true)
+		}
+	})
+	t.Run("resumed run", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, basePlan())
+		e.k.script(readFails(opGetExternal, secretApp))
+		first := e.run()
+		require.Equal(t, store.StatePrepared, first.op.State, "stopped before any record but its preparation")
+		plan := e.plan()
+		f := e.family()
+		plan.Family = f
+		f.prefetch(context.Background())
+		res, err := workflow.Operate(context.Background(), e.j, plan, nil)
+		require.NoError(t, err)
+		require.Equal(t, first.op.MutationID, res.Run.Op.MutationID, "the same run, resumed")
+		require.Equal(t, "completed", res.Run.Op.Outcome)
+		require.Equal(t, 3, e.k.count(opGetExternal, secretApp), "the failed read, the prefetched one, and the decision's own")
+		require.Equal(t, 3, e.k.count(opGetSecret, secretApp), "in the first process's round, prefetched, then read again by the decision")
+	})
+}
