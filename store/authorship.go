@@ -65,7 +65,7 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 		batch.Queue(findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
 	}
 	results := s.pool.SendBatch(ctx, batch)
-	defer results.Close() //nolint:errcheck // read-only; every result is read below
+	defer results.Close() // read-only: every result is read below
 	for i, p := range ps {
 		var found RunRecord
 		r, err := scanRecord(results.QueryRow(), &found.Run)

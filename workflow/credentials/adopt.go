@@ -45,7 +45,7 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 	}
 	// Decided in plan order: the first that may not be adopted refuses.
 	for i, name := range names {
-		es, err := reads[i].es, reads[i].err //nolint:gosec // G602: reads holds one read per name (checked above)
+		es, err := reads[i].es, reads[i].err
 		if isNotFound(err) {
 			absent++
 			continue
