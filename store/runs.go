@@ -43,6 +43,38 @@ func SplitRunID(mutationID string) (id string, n int64, ok bool) {
 	return mutationID[:i], n, true
 }
 
+// NextRun is the number of the run that follows latest, the newest
+// operation of command id (nil when there is none): 1 after none, or after
+// an operation journaled under id itself by an older keyledger (run 0);
+// n+1 after run n. It is the one run numbering: PrepareRun, the in-memory
+// journal and the dry run all count with it.
+func NextRun(id string, latest *Operation) int64 {
+	if latest == nil || latest.MutationID == id {
+		return 1
+	}
+	if _, n, ok := SplitRunID(latest.MutationID); ok {
+		return n + 1
+	}
+	return 1
+}
+
+// RunPreparation is p prepared as run n of its command: mutation ID
+// RunID(p.MutationID, n), and a preparation detail of extra (what the run
+// supersedes or replaces), then p.Detail, then "command" and "run".
+func RunPreparation(p PrepareParams, n int64, extra map[string]any) PrepareParams {
+	detail := make(map[string]any, len(extra)+len(p.Detail)+2)
+	for k, v := range extra {
+		detail[k] = v
+	}
+	for k, v := range p.Detail {
+		detail[k] = v
+	}
+	detail["command"], detail["run"] = p.MutationID, n
+	run := p
+	run.MutationID, run.Detail = RunID(p.MutationID, n), detail
+	return run
+}
+
 // RunBound bounds how long one run of a desired-state command may stay
 // unfinished (PrepareRun): a run resumed MaxResumes times, or older than
 // MaxAge, is closed (refused, ReasonRunResumeLimit or ReasonRunAgeLimit)
@@ -93,18 +125,15 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
-		next := int64(1)
 		detail := map[string]any{}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
+			latest = nil
 		case err != nil:
 			return wrap("reading the command's runs", err)
 		case latest.Kind != p.Kind || latest.Namespace != p.Namespace || latest.Name != p.Name:
 			return ErrDigestMismatch
 		default:
-			if _, n, ok := SplitRunID(latest.MutationID); ok && latest.MutationID != p.MutationID {
-				next = n + 1
-			}
 			close := ""
 			switch {
 			case latest.CommandDigest != p.CommandDigest:
@@ -134,14 +163,7 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				}
 			}
 		}
-		run := p
-		run.MutationID = RunID(p.MutationID, next)
-		for k, v := range p.Detail {
-			detail[k] = v
-		}
-		detail["command"], detail["run"] = p.MutationID, next
-		run.Detail = detail
-		op, created, err = prepareIn(ctx, tx, run)
+		op, created, err = prepareIn(ctx, tx, RunPreparation(p, NextRun(p.MutationID, latest), detail))
 		return err
 	})
 	if err != nil {

@@ -366,10 +366,12 @@ const insertRecordSQL = `
 			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 
+// operationQuery reads the operation journaled under mutation ID $1.
+const operationQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations WHERE mutation_id = $1`
+
 // Load returns the operation with the given mutation ID, or ErrNotFound.
 func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error) {
-	op, err := scanOperation(s.pool.QueryRow(ctx,
-		`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, mutationID))
+	op, err := scanOperation(s.pool.QueryRow(ctx, operationQuery, mutationID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -388,8 +390,7 @@ func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []
 		return nil, nil, unreachable("beginning snapshot", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // read-only
-	op, err := scanOperation(tx.QueryRow(ctx,
-		`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, mutationID))
+	op, err := scanOperation(tx.QueryRow(ctx, operationQuery, mutationID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, ErrNotFound
 	}
@@ -414,8 +415,7 @@ type querier interface {
 }
 
 func queryRecords(ctx context.Context, q querier, operationID int64) ([]Record, error) {
-	rows, err := q.Query(ctx, `
-		SELECT `+recordColumns+` FROM keyledger.records WHERE operation_id = $1 ORDER BY id`, operationID)
+	rows, err := q.Query(ctx, recordsQuery, operationID)
 	if err != nil {
 		return nil, wrap("reading records", err)
 	}
@@ -425,6 +425,9 @@ func queryRecords(ctx context.Context, q querier, operationID int64) ([]Record, 
 	}
 	return records, nil
 }
+
+// recordsQuery reads operation $1's records in append order.
+const recordsQuery = `SELECT ` + recordColumns + ` FROM keyledger.records WHERE operation_id = $1 ORDER BY id`
 
 // recordColumns are the columns scanRecord reads, in its order.
 const recordColumns = `id, kind, step, target, coalesce(attempt, 0), uid, resource_version, digest, status, reason,
@@ -454,13 +457,15 @@ type ListParams struct {
 	Limit int
 }
 
+// listQuery is List's SQL: the $1 newest operations the role may see.
+const listQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations ORDER BY created_at DESC, id DESC LIMIT $1`
+
 // List returns the newest operations first.
 func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := s.pool.Query(ctx,
-		`SELECT `+operationColumns+` FROM keyledger.operations ORDER BY created_at DESC, id DESC LIMIT $1`, p.Limit)
+	rows, err := s.pool.Query(ctx, listQuery, p.Limit)
 	if err != nil {
 		return nil, wrap("listing operations", err)
 	}

@@ -13,11 +13,37 @@ import (
 // dryRunKey marks a context as a dry run's.
 type dryRunKey struct{}
 
-// IsDryRun reports whether ctx belongs to a dry run (keyledger plan): a
-// family that waits for the effect of one of its calls must not wait then
-// (the call was not sent) and should go on as if the effect were in place;
-// a family must not contact servers beyond the API server's reads.
-func IsDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
+// isDryRun reports whether ctx belongs to a dry run (keyledger plan). Only
+// the wrapper asks it, never a family: a family reads the effect of its
+// calls through Verify (a dry run takes the intended effect as in place)
+// and contacts servers beyond the API server through Reach (a dry run
+// contacts none).
+func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
+
+// Verify returns what read shows: read checks the real effect of a call
+// this run sent (the object a create made is still there and final, the
+// object a delete removed is gone, a replacement pod is ready), or waits
+// for it. intended is what it shows once the call took effect as intended.
+// A family calls Verify and never asks whether it is in a dry run: a dry
+// run sends no call, so there is no effect to check, and it takes intended
+// without reading.
+func Verify[T any](ctx context.Context, intended T, read func(context.Context) (T, error)) (T, error) {
+	if isDryRun(ctx) {
+		return intended, nil
+	}
+	return read(ctx)
+}
+
+// Reach runs contact, which reaches a server beyond the API server (a
+// credential probe) and returns rec completed with what it found. A dry
+// run reaches nothing: it returns rec with status planned.
+func Reach(ctx context.Context, rec store.Record, contact func(context.Context, store.Record) (store.Record, error)) (store.Record, error) {
+	if isDryRun(ctx) {
+		rec.Status = statusPlanned
+		return rec, nil
+	}
+	return contact(ctx, rec)
+}
 
 // DryRunResult is what a run of the same plan would do, found by the same
 // engine and the same family decisions with every call held back.
@@ -59,9 +85,9 @@ func (r *DryRunResult) Calls() []store.Record {
 	return out
 }
 
-// StatusPlanned is the status of a dry run's result record: the call was
+// statusPlanned is the status of a dry run's result record: the call was
 // not sent.
-const StatusPlanned = "planned"
+const statusPlanned = "planned"
 
 // DryRun is Execute without a write: the permission matrix and the
 // precheck run as in Execute, the journal is only read (an operation
@@ -156,7 +182,6 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, nil, err
 		}
-		next := int64(1)
 		if latest != nil {
 			switch {
 			case latest.CommandDigest != p.CommandDigest || latest.Kind != p.Kind:
@@ -165,15 +190,9 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 				res.Journal = string(latest.State)
 				return st.Snapshot(ctx, latest.MutationID)
 			}
-			if _, n, ok := store.SplitRunID(latest.MutationID); ok && latest.MutationID != p.MutationID {
-				next = n + 1
-			}
 		}
-		detail := map[string]any{"command": p.MutationID, "run": next}
-		for k, v := range p.Detail {
-			detail[k] = v
-		}
-		return fresh(store.RunID(p.MutationID, next), detail)
+		run := store.RunPreparation(p, store.NextRun(p.MutationID, latest), nil)
+		return fresh(run.MutationID, run.Detail)
 	}
 	op, records, err := st.Snapshot(ctx, p.MutationID)
 	switch {
@@ -242,7 +261,7 @@ func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) 
 	answers := make([]Answer, len(batch))
 	for i, c := range batch {
 		d.seen[c.Step+" "+c.Target] = true
-		answers[i] = Answer{Status: Applied, Reason: StatusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
+		answers[i] = Answer{Status: Applied, Reason: statusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
 		if da, ok := d.family.(DryAnswerer); ok {
 			a, set, err := da.DryAnswer(ctx, c)
 			if err != nil {

@@ -75,7 +75,7 @@ func TestDryRunSendsNothing(t *testing.T) {
 		case store.RecordAuthorityCall:
 			steps = append(steps, r.Step)
 		case store.RecordAuthorityResult:
-			require.Equal(t, StatusPlanned, r.Reason)
+			require.Equal(t, statusPlanned, r.Reason)
 		}
 	}
 	require.Equal(t, []string{"create-a", "patch-b"}, steps)

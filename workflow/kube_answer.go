@@ -1,7 +1,12 @@
 package workflow
 
 import (
+	"errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
 )
 
 // KubeCall says what a failed Kubernetes call was meant to do, which decides
@@ -48,4 +53,47 @@ func KubeAnswer(call KubeCall, err error) Answer {
 		a.Status = Rejected
 	}
 	return a
+}
+
+// DeleteVerdicts are how a family words the settled cases of a delete it
+// sent with preconditions (its journal's reasons and details).
+type DeleteVerdicts struct {
+	// Gone: the object is absent.
+	Gone Verdict
+	// Replaced: another UID holds the name (the object the call named is
+	// gone; whose the newcomer is, the family says).
+	Replaced Verdict
+	// Terminating: the object the call named carries a deletionTimestamp
+	// (finalizers hold it).
+	Terminating Verdict
+}
+
+// ResolveDelete settles a delete sent with UID (and resourceVersion)
+// preconditions whose outcome is unknown, from one re-read of the object it
+// named (obj, err; obj is not looked at when err is set): absent is v.Gone
+// (UID: the call's), a failed read undetermined (read-failed), another UID
+// under the name v.Replaced (UID and resourceVersion: the newcomer's), a
+// deletionTimestamp v.Terminating (the call's UID, the re-read's
+// resourceVersion). settled is false when the object the call named is
+// still there and not being deleted: the family decides what that means (not
+// applied, with a retry carrying this read's preconditions, or someone
+// else's). It is the one resolution of a delete with preconditions, for
+// every family.
+func ResolveDelete(call store.Record, obj metav1.Object, err error, v DeleteVerdicts) (verdict Verdict, settled bool) {
+	switch {
+	case errors.Is(err, kube.ReasonNotFound):
+		verdict = v.Gone
+		verdict.UID = call.UID
+	case err != nil:
+		return Verdict{Kind: Undetermined, Reason: "read-failed", Err: err}, true
+	case string(obj.GetUID()) != call.UID:
+		verdict = v.Replaced
+		verdict.UID, verdict.ResourceVersion = string(obj.GetUID()), obj.GetResourceVersion()
+	case obj.GetDeletionTimestamp() != nil:
+		verdict = v.Terminating
+		verdict.UID, verdict.ResourceVersion = call.UID, obj.GetResourceVersion()
+	default:
+		return Verdict{}, false
+	}
+	return verdict, true
 }

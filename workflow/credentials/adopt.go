@@ -274,16 +274,12 @@ func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) 
 func (f *family) resolveOrphan(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	es, err := f.kube.GetExternalSecret(ctx, name)
 	summary := map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name, "listedInAdopt": f.listed(name)}
-	switch {
-	case isNotFound(err):
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "gone", UID: call.UID}, nil
-	case err != nil:
-		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
-	case string(es.GetUID()) != call.UID:
-		return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonExternalReplaced, UID: string(es.GetUID()),
-			ResourceVersion: es.GetResourceVersion(), Summary: summary}, nil
-	case es.GetDeletionTimestamp() != nil:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "deleting", UID: call.UID, ResourceVersion: es.GetResourceVersion()}, nil
+	if v, settled := workflow.ResolveDelete(call, es, err, workflow.DeleteVerdicts{
+		Gone:        workflow.Verdict{Kind: workflow.Ours, Reason: "gone"},
+		Replaced:    workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonExternalReplaced, Summary: summary},
+		Terminating: workflow.Verdict{Kind: workflow.Ours, Reason: "deleting"},
+	}); settled {
+		return v, nil
 	}
 	v := workflow.Verdict{UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(),
 		Detail: externalObservation(es).Detail}
@@ -342,16 +338,12 @@ func (f *family) deleteGeneratorCall(name string, uid types.UID, resourceVersion
 // again with the preconditions of this (journaled) read.
 func (f *family) resolveDeleteGenerator(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	gen, err := f.kube.GetPasswordGenerator(ctx, name)
-	switch {
-	case isNotFound(err):
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "gone", UID: call.UID}, nil
-	case err != nil:
-		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
-	case string(gen.GetUID()) != call.UID:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: reasonReplacedNotDeleted, UID: string(gen.GetUID()),
-			ResourceVersion: gen.GetResourceVersion(), Detail: map[string]any{"deletedUID": call.UID}}, nil
-	case gen.GetDeletionTimestamp() != nil:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "deleting", UID: call.UID, ResourceVersion: gen.GetResourceVersion()}, nil
+	if v, settled := workflow.ResolveDelete(call, gen, err, workflow.DeleteVerdicts{
+		Gone:        workflow.Verdict{Kind: workflow.Ours, Reason: "gone"},
+		Replaced:    workflow.Verdict{Kind: workflow.Ours, Reason: reasonReplacedNotDeleted, Detail: map[string]any{"deletedUID": call.UID}},
+		Terminating: workflow.Verdict{Kind: workflow.Ours, Reason: "deleting"},
+	}); settled {
+		return v, nil
 	}
 	v := workflow.Verdict{Kind: workflow.NotApplied, Reason: "resource-version-unchanged", UID: string(gen.GetUID()),
 		ResourceVersion: gen.GetResourceVersion(), Retry: f.deleteGeneratorCall(name, gen.GetUID(), gen.GetResourceVersion())}

@@ -6,6 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/kubetest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // adoptable puts in place what External Secrets left: a generator-backed
@@ -30,17 +33,11 @@ func requireAdopted(t *testing.T, e *env) {
 }
 
 func (e *env) externalExists(name string) bool {
-	e.k.mu.Lock()
-	defer e.k.mu.Unlock()
-	_, ok := e.k.external[name]
-	return ok
+	return e.k.Object(grExternal, name) != nil
 }
 
 func (e *env) generatorExists(name string) bool {
-	e.k.mu.Lock()
-	defer e.k.mu.Unlock()
-	_, ok := e.k.generators[name]
-	return ok
+	return e.k.Object(grGenerators, name) != nil
 }
 
 // TestOrphanExternalSecretTable: the orphan-external-secret call (DELETE
@@ -70,7 +67,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "lost-after-apply, collected before the read", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultApplyThenLose})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.AppliedLost()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app ours/gone"}, r.trail(store.RecordResolution, stepOrphanExternalSecret))
@@ -80,7 +77,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		{name: "lost-after-apply, still terminating at the read", spec: adopt, setup: func(e *env) {
 			adoptable(e)
 			e.k.gcHold[secretApp] = 1
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultApplyThenLose})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.AppliedLost()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app ours/deleting"}, r.trail(store.RecordResolution, stepOrphanExternalSecret))
@@ -89,7 +86,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "lost-before-apply", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultLoseBefore})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.LostBefore()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app not-applied/resource-version-unchanged"},
@@ -100,7 +97,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "409 someone else's write, still generator-backed", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) { k.stamp(k.external[secretApp]) })})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Touch(grExternal, secretApp) }))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			res := firstRecordOf(r, store.RecordAuthorityResult, stepOrphanExternalSecret, es)
@@ -115,10 +112,9 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "409 someone switched it to a remote store", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) {
-				remoteES(k.external[secretApp])
-				k.stamp(k.external[secretApp])
-			})})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editExternal(secretApp, remoteES)
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
 			require.Equal(t, secretApp, r.summary()["externalSecret"])
@@ -129,10 +125,10 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "409 someone replaced it", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) {
-				delete(k.external, secretApp)
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.Remove(grExternal, secretApp)
 				k.putExternal(generatorBackedES(secretApp))
-			})})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonExternalReplaced, r.ending())
 			require.True(t, e.externalExists(secretApp), "the new one is someone else's: not deleted")
@@ -141,7 +137,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "404 someone deleted it first", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, before: someone(func(k *fakeKube) { delete(k.external, secretApp) })})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(grExternal, secretApp) }))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app applied/absent"}, r.trail(store.RecordAuthorityResult, stepOrphanExternalSecret))
@@ -150,7 +146,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "500 not applied", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.Status(kubetest.ServerError())))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, 2, e.k.count(opOrphanExternal, secretApp))
@@ -173,10 +169,10 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		{name: "replaced while waiting", spec: adopt, setup: func(e *env) {
 			adoptable(e)
 			e.k.gcHold[secretApp] = 100
-			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 2, before: someone(func(k *fakeKube) {
-				delete(k.external, secretApp)
+			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.Remove(grExternal, secretApp)
 				k.putExternal(generatorBackedES(secretApp))
-			})})
+			})).After(2)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonExternalReplaced, r.ending())
 			require.True(t, e.generatorExists(generatorApp))
@@ -184,11 +180,12 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		{name: "already being deleted by someone", spec: adopt, setup: func(e *env) {
 			adoptable(e)
 			e.k.gcHold[secretApp] = 2
-			e.k.script(&fault{op: opGetExternal, name: secretApp, before: someone(func(k *fakeKube) {
-				now := metav1Now()
-				k.external[secretApp].SetDeletionTimestamp(&now)
-				k.stamp(k.external[secretApp])
-			})})
+			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editExternal(secretApp, func(es *unstructured.Unstructured) {
+					now := metav1.Now()
+					es.SetDeletionTimestamp(&now)
+				})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Zero(t, e.k.count(opOrphanExternal, secretApp), "no delete of its own")
@@ -197,16 +194,18 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}},
 		{name: "not generator-backed: refused before any write", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			remoteES(e.k.external[secretApp])
+			e.k.editExternal(secretApp, remoteES)
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
 			require.Equal(t, true, r.summary()["listedInAdopt"])
 			require.Empty(t, r.calls(), "no call at all")
-			require.Empty(t, e.k.writes)
+			require.Zero(t, e.k.WriteCount())
 		}},
 		{name: "writes another Secret: refused before any write", spec: adopt, setup: func(e *env) {
 			adoptable(e)
-			_ = setNested(e.k.external[secretApp].Object, "elsewhere", "spec", "target", "name")
+			e.k.editExternal(secretApp, func(es *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(es.Object, "elsewhere", "spec", "target", "name")
+			})
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonTargetMismatch, r.ending())
 			require.Empty(t, r.calls())
@@ -230,7 +229,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
 			require.Equal(t, false, r.summary()["listedInAdopt"])
-			require.Empty(t, e.k.writes)
+			require.Zero(t, e.k.WriteCount())
 		}},
 	})
 }
@@ -261,7 +260,7 @@ func TestDeleteGeneratorTable(t *testing.T) {
 		}},
 		{name: "lost-after-apply", spec: withAdoption, setup: func(e *env) {
 			withGenerator(e)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultApplyThenLose})
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.AppliedLost()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password ours/gone"}, r.trail(store.RecordResolution, ""))
@@ -270,7 +269,7 @@ func TestDeleteGeneratorTable(t *testing.T) {
 		}},
 		{name: "lost-before-apply", spec: withAdoption, setup: func(e *env) {
 			withGenerator(e)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultLoseBefore})
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.LostBefore()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password not-applied/resource-version-unchanged"}, r.trail(store.RecordResolution, ""))
@@ -279,7 +278,7 @@ func TestDeleteGeneratorTable(t *testing.T) {
 		}},
 		{name: "409 someone else's write", spec: withAdoption, setup: func(e *env) {
 			withGenerator(e)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, before: someone(func(k *fakeKube) { k.stamp(k.generators[generatorApp]) })})
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Touch(grGenerators, generatorApp) }))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password not-applied/resource-version-changed"}, r.trail(store.RecordResolution, ""))
@@ -287,10 +286,10 @@ func TestDeleteGeneratorTable(t *testing.T) {
 		}},
 		{name: "409 someone replaced it", spec: withAdoption, setup: func(e *env) {
 			withGenerator(e)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, before: someone(func(k *fakeKube) {
-				delete(k.generators, generatorApp)
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.Remove(grGenerators, generatorApp)
 				k.putGenerator(generatorApp)
-			})})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password ours/replaced-not-deleted"}, r.trail(store.RecordResolution, ""))
@@ -299,7 +298,7 @@ func TestDeleteGeneratorTable(t *testing.T) {
 		}},
 		{name: "404 someone deleted it first", spec: withAdoption, setup: func(e *env) {
 			withGenerator(e)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, before: someone(func(k *fakeKube) { delete(k.generators, generatorApp) })})
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(grGenerators, generatorApp) }))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password applied/absent"}, r.trail(store.RecordAuthorityResult, stepDeleteGenerator))
@@ -307,7 +306,7 @@ func TestDeleteGeneratorTable(t *testing.T) {
 		}},
 		{name: "500 not applied", spec: withAdoption, setup: func(e *env) {
 			withGenerator(e)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Status(kubetest.ServerError())))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, 2, e.k.count(opDeleteGenerator, generatorApp))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // planted is a complete Secret of the first planned name that someone
@@ -104,9 +105,7 @@ func TestAuthorshipTable(t *testing.T) {
 		}},
 		{name: "another Secret planted under an adopted name after it was deleted is unproven", spec: withAdoption, setup: adoptable, check: func(t *testing.T, e *env, r result) {
 			requireKept(t, r, secretApp, AuthorshipAdopted, false)
-			e.k.mu.Lock()
-			delete(e.k.secrets, secretApp)
-			e.k.mu.Unlock()
+			e.k.Remove(kubetest.Secrets, secretApp)
 			planted()(e) // a new UID
 			r = e.run()
 			requireKept(t, r, secretApp, AuthorshipUnproven, false)
@@ -144,9 +143,7 @@ func TestKeptSecretChecksTable(t *testing.T) {
 		}},
 		{name: "adopted basic-auth keeps the type External Secrets gave it", spec: withAdoption, setup: func(e *env) {
 			adoptable(e)
-			e.k.mu.Lock()
-			e.k.secrets[secretApp].Type = corev1.SecretTypeBasicAuth
-			e.k.mu.Unlock()
+			e.k.editSecret(secretApp, func(s *corev1.Secret) { s.Type = corev1.SecretTypeBasicAuth })
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, corev1.SecretTypeBasicAuth, e.secret(secretApp).Type)
@@ -154,18 +151,15 @@ func TestKeptSecretChecksTable(t *testing.T) {
 		}},
 		{name: "adopted TLS Secret: refused", spec: withAdoption, setup: func(e *env) {
 			adoptable(e)
-			e.k.mu.Lock()
-			e.k.secrets[secretApp].Type = corev1.SecretTypeTLS
-			e.k.mu.Unlock()
+			e.k.editSecret(secretApp, func(s *corev1.Secret) { s.Type = corev1.SecretTypeTLS })
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
 		}},
 		{name: "made terminating before a lost patch: refused, never sent again", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore, before: someone(func(k *fakeKube) {
-				terminating(k.secrets[secretApp])
-				k.stamp(k.secrets[secretApp])
-			})})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore().First(e.k.their(func(k *credentialsAPI) {
+				k.editSecret(secretApp, terminating)
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp), "not sent again")
@@ -182,7 +176,7 @@ func TestRefusedBatchListsOnlyWrites(t *testing.T) {
 	runTable(t, []row{
 		{name: "a kept look-alike is not applied", setup: func(e *env) {
 			planted()(e)
-			e.k.script(&fault{op: opCreateSecret, name: secretBus, kind: faultAnswer, err: errInvalid("Secret", secretBus)})
+			e.k.script(on(opCreateSecret, secretBus, kubetest.Status(kubetest.Invalid("Secret", secretBus))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/invalid", r.ending())
 			require.Nil(t, r.summary()["applied"], "keyledger wrote nothing")

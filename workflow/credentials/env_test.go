@@ -67,7 +67,7 @@ func withServers(s Spec) Spec {
 // process (a new family, nothing in memory) on the same journal.
 type env struct {
 	t *testing.T
-	k *fakeKube
+	k *credentialsAPI
 	j *workflowtest.Journal
 	// crash, when set, is asked before each transition commits (see
 	// crashingStore).
@@ -93,7 +93,7 @@ func newEnv(t *testing.T, spec Spec) *env {
 	require.NoError(t, err)
 	cmd, err := decode(t, `{"apiVersion":"keyledger.dev/v1","kind":"CredentialPlan","metadata":{"requestId":"r-1","mutationId":"m-1"},"spec":`+string(raw)+`}`)
 	require.NoError(t, err)
-	e := &env{t: t, k: newFakeKube(), j: workflowtest.NewJournal(), cmd: cmd, random: &switchedRandom{}}
+	e := &env{t: t, k: newCredentialsAPI(), j: workflowtest.NewJournal(), cmd: cmd, random: &switchedRandom{}}
 	e.k.serverSecret = func(pod string) (string, string) {
 		for _, srv := range cmd.Spec.Servers {
 			if srv.Pod == pod {
@@ -302,12 +302,7 @@ func ownedBy(es *unstructured.Unstructured) func(*corev1.Secret) {
 
 // secret is the double's copy of a Secret (nil when absent).
 func (e *env) secret(name string) *corev1.Secret {
-	e.k.mu.Lock()
-	defer e.k.mu.Unlock()
-	if s, ok := e.k.secrets[name]; ok {
-		return s.DeepCopy()
-	}
-	return nil
+	return e.k.Secret(name)
 }
 
 // planned asserts that a Secret holds exactly the plan's keys with values of

@@ -474,12 +474,11 @@ func deleteAnswer(uid types.UID, ok string, err error) workflow.Answer {
 	return a
 }
 
-// wait polls cond with the family's waiter; a dry run does not wait.
+// wait polls cond with the family's waiter: it waits for the effect of a
+// call (workflow.Verify).
 func (f *family) wait(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
-	if workflow.IsDryRun(ctx) {
-		return true, nil // keyledger plan: the call was not sent; take its effect as in place
-	}
-	return f.poll(ctx, cond)
+	// A wait for the effect of a call: done is what it intends.
+	return workflow.Verify(ctx, true, func(ctx context.Context) (bool, error) { return f.poll(ctx, cond) })
 }
 
 // bounded is the run's waiter: poll.Poll looks at cond every interval

@@ -12,11 +12,13 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // readFails is a read answered 500 (nothing applied, nothing learned).
-func readFails(op, name string) *fault {
-	return &fault{op: op, name: name, kind: faultAnswer, err: errServer()}
+func readFails(op opKind, name string) scripted {
+	return on(op, name, kubetest.Status(kubetest.ServerError()))
 }
 
 // requireUnavailable: the run stopped on a read the API server did not
@@ -41,7 +43,7 @@ func TestReadsTable(t *testing.T) {
 	// settlesOnRerun: the first run ended uncertain with the call open; the
 	// rerun, with the API server answering, settles it without sending the
 	// call again when it was applied.
-	settlesOnRerun := func(t *testing.T, e *env, r result, op, name string, sends int) {
+	settlesOnRerun := func(t *testing.T, e *env, r result, op opKind, name string, sends int) {
 		t.Helper()
 		require.Equal(t, "uncertain/read-failed", r.ending())
 		require.Equal(t, store.StateResolving, r.op.State)
@@ -52,7 +54,7 @@ func TestReadsTable(t *testing.T) {
 	}
 	runTable(t, []row{
 		{name: "resolve create: the read fails", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose}, afterOne(readFails(opGetSecret, secretApp)))
+			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()), afterOne(readFails(opGetSecret, secretApp)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, []string{"create-secret secret/shop-app undetermined/read-failed"}, r.trail(store.RecordResolution, ""),
 				"the verdict is journaled before the run ends")
@@ -61,34 +63,34 @@ func TestReadsTable(t *testing.T) {
 		}},
 		{name: "resolve patch: the read fails", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultApplyThenLose}, &fault{op: opGetSecret, name: secretApp, after: 1,
-				kind: faultAnswer, err: errServer()})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.AppliedLost()), on(opGetSecret, secretApp, kubetest.Status(kubetest.ServerError()).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opPatchSecret, secretApp, 1)
 		}},
 		{name: "resolve orphan: the read fails", spec: withAdoption, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opOrphanExternal, name: secretApp, kind: faultApplyThenLose},
-				&fault{op: opGetExternal, name: secretApp, after: 2, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opOrphanExternal, secretApp, kubetest.AppliedLost()),
+				on(opGetExternal, secretApp, kubetest.Status(kubetest.ServerError()).After(2)))
 		}, check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opOrphanExternal, secretApp, 1)
 			requireAdopted(t, e)
 		}},
 		{name: "resolve generator delete: the read fails", spec: withAdoption, setup: func(e *env) {
 			e.k.putGenerator(generatorApp)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultApplyThenLose},
-				&fault{op: opGetGenerator, name: generatorApp, after: 1, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.AppliedLost()),
+				on(opGetGenerator, generatorApp, kubetest.Status(kubetest.ServerError()).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opDeleteGenerator, generatorApp, 1)
 		}},
 		{name: "resolve generator delete: someone else's delete in progress", spec: withAdoption, setup: func(e *env) {
 			e.k.putGenerator(generatorApp)
-			e.k.script(&fault{op: opDeleteGenerator, name: generatorApp, kind: faultLoseBefore},
-				&fault{op: opGetGenerator, name: generatorApp, after: 1, before: someone(func(k *fakeKube) {
-					now := metav1Now()
-					k.generators[generatorApp].SetDeletionTimestamp(&now)
-					k.stamp(k.generators[generatorApp])
-				})})
+			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.LostBefore()),
+				on(opGetGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+					k.Edit(grGenerators, generatorApp, func(o kubetest.Object) {
+						now := metav1.Now()
+						o.SetDeletionTimestamp(&now)
+					})
+				})).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password ours/deleting"}, r.trail(store.RecordResolution, ""))
@@ -96,22 +98,24 @@ func TestReadsTable(t *testing.T) {
 		}},
 		{name: "resolve pod delete: the read fails", spec: withServers, setup: func(e *env) {
 			staleServer(e)
-			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultApplyThenLose},
-				&fault{op: opGetPod, name: podApp, after: 1, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opDeletePod, podApp, kubetest.AppliedLost()),
+				on(opGetPod, podApp, kubetest.Status(kubetest.ServerError()).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opDeletePod, podApp, 1)
 		}},
 		{name: "resolve pod delete: someone else's delete in progress", spec: withServers, setup: func(e *env) {
 			staleServer(e)
-			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultLoseBefore},
-				&fault{op: opGetPod, name: podApp, after: 1, before: someone(func(k *fakeKube) {
-					now := metav1Now()
-					k.pods[podApp].DeletionTimestamp = &now
-				})},
-				&fault{op: opGetPod, name: podApp, before: someone(func(k *fakeKube) {
-					delete(k.pods, podApp)
+			e.k.script(on(opDeletePod, podApp, kubetest.LostBefore()),
+				on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+					k.editPod(podApp, func(p *corev1.Pod) {
+						now := metav1.Now()
+						p.DeletionTimestamp = &now
+					})
+				})).After(1)),
+				on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+					k.Remove(kubetest.Pods, podApp)
 					k.replace(podApp)
-				})})
+				}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/terminating"}, r.trail(store.RecordResolution, ""))
@@ -121,11 +125,11 @@ func TestReadsTable(t *testing.T) {
 		{name: "resolve pod delete: gone, its replacement late", spec: withServers, setup: func(e *env) {
 			staleServer(e)
 			e.k.noReplacement[podApp] = true
-			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultApplyThenLose},
-				&fault{op: opGetPod, name: podApp, after: 3, before: someone(func(k *fakeKube) {
+			e.k.script(on(opDeletePod, podApp, kubetest.AppliedLost()),
+				on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 					k.noReplacement[podApp] = false
 					k.replace(podApp)
-				})})
+				})).After(3)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/absent"}, r.trail(store.RecordResolution, ""))
@@ -134,15 +138,19 @@ func TestReadsTable(t *testing.T) {
 		}},
 		{name: "the replacement starts unready, then is ready", spec: withServers, setup: func(e *env) {
 			staleServer(e)
-			e.k.script(&fault{op: opGetPod, name: podApp, after: 1, before: someone(func(k *fakeKube) {
-				k.pods[podApp].Status.Phase = corev1.PodPending
-			})}, &fault{op: opGetPod, name: podApp, before: someone(func(k *fakeKube) {
-				k.pods[podApp].Status.Phase = corev1.PodRunning
-				k.pods[podApp].Status.Conditions = nil
-			})})
-			e.k.script(&fault{op: opGetPod, name: podApp, before: someone(func(k *fakeKube) {
-				k.pods[podApp].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-			})})
+			e.k.script(on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editPod(podApp, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })
+			})).After(1)), on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editPod(podApp, func(p *corev1.Pod) {
+					p.Status.Phase = corev1.PodRunning
+					p.Status.Conditions = nil
+				})
+			}))))
+			e.k.script(on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editPod(podApp, func(p *corev1.Pod) {
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+				})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"wait-replacement pod/shop-app-0 ready/"}, r.trail(store.RecordObservation, "wait-replacement"))
@@ -153,25 +161,25 @@ func TestReadsTable(t *testing.T) {
 		}, check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Equal(t, store.StatePrepared, r.op.State, "nothing journaled, nothing sent")
-			require.Empty(t, e.k.writes)
+			require.Zero(t, e.k.WriteCount())
 		}},
 		{name: "decide: the read before an orphan delete fails", spec: withAdoption, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 1, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opGetExternal, secretApp, kubetest.Status(kubetest.ServerError()).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
-			require.Empty(t, e.k.writes)
+			require.Zero(t, e.k.WriteCount())
 		}},
 		{name: "decide: the wait's read fails", spec: withAdoption, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 2, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opGetExternal, secretApp, kubetest.Status(kubetest.ServerError()).After(2)))
 		}, check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Equal(t, 1, e.k.written("externalsecret/"+secretApp))
 		}},
 		{name: "decide: the orphan read finds it gone", spec: withAdoption, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 1, before: someone(func(k *fakeKube) { delete(k.external, secretApp) })})
+			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(grExternal, secretApp) })).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Contains(t, r.trail(store.RecordObservation, stepReadExternalSecret), "read-external-secret externalsecret/shop-app absent/")
@@ -179,10 +187,10 @@ func TestReadsTable(t *testing.T) {
 		}},
 		{name: "decide: switched to a remote store before the orphan read", spec: withAdoption, setup: func(e *env) {
 			adoptable(e)
-			e.k.script(&fault{op: opGetExternal, name: secretApp, after: 1, before: someone(func(k *fakeKube) { remoteES(k.external[secretApp]) })})
+			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.editExternal(secretApp, remoteES) })).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
-			require.Empty(t, e.k.writes)
+			require.Zero(t, e.k.WriteCount())
 		}},
 		{name: "decide: a generator read fails", spec: withAdoption, setup: func(e *env) {
 			e.k.putGenerator(generatorApp)
@@ -192,7 +200,7 @@ func TestReadsTable(t *testing.T) {
 		}},
 		{name: "decide: the read of a Secret to patch fails", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opGetSecret, name: secretApp, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opGetSecret, secretApp, kubetest.Status(kubetest.ServerError())))
 		}, check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Zero(t, e.k.written("secret/"+secretBus), "stopped before any write; a rerun does it all")
@@ -202,7 +210,7 @@ func TestReadsTable(t *testing.T) {
 		}},
 		{name: "decide: a Secret deleted before its read is created", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opGetSecret, name: secretApp, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
+			e.k.script(on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(kubetest.Secrets, secretApp) }))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount(), "created by this run after all")
@@ -223,7 +231,9 @@ func TestReadsTable(t *testing.T) {
 		}},
 		{name: "decide: the probed Secret lost its password key", spec: withServers, setup: func(e *env) {
 			staleServer(e)
-			e.k.script(&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) { delete(k.secrets[secretApp].Data, "password") })})
+			e.k.script(on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editSecret(secretApp, func(s *corev1.Secret) { delete(s.Data, "password") })
+			})).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
 			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/password-key-absent")
@@ -232,7 +242,7 @@ func TestReadsTable(t *testing.T) {
 		{name: "decide: the replacement's read fails while waiting", spec: withServers, setup: func(e *env) {
 			staleServer(e)
 			e.k.noReplacement[podApp] = true
-			e.k.script(&fault{op: opGetPod, name: podApp, after: 2, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opGetPod, podApp, kubetest.Status(kubetest.ServerError()).After(2)))
 		}, check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
@@ -361,11 +371,11 @@ func TestDryRun(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"pod/shop-app-0 planned", "pod/shop-bus-0 skipped"}, probes, "listed, never contacted")
-	require.Empty(t, e.k.writes, "nothing written")
+	require.Zero(t, e.k.WriteCount(), "nothing written")
 	require.Empty(t, e.k.probeLog, "no server contacted")
 	require.True(t, e.externalExists(secretApp))
 }
 
 // afterOne lets the first matching request pass (the read before the
 // creates) and applies f to the next.
-func afterOne(f *fault) *fault { f.after = 1; return f }
+func afterOne(f scripted) scripted { f.fault = f.fault.After(1); return f }

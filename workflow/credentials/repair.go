@@ -37,7 +37,8 @@ func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Deci
 	unknown := 0
 	for _, srv := range f.cmd.Spec.Servers {
 		switch p.probes[srv.Pod].Status {
-		case ProbeAccepted, probeSkipped, workflow.StatusPlanned:
+		case "", ProbeRefused, ProbeUnknown: // not probed, or probed again
+		default: // accepted, skipped, or any other answer that needs nothing
 			continue
 		}
 		d, err := f.repairOne(ctx, srv, p)
@@ -87,19 +88,19 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			Status: string(ProbeUnknown), Reason: reason, Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
 		return nil, nil
 	}
-	if workflow.IsDryRun(ctx) {
-		// keyledger plan: say which pod a run would probe; never contact it.
-		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID), Status: workflow.StatusPlanned,
-			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
-		return nil, nil
-	}
-	res, secretRV, err := f.probeServer(ctx, srv, pod)
+	// The probe reaches the server: a dry run reaches nothing and records
+	// the probe as planned (workflow.Reach).
+	var secretRV string
+	probe, err := workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
+		Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}}, func(ctx context.Context, probe store.Record) (store.Record, error) {
+		res, rv, err := f.probeServer(ctx, srv, pod)
+		secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
+		return probe, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	probe := store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-		Status: string(res.Status), Reason: res.Reason, Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}}
-	switch res.Status {
+	switch ProbeStatus(probe.Status) {
 	case ProbeRefused:
 		if deleteCalled {
 			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
@@ -288,15 +289,12 @@ func causeOf(call store.Record) cause {
 
 func (f *family) resolveDeletePod(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	pod, err := f.kube.GetPod(ctx, name)
-	switch {
-	case isNotFound(err):
-		return workflow.Verdict{Kind: workflow.Ours, Reason: reasonAbsent, UID: call.UID}, nil
-	case err != nil:
-		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
-	case string(pod.UID) != call.UID:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "replaced", UID: string(pod.UID)}, nil
-	case pod.DeletionTimestamp != nil:
-		return workflow.Verdict{Kind: workflow.Ours, Reason: "terminating", UID: call.UID}, nil
+	if v, settled := workflow.ResolveDelete(call, pod, err, workflow.DeleteVerdicts{
+		Gone:        workflow.Verdict{Kind: workflow.Ours, Reason: reasonAbsent},
+		Replaced:    workflow.Verdict{Kind: workflow.Ours, Reason: "replaced"},
+		Terminating: workflow.Verdict{Kind: workflow.Ours, Reason: "terminating"},
+	}); settled {
+		return v, nil
 	}
 	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID,
 		Retry: f.deletePodCall(name, pod.UID, str(call.Detail["secret"]), Authorship(str(call.Detail["authorship"])), causeOf(call))}, nil

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // staleServer starts the Valkey pod with a password no plan generates; the
@@ -14,9 +15,7 @@ import (
 func staleServer(e *env) { e.k.putPod(podApp, "stale") }
 
 func (e *env) pod(name string) string {
-	e.k.mu.Lock()
-	defer e.k.mu.Unlock()
-	if p, ok := e.k.pods[name]; ok {
+	if p := e.k.pod(name); p != nil {
 		return string(p.UID)
 	}
 	return ""
@@ -50,7 +49,7 @@ func TestDeletePodTable(t *testing.T) {
 		}},
 		{name: "lost-after-apply", spec: withServers, setup: func(e *env) {
 			start(e)
-			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultApplyThenLose})
+			e.k.script(on(opDeletePod, podApp, kubetest.AppliedLost()))
 		}, check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/replaced"}, r.trail(store.RecordResolution, ""))
@@ -58,7 +57,7 @@ func TestDeletePodTable(t *testing.T) {
 		}},
 		{name: "lost-before-apply", spec: withServers, setup: func(e *env) {
 			start(e)
-			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultLoseBefore})
+			e.k.script(on(opDeletePod, podApp, kubetest.LostBefore()))
 		}, check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 not-applied/still-running"}, r.trail(store.RecordResolution, ""))
@@ -67,10 +66,10 @@ func TestDeletePodTable(t *testing.T) {
 		}},
 		{name: "409 someone else restarted it first", spec: withServers, setup: func(e *env) {
 			start(e)
-			e.k.script(&fault{op: opDeletePod, name: podApp, before: someone(func(k *fakeKube) {
-				delete(k.pods, podApp)
+			e.k.script(on(opDeletePod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.Remove(kubetest.Pods, podApp)
 				k.replace(podApp)
-			})})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, "unknown/precondition-failed", func() string {
@@ -82,17 +81,17 @@ func TestDeletePodTable(t *testing.T) {
 		}},
 		{name: "404 someone deleted it first", spec: withServers, setup: func(e *env) {
 			start(e)
-			e.k.script(&fault{op: opDeletePod, name: podApp, before: someone(func(k *fakeKube) {
-				delete(k.pods, podApp)
+			e.k.script(on(opDeletePod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.Remove(kubetest.Pods, podApp)
 				k.replace(podApp)
-			})})
-			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultAnswer, err: errNotFound(grPods, podApp)})
+			}))))
+			e.k.script(on(opDeletePod, podApp, kubetest.Status(kubetest.NotFound(kubetest.Pods, podApp))))
 		}, check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 		}},
 		{name: "500 not applied", spec: withServers, setup: func(e *env) {
 			start(e)
-			e.k.script(&fault{op: opDeletePod, name: podApp, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opDeletePod, podApp, kubetest.Status(kubetest.ServerError())))
 		}, check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, 2, e.k.count(opDeletePod, podApp))
@@ -112,10 +111,8 @@ func TestDeletePodTable(t *testing.T) {
 			require.Equal(t, "uncertain/"+ReasonReplacementNotReady, r.ending())
 			require.Equal(t, []string{"wait-replacement pod/shop-app-0 not-ready/" + ReasonReplacementNotReady}, r.trail(store.RecordObservation, "wait-replacement"),
 				"journaled before the run ends")
-			e.k.mu.Lock()
 			e.k.noReplacement[podApp] = false
 			e.k.replace(podApp)
-			e.k.mu.Unlock()
 			again := e.run()
 			require.Equal(t, "completed", again.ending())
 			require.Equal(t, r.op.MutationID, again.op.MutationID)
@@ -172,7 +169,7 @@ func TestDeletePodTable(t *testing.T) {
 		}},
 		{name: "no pod IP is an unknown answer", spec: withServers, setup: func(e *env) {
 			p := e.k.putPod(podApp, "stale")
-			e.k.pods[p.Name].Status.PodIP = ""
+			e.k.editPod(p.Name, func(p *corev1.Pod) { p.Status.PodIP = "" })
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
 			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/no-pod-ip")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // forge journals, as anyone who can write the journal could, a completed
@@ -47,9 +48,7 @@ func TestForgedCompletedRunDoesNotStopConvergence(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, basePlan())
 		require.Equal(t, "completed", e.run().ending())
-		e.k.mu.Lock()
-		delete(e.k.secrets, secretBus) // someone else's delete
-		e.k.mu.Unlock()
+		e.k.Remove(kubetest.Secrets, secretBus) // someone else's delete
 		e.forge(store.RunID("m-1", 2))
 		r := e.run()
 		require.Equal(t, "completed", r.ending())

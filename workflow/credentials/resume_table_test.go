@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // crashOnce kills the process at the first transition into to whose
@@ -77,7 +78,7 @@ func TestResumeTable(t *testing.T) {
 				require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
 			}},
 		{name: "resolving: died before the verdicts were journaled", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()))
 		}, to: store.StateAnswered, step: stepCreateSecret, left: store.StateResolving, check: func(t *testing.T, e *env, r result) {
 			created(t, e, r)
 			require.Equal(t, []string{"create-secret secret/shop-app ours/created-by-this-mutation"}, r.trail(store.RecordResolution, ""))
@@ -85,7 +86,7 @@ func TestResumeTable(t *testing.T) {
 		}},
 		{name: "resolving: a patch applied, its answer and the process lost", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultApplyThenLose})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.AppliedLost()))
 		}, to: store.StateAnswered, step: stepPatchSecret, left: store.StateResolving, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())

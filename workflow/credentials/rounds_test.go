@@ -15,6 +15,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
@@ -35,18 +36,18 @@ func manySecrets(n int) func(Spec) Spec {
 // the other kind is in flight with it (or a bound passes: reads made one
 // round after the other never meet), and says whether they met.
 type overlapKube struct {
-	*fakeKube
+	*credentialsAPI
 	mu       sync.Mutex
-	inflight map[string]int
+	inflight map[opKind]int
 	met      chan struct{}
 	once     sync.Once
 }
 
-func newOverlapKube(k *fakeKube) *overlapKube {
-	return &overlapKube{fakeKube: k, inflight: map[string]int{}, met: make(chan struct{})}
+func newOverlapKube(k *credentialsAPI) *overlapKube {
+	return &overlapKube{credentialsAPI: k, inflight: map[opKind]int{}, met: make(chan struct{})}
 }
 
-func (o *overlapKube) hold(op string) func() {
+func (o *overlapKube) hold(op opKind) func() {
 	o.mu.Lock()
 	o.inflight[op]++
 	if o.inflight[opGetSecret] > 0 && o.inflight[opGetExternal] > 0 {
@@ -75,12 +76,12 @@ func (o *overlapKube) overlapped() bool {
 
 func (o *overlapKube) GetSecret(ctx context.Context, name string) (*corev1.Secret, error) {
 	defer o.hold(opGetSecret)()
-	return o.fakeKube.GetSecret(ctx, name)
+	return o.credentialsAPI.GetSecret(ctx, name)
 }
 
 func (o *overlapKube) GetExternalSecret(ctx context.Context, name string) (*unstructured.Unstructured, error) {
 	defer o.hold(opGetExternal)()
-	return o.fakeKube.GetExternalSecret(ctx, name)
+	return o.credentialsAPI.GetExternalSecret(ctx, name)
 }
 
 // TestSecretReadsShareTheExternalSecretsRound: the first decision of a run
@@ -120,11 +121,12 @@ func TestSecretReadsWaitForAdoption(t *testing.T) {
 	}(basePlan()))
 	adoptable(e)
 	e.k.gcHold[secretApp] = 2
-	e.k.script(&fault{op: opGetExternal, name: secretApp, before: someone(func(k *fakeKube) {
-		now := metav1Now()
-		k.external[secretApp].SetDeletionTimestamp(&now)
-		k.stamp(k.external[secretApp])
-	})})
+	e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+		k.editExternal(secretApp, func(es *unstructured.Unstructured) {
+			now := metav1.Now()
+			es.SetDeletionTimestamp(&now)
+		})
+	}))))
 	r := e.run()
 	require.Equal(t, "completed", r.ending())
 	require.Equal(t, []string{"patch-secret secret/shop-app", "create-secret secret/shop-bus"}, r.calls())

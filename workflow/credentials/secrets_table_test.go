@@ -8,6 +8,8 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // row is one scenario of a family table: a plan, what the namespace holds
@@ -47,9 +49,6 @@ func runTable(t *testing.T, rows []row) {
 	}
 }
 
-// someone returns a someone-else's-write hook.
-func someone(write func(k *fakeKube)) func(k *fakeKube) { return write }
-
 // TestCreateSecretTable: the create-secret call (a batch of POSTs, each
 // with a nonce whose digest is journaled before the send) against every
 // answer the API server can give.
@@ -70,7 +69,7 @@ func TestCreateSecretTable(t *testing.T) {
 				"the call record holds the digest of the nonce the Secret carries")
 		}},
 		{name: "lost-after-apply", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
@@ -80,7 +79,7 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
 		}},
 		{name: "lost-before-apply", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultLoseBefore})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.LostBefore()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
@@ -93,9 +92,9 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, calls[1].Digest, nonceDigest(e.secret(secretApp).Annotations[AnnotationNonce]))
 		}},
 		{name: "409 someone else's Secret created right before ours", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, before: someone(func(k *fakeKube) {
+			e.k.script(on(opCreateSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.putSecret(theirSecret(secretApp, map[string]string{"password": "theirs"}))
-			})})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount(), "kept and patched, never counted as created")
@@ -109,12 +108,12 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, 1, e.k.written("secret/"+secretApp), "one patch, no create")
 		}},
 		{name: "409 look-alike carrying keyledger's annotations and another nonce", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, before: someone(func(k *fakeKube) {
+			e.k.script(on(opCreateSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.putSecret(theirSecret(secretApp, map[string]string{"password": "copied"}, func(s *corev1.Secret) {
 					s.Annotations = map[string]string{AnnotationNonce: "0123456789abcdef0123456789abcdef", AnnotationCreatedBy: "m-1:run-1"}
 					s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 				}))
-			})})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
@@ -125,7 +124,7 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Zero(t, e.k.written("secret/"+secretApp), "complete: not written")
 		}},
 		{name: "422 rejected", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultAnswer, err: errInvalid("Secret", secretApp)})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.Status(kubetest.Invalid("Secret", secretApp))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/invalid", r.ending())
 			require.Equal(t, []any{"secret/" + secretBus}, r.summary()["applied"], "the refusal names what the batch applied")
@@ -135,7 +134,7 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp), "a rejected create is not sent again")
 		}},
 		{name: "500 not applied", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.Status(kubetest.ServerError())))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
@@ -143,7 +142,7 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, 1, e.k.written("secret/"+secretApp))
 		}},
 		{name: "404 namespace absent every time", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultAnswer, err: errNotFound(grNamespaces, nsShop), times: 100})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.Status(kubetest.NotFound(grNamespaces, nsShop)).Times(100)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "uncertain/attempts-exhausted", r.ending())
 			require.Equal(t, MaxAttempts, e.k.count(opCreateSecret, secretApp), "bounded by MaxAttempts")
@@ -151,8 +150,8 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, store.StateResolving, r.op.State, "left for a rerun to settle")
 		}},
 		{name: "lost-after-apply then deleted by someone before the resolution's read", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose},
-				&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()),
+				on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(kubetest.Secrets, secretApp) })).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
@@ -160,13 +159,13 @@ func TestCreateSecretTable(t *testing.T) {
 			e.requirePlanned(secretApp, true)
 		}},
 		{name: "lost-after-apply then replaced by someone else's", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultApplyThenLose},
-				&fault{op: opGetSecret, name: secretApp, after: 1, before: someone(func(k *fakeKube) {
-					delete(k.secrets, secretApp)
+			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()),
+				on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+					k.Remove(kubetest.Secrets, secretApp)
 					k.putSecret(theirSecret(secretApp, map[string]string{"password": "theirs"}, func(s *corev1.Secret) {
 						s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 					}))
-				})})
+				})).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"create-secret secret/shop-app ours/kept-existing"}, r.trail(store.RecordResolution, ""))
@@ -211,7 +210,7 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "lost-after-apply", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultApplyThenLose})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.AppliedLost()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app ours/complete")
@@ -221,7 +220,7 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "lost-before-apply", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore()))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app not-applied/resource-version-unchanged")
@@ -231,11 +230,9 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "422 someone else's write between read and patch", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
-				s := k.secrets[secretApp]
-				s.Data["theirs"] = []byte("added")
-				k.stamp(s)
-			})})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editSecret(secretApp, func(s *corev1.Secret) { s.Data["theirs"] = []byte("added") })
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"patch-secret secret/shop-app unknown/test-failed", "patch-secret secret/shop-app applied/patched"},
@@ -249,11 +246,9 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "422 someone else added the planned key first", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
-				s := k.secrets[secretApp]
-				s.Data["password"] = []byte("theirs")
-				k.stamp(s)
-			})})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editSecret(secretApp, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			s := e.secret(secretApp)
@@ -265,7 +260,7 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "404 deleted by someone before the patch", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) { delete(k.secrets, secretApp) })})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(kubetest.Secrets, secretApp) }))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretDeleted, r.ending())
 			require.Equal(t, "m-1:run-1", r.summary()["run"])
@@ -273,11 +268,9 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "made immutable by someone before the patch", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
-				yes := true
-				k.secrets[secretApp].Immutable = &yes
-				k.stamp(k.secrets[secretApp])
-			})})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editSecret(secretApp, kubetest.Frozen)
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretImmutable, r.ending())
 			require.NotContains(t, e.secret(secretApp).Data, "password")
@@ -305,7 +298,7 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "500 not applied", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultAnswer, err: errServer()})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Status(kubetest.ServerError())))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, 2, e.k.count(opPatchSecret, secretApp))
@@ -313,7 +306,7 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "409 conflict", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultAnswer, err: errConflict(grSecrets, secretApp)})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Status(kubetest.Conflict(kubetest.Secrets, secretApp))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, []string{"patch-secret secret/shop-app unknown/conflict", "patch-secret secret/shop-app applied/patched"},
@@ -322,7 +315,7 @@ func TestPatchSecretTable(t *testing.T) {
 		}},
 		{name: "422 invalid rejected", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultAnswer, err: errInvalid("Secret", secretApp)})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Status(kubetest.Invalid("Secret", secretApp))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/invalid", r.ending())
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
@@ -340,7 +333,7 @@ func TestReruns(t *testing.T) {
 		first := e.run()
 		require.Equal(t, "completed", first.ending())
 		rvs := map[string]string{secretApp: e.secret(secretApp).ResourceVersion, secretBus: e.secret(secretBus).ResourceVersion}
-		mark := e.k.mark()
+		mark := e.k.Mark()
 		r := e.run()
 		require.Equal(t, "existing", r.ending())
 		require.Equal(t, "m-1:run-2", r.op.MutationID, "a new operation")
@@ -361,7 +354,7 @@ func TestReruns(t *testing.T) {
 		e := newEnv(t, basePlan())
 		require.Equal(t, "completed", e.run().ending())
 		app := e.secret(secretApp)
-		delete(e.k.secrets, secretBus)
+		e.k.Remove(kubetest.Secrets, secretBus)
 		r := e.run()
 		require.Equal(t, "completed", r.ending())
 		require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
@@ -386,7 +379,7 @@ func kinds(records []store.Record) []string {
 }
 
 func terminating(s *corev1.Secret) {
-	now := metav1Now()
+	now := metav1.Now()
 	s.DeletionTimestamp = &now
 	s.Finalizers = []string{"example.com/hold"}
 }
@@ -431,7 +424,7 @@ func recordOf(r result, kind store.RecordKind, step, target string) store.Record
 // call is built (nothing is sent then).
 func TestDecisionEdges(t *testing.T) {
 	t.Parallel()
-	fails := func(e *env) func(*fakeKube) { return func(*fakeKube) { e.random.failing.Store(true) } }
+	fails := func(e *env) func(*kubetest.Server) { return func(*kubetest.Server) { e.random.failing.Store(true) } }
 	noEntropy := func(t *testing.T, r result) {
 		t.Helper()
 		require.ErrorContains(t, r.err, "reading randomness")
@@ -444,12 +437,12 @@ func TestDecisionEdges(t *testing.T) {
 		}},
 		{name: "someone completes a Secret between the read and the patch", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, before: someone(func(k *fakeKube) {
-				s := k.secrets[secretApp]
-				s.Data["password"] = []byte("theirs")
-				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
-				k.stamp(s)
-			})})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.editSecret(secretApp, func(s *corev1.Secret) {
+					s.Data["password"] = []byte("theirs")
+					s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
+				})
+			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, "theirs", string(e.secret(secretApp).Data["password"]), "the resourceVersion test kept their value")
@@ -459,17 +452,17 @@ func TestDecisionEdges(t *testing.T) {
 		{name: "randomness fails before the creates", setup: func(e *env) { e.random.failing.Store(true) }, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Empty(t, r.calls())
-			require.Empty(t, e.k.writes)
+			require.Zero(t, e.k.WriteCount())
 		}},
 		{name: "randomness fails building a patch", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opGetSecret, name: secretApp, before: fails(e)})
+			e.k.script(on(opGetSecret, secretApp, kubetest.Theirs(fails(e))))
 		}, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Zero(t, e.k.count(opPatchSecret, secretApp))
 		}},
 		{name: "randomness fails building a create's retry", setup: func(e *env) {
-			e.k.script(&fault{op: opCreateSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, after: 1, before: fails(e)})
+			e.k.script(on(opCreateSecret, secretApp, kubetest.LostBefore()), on(opGetSecret, secretApp, kubetest.Theirs(fails(e)).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
@@ -477,7 +470,7 @@ func TestDecisionEdges(t *testing.T) {
 		}},
 		{name: "randomness fails building a patch's retry", setup: func(e *env) {
 			partial(e)
-			e.k.script(&fault{op: opPatchSecret, name: secretApp, kind: faultLoseBefore}, &fault{op: opGetSecret, name: secretApp, after: 1, before: fails(e)})
+			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore()), on(opGetSecret, secretApp, kubetest.Theirs(fails(e)).After(1)))
 		}, check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))

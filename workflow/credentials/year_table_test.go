@@ -14,6 +14,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 )
 
 // replan makes the env's plan spec, under the same mutationId (the plan's
@@ -61,10 +62,8 @@ func TestConvergenceTable(t *testing.T) {
 			check: func(t *testing.T, e *env, r result) {
 				require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
 				first := e.secret(secretBus).UID
-				e.k.mu.Lock()
-				delete(e.k.secrets, secretBus)
-				e.k.mu.Unlock()
-				mark := e.k.mark()
+				e.k.Remove(kubetest.Secrets, secretBus)
+				mark := e.k.Mark()
 				again := e.run()
 				require.Equal(t, r.op.MutationID, again.op.MutationID, "the same run, resumed")
 				require.Equal(t, "uncertain/"+ReasonProbeUnknown, again.ending())
@@ -121,25 +120,19 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 		{name: "the Secret changed since the restart: one more restart", spec: withServers, setup: refusesForever,
 			check: func(t *testing.T, e *env, r result) {
 				require.Equal(t, 1, e.k.count(opDeletePod, podApp))
-				e.k.mu.Lock()
-				e.k.stamp(e.k.secrets[secretApp]) // a new resourceVersion
-				e.k.mu.Unlock()
+				e.k.Touch(kubetest.Secrets, secretApp) // a new resourceVersion
 				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
 			}},
 		{name: "the controller's revision changed since the restart: one more restart", spec: withServers, setup: refusesForever,
 			check: func(t *testing.T, e *env, r result) {
-				e.k.mu.Lock()
-				e.k.pods[podApp].Labels["controller-revision-hash"] = "shop-app-2"
-				e.k.mu.Unlock()
+				e.k.editPod(podApp, func(p *corev1.Pod) { p.Labels["controller-revision-hash"] = "shop-app-2" })
 				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
 			}},
 		{name: "the pod's spec changed since the restart: one more restart", spec: withServers, setup: refusesForever,
 			check: func(t *testing.T, e *env, r result) {
-				e.k.mu.Lock()
-				e.k.pods[podApp].Spec.Containers[0].Image = "server:2"
-				e.k.mu.Unlock()
+				e.k.editPod(podApp, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "server:2" })
 				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
 			}},
@@ -162,9 +155,7 @@ func TestProbeEligibilityTable(t *testing.T) {
 	pod := func(mod func(p *corev1.Pod)) func(e *env) {
 		return func(e *env) {
 			e.k.putPod(podApp, "stale")
-			e.k.mu.Lock()
-			mod(e.k.pods[podApp])
-			e.k.mu.Unlock()
+			e.k.editPod(podApp, mod)
 		}
 	}
 	now := metav1.NewTime(time.Now())

@@ -46,6 +46,8 @@ type Server struct {
 	// each object our creates, updates and patches stored.
 	writes  map[key]int
 	written map[key][]Object
+	// reactions run before a request is served (see React).
+	reactions map[Request][]func(name string)
 }
 
 type scripted struct {
@@ -99,6 +101,35 @@ func (s *Server) begin(r Request) Fault {
 		f.theirs(s)
 	}
 	return f
+}
+
+// React makes fn run each time a request of verb on gr is about to be
+// served, after its fault's someone-else's write and unless the fault
+// refused it: a controller or the garbage collector moving on what the
+// request will see. fn runs outside the lock.
+func (s *Server) React(verb Verb, gr schema.GroupResource, fn func(name string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reactions == nil {
+		s.reactions = map[Request][]func(string){}
+	}
+	r := Request{Verb: verb, Resource: gr}
+	s.reactions[r] = append(s.reactions[r], fn)
+}
+
+// serve is what comes between a request's fault and its effect: the
+// fault's refusal, if any, else the reactions to it.
+func (s *Server) serve(r Request, f Fault) error {
+	if err := f.refused(r); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	fns := slices.Clone(s.reactions[Request{Verb: r.Verb, Resource: r.Resource}])
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn(r.Name)
+	}
+	return nil
 }
 
 // refused is the error a fault answers before anything is applied, if any.
@@ -294,7 +325,7 @@ func (s *Server) wrote(k key, o Object) {
 func (s *Server) Get(gr schema.GroupResource, name string) (Object, error) {
 	r := Request{Verb: Get, Resource: gr, Name: name}
 	f := s.begin(r)
-	if err := f.refused(r); err != nil {
+	if err := s.serve(r, f); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -313,7 +344,7 @@ func (s *Server) Get(gr schema.GroupResource, name string) (Object, error) {
 func (s *Server) List(gr schema.GroupResource) ([]Object, error) {
 	r := Request{Verb: List, Resource: gr}
 	f := s.begin(r)
-	if err := f.refused(r); err != nil {
+	if err := s.serve(r, f); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -343,7 +374,7 @@ func compareStrings(a, b string) int {
 func (s *Server) Create(gr schema.GroupResource, o Object) (Object, error) {
 	r := Request{Verb: Create, Resource: gr, Name: o.GetName()}
 	f := s.begin(r)
-	if err := f.refused(r); err != nil {
+	if err := s.serve(r, f); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -371,7 +402,7 @@ func (s *Server) Create(gr schema.GroupResource, o Object) (Object, error) {
 func (s *Server) Update(gr schema.GroupResource, o Object) (Object, error) {
 	r := Request{Verb: Update, Resource: gr, Name: o.GetName()}
 	f := s.begin(r)
-	if err := f.refused(r); err != nil {
+	if err := s.serve(r, f); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -387,7 +418,7 @@ func (s *Server) Update(gr schema.GroupResource, o Object) (Object, error) {
 func (s *Server) Patch(gr schema.GroupResource, name string, patch []byte) (Object, error) {
 	r := Request{Verb: Patch, Resource: gr, Name: name}
 	f := s.begin(r)
-	if err := f.refused(r); err != nil {
+	if err := s.serve(r, f); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -514,7 +545,7 @@ const (
 func (s *Server) Delete(gr schema.GroupResource, name string, pre Preconditions, orphan bool) (Deleted, error) {
 	r := Request{Verb: Delete, Resource: gr, Name: name}
 	f := s.begin(r)
-	if err := f.refused(r); err != nil {
+	if err := s.serve(r, f); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -630,4 +661,26 @@ func (s *Server) Put(gr schema.GroupResource, o Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.objs[key{gr, o.GetName()}] = deepCopy(o)
+}
+
+// Touch is someone else's write that changes nothing the family reads but
+// the resourceVersion (a managedFields or status update).
+func (s *Server) Touch(gr schema.GroupResource, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.objs[key{gr, name}]; ok {
+		s.stamp(o, false)
+	}
+}
+
+// WriteCount is the number of our writes that changed an object, over
+// every object.
+func (s *Server) WriteCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, w := range s.writes {
+		n += w
+	}
+	return n
 }

@@ -2,13 +2,11 @@ package versioned
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -58,6 +56,7 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 			if !sameSource(got, snap) {
 				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 			}
+			f.seen.answered(StepCreateSnapshot, "secret/"+snap.Name, &got.ObjectMeta)
 			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion,
 				Summary: f.summary(got, map[string]any{"version": int64(1)})}
 		},
@@ -134,12 +133,13 @@ func (f *family) deleteLiveCall(live *corev1.Secret) *workflow.Call {
 // gone (or replaced by a new UID) is deleted, still there being deleted is
 // pending. Never a guess.
 func (f *family) confirmDeleted(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	s, err := f.api.GetLive(ctx)
+	// A read of the delete's effect: gone is what the delete intends.
+	s, err := workflow.Verify(ctx, (*corev1.Secret)(nil), func(ctx context.Context) (*corev1.Secret, error) { return getLive(ctx, f.api) })
 	switch {
-	case errors.Is(err, kube.ReasonNotFound):
-		return f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}), nil
 	case err != nil:
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+	case s == nil:
+		return f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}), nil
 	}
 	obs := observation(s)
 	call, _ := run.LastCall()

@@ -76,9 +76,19 @@
 // that none is left. Then delete-live, then a re-read reports deleted or
 // pending. Each write is one engine call; its target is "secret/<name>".
 //
-// A dry run (keyledger plan) counts what it planned as done: the archive
-// as present (retention prunes what the run will prune), the deletes of a
-// delete without history as gone, and the live delete as deleted.
+// A run lists the history once and reads the live Secret once (runReads):
+// each later decision folds in what this run's applied answers said (the
+// archive created, a snapshot deleted), and only the decision that writes
+// the live Secret reads it, and the archive, again (a delete without
+// history lists afresh). Another writer between decisions is caught by the
+// writes' preconditions (a create's AlreadyExists, a delete's UID and
+// resourceVersion, the live write's resourceVersion), not by that memory.
+// The family never asks whether it is in a dry run (keyledger plan): a
+// planned answer folds in as an applied one (the archive counts as present,
+// so retention prunes what the run will prune; a purge's deletes as gone),
+// and the reads of a call's effect go through workflow.Verify (the archive
+// re-read, the fresh list after a purge, the live Secret after its delete),
+// which a dry run answers with the intended effect.
 //
 // A cleanup that does not finish (a snapshot held by finalizers, a delete
 // the API server refuses) ends the run uncertain (exit 75, prune-pending,

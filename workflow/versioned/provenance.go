@@ -145,22 +145,38 @@ func (p provenance) owns(m *metav1.ObjectMeta) bool { return p.journaled(m) || p
 // liveUID: every operation on this Secret, and this run's own records
 // (which may be newer than what the query saw).
 func (f *family) provenance(ctx context.Context, run *workflow.Run, liveUID types.UID) (provenance, error) {
+	journal, err := f.journalProvenance(ctx, liveUID)
+	if err != nil {
+		return newProvenance(), err
+	}
+	return provenanceOf(journal, run, liveUID), nil
+}
+
+// journalProvenance reads the create-snapshot records of every operation
+// on this Secret bound to liveUID.
+func (f *family) journalProvenance(ctx context.Context, liveUID types.UID) ([][]store.Record, error) {
+	if f.journal == nil {
+		return nil, nil
+	}
+	groups, err := f.journal.StepRecords(ctx, store.StepRecordsParams{
+		Namespace: f.cmd.Namespace, Name: f.cmd.Name, Step: StepCreateSnapshot, CallUID: string(liveUID),
+	})
+	if err != nil {
+		return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
+	}
+	return groups, nil
+}
+
+// provenanceOf folds the journal's records and run's own.
+func provenanceOf(journal [][]store.Record, run *workflow.Run, liveUID types.UID) provenance {
 	p := newProvenance()
-	if f.journal != nil {
-		groups, err := f.journal.StepRecords(ctx, store.StepRecordsParams{
-			Namespace: f.cmd.Namespace, Name: f.cmd.Name, Step: StepCreateSnapshot, CallUID: string(liveUID),
-		})
-		if err != nil {
-			return p, &workflow.Unavailable{Dependency: "postgresql", Err: err}
-		}
-		for _, g := range groups {
-			p.add(g, liveUID)
-		}
+	for _, g := range journal {
+		p.add(g, liveUID)
 	}
 	if run != nil {
 		p.add(run.Records, liveUID)
 	}
-	return p, nil
+	return p
 }
 
 // inventory is the history of one live UID as the API server and the
@@ -228,18 +244,27 @@ func classify(metas []metav1.PartialObjectMetadata, live *corev1.Secret, p prove
 // before it is sent, so any object a concurrent keyledger run created
 // before the list carries a nonce the journal already holds.
 func readInventory(ctx context.Context, f *family, run *workflow.Run, live *corev1.Secret) (inventory, error) {
-	metas, err := f.api.ListClaims(ctx, claimant(live.UID), MaxHistoryClaims)
-	if tooMany := (*kube.TooManyClaimsError)(nil); errors.As(err, &tooMany) {
-		return inventory{}, &historyTooLarge{count: tooMany.Count, max: tooMany.Max}
-	}
+	metas, err := listClaims(ctx, f, live)
 	if err != nil {
-		return inventory{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return inventory{}, err
 	}
 	p, err := f.provenance(ctx, run, live.UID)
 	if err != nil {
 		return inventory{}, err
 	}
 	return classify(metas, live, p), nil
+}
+
+// listClaims lists the metadata of the Secrets that claim live's UID.
+func listClaims(ctx context.Context, f *family, live *corev1.Secret) ([]metav1.PartialObjectMetadata, error) {
+	metas, err := f.api.ListClaims(ctx, claimant(live.UID), MaxHistoryClaims)
+	if tooMany := (*kube.TooManyClaimsError)(nil); errors.As(err, &tooMany) {
+		return nil, &historyTooLarge{count: tooMany.Count, max: tooMany.Max}
+	}
+	if err != nil {
+		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	return metas, nil
 }
 
 // newNonce is 128 random bits, hex.

@@ -334,24 +334,17 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 }
 
 // deleteSettled reads the re-read after a delete (s, err) of the object the
-// call was bound to: gone, or its name now held by another UID (replaced
-// says how), is deleted; a deletionTimestamp is pending; a failed read is
-// undetermined. settled is false when the object is still there, unchanged
-// in identity, for the caller to decide.
-func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced string) (v workflow.Verdict, settled bool) {
-	deletion := func(v workflow.Verdict, state kube.Deletion) workflow.Verdict {
-		v.Detail = map[string]any{"deletion": string(state)}
-		return v
+// call was bound to (workflow.ResolveDelete): gone, or its name now held by
+// another UID (replaced says how), is deleted; a deletionTimestamp is
+// pending; a failed read is undetermined. settled is false when the object
+// is still there, unchanged in identity, for the caller to decide.
+func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
+	deletion := func(reason string, state kube.Deletion) workflow.Verdict {
+		return workflow.Verdict{Kind: workflow.Ours, Reason: reason, Detail: map[string]any{"deletion": string(state)}}
 	}
-	switch {
-	case errors.Is(err, kube.ReasonNotFound):
-		return deletion(found(workflow.Ours, "", nil), kube.Deleted), true
-	case err != nil:
-		return undetermined(err), true
-	case string(s.UID) != call.UID:
-		return deletion(found(workflow.Ours, replaced, s), kube.Deleted), true
-	case s.DeletionTimestamp != nil:
-		return deletion(found(workflow.Ours, "", s), kube.DeletionPending), true
-	}
-	return workflow.Verdict{}, false
+	return workflow.ResolveDelete(call, s, err, workflow.DeleteVerdicts{
+		Gone:        deletion("", kube.Deleted),
+		Replaced:    deletion(replaced, kube.Deleted),
+		Terminating: deletion("", kube.DeletionPending),
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
@@ -106,25 +107,51 @@ func (f *family) steps() []step {
 // write is what one decision has found so far, step by step.
 type write struct {
 	*reads
-	live *corev1.Secret    // the live Secret (readLive); nil when absent
-	read bool              // live was read before the steps ran (ConfirmReplay)
-	n    int64             // its version counter (readCounter)
-	base map[string][]byte // the data the live write starts from (checkUpdate, readTarget)
-	snap *corev1.Secret    // the archive of version n (createSnapshot)
-	inv  inventory         // the history of the live UID (checkSlots)
+	live      *corev1.Secret    // the live Secret (readLive); nil when absent
+	read      bool              // live was read before the steps ran (ConfirmReplay)
+	liveFresh bool              // live was read by this decision
+	n         int64             // its version counter (readCounter)
+	base      map[string][]byte // the data the live write starts from (checkUpdate, readTarget)
+	snap      *corev1.Secret    // the archive of version n (createSnapshot)
+	inv       inventory         // the history of the live UID (checkSlots)
 }
 
-// decideSteps runs the command's steps in order.
+// decideSteps runs the command's steps in order, with what the run has
+// read already (runReads). A decision that writes the live Secret is made
+// from a fresh read of it and of what the write relies on (the archive
+// before a replace, a fresh list of the history before a delete without
+// history): when the steps decided it from an earlier decision's reads,
+// those are read again and the steps run again.
 func (f *family) decideSteps(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	w := &write{reads: f.reads(run)}
-	d, err := w.decide(ctx)
+	seen := f.runReads(run)
+	w, d, err := f.decideWith(ctx, run, seen)
+	if err == nil && writesLive(d) && !w.liveFresh {
+		seen.refresh(f.purges())
+		w, d, err = f.decideWith(ctx, run, seen)
+	}
 	if tooLarge := (*historyTooLarge)(nil); errors.As(err, &tooLarge) {
 		return w.withObservation(f.refuseTooLarge(tooLarge, w.live)), nil
 	}
 	if err != nil {
 		return workflow.Decision{}, err // *workflow.Unavailable
 	}
+	var intends *metav1.ObjectMeta
+	if d.Call != nil && d.Call.Step == StepCreateSnapshot {
+		intends = &w.snap.ObjectMeta
+	}
+	seen.calling(d.Call, intends)
 	return w.withObservation(d), nil
+}
+
+func (f *family) decideWith(ctx context.Context, run *workflow.Run, seen *runReads) (*write, workflow.Decision, error) {
+	w := &write{reads: &reads{f: f, run: run, seen: seen}}
+	d, err := w.decide(ctx)
+	return w, d, err
+}
+
+// writesLive: d sends a write of the live Secret over an existing one.
+func writesLive(d workflow.Decision) bool {
+	return d.Call != nil && (d.Call.Step == StepReplaceLive || d.Call.Step == StepDeleteLive)
 }
 
 // decide returns the first decision of the command's steps.
@@ -164,16 +191,17 @@ func (w *write) withObservation(d workflow.Decision) workflow.Decision {
 
 func decided(d workflow.Decision) (*workflow.Decision, error) { return &d, nil }
 
-// readLive reads the live Secret (nil when absent).
+// readLive reads the live Secret (nil when absent), once per run
+// (runReads).
 func readLive(ctx context.Context, w *write) (*workflow.Decision, error) {
 	if w.read {
 		return nil, nil
 	}
-	live, err := getLive(ctx, w.f.api)
+	live, fresh, err := w.seen.getLive(ctx, w.f.api)
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	w.live = live
+	w.live, w.liveFresh = live, fresh
 	return nil, nil
 }
 
@@ -331,14 +359,16 @@ func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
 // checkArchive refuses the live write while the archive this operation
 // made is not there, not keyledger's, terminating or held by finalizers (a
 // rerun checks it again: it may have been deleted since; a missing archive
-// is never re-created).
+// is never re-created). The decision that sends the live write reads the
+// archive again first (runReads.confirm).
 func checkArchive(ctx context.Context, w *write) (*workflow.Decision, error) {
 	archived, _ := w.run.Settled(StepCreateSnapshot, "secret/"+w.snap.Name)
-	if workflow.IsDryRun(ctx) && archived.By.Reason == workflow.StatusPlanned {
-		// keyledger plan: the archive was not created; count it as the run
-		// will see it (retention includes it).
-		w.inv.genuine = append(append([]Snapshot{}, w.inv.genuine...), Snapshot{Name: w.snap.Name, Version: w.n})
-		return nil, nil
+	if w.seen != nil && w.seen.confirming {
+		if err := w.seen.confirm(ctx, w.f.api, w.snap.Name); err != nil {
+			return nil, err
+		}
+		inv := classify(w.seen.metas, w.live, provenanceOf(w.seen.journal, w.run, w.live.UID))
+		w.inv, w.reads.inv = inv, &inv
 	}
 	if reason := archiveProblem(w.inv, w.n, archived.By); reason != "" {
 		return decided(w.f.refuse(reason, w.live))
@@ -371,7 +401,7 @@ func deleteSnapshot(ctx context.Context, w *write) (*workflow.Decision, error) {
 		return nil, err
 	}
 	w.inv = inv
-	if d, done := w.f.purge(ctx, w.run, w.live, inv); !done {
+	if d, done := w.f.purge(w.run, w.live, inv); !done {
 		return &d, nil
 	}
 	return nil, nil
@@ -385,17 +415,10 @@ func deleteLive(_ context.Context, w *write) (*workflow.Decision, error) {
 // confirmDelete decides once the live delete is settled: the live Secret is
 // read again and reported deleted or pending (confirmDeleted).
 func confirmDelete(ctx context.Context, w *write) (*workflow.Decision, error) {
-	f := w.f
-	done, ok := w.run.Settled(StepDeleteLive, f.liveTarget())
-	if !ok {
+	if _, ok := w.run.Settled(StepDeleteLive, w.f.liveTarget()); !ok {
 		return nil, nil
 	}
-	if workflow.IsDryRun(ctx) && done.By.Reason == workflow.StatusPlanned {
-		// keyledger plan: the delete was not sent; the run would confirm
-		// it by reading the live Secret again.
-		return decided(f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}))
-	}
-	d, err := f.confirmDeleted(ctx, w.run)
+	d, err := w.f.confirmDeleted(ctx, w.run)
 	if err != nil {
 		return nil, err
 	}

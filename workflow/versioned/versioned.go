@@ -177,15 +177,18 @@ type secrets interface {
 
 var _ secrets = (*kube.VersionedSecrets)(nil)
 
-// family implements workflow.Family for one versioned write. It keeps no
-// memory of the API server between decisions: every Decide and Resolve
-// starts from a fresh reads value (see reads), so nothing one decision saw
-// is trusted by the next without re-reading, and nothing needs clearing.
+// family implements workflow.Family for one versioned write. What it
+// remembers of the API server between decisions is one run's reads
+// (runReads), brought up to date from the journal before each decision and
+// dropped when the journal shows anything but this run's own applied
+// answers; the preconditions of every write, not that memory, catch
+// another writer (see runReads). Resolve always reads afresh.
 type family struct {
 	cmd     *Command
 	limit   int
 	api     secrets
 	journal workflow.JournalReader
+	seen    *runReads // what this run has read (runReads)
 }
 
 // BindJournal implements workflow.JournalBound: provenance is proven from
@@ -194,16 +197,16 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
 func (f *family) liveTarget() string { return "secret/" + f.cmd.Name }
 
-// reads is the read-only memory of ONE decision (one Decide or one Resolve
-// call): the history listed in it, so that a decision that needs it twice
-// (a restore's target, then retention) lists once. It is made when the call
-// starts and dropped when it returns. A decision sends at most one write,
-// after it returns, so nothing memoized here can have changed by our hand
-// while it is used.
+// reads is what one Decide or one Resolve call reads with. A decision
+// reuses what its run has read already (seen: one read of the live Secret
+// and one history listing per run, see runReads); a resolution reads
+// everything afresh (seen is nil), once per call: the history listed in it
+// serves every check of the call.
 type reads struct {
-	f   *family
-	run *workflow.Run
-	inv *inventory // the history of the live UID, listed in this decision
+	f    *family
+	run  *workflow.Run
+	seen *runReads  // the run's reads (decisions only)
+	inv  *inventory // the history of the live UID, as this call classified it
 }
 
 func (f *family) reads(run *workflow.Run) *reads { return &reads{f: f, run: run} }
@@ -229,11 +232,14 @@ func (f *family) precheck(ctx context.Context) error {
 	if f.cmd.Kind != command.KindSecretUpdate {
 		return nil
 	}
-	// The precheck's read is its own: Decide reads the live Secret again.
+	// The precheck's read is the run's first: the first decision reuses it
+	// (runReads), and the live write's resourceVersion precondition catches
+	// any write since.
 	live, err := getLive(ctx, f.api)
 	if err != nil {
 		return &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
+	f.seen = &runReads{liveRead: true, live: live}
 	var desired *corev1.Secret
 	switch {
 	case live == nil && f.cmd.Create():
@@ -415,38 +421,45 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 }
 
 // purge deletes every snapshot keyledger made for the live UID, then
-// confirms that none is left: the list inv was taken in this decision,
-// after every delete an earlier decision sent, so a genuine snapshot it
-// still shows is one whose delete is pending. One still present blocks the
-// live delete: the decision ends the run with *workflow.Uncertain
-// (Decision.End, exit 75); rerunning the same command checks again. In a
-// dry run the deletes it planned count as done (nothing was sent, so the
-// list still shows them).
-func (f *family) purge(ctx context.Context, run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
-	call, pending := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
+// confirms that none is left: the history inv shows is the run's listing
+// with every delete this run's answers settled folded in (a deleted
+// snapshot removed, a pending one terminating), and the decision that
+// sends the live delete lists afresh (runReads.refresh), so a genuine
+// snapshot it still shows is one whose delete is pending, or one made since.
+// One still present blocks the live delete: the decision ends the run with
+// *workflow.Uncertain (Decision.End, exit 75); rerunning the same command
+// checks again.
+func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
+	call, _ := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
 	if call != nil {
 		return workflow.Decision{Call: call}, false
 	}
-	left := len(inv.genuine)
-	if workflow.IsDryRun(ctx) {
-		left = pending
-	}
-	if left > 0 {
+	if left := len(inv.genuine); left > 0 {
 		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonHistoryPending,
 			Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", left)}}, false
 	}
 	return workflow.Decision{}, true
 }
 
-// inventory lists the history of live's UID once per decision: metadata
-// only, classified by what the journal proves (see provenance).
+// inventory is the history of live's UID, classified by what the journal
+// proves (see provenance): listed once per run for a decision (runReads),
+// once per call for a resolution.
 func (r *reads) inventory(ctx context.Context, live *corev1.Secret) (inventory, error) {
 	if r.inv != nil {
 		return *r.inv, nil
 	}
-	inv, err := readInventory(ctx, r.f, r.run, live)
-	if err != nil {
-		return inventory{}, err
+	var inv inventory
+	if r.seen != nil {
+		metas, journal, err := r.seen.listing(ctx, r.f, live)
+		if err != nil {
+			return inventory{}, err
+		}
+		inv = classify(metas, live, provenanceOf(journal, r.run, live.UID))
+	} else {
+		var err error
+		if inv, err = readInventory(ctx, r.f, r.run, live); err != nil {
+			return inventory{}, err
+		}
 	}
 	r.inv = &inv
 	return inv, nil

@@ -192,15 +192,13 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 		return nil, false, fmt.Errorf("reading the command's runs: %w", err)
 	}
 	t := j.now()
-	next := int64(1)
 	detail := map[string]any{}
+	var latestOp *store.Operation
 	if latest := j.latestRun(p.MutationID); latest != nil {
 		if latest.op.Kind != p.Kind || latest.op.Namespace != p.Namespace || latest.op.Name != p.Name {
 			return nil, false, store.ErrDigestMismatch
 		}
-		if _, n, ok := store.SplitRunID(latest.op.MutationID); ok && latest.op.MutationID != p.MutationID {
-			next = n + 1
-		}
+		latestOp = &latest.op
 		closing := ""
 		switch {
 		case latest.op.CommandDigest != p.CommandDigest:
@@ -236,14 +234,7 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 			}
 		}
 	}
-	run := p
-	run.MutationID = store.RunID(p.MutationID, next)
-	for k, v := range p.Detail {
-		detail[k] = v
-	}
-	detail["command"], detail["run"] = p.MutationID, next
-	run.Detail = detail
-	commit, op, created, err := j.prepareIn(run, t)
+	commit, op, created, err := j.prepareIn(store.RunPreparation(p, store.NextRun(p.MutationID, latestOp), detail), t)
 	if err != nil {
 		return nil, false, err
 	}
