@@ -27,12 +27,13 @@ image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch 
 
 .PHONY: demo-platform
 demo-platform: ## Only what `make demo` uses: Docker engine, the control-plane binaries and the PostgreSQL image (the node, the server images and the operators are built by the targets that need them).
-	bash hack/deps.sh
+	KEYLEDGER_DEPS=demo bash hack/deps.sh
 	bash hack/controlplane.sh >/dev/null
 	bash hack/postgres-image.sh >/dev/null
 
 .PHONY: platform
 platform: demo-platform ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them).
+	bash hack/deps.sh
 	if [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/node.sh >/dev/null && bash hack/servers-image.sh >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ]; then bash hack/operators.sh external-secrets >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ] && [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/operators-images.sh >/dev/null; fi
@@ -90,8 +91,8 @@ demo: demo-platform ## Bring up the local platform and walk through the three fa
 	$(GO) run ./integration/demo
 
 .PHONY: bench
-bench: platform ## Benchmarks (retirement, 64-Secret credential plan, versioned update at the retention limit): medians and ratios against baselines measured in the same run.
-	set -o pipefail; KEYLEDGER_BENCH=1 $(GO) test -count=1 -timeout 30m -tags failpoints -run '^TestBench' -v ./integration/ 2>&1 | grep -E '^(BENCH|---|ok|FAIL|PASS)|bench_test'
+bench: platform ## Benchmarks (retirement, 64-Secret credential plan, versioned update at the retention limit, 1/8/32 concurrent runs on one journal, a journal of 100,000 operations or KEYLEDGER_BENCH_JOURNAL_OPS): medians and ratios against baselines measured in the same run.
+	set -o pipefail; KEYLEDGER_BENCH=1 $(GO) test -count=1 -timeout 30m -tags failpoints -run '^TestBench' -v ./integration/ 2>&1 | grep -E '^(BENCH|---|ok|FAIL|PASS)|bench_[a-z_]*test'
 
 .PHONY: clean
 clean: ## Remove build output (cached control-plane binaries and images stay).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage of the families' decision logic by the fast unit tests
-# (go test -short: the in-memory journal and scripted API doubles of
-# workflow/workflowtest and each family's _test files).
+# (go test -short: the in-memory journal of workflow/workflowtest, the one
+# scripted API server of workflow/kubetest, and each family's _test files).
 #
 # For each family it prints the coverage of Decide and Resolve and of every
 # function in the files that hold what they decide with (the DECISION_FILES
@@ -18,7 +18,7 @@ module=$($GO list -m)
 declare -A DECISION_FILES=(
   [retire]="retire.go secret.go replay.go"
   [credentials]="family.go ensure.go adopt.go repair.go secret.go dryrun.go authorship.go replay.go"
-  [versioned]="versioned.go steps.go resolve.go provenance.go calls.go snapshot.go retention.go counter.go replay.go"
+  [versioned]="versioned.go steps.go runreads.go resolve.go provenance.go calls.go snapshot.go retention.go counter.go replay.go"
 )
 
 out=$(mktemp -d)

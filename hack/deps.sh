@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Installs what keyledger's tests need on a Debian machine (as root) and
 # starts a Docker engine. Elsewhere it says what is missing.
+# KEYLEDGER_DEPS=demo installs only what `make demo` uses (mmdebstrap for
+# the PostgreSQL image, and the Docker engine): the host's redis-server and
+# nats-server (the credentials repair tests) and the node's packages are
+# installed by `make platform`, which runs this script again in full.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 need=()
 command -v go >/dev/null || { echo "deps: Go 1.26 is required (https://go.dev/doc/install)" >&2; exit 1; }
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
-command -v redis-server >/dev/null || need+=(redis-server)
-command -v nats-server >/dev/null || need+=(nats-server)
+demo=false
+[[ ${KEYLEDGER_DEPS:-} == demo ]] && demo=true
+$demo || command -v redis-server >/dev/null || need+=(redis-server)
+$demo || command -v nats-server >/dev/null || need+=(nats-server)
 command -v dockerd >/dev/null || need+=(docker.io)
 # The real node (integration tests; KEYLEDGER_NODE=off skips them): Debian's
 # CNI plugins, and what kube-proxy and kube-router call. containerd and runc
 # come with docker.io.
-if [[ ${KEYLEDGER_NODE:-} != off ]]; then
+if [[ ${KEYLEDGER_NODE:-} != off ]] && ! $demo; then
   [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
   command -v conntrack >/dev/null || need+=(conntrack)
   command -v ipset >/dev/null || need+=(ipset)

@@ -239,7 +239,7 @@ func TestBenchConcurrentRuns(t *testing.T) {
 		sampler := sampleLocks(t, e.journal.OwnerURL, 3*time.Millisecond)
 		var walls []time.Duration
 		var elapsed time.Duration
-		for round := 0; round < perLevel/level; round++ {
+		for round := range perLevel / level {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			cmds := make([]*exec.Cmd, level)
 			for i := range cmds {

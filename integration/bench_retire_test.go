@@ -53,6 +53,7 @@ func TestBenchRetire(t *testing.T) {
 	m := largestKeyring()
 	keyID := m.Keys[0].ID
 	var keyledgerSamples []sample
+	other, compared := compareBinary(), []sample(nil)
 	var wall, base []time.Duration
 	var rss, anon, file []int64
 	for i := range runs {
@@ -71,6 +72,14 @@ func TestBenchRetire(t *testing.T) {
 		anon = append(anon, ks.kib("rss_anon_kib"))
 		file = append(file, ks.kib("rss_file_kib"))
 
+		if other != "" {
+			c := e.createSecret(keyringSecret(fmt.Sprintf("compare-%d", i), m))
+			cpath := e.writeCommand(fmt.Sprintf("compare-%d.json", i), retireCommand(c, keyID, fmt.Sprintf("mut-compare-%d", i)))
+			ccmd := exec.Command(other, "run", cpath)
+			e.asRetirerOf(c)(ccmd)
+			cenv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, ccmd.Env...)
+			compared = append(compared, measure(t, other, []string{"run", cpath}, cenv))
+		}
 		if kubectl != "" {
 			b := e.createSecret(keyringSecret(fmt.Sprintf("base-%d", i), m))
 			base = append(base, kubectlGetReplace(t, kubectl, e.kube.KubeconfigFile(), e.ns, b.Name))
@@ -85,4 +94,8 @@ func TestBenchRetire(t *testing.T) {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
+	benchPhases("retire", keyledgerSamples)
+	benchCompare("retire", keyledgerSamples, compared, base)
+	floor := e.createSecret(keyringSecret("bench-floor", m))
+	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/phase"
 )
 
 // Benchmarks are not tests: they run only with KEYLEDGER_BENCH=1 (make
@@ -33,6 +34,8 @@ func benchEnabled(t *testing.T) {
 type sample struct {
 	wall    time.Duration
 	summary map[string]any
+	// phases is the process's phase line (package phase), when it printed one.
+	phases *phase.Line
 }
 
 // peakRSS is keyledger's own peak RSS (VmHWM, KiB) from its summary line.
@@ -55,16 +58,16 @@ func measure(t *testing.T, name string, args []string, env []string) sample {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = env
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(slices.Clip(env), traceEnv()...)
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s%s", name, args, err, stdout.String(), stderr.String())
 	}
-	s := sample{wall: wall}
+	s := sample{wall: wall, phases: phasesOf(stderr.String())}
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(line, `"msg":"run finished"`) {
 			_ = json.Unmarshal([]byte(line), &s.summary)

@@ -43,6 +43,8 @@ func TestBenchVersioned(t *testing.T) {
 	bin := releaseBinary(t)
 	var wall, base []time.Duration
 	var summaries []map[string]any
+	var samples []sample
+	other, compared := compareBinary(), []sample(nil)
 	for i := range runs {
 		cur := e.getSecret("bench")
 		mutation := fmt.Sprintf("mut-bench-%d", i)
@@ -56,6 +58,16 @@ func TestBenchVersioned(t *testing.T) {
 		require.Len(t, e.versionsOf(s.UID), 20, "still at the limit: one pruned per update")
 		wall = append(wall, ks.wall)
 		summaries = append(summaries, ks.summary)
+		samples = append(samples, ks)
+		if other != "" {
+			cur := e.getSecret("bench")
+			cm := fmt.Sprintf("mut-compare-%d", i)
+			cpath := e.writeCommand(cm+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, cm, data(200+i)))
+			ccmd := exec.Command(other, "run", cpath)
+			as(ccmd)
+			cenv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, ccmd.Env...)
+			compared = append(compared, measure(t, other, []string{"run", cpath}, cenv))
+		}
 		if kubectl != "" {
 			b := e.createSecret(plainSecret(fmt.Sprintf("base-%d", i), data(i)))
 			base = append(base, kubectlGetReplace(t, kubectl, e.kube.KubeconfigFile(), e.ns, b.Name))
@@ -70,6 +82,9 @@ func TestBenchVersioned(t *testing.T) {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
+	benchPhases("versioned-update", samples)
+	benchCompare("versioned-update", samples, compared, base)
+	benchFloors(t, e, kubeconfigOf(as, e.ns, "bench"), e.ns, "bench")
 }
 
 // TestBenchVersionedDecode measures the CPU one decode of the largest valid

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // A SecretUpdate that creates the Secret reports the created Secret's UID
@@ -24,7 +25,7 @@ func TestIntegrationCLIUpdateThatCreatesReportsUID(t *testing.T) {
 
 	_, records := e.journalOf("mut-create-uid")
 	require.Equal(t, store.RecordCompletion, records[len(records)-1].Kind)
-	completion := records[len(records)-1].Detail["secret"].(map[string]any)
+	completion := workflowtest.Fields(records[len(records)-1].Detail)["secret"].(map[string]any)
 	require.Equal(t, string(live.UID), completion["uid"], "the completion record names it too")
 }
 

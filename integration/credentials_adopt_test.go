@@ -18,6 +18,7 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/credentials"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -85,12 +86,12 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	require.Len(t, results, 2)
 	require.Equal(t, "unknown", results[0].Status)
 	require.Equal(t, "test-failed", results[0].Reason)
-	require.EqualValues(t, 422, results[0].Detail["code"], "a failed test answers 422, not 409")
+	require.EqualValues(t, 422, workflowtest.Fields(results[0].Detail)["code"], "a failed test answers 422, not 409")
 	require.Equal(t, "applied", results[1].Status)
 	calls := recordsOf(records, store.RecordAuthorityCall, "patch-secret")
 	require.Len(t, calls, 2)
-	require.Equal(t, []any{"username", "admin-password"}, calls[0].Detail["addKeys"])
-	require.Equal(t, []any{"admin-password"}, calls[1].Detail["addKeys"], "recomputed against the new version")
+	require.Equal(t, []any{"username", "admin-password"}, workflowtest.Fields(calls[0].Detail)["addKeys"])
+	require.Equal(t, []any{"admin-password"}, workflowtest.Fields(calls[1].Detail)["addKeys"], "recomputed against the new version")
 	require.NotEqual(t, calls[0].ResourceVersion, calls[1].ResourceVersion)
 	require.Equal(t, "resource-version-changed", recordsOf(records, store.RecordResolution, "patch-secret")[0].Reason)
 	requireNoValues(t, e.journalText("mut-writer:run-1"), append(e.secretValues(existing.Name), canary))

@@ -20,6 +20,7 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/credentials"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // denySecretCreate installs a ValidatingAdmissionPolicy that makes the API
@@ -140,9 +141,9 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 	require.Equal(t, string(s.UID), res[0].UID)
 	refusal := recordsOf(records, store.RecordRefusal, "")
 	require.Len(t, refusal, 1)
-	require.Equal(t, []any{"secret/" + lost}, refusal[0].Detail["applied"], "the refusal names what was applied")
-	require.Equal(t, []any{"secret/" + rejected}, refusal[0].Detail["notApplied"])
-	require.Equal(t, []any{}, refusal[0].Detail["kept"], "nothing was found in place")
-	require.Equal(t, "secret/"+rejected, refusal[0].Detail["rejected"])
+	require.Equal(t, []any{"secret/" + lost}, workflowtest.Fields(refusal[0].Detail)["applied"], "the refusal names what was applied")
+	require.Equal(t, []any{"secret/" + rejected}, workflowtest.Fields(refusal[0].Detail)["notApplied"])
+	require.Equal(t, []any{}, workflowtest.Fields(refusal[0].Detail)["kept"], "nothing was found in place")
+	require.Equal(t, "secret/"+rejected, workflowtest.Fields(refusal[0].Detail)["rejected"])
 	requireNoValues(t, e.journalText("mut-batch:run-1"), e.secretValues(lost))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/credentials"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // A Secret pre-created with keyledger's annotations (the created-by
@@ -45,7 +46,7 @@ func TestIntegrationCredentialsLookAlikeSecret(t *testing.T) {
 	require.Equal(t, true, readOf(t, records, name)["lookAlike"])
 	patches := recordsOf(records, store.RecordAuthorityCall, "patch-secret")
 	require.Len(t, patches, 1)
-	require.Equal(t, []any{"username"}, patches[0].Detail["addKeys"])
+	require.Equal(t, []any{"username"}, workflowtest.Fields(patches[0].Detail)["addKeys"])
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-lookalike:run-1"), [][]byte{known})
 }
 

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
@@ -54,8 +55,8 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.Equal(t, "shop-orders-cache", op.Name)
 	prep := records[0]
 	require.Equal(t, store.RecordPreparation, prep.Kind)
-	require.Equal(t, []any{names[0], names[1], names[2]}, prep.Detail["secrets"])
-	require.Equal(t, op.CommandDigest, prep.Detail["planDigest"])
+	require.Equal(t, []any{names[0], names[1], names[2]}, workflowtest.Fields(prep.Detail)["secrets"])
+	require.Equal(t, op.CommandDigest, workflowtest.Fields(prep.Detail)["planDigest"])
 	calls := recordsOf(records, store.RecordAuthorityCall, "create-secret")
 	require.Len(t, calls, 3)
 	for i, c := range calls {
@@ -100,7 +101,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 			reads := recordsOf(records, store.RecordObservation, "read-secrets")
 			require.Len(t, reads, 1, "%s: every Secret read and found complete, in one record", mutation)
 			for _, name := range names {
-				entry := reads[0].Detail["complete"].(map[string]any)[name].(map[string]any)
+				entry := workflowtest.Fields(reads[0].Detail)["complete"].(map[string]any)[name].(map[string]any)
 				require.Equal(t, "proven", entry["authorship"], "%s %s", mutation, name)
 				require.Equal(t, "mut-fresh:run-1", entry["by"], "%s %s: the run whose create it carries", mutation, name)
 				require.Nil(t, entry["lookAlike"])
@@ -133,7 +134,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	reads := recordsOf(records, store.RecordObservation, "read-secrets")
 	require.Len(t, reads, 1)
 	for _, name := range names {
-		entry := reads[0].Detail["complete"].(map[string]any)[name].(map[string]any)
+		entry := workflowtest.Fields(reads[0].Detail)["complete"].(map[string]any)[name].(map[string]any)
 		require.Equal(t, "unproven", entry["authorship"], "no run of this plan created it")
 		require.Equal(t, true, entry["lookAlike"], "it carries keyledger's annotations, proven for no run of this plan")
 	}
@@ -170,8 +171,8 @@ func TestIntegrationCredentialsPartialSecret(t *testing.T) {
 	patches := recordsOf(records, store.RecordAuthorityCall, "patch-secret")
 	require.Len(t, patches, 1)
 	require.Equal(t, existing.ResourceVersion, patches[0].ResourceVersion, "the patch's precondition is the version read")
-	require.Equal(t, []any{"username", "admin-password"}, patches[0].Detail["addKeys"])
-	require.Equal(t, []any{"app.kubernetes.io/part-of"}, patches[0].Detail["addLabels"])
+	require.Equal(t, []any{"username", "admin-password"}, workflowtest.Fields(patches[0].Detail)["addKeys"])
+	require.Equal(t, []any{"app.kubernetes.io/part-of"}, workflowtest.Fields(patches[0].Detail)["addLabels"])
 	values := append(e.secretValues(existing.Name), canary)
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-partial:run-1"), values)
 }

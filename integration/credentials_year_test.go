@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // auditMark is where the API server's audit log ends now: requests after
@@ -174,7 +175,7 @@ func TestIntegrationCredentialsUnknownServerDoesNotWedge(t *testing.T) {
 	require.Equal(t, store.ReasonRunResumeLimit, op.Reason)
 	require.Equal(t, store.StepCloseRun, records[len(records)-1].Step)
 	_, records = e.journalOf("mut-wedge:run-2")
-	require.Equal(t, "mut-wedge:run-1", records[0].Detail["replaces"])
+	require.Equal(t, "mut-wedge:run-1", workflowtest.Fields(records[0].Detail)["replaces"])
 }
 
 // A pod in phase Failed that still carries an IP is never probed: a
@@ -323,11 +324,11 @@ func readOf(t *testing.T, records []store.Record, name string) map[string]any {
 	for _, r := range records {
 		switch {
 		case r.Kind == store.RecordObservation && r.Step == "read-secrets":
-			if e, ok := r.Detail["complete"].(map[string]any)[name].(map[string]any); ok {
+			if e, ok := workflowtest.Fields(r.Detail)["complete"].(map[string]any)[name].(map[string]any); ok {
 				d = e
 			}
 		case r.Kind == store.RecordObservation && r.Step == "read-secret" && r.Target == "secret/"+name:
-			d = r.Detail
+			d = workflowtest.Fields(r.Detail)
 		}
 	}
 	require.NotNil(t, d, "no read of %s journaled", name)

@@ -247,10 +247,10 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 	}
 	call := func(step, target, uid string, attempt int, detail map[string]any) store.Record {
 		return store.Record{Kind: store.RecordAuthorityCall, Step: step, Target: target, Attempt: attempt, UID: uid,
-			ResourceVersion: "41", Digest: "sha256:" + strings.Repeat("ab", 32), Batch: attempt, Final: target == "secret/x", Detail: detail}
+			ResourceVersion: "41", Digest: "sha256:" + strings.Repeat("ab", 32), Batch: attempt, Final: target == "secret/x", Detail: store.DetailOf(detail)}
 	}
 	obs := func(step string) store.Record { return store.Record{Kind: store.RecordObservation, Step: step} }
-	completion := store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed", Detail: map[string]any{"names": []string{"a", "b"}}}
+	completion := store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed", Detail: store.DetailOf(map[string]any{"names": []string{"a", "b"}})}
 	refusal := store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: "key-active"}
 	tp := func(from, to store.State, rev int64, records ...store.Record) store.TransitionParams {
 		return store.TransitionParams{From: from, To: to, Revision: rev, Records: records}
@@ -339,13 +339,13 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		}},
 		{"a NUL in a step", func(d *journalDriver) journalAnswer { return d.move("a", tp(ca, ca, 1, obs("re\x00ad"))) }},
 		{"a NUL in a detail", func(d *journalDriver) journalAnswer {
-			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: map[string]any{"s": "\x00"}}))
+			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: store.DetailOf(map[string]any{"s": "\x00"})}))
 		}},
 		{"a detail one byte too large", func(d *journalDriver) journalAnswer {
-			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: sized(1)}))
+			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: store.DetailOf(sized(1))}))
 		}},
 		{"a detail that just fits, noted without moving", func(d *journalDriver) journalAnswer {
-			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: sized(0)}))
+			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: store.DetailOf(sized(0))}))
 		}},
 		{"lost (a batch on a non-call is not kept)", func(d *journalDriver) journalAnswer {
 			return d.move("a", tp(ca, rs, 2, store.Record{Kind: store.RecordAuthorityResult, Step: "snapshot", Target: "secret/x",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // retentionJournal is a journal owned by a plain role (held to row-level
@@ -77,7 +78,7 @@ func oneShot(t *testing.T, st *store.Store, mutation string) *store.Operation {
 	op, err = st.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: "completed", Records: []store.Record{
 			{Kind: store.RecordObservation, Step: "read-configmap", Status: "present"},
-			{Kind: store.RecordCompletion, Step: "complete", Status: "completed", Detail: map[string]any{"note": "done once"}}}})
+			{Kind: store.RecordCompletion, Step: "complete", Status: "completed", Detail: store.DetailOf(map[string]any{"note": "done once"})}}})
 	require.NoError(t, err)
 	return op
 }
@@ -203,12 +204,15 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	require.Equal(t, store.StateCompleted, again.State)
 	_, records, err := j.role.Snapshot(ctx, "shot-1")
 	require.NoError(t, err)
-	require.Equal(t, "done once", (&workflow.Run{Op: again, Records: records}).Ending()["note"])
+	require.Equal(t, "done once", workflowtest.Fields((&workflow.Run{Op: again, Records: records}).Ending())["note"])
 	_, _, err = j.role.Prepare(ctx, toyPreparation("shot-1", 12))
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
 
 	// migrate down keeps the prune events unless told to destroy them
-	// (migration 7, the run numbers, goes down first without the flag).
+	// (migrations 8, the namespace list index, and 7, the run numbers, go
+	// down first without the flag).
+	r = e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 7, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 6, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
@@ -397,7 +401,7 @@ func TestIntegrationEngineAttemptLimit(t *testing.T) {
 	require.Equal(t, workflow.ReasonAttemptLimit, final.Reason)
 	require.Equal(t, store.MaxCallAttempt, count(records, store.RecordAuthorityCall), "no call beyond the limit journaled")
 	ending := records[len(records)-1]
-	require.EqualValues(t, store.MaxCallAttempt, ending.Detail["attempts"])
+	require.EqualValues(t, store.MaxCallAttempt, workflowtest.Fields(ending.Detail)["attempts"])
 	got, err := e.kube.Client().CoreV1().ConfigMaps(e.ns).Get(ctx, cm.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, cm.ResourceVersion, got.ResourceVersion, "nothing sent")

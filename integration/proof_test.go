@@ -13,6 +13,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/versioned"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // A Secret planted by another identity (create and get on Secrets, nothing
@@ -53,8 +54,8 @@ func TestIntegrationCredentialsPlantedSecretUnproven(t *testing.T) {
 	deletes := recordsOf(records, store.RecordAuthorityCall, "delete-pod")
 	require.Len(t, deletes, 1, "restarted once")
 	require.Equal(t, string(first), deletes[0].UID)
-	require.Equal(t, name, deletes[0].Detail["secret"])
-	require.Equal(t, "unproven", deletes[0].Detail["authorship"], "the restart's record says it followed an unproven Secret")
+	require.Equal(t, name, workflowtest.Fields(deletes[0].Detail)["secret"])
+	require.Equal(t, "unproven", workflowtest.Fields(deletes[0].Detail)["authorship"], "the restart's record says it followed an unproven Secret")
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-planted:run-1"), [][]byte{known})
 }
 
@@ -92,7 +93,7 @@ func TestIntegrationCredentialsAdoptedRepair(t *testing.T) {
 	deletes := recordsOf(records, store.RecordAuthorityCall, "delete-pod")
 	require.Len(t, deletes, 1, "restarted once")
 	require.Equal(t, string(first), deletes[0].UID)
-	require.Equal(t, "adopted", deletes[0].Detail["authorship"])
+	require.Equal(t, "adopted", workflowtest.Fields(deletes[0].Detail)["authorship"])
 
 	r = e.keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -42,11 +41,7 @@ func forgeCompleted(t *testing.T, url string, p store.PrepareParams, records ...
 		p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID).Scan(&id))
 	insert := func(r store.Record) {
 		t.Helper()
-		detail, err := json.Marshal(r.Detail)
-		require.NoError(t, err)
-		if r.Detail == nil {
-			detail = []byte("{}")
-		}
+		detail := r.Detail.JSON()
 		var attempt, batch *int
 		if r.Kind == store.RecordAuthorityCall {
 			attempt, batch = &r.Attempt, &r.Batch
@@ -97,7 +92,7 @@ func TestIntegrationReplayForgedRetirementRefused(t *testing.T) {
 	forgeCompleted(t, e.runJournalURL(), store.PrepareParams{
 		Kind: command.KindKeyRetirement, MutationID: "mut-forged", RequestID: "req-mut-forged", CommandDigest: cmd.Digest,
 		Namespace: e.ns, Name: s.Name, ExpectedUID: string(s.UID),
-		Detail: map[string]any{"keyId": "k-2026-07", "retirementId": "ret-mut-forged"},
+		Detail: store.DetailOf(map[string]any{"keyId": "k-2026-07", "retirementId": "ret-mut-forged"}),
 	})
 	_, forged := e.journalOf("mut-forged")
 
@@ -159,15 +154,15 @@ func TestIntegrationReplayForgedSecretUpdateRefused(t *testing.T) {
 	uid, rv := string(live.UID), live.ResourceVersion
 	forgeCompleted(t, e.runJournalURL(), store.PrepareParams{
 		Kind: command.KindSecretUpdate, MutationID: "mut-forged-u", RequestID: "req-mut-forged-u", CommandDigest: cmd.Digest,
-		Namespace: e.ns, Name: "db", Detail: map[string]any{"expectedResourceVersion": rv, "keys": []string{"password"}},
+		Namespace: e.ns, Name: "db", Detail: store.DetailOf(map[string]any{"expectedResourceVersion": rv, "keys": []string{"password"}}),
 	},
 		store.Record{Kind: store.RecordObservation, Step: versioned.StepReadLive, UID: uid, ResourceVersion: rv},
 		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepCreateSnapshot, Target: snap, Attempt: 1, UID: uid, ResourceVersion: rv,
-			Batch: 1, Detail: map[string]any{"version": 1, "nonce": "0123456789abcdef0123456789abcdef"}},
+			Batch: 1, Detail: store.DetailOf(map[string]any{"version": 1, "nonce": "0123456789abcdef0123456789abcdef"})},
 		store.Record{Kind: store.RecordAuthorityResult, Step: versioned.StepCreateSnapshot, Target: snap, UID: "00000000-0000-4000-8000-0000000f0e0d",
 			ResourceVersion: "1", Status: "applied"},
 		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepReplaceLive, Target: "secret/db", Attempt: 1, UID: uid, ResourceVersion: rv,
-			Batch: 2, Final: true, Detail: map[string]any{"version": 2}},
+			Batch: 2, Final: true, Detail: store.DetailOf(map[string]any{"version": 2})},
 		store.Record{Kind: store.RecordAuthorityResult, Step: versioned.StepReplaceLive, Target: "secret/db", UID: uid, ResourceVersion: "2",
 			Status: "applied"},
 	)

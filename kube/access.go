@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 
@@ -38,39 +39,108 @@ func (c AccessCheck) String() string {
 // returns a description of each check whose answer differs from the one
 // required. An error means a review could not be made at all.
 func CheckAccess(ctx context.Context, client Interface, checks []AccessCheck) (mismatches []string, err error) {
-	type answer struct {
-		allowed bool
-		err     error
+	return CheckAccessAndRules(ctx, client, checks, nil)
+}
+
+// CheckAccessAndRules is CheckAccess and then, when r is set, CheckRules:
+// the same mismatches in the same order (the matrix's, then the rules
+// review's) and the same error (the first review in the matrix's order
+// that could not be made, else the rules review's), from one fan-out on
+// one connection. The first review is sent alone: it opens the connection
+// (HTTP/2, as client-go negotiates with the API server), which every other
+// review then shares at once; sent all at once on a new client, each would
+// dial and handshake a TLS connection of its own. The others leave as soon
+// as the first has its connection (httptrace's GotConn: the handshake is
+// done, the connection pooled), not when its answer is back; when no
+// connection is reported they leave once it returns. When that first
+// review cannot be made, nothing more is sent.
+func CheckAccessAndRules(ctx context.Context, client Interface, checks []AccessCheck, r *Rights) (mismatches []string, err error) {
+	answers := make([]accessAnswer, len(checks))
+	var rules []string
+	var rulesErr error
+	reviewRules := func() {
+		if r != nil {
+			rules, rulesErr = CheckRules(ctx, client, *r)
+		}
 	}
-	answers := make([]answer, len(checks))
-	var wg sync.WaitGroup
+	var jobs []func()
 	for i, c := range checks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: c.Namespace, Verb: c.Verb, Group: c.Group, Resource: c.Resource, Name: c.Name,
-				}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				answers[i] = answer{err: wrap(err)}
-				return
-			}
-			answers[i] = answer{allowed: review.Status.Allowed && !review.Status.Denied}
-		}()
+		jobs = append(jobs, func() { answers[i] = review(ctx, client, c) })
 	}
-	wg.Wait()
+	jobs = append(jobs, reviewRules)
+	if len(jobs) == 1 {
+		jobs[0]()
+	} else {
+		connected := make(chan struct{})
+		var once sync.Once
+		first := make(chan struct{})
+		firstCtx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { once.Do(func() { close(connected) }) },
+		})
+		go func() {
+			defer close(first)
+			answers[0] = review(firstCtx, client, checks[0])
+		}()
+		select {
+		case <-connected:
+		case <-first:
+		}
+		rest := true
+		select {
+		case <-first:
+			rest = answers[0].err == nil // failed: nothing more is sent
+		default:
+		}
+		var wg sync.WaitGroup
+		for _, job := range jobs[1:] {
+			if !rest {
+				break
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); job() }()
+		}
+		wg.Wait()
+		<-first
+	}
+	if mismatches, err = accessMismatches(checks, answers); err != nil {
+		return nil, err
+	}
+	if rulesErr != nil {
+		return nil, rulesErr
+	}
+	return append(mismatches, rules...), nil
+}
+
+type accessAnswer struct {
+	allowed bool
+	err     error
+}
+
+// review sends the SelfSubjectAccessReview of c.
+func review(ctx context.Context, client Interface, c AccessCheck) accessAnswer {
+	review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: c.Namespace, Verb: c.Verb, Group: c.Group, Resource: c.Resource, Name: c.Name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return accessAnswer{err: wrap(err)}
+	}
+	return accessAnswer{allowed: review.Status.Allowed && !review.Status.Denied}
+}
+
+// accessMismatches describes each answer that differs from its check's.
+func accessMismatches(checks []AccessCheck, answers []accessAnswer) (mismatches []string, err error) {
 	for i, a := range answers {
 		if a.err != nil {
-			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err) //nolint:gosec // G602: answers is made with len(checks)
+			return nil, fmt.Errorf("access review %s: %w", checks[i], a.err)
 		}
-		if a.allowed != checks[i].Allowed { //nolint:gosec // G602: answers is made with len(checks)
+		if a.allowed != checks[i].Allowed {
 			got := "denied"
 			if a.allowed {
 				got = "allowed"
 			}
-			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got)) //nolint:gosec // G602: answers is made with len(checks)
+			mismatches = append(mismatches, fmt.Sprintf("%s: %s", checks[i], got))
 		}
 	}
 	return mismatches, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	typedauthorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -154,12 +155,19 @@ func NewClient(cfg *rest.Config) (Interface, error) {
 		// The message may name certificate or token files.
 		return nil, fmt.Errorf("building Kubernetes client: %w: its TLS or credential files could not be loaded", ErrConfig)
 	}
+	// The typed clients speak protobuf, which every built-in type has:
+	// a keyring Secret of 48 KiB is decoded in a third of the time JSON
+	// takes, on both sides, and travels smaller. JSON stays accepted (an
+	// error a proxy writes, say). Other clients made from cfg keep theirs.
+	typed := rest.CopyConfig(cfg)
+	typed.ContentType = runtime.ContentTypeProtobuf
+	typed.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	var c clients
-	if c.core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient); err == nil {
-		if c.authz, err = typedauthorizationv1.NewForConfigAndClient(cfg, httpClient); err == nil {
-			if c.rbac, err = typedrbacv1.NewForConfigAndClient(cfg, httpClient); err == nil {
-				if c.batch, err = typedbatchv1.NewForConfigAndClient(cfg, httpClient); err == nil {
-					c.net, err = typednetworkingv1.NewForConfigAndClient(cfg, httpClient)
+	if c.core, err = typedcorev1.NewForConfigAndClient(typed, httpClient); err == nil {
+		if c.authz, err = typedauthorizationv1.NewForConfigAndClient(typed, httpClient); err == nil {
+			if c.rbac, err = typedrbacv1.NewForConfigAndClient(typed, httpClient); err == nil {
+				if c.batch, err = typedbatchv1.NewForConfigAndClient(typed, httpClient); err == nil {
+					c.net, err = typednetworkingv1.NewForConfigAndClient(typed, httpClient)
 				}
 			}
 		}

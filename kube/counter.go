@@ -25,11 +25,15 @@ func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
 		if c.counts == nil {
 			c.counts = map[string]int{}
 		}
-		c.counts[verbOf(req)+" "+resourceOf(req.URL.Path)]++
+		c.counts[RequestName(req)]++
 		c.mu.Unlock()
 		return rt.RoundTrip(req)
 	})
 }
+
+// RequestName is how the counter names a request: its method (LIST for
+// a GET of a collection) and resource, e.g. "PUT secrets"; no names.
+func RequestName(req *http.Request) string { return verbOf(req) + " " + resourceOf(req.URL.Path) }
 
 // Total is the number of requests counted.
 func (c *Counter) Total() int {

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 // RunRecordParams select one record across every run of a desired-state
@@ -38,6 +40,7 @@ type RunRecord struct {
 // a create some run of its plan journaled, or that an earlier run adopted
 // the Secret of that UID.
 func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, error) {
+	defer phase.Begin("query find-in-runs")()
 	var found RunRecord
 	row := s.pool.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
 	r, err := scanRecord(row, &found.Run)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 // RunSuffix separates a command's mutation ID from the number of one of its
@@ -59,19 +61,13 @@ func NextRun(id string, latest *Operation) int64 {
 }
 
 // RunPreparation is p prepared as run n of its command: mutation ID
-// RunID(p.MutationID, n), and a preparation detail of extra (what the run
-// supersedes or replaces), then p.Detail, then "command" and "run".
-func RunPreparation(p PrepareParams, n int64, extra map[string]any) PrepareParams {
-	detail := make(map[string]any, len(extra)+len(p.Detail)+2)
-	for k, v := range extra {
-		detail[k] = v
-	}
-	for k, v := range p.Detail {
-		detail[k] = v
-	}
-	detail["command"], detail["run"] = p.MutationID, n
+// RunID(p.MutationID, n), and a preparation detail of lineage (what the run
+// supersedes or replaces), then p.Detail, then "command" and "run"
+// (RunNumber).
+func RunPreparation(p PrepareParams, n int64, lineage RunLineage) PrepareParams {
 	run := p
-	run.MutationID, run.Detail = RunID(p.MutationID, n), detail
+	run.MutationID = RunID(p.MutationID, n)
+	run.Detail = Merge(DetailOf(lineage), p.Detail, DetailOf(RunNumber{Command: p.MutationID, Run: n}))
 	return run
 }
 
@@ -123,9 +119,10 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	if len(p.MutationID)+len(RunSuffix)+MaxRunNumberDigits > 128 {
 		return nil, false, &localError{fmt.Errorf("mutation ID of a command run as a series is longer than %d characters", 128-len(RunSuffix)-MaxRunNumberDigits)}
 	}
+	defer phase.Begin("tx prepare run")()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
-		detail := map[string]any{}
+		var lineage RunLineage
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			latest = nil
@@ -137,7 +134,7 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 			close := ""
 			switch {
 			case latest.CommandDigest != p.CommandDigest:
-				detail["supersedes"] = latest.CommandDigest
+				lineage.Supersedes = latest.CommandDigest
 				if !latest.State.Terminal() {
 					close = ReasonPlanSuperseded
 				}
@@ -159,11 +156,11 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 					return err
 				}
 				if close != ReasonPlanSuperseded {
-					detail["replaces"], detail["replacedBecause"] = latest.MutationID, close
+					lineage.Replaces, lineage.ReplacedBecause = latest.MutationID, close
 				}
 			}
 		}
-		op, created, err = prepareIn(ctx, tx, RunPreparation(p, NextRun(p.MutationID, latest), detail))
+		op, created, err = prepareIn(ctx, tx, RunPreparation(p, NextRun(p.MutationID, latest), lineage))
 		return err
 	})
 	if err != nil {
@@ -209,7 +206,7 @@ func resumeIn(ctx context.Context, tx pgx.Tx, op *Operation, n int) (*Operation,
 		return nil, wrap("resuming the run", err)
 	}
 	return moved, insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordObservation, Step: StepResumeRun,
-		Detail: map[string]any{"resume": n}}})
+		Detail: DetailOf(ResumeDetail{Resume: n})}})
 }
 
 // closeRunIn ends the unfinished run op, refused with reason (nothing to
@@ -224,7 +221,7 @@ func closeRunIn(ctx context.Context, tx pgx.Tx, op *Operation, reason string) er
 		return nil
 	}
 	return insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordRefusal, Step: StepCloseRun, Reason: reason,
-		Detail: map[string]any{"outcome": "refused", "reason": reason}}})
+		Detail: DetailOf(CloseRunDetail{Outcome: "refused", Reason: reason})}})
 }
 
 // runSeries is the command a run's mutation ID belongs to (NULL for any

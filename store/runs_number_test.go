@@ -21,7 +21,7 @@ func TestNextRun(t *testing.T) {
 	} {
 		require.Equal(t, c.want, NextRun("m1", c.latest), "after %+v", c.latest)
 	}
-	run := RunPreparation(PrepareParams{MutationID: "m1", Detail: map[string]any{"run": "not this", "owner": "o"}}, 3, map[string]any{"supersedes": "sha256:a"})
+	run := RunPreparation(PrepareParams{MutationID: "m1", Detail: DetailOf(map[string]any{"run": "not this", "owner": "o"})}, 3, RunLineage{Supersedes: "sha256:a"})
 	require.Equal(t, "m1:run-3", run.MutationID)
-	require.Equal(t, map[string]any{"supersedes": "sha256:a", "owner": "o", "command": "m1", "run": int64(3)}, run.Detail)
+	require.JSONEq(t, `{"supersedes": "sha256:a", "owner": "o", "command": "m1", "run": 3}`, run.Detail.String())
 }

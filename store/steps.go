@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 // StepRecordsParams select the records of one step across operations.
@@ -37,6 +39,7 @@ const stepRecordsQuery = `
 // snapshot objects it created: the UID an applied create answered with, or
 // the nonce a call carried.
 func (s *Store) StepRecords(ctx context.Context, p StepRecordsParams) ([][]Record, error) {
+	defer phase.Begin("query step-records")()
 	rows, err := s.pool.Query(ctx, stepRecordsQuery, p.Namespace, p.Name, p.Step, p.CallUID)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s records: %w", p.Step, redact(err))

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 var (
@@ -62,15 +63,24 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if err != nil {
 		return nil, wrap("opening database pool", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	// The pool connects lazily: one connection is opened (and its session
+	// authenticated) now, so an unreachable journal is told apart here, and
+	// left idle for the first transaction. (A ping would add a round trip
+	// to a connection that has just proved itself.)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
 		pool.Close()
 		return nil, &UnreachableError{Err: redact(err)}
 	}
+	conn.Release()
 	return &Store{pool: pool}, nil
 }
 
 // Close releases all connections.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	defer phase.Begin("journal close")()
+	s.pool.Close()
+}
 
 // Transactions is the number of transactions this Store has committed.
 func (s *Store) Transactions() int64 { return s.txs.Load() }
@@ -185,7 +195,7 @@ type Record struct {
 	// whether it is the operation's last call. Other kinds carry neither.
 	Batch     int
 	Final     bool
-	Detail    map[string]any
+	Detail    Detail
 	CreatedAt time.Time
 }
 
@@ -199,7 +209,7 @@ type PrepareParams struct {
 	Name          string
 	ExpectedUID   string
 	// Detail goes into the preparation record (for example planned names).
-	Detail map[string]any
+	Detail Detail
 	// Bound bounds an unfinished run of a desired-state command
 	// (PrepareRun only).
 	Bound RunBound
@@ -228,6 +238,7 @@ func scanOperation(row pgx.Row) (*Operation, error) {
 // connecting role was not granted (mutation IDs are unique across the
 // journal, see docs/tenancy.md).
 func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
+	defer phase.Begin("tx prepare")()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		op, created, err = prepareIn(ctx, tx, p)
 		return err
@@ -295,6 +306,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	if p.To.Terminal() && p.Outcome == "" {
 		return nil, &localError{fmt.Errorf("transition to %s needs an outcome", p.To)}
 	}
+	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -320,39 +332,37 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	return op, nil
 }
 
-// insertRecords appends records in order, in tx, as one pipelined batch:
-// the same INSERT per record (each row's triggers fire as before), sent
-// together and answered in one round trip instead of one per record. The
-// first failing INSERT fails the transaction, as it would sent alone.
+// insertRecords appends records in order, as one pipelined batch: one
+// round trip for all of them instead of one each. The statements run in
+// the transaction in the same order as one by one; the first that fails
+// fails the batch (and the transaction) with the same error.
 func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record) error {
-	if len(records) == 0 {
-		return nil
-	}
-	batch := &pgx.Batch{}
-	for _, r := range records {
-		detail := r.Detail
-		if detail == nil {
-			detail = map[string]any{}
-		}
-		raw, err := json.Marshal(detail)
-		if err != nil {
-			return &localError{fmt.Errorf("encoding %s record detail: %w", r.Kind, err)}
-		}
-		var attempt, batchNo *int
+	var b pgx.Batch
+	for i := range records {
+		r := &records[i]
+		raw := r.Detail.JSON()
+		var attempt, batch *int
 		if r.Attempt > 0 {
 			attempt = &r.Attempt
 		}
 		if r.Kind == RecordAuthorityCall {
-			batchNo = &r.Batch
+			batch = &r.Batch
 		}
-		batch.Queue(insertRecordSQL, opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
-			batchNo, r.Final, raw)
+		b.Queue(`
+			INSERT INTO keyledger.records
+			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
+			batch, r.Final, raw)
 	}
-	results := tx.SendBatch(ctx, batch)
-	for _, r := range records {
+	if b.Len() == 0 {
+		return nil
+	}
+	results := tx.SendBatch(ctx, &b)
+	for i := range records {
 		if _, err := results.Exec(); err != nil {
 			_ = results.Close()
-			return wrap(fmt.Sprintf("appending %s record", r.Kind), err)
+			return wrap(fmt.Sprintf("appending %s record", records[i].Kind), err)
 		}
 	}
 	if err := results.Close(); err != nil {
@@ -360,11 +370,6 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 	}
 	return nil
 }
-
-const insertRecordSQL = `
-			INSERT INTO keyledger.records
-			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 
 // operationQuery reads the operation journaled under mutation ID $1.
 const operationQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations WHERE mutation_id = $1`
@@ -385,6 +390,7 @@ func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error)
 // repeatable-read transaction): the records are exactly those that led to
 // the state read, even while other processes move the operation.
 func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []Record, error) {
+	defer phase.Begin("tx snapshot")()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, nil, unreachable("beginning snapshot", err)
@@ -445,7 +451,8 @@ func scanRecord(row pgx.Row, before ...any) (Record, error) {
 		return r, err
 	}
 	r.Kind = RecordKind(kind)
-	if err := json.Unmarshal(raw, &r.Detail); err != nil {
+	var err error
+	if r.Detail, err = ParseDetail(raw); err != nil {
 		return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
 	}
 	return r, nil
@@ -458,7 +465,28 @@ type ListParams struct {
 }
 
 // listQuery is List's SQL: the $1 newest operations the role may see.
-const listQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations ORDER BY created_at DESC, id DESC LIMIT $1`
+// The schema owner sees every operation: the newest through
+// operations_created_at. A namespace role sees those of the namespaces it
+// was granted: the newest of each granted namespace
+// (keyledger.newest_in_namespace, through operations_namespace_created,
+// migration 8), merged, so that its page costs the same whatever other
+// namespaces hold. Row-level security still decides every row either
+// branch reads; the branches exclude each other (a role that is the
+// owner's, or granted nothing, reads one or none).
+const listQuery = `SELECT ` + operationColumns + ` FROM (
+	(SELECT * FROM keyledger.operations WHERE (SELECT keyledger.acting_as_owner())
+	  ORDER BY created_at DESC, id DESC LIMIT $1)
+	UNION ALL
+	(SELECT o.* FROM keyledger.namespace_grants g CROSS JOIN LATERAL keyledger.newest_in_namespace(g.namespace, $1) o
+	  WHERE g.role = current_user AND NOT (SELECT keyledger.acting_as_owner()))
+) l ORDER BY created_at DESC, id DESC LIMIT $1`
+
+// NamespacePageSQL is the query keyledger.newest_in_namespace runs ($1 the
+// namespace, $2 the page size), and the setting it runs with, for EXPLAIN.
+const NamespacePageSQL = `SELECT * FROM keyledger.operations o WHERE o.target_namespace = $1 ORDER BY o.created_at DESC, o.id DESC LIMIT $2`
+
+// NamespacePageSetting is the planner setting newest_in_namespace sets.
+const NamespacePageSetting = "enable_incremental_sort = off"
 
 // List returns the newest operations first.
 func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
@@ -477,6 +505,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	defer phase.Begin("tx")()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return unreachable("beginning transaction", err)

@@ -35,33 +35,30 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	}
 	seen := map[string]bool{}
 	for _, c := range batch {
-		key := callKey(c.Step, c.Target)
+		key := callKey(c.Step, c.Target.String())
 		switch {
 		case len(batch) > 1 && c.Final:
 			return errors.New("a final call cannot be sent in a batch")
 		case seen[key]:
-			return fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target)
+			return fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target.String())
 		case m.sent[key] >= m.e.MaxAttempts:
-			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target, m.sent[key])}
+			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target.String(), m.sent[key])}
 		}
 		seen[key] = true
-		if n := m.run.Attempts(c.Step, c.Target); n >= store.MaxCallAttempt {
+		if n := m.run.Attempts(c.Step, c.Target.String()); n >= store.MaxCallAttempt {
 			// The journal holds at most store.MaxCallAttempt attempts of a
 			// step and target (a CHECK): refuse before the database would.
-			return m.refuse(ctx, ReasonAttemptLimit, map[string]any{"step": c.Step, "target": c.Target, "attempts": n}, notes)
+			return m.refuse(ctx, ReasonAttemptLimit, store.DetailOf(attemptLimit{Step: c.Step, Target: c.Target.String(), Attempts: n}), notes)
 		}
 	}
 	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)
 	for _, c := range batch {
-		m.sent[callKey(c.Step, c.Target)]++
-		if c.Observation != nil {
-			records = append(records, *c.Observation)
-		}
+		m.sent[callKey(c.Step, c.Target.String())]++
 		// Attempt numbers count every send of this step and target over
 		// the operation's life, across runs.
 		records = append(records, store.Record{
-			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: m.run.Attempts(c.Step, c.Target) + 1,
+			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target.String(), Attempt: m.run.Attempts(c.Step, c.Target.String()) + 1,
 			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Batch: batchNo, Final: c.Final, Detail: c.Detail,
 		})
 	}
@@ -81,7 +78,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	for i, a := range answers {
 		c := batch[i] //nolint:gosec // G602: send and the dry run answer each call of batch, in order
 		results[i] = store.Record{
-			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: a.UID, ResourceVersion: a.ResourceVersion,
+			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target.String(), UID: a.UID, ResourceVersion: a.ResourceVersion,
 			Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
 		}
 		switch a.Status {
@@ -98,7 +95,10 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	case rejected && !unknown:
 		summary := rejectedCall.Summary
 		if len(batch) > 1 {
-			summary = m.batchSummary(summary, results)
+			var err error
+			if summary, err = m.batchSummary(summary, results); err != nil {
+				return err
+			}
 		}
 		return m.refuse(ctx, rejection.Reason, summary, results)
 	case unknown:
@@ -107,7 +107,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 		return m.fire(ctx, eventResolve, move{records: results})
 	case len(batch) == 1 && batch[0].Final:
 		summary := batch[0].Summary
-		if answers[0].Summary != nil {
+		if !answers[0].Summary.IsZero() {
 			summary = answers[0].Summary
 		}
 		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: summary}, results)
@@ -144,33 +144,25 @@ func Each(n, limit int, fn func(i int)) {
 	wg.Wait()
 }
 
-func withCode(detail map[string]any, code int) map[string]any {
-	if code == 0 {
-		return detail
-	}
-	out := map[string]any{"code": code}
-	for k, v := range detail {
-		out[k] = v
-	}
-	return out
-}
-
 // batchSummary adds to summary the targets of the newest batch that were
 // applied (an applied answer, or an "ours" resolution, including those in
 // pending, not yet journaled), those settled by finding the result in
 // place (a "kept" resolution: nothing was written) and those that were not:
 // a refused batch names what it changed, and only that.
-func (m *machine) batchSummary(summary map[string]any, pending []store.Record) map[string]any {
+func (m *machine) batchSummary(summary store.Detail, pending []store.Record) (store.Detail, error) {
 	records := append(append([]store.Record{}, m.run.Records...), pending...)
-	out := map[string]any{}
-	for k, v := range summary {
-		out[k] = v
-	}
 	done, kept, notDone := []string{}, []string{}, []string{}
 	for _, c := range batchCalls(records, m.run.lastBatch()) {
 		s, ok := settlement(records, c.Step, c.Target)
+		var k KeptResolution
+		if ok && s.By.Kind == store.RecordResolution {
+			var err error
+			if k, err = store.DecodeDetail[KeptResolution](s.By.Detail); err != nil {
+				return store.Detail{}, fmt.Errorf("reading the resolution of %s %s: %w", c.Step, c.Target, err)
+			}
+		}
 		switch {
-		case ok && s.By.Kind == store.RecordResolution && s.By.Detail["kept"] == true:
+		case k.Kept:
 			kept = append(kept, c.Target)
 		case ok:
 			done = append(done, c.Target)
@@ -178,6 +170,5 @@ func (m *machine) batchSummary(summary map[string]any, pending []store.Record) m
 			notDone = append(notDone, c.Target)
 		}
 	}
-	out["applied"], out["kept"], out["notApplied"] = done, kept, notDone
-	return out
+	return store.Merge(summary, store.DetailOf(batchTargets{Applied: done, Kept: kept, NotApplied: notDone})), nil
 }

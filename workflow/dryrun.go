@@ -68,11 +68,17 @@ type DryRunResult struct {
 	// every call were applied as intended; empty when Stopped.
 	Outcome Outcome
 	Reason  string
-	Summary map[string]any
+	Summary store.Detail
 	// Stopped says why the dry run could not decide further: what comes
 	// next depends on answers a dry run does not have.
 	Stopped string
+	// verbs are the planned calls' verbs, by step and target (Verb).
+	verbs map[string]Verb
 }
+
+// Verb is the API verb of call, one of the dry run's authority_call
+// records: the verb its Call named ("" for a call it did not plan).
+func (r *DryRunResult) Verb(call store.Record) Verb { return r.verbs[callKey(call.Step, call.Target)] }
 
 // Calls returns the authority calls of the dry run, in order.
 func (r *DryRunResult) Calls() []store.Record {
@@ -124,7 +130,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 		var refused *Refused
 		switch {
 		case errors.As(err, &refused):
-			res.Outcome, res.Reason, res.Summary = OutcomeRefused, refused.Reason, nil
+			res.Outcome, res.Reason, res.Summary = OutcomeRefused, refused.Reason, store.Detail{}
 		case err != nil:
 			return nil, err
 		}
@@ -134,9 +140,11 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	}
 	run := &Run{Op: op, Records: records}
 	before := len(records)
-	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: &dryCalls{family: plan.Family}}
+	dry := &dryCalls{family: plan.Family}
+	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: dry}
 	_, err = engine.Drive(ctx, run)
 	res.Records = append(res.Records, run.Records[before:]...)
+	res.verbs = dry.verbs
 	var (
 		stop      *planStop
 		refused   *Refused
@@ -163,7 +171,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 // reused mutation ID); res then says how.
 func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*store.Operation, []store.Record, error) {
 	p := plan.Prepare
-	fresh := func(mutationID string, detail map[string]any) (*store.Operation, []store.Record, error) {
+	fresh := func(mutationID string, detail store.Detail) (*store.Operation, []store.Record, error) {
 		res.Journal = "new"
 		op := &store.Operation{Kind: p.Kind, MutationID: mutationID, RequestID: p.RequestID, CommandDigest: p.CommandDigest,
 			Namespace: p.Namespace, Name: p.Name, ExpectedUID: p.ExpectedUID, State: store.StatePrepared, CreatedAt: time.Now().UTC()}
@@ -191,7 +199,7 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 				return st.Snapshot(ctx, latest.MutationID)
 			}
 		}
-		run := store.RunPreparation(p, store.NextRun(p.MutationID, latest), nil)
+		run := store.RunPreparation(p, store.NextRun(p.MutationID, latest), store.RunLineage{})
 		return fresh(run.MutationID, run.Detail)
 	}
 	op, records, err := st.Snapshot(ctx, p.MutationID)
@@ -246,21 +254,23 @@ type DryAnswerer interface {
 type dryCalls struct {
 	family Family
 	seen   map[string]bool
+	verbs  map[string]Verb // each planned call's verb, by step and target
 }
 
 // answer admits a batch and returns its planned answers.
 func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) {
 	if d.seen == nil {
-		d.seen = map[string]bool{}
+		d.seen, d.verbs = map[string]bool{}, map[string]Verb{}
 	}
 	for _, c := range batch {
-		if d.seen[c.Step+" "+c.Target] {
-			return nil, &planStop{step: c.Step, target: c.Target}
+		if d.seen[callKey(c.Step, c.Target.String())] {
+			return nil, &planStop{step: c.Step, target: c.Target.String()}
 		}
 	}
 	answers := make([]Answer, len(batch))
 	for i, c := range batch {
-		d.seen[c.Step+" "+c.Target] = true
+		d.seen[callKey(c.Step, c.Target.String())] = true
+		d.verbs[callKey(c.Step, c.Target.String())] = c.Verb
 		answers[i] = Answer{Status: Applied, Reason: statusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
 		if da, ok := d.family.(DryAnswerer); ok {
 			a, set, err := da.DryAnswer(ctx, c)

@@ -19,7 +19,7 @@ type scriptFamily struct {
 func (f scriptFamily) Decide(_ context.Context, run *Run) (Decision, error) {
 	n := 0
 	for _, s := range f.script {
-		if run.Attempts(s, "x") > 0 {
+		if run.Attempts(s, "secret/x") > 0 {
 			n++
 		}
 	}
@@ -27,7 +27,7 @@ func (f scriptFamily) Decide(_ context.Context, run *Run) (Decision, error) {
 		return Decision{Complete: &Completion{Outcome: OutcomeCompleted}}, nil
 	}
 	step := f.script[n]
-	return Decision{Call: &Call{Step: step, Target: "x", Final: n == len(f.script)-1, Summary: map[string]any{"step": step},
+	return Decision{Call: &Call{Step: step, Target: store.SecretTarget("", "x"), Final: n == len(f.script)-1, Summary: store.DetailOf(map[string]any{"step": step}),
 		Send: func(context.Context) Answer { *f.sent++; return Answer{Status: Applied} }}}, nil
 }
 
@@ -42,7 +42,7 @@ func (f scriptFamily) ConfirmReplay(context.Context, *Run) (*Contradiction, erro
 type repeatFamily struct{ sent *int }
 
 func (f repeatFamily) Decide(context.Context, *Run) (Decision, error) {
-	return Decision{Call: &Call{Step: "wait-for-it", Target: "x",
+	return Decision{Call: &Call{Step: "wait-for-it", Target: store.SecretTarget("", "x"),
 		Send: func(context.Context) Answer { *f.sent++; return Answer{Status: Applied} }}}, nil
 }
 
@@ -91,5 +91,5 @@ func TestDryRunStopsOnARepeatedCall(t *testing.T) {
 	var stop *planStop
 	require.ErrorAs(t, err, &stop)
 	require.Zero(t, sent)
-	require.Equal(t, 1, run.Attempts("wait-for-it", "x"), "the call is planned once")
+	require.Equal(t, 1, run.Attempts("wait-for-it", "secret/x"), "the call is planned once")
 }

@@ -224,11 +224,9 @@ func (m *machine) decide(ctx context.Context, d Decision) error {
 		}
 		return d.End
 	case d.Complete != nil:
-		c := *d.Complete
-		c.Records = append(append([]store.Record{}, d.Notes...), c.Records...)
-		return m.complete(ctx, c, nil)
+		return m.complete(ctx, *d.Complete, slices.Clone(d.Notes))
 	case d.Refuse != nil:
-		return m.refuse(ctx, d.Refuse.Reason, d.Refuse.Summary, append(append([]store.Record{}, d.Notes...), d.Refuse.Records...))
+		return m.refuse(ctx, d.Refuse.Reason, d.Refuse.Summary, slices.Clone(d.Notes))
 	case d.Call != nil:
 		return m.calls(ctx, []*Call{d.Call}, d.Notes...)
 	case len(d.Calls) > 0:
@@ -241,13 +239,13 @@ func (m *machine) decide(ctx context.Context, d Decision) error {
 }
 
 func (m *machine) complete(ctx context.Context, c Completion, before []store.Record) error {
-	records := append(append(before, c.Records...), store.Record{
+	records := append(slices.Clip(before), store.Record{
 		Kind: store.RecordCompletion, Step: "complete", Status: string(c.Outcome), Detail: c.Summary,
 	})
 	return m.fire(ctx, eventComplete, move{records: records, outcome: c.Outcome})
 }
 
-func (m *machine) refuse(ctx context.Context, reason string, summary map[string]any, before []store.Record) error {
+func (m *machine) refuse(ctx context.Context, reason string, summary store.Detail, before []store.Record) error {
 	records := append(slices.Clip(before), store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason, Detail: summary})
 	return m.fire(ctx, eventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }

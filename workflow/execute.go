@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/phase"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/failpoint"
 )
@@ -125,18 +126,26 @@ type Result struct {
 // caller closes the store.
 func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, error) {
 	log := orDiscard(deps.Log)
-	if err := checkAccess(ctx, deps, plan, log); err != nil {
+	endPhase := phase.Begin("permission check")
+	err := checkAccess(ctx, deps, plan, log)
+	endPhase()
+	if err != nil {
 		return nil, nil, err
 	}
 	if plan.Precheck != nil {
-		if err := plan.Precheck(ctx); err != nil {
+		endPhase = phase.Begin("precheck")
+		err := plan.Precheck(ctx)
+		endPhase()
+		if err != nil {
 			return nil, nil, err
 		}
 	}
 	if plan.Prefetch != nil {
 		plan.Prefetch(ctx)
 	}
+	endPhase = phase.Begin("journal connect")
 	st, err := deps.OpenStore(ctx)
+	endPhase()
 	if err != nil {
 		return nil, nil, &Unavailable{Dependency: "postgresql", Err: err}
 	}
@@ -270,20 +279,10 @@ func contradicted(res *Result, err error) (*Result, error) {
 
 // kubeCheckAccess runs the permission matrix and, when the plan sets
 // Rights, the rules review of the family's complete rule set; it returns
-// every mismatch.
+// every mismatch. Both go out as one fan-out on one connection
+// (kube.CheckAccessAndRules).
 func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error) {
-	mismatches, err := kube.CheckAccess(ctx, deps.Kube, plan.Access)
-	if err != nil {
-		return nil, err
-	}
-	if plan.Rights != nil {
-		more, err := kube.CheckRules(ctx, deps.Kube, *plan.Rights)
-		if err != nil {
-			return nil, err
-		}
-		mismatches = append(mismatches, more...)
-	}
-	return mismatches, nil
+	return kube.CheckAccessAndRules(ctx, deps.Kube, plan.Access, plan.Rights)
 }
 
 // finish sets the outcome of a terminal operation. A replay of a completed
@@ -306,13 +305,13 @@ func finish(res *Result) error {
 }
 
 // Ending returns the detail of the completion or refusal record, if any.
-func (r *Run) Ending() map[string]any {
+func (r *Run) Ending() store.Detail {
 	for i := len(r.Records) - 1; i >= 0; i-- {
 		if k := r.Records[i].Kind; k == store.RecordCompletion || k == store.RecordRefusal {
 			return r.Records[i].Detail
 		}
 	}
-	return nil
+	return store.Detail{}
 }
 
 func hasCall(run *Run) bool {

@@ -30,9 +30,11 @@ type Family interface {
 // Decision is what Decide returns: exactly one of Complete, Refuse, Call,
 // Calls or End, or only Notes.
 type Decision struct {
-	// Notes are records appended before the decision takes effect (for
-	// example probe outcomes). Notes alone append without moving the state,
-	// and the engine asks Decide again.
+	// Notes are the records appended before the decision takes effect, in
+	// order (probe outcomes, the observation that led to a call, to a
+	// completion or to a refusal): the one channel for "journal this
+	// first". Notes alone append without moving the state, and the engine
+	// asks Decide again.
 	Notes []store.Record
 	// End ends the run with this error (an *Uncertain or *Unavailable)
 	// once Notes are journaled, without moving the state: what the
@@ -53,11 +55,9 @@ type Decision struct {
 // Completion ends an operation with its effect confirmed.
 type Completion struct {
 	Outcome Outcome
-	// Records are appended before the completion record (observations).
-	Records []store.Record
 	// Summary is the content-free description of the result stored in the
 	// completion record and printed in the outcome line.
-	Summary map[string]any
+	Summary store.Detail
 }
 
 // Refusal ends an operation fail-closed.
@@ -66,35 +66,45 @@ type Refusal struct {
 	Reason string
 	// Summary is what was observed, content-free, stored in the refusal
 	// record and printed in the outcome line.
-	Summary map[string]any
-	Records []store.Record
+	Summary store.Detail
 }
 
 // Call is one authority call. Its record is committed before Send runs.
 type Call struct {
 	// Step names the call in the journal (kebab-case, e.g. "replace-keyring").
 	Step string
-	// Target names the object the call acts on when one step acts on
-	// several (e.g. "secret/db"); attempts are counted per step and target.
-	Target string
+	// Target is the object the call acts on (journaled as its text,
+	// e.g. "secret/db"); attempts are counted per step and target.
+	Target store.Target
+	// Verb is the API verb the call sends (what keyledger plan shows).
+	Verb Verb
 	// UID and ResourceVersion are the call's preconditions; Digest the
 	// digest of the intended result.
 	UID, ResourceVersion, Digest string
-	// Detail holds content-free facts about the call.
-	Detail map[string]any
-	// Observation, when set, is committed with the call (what the read that
-	// led to it showed).
-	Observation *store.Record
+	// Detail holds content-free facts about the call (the family's typed
+	// detail of the step, store.DetailOf).
+	Detail store.Detail
 	// Final marks the last call: when it is applied the operation completes
 	// with outcome completed and Summary.
 	Final bool
 	// Summary describes the intended result (content-free); it becomes the
 	// completion's summary when a Final call is applied, and the refusal's
 	// when the authority rejects the call.
-	Summary map[string]any
+	Summary store.Detail
 	// Send performs the call. It must classify every answer and never retry.
 	Send func(ctx context.Context) Answer
 }
+
+// Verb is the API verb of a call.
+type Verb string
+
+// The verbs keyledger's calls send.
+const (
+	VerbCreate Verb = "create"
+	VerbUpdate Verb = "update"
+	VerbPatch  Verb = "patch"
+	VerbDelete Verb = "delete"
+)
 
 // AnswerStatus classifies what came back for a call.
 type AnswerStatus string
@@ -118,11 +128,11 @@ type Answer struct {
 	UID, ResourceVersion, Digest string
 	// Reason is a kebab-case word (conflict, lost, timeout, server-error, ...).
 	Reason string
-	Detail map[string]any
+	Detail store.Detail
 	// Summary, when set on the applied answer of a Final call, replaces the
 	// call's Summary as the completion's: what only the answer knows (the
 	// UID of a created object).
-	Summary map[string]any
+	Summary store.Detail
 }
 
 // VerdictKind is what resolution concluded.
@@ -145,13 +155,13 @@ type Verdict struct {
 	Reason string
 	// UID, ResourceVersion and Digest describe what the re-read showed.
 	UID, ResourceVersion, Digest string
-	Detail                       map[string]any
+	Detail                       store.Detail
 	// Retry is the call to send when Kind is NotApplied (same step).
 	Retry *Call
 	// Summary describes what was found (content-free): the completion's
 	// summary when Kind is Ours and the call was final, the refusal's when
 	// Kind is Theirs.
-	Summary map[string]any
+	Summary store.Detail
 	// Err explains an Undetermined verdict.
 	Err error
 	// Kept marks an Ours verdict whose intended result was found in place,

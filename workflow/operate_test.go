@@ -69,8 +69,8 @@ func TestOperateWithTheInMemoryJournal(t *testing.T) {
 	t.Parallel()
 	final := func(a workflow.Answer) func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
 		return func(_ *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
-			return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true,
-				Summary: map[string]any{"wrote": "x"}, Send: send(a)}}
+			return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Final: true,
+				Summary: store.DetailOf(map[string]any{"wrote": "x"}), Send: send(a)}}
 		}
 	}
 	cases := []struct {
@@ -113,7 +113,7 @@ func TestOperateWithTheInMemoryJournal(t *testing.T) {
 			name: "a lost answer resolved ours",
 			family: &scripted{decide: final(workflow.Answer{Status: workflow.Unknown, Reason: "lost"}),
 				resolve: func(*workflow.Run, store.Record) workflow.Verdict {
-					return workflow.Verdict{Kind: workflow.Ours, UID: "u1", Summary: map[string]any{"wrote": "x"}}
+					return workflow.Verdict{Kind: workflow.Ours, UID: "u1", Summary: store.DetailOf(map[string]any{"wrote": "x"})}
 				}},
 			outcome: workflow.OutcomeConverged, state: store.StateCompleted,
 			records: []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
@@ -257,7 +257,7 @@ func TestOperateBelievesAReplayOnlyWithTheCluster(t *testing.T) {
 			var refused *workflow.Refused
 			if errors.As(c.err, &refused) {
 				require.Equal(t, refused.Reason, plan.Reason)
-				require.Nil(t, plan.Summary, "the journaled ending is not shown")
+				require.True(t, plan.Summary.IsZero(), "the journaled ending is not shown")
 			}
 		})
 	}
@@ -287,7 +287,7 @@ func TestOperateResumesCallingByResolving(t *testing.T) {
 					if _, ok := run.Settled("write", "secret/x"); ok {
 						return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeConverged}}
 					}
-					return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Send: send(workflow.Answer{Status: workflow.Applied})}}
+					return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Send: send(workflow.Answer{Status: workflow.Applied})}}
 				},
 				resolve: func(_ *workflow.Run, call store.Record) workflow.Verdict {
 					resolved = append(resolved, call)
@@ -342,7 +342,7 @@ func TestDryRunOnlyReadsTheJournal(t *testing.T) {
 	ctx := t.Context()
 	j := workflowtest.NewJournal()
 	f := &scripted{decide: func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
-		return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
+		return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
 	}, resolve: noResolve}
 	deps := workflow.Deps{OpenStore: func(context.Context) (workflow.Store, error) { return j, nil }}
 	plan, err := workflow.DryRun(ctx, deps, workflow.Plan{Prepare: toy("m"), Family: f})
@@ -398,7 +398,7 @@ func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
 					Revision: run.Op.Revision, Outcome: string(workflow.OutcomeCompleted),
 					Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
 				require.NoError(t, err)
-				return workflow.Decision{Call: &workflow.Call{Step: "write", Target: "secret/x", Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
+				return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
 			}
 			res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
 			require.Equal(t, c.err, err)

@@ -40,10 +40,7 @@ func (m *machine) resolve(ctx context.Context) error {
 		}
 		detail := v.Detail
 		if v.Kept && v.Kind == Ours {
-			detail = map[string]any{"kept": true}
-			for k, val := range v.Detail {
-				detail[k] = val
-			}
+			detail = store.Merge(store.DetailOf(KeptResolution{Kept: true}), v.Detail)
 		}
 		notes = append(notes, store.Record{
 			Kind: store.RecordResolution, Step: call.Step, Target: call.Target, UID: v.UID, ResourceVersion: v.ResourceVersion,
@@ -71,7 +68,10 @@ func (m *machine) resolve(ctx context.Context) error {
 	case theirs != nil:
 		summary := theirs.Summary
 		if rejected != nil {
-			summary = m.batchSummary(summary, notes)
+			var err error
+			if summary, err = m.batchSummary(summary, notes); err != nil {
+				return err
+			}
 		}
 		return m.refuse(ctx, theirs.Reason, summary, notes)
 	case undetermined != nil:
@@ -82,15 +82,24 @@ func (m *machine) resolve(ctx context.Context) error {
 	case rejected != nil:
 		// Every sibling is settled (ours, or not applied and not sent
 		// again): refuse, naming what the batch applied.
-		summary := m.batchSummary(map[string]any{"rejected": rejected.Target, "code": rejected.Detail["code"]}, notes)
+		code, err := store.DecodeDetail[struct {
+			Code *int `json:"code"`
+		}](rejected.Detail)
+		if err != nil {
+			return fmt.Errorf("reading the rejected result of %s %s: %w", rejected.Step, rejected.Target, err)
+		}
+		summary, err := m.batchSummary(store.DetailOf(rejectedCall{Rejected: rejected.Target, Code: code.Code}), notes)
+		if err != nil {
+			return err
+		}
 		return m.refuse(ctx, rejected.Reason, summary, notes)
 	case len(retries) > 0:
 		for _, r := range retries {
-			if m.sent[callKey(r.Step, r.Target)] >= m.e.MaxAttempts {
+			if m.sent[callKey(r.Step, r.Target.String())] >= m.e.MaxAttempts {
 				if err := m.note(ctx, notes...); err != nil {
 					return err
 				}
-				return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s not applied after %d attempts in this run", r.Step, r.Target, m.e.MaxAttempts)}
+				return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s not applied after %d attempts in this run", r.Step, r.Target.String(), m.e.MaxAttempts)}
 			}
 		}
 		return m.calls(ctx, retries, notes...)

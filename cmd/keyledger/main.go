@@ -9,11 +9,15 @@ import (
 	"syscall"
 
 	"github.com/keyledger/keyledger/cmd/keyledger/app"
+	"github.com/keyledger/keyledger/phase"
 )
 
 func main() {
+	phase.Main()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := app.Run(ctx, os.Args[1:], app.StdStreams())
 	stop()
-	os.Exit(app.ExitCode(err))
+	code := app.ExitCode(err)
+	phase.Write(os.Stderr)
+	os.Exit(code)
 }

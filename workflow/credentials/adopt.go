@@ -63,7 +63,7 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 		p.early = early
 	}
 	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: "checked",
-		Detail: map[string]any{"read": len(f.cmd.Spec.Secrets), "absent": absent}})
+		Detail: store.DetailOf(externalSecretsDetail{Read: len(f.cmd.Spec.Secrets), Absent: absent})})
 	return nil, nil
 }
 
@@ -139,17 +139,21 @@ func (f *family) invalidExternal(es *unstructured.Unstructured) string {
 }
 
 func (f *family) refuseExternal(reason, name string, records ...store.Record) *workflow.Decision {
-	return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: records,
-		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name, "listedInAdopt": f.listed(name)}}}
+	return &workflow.Decision{Notes: records, Refuse: &workflow.Refusal{Reason: reason, Summary: f.externalSummary(name)}}
+}
+
+// externalSummary names the ExternalSecret name in a refusal.
+func (f *family) externalSummary(name string) store.Detail {
+	return store.DetailOf(externalSummary{Namespace: f.cmd.Spec.Namespace, ExternalSecret: name, ListedInAdopt: f.listed(name)})
 }
 
 // externalObservation records a read of an ExternalSecret: identity,
 // version, and what was checked (never its spec).
 func externalObservation(es *unstructured.Unstructured) store.Record {
-	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: "externalsecret/" + es.GetName(),
+	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: store.Target{Kind: store.TargetExternalSecret, Namespace: es.GetNamespace(), Name: es.GetName()}.String(),
 		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: statusPresent,
-		Detail: map[string]any{"generatorBacked": generatorBacked(es), "targetName": targetName(es) == es.GetName(),
-			"terminating": es.GetDeletionTimestamp() != nil}}
+		Detail: store.DetailOf(externalSecretDetail{GeneratorBacked: generatorBacked(es), TargetName: targetName(es) == es.GetName(),
+			Terminating: es.GetDeletionTimestamp() != nil})}
 }
 
 // generatorBacked: every spec.dataFrom entry has sourceRef.generatorRef and
@@ -204,7 +208,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workf
 			es, err := f.kube.GetExternalSecret(ctx, name)
 			switch {
 			case isNotFound(err):
-				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: "externalsecret/" + name, Status: reasonAbsent})
+				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name).String(), Status: reasonAbsent})
 				continue
 			case err != nil:
 				return nil, kubeErr(err)
@@ -214,9 +218,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workf
 				return f.refuseExternal(reason, name, obs), nil
 			}
 			if es.GetDeletionTimestamp() == nil {
-				call := f.orphanCall(name, es.GetUID(), es.GetResourceVersion())
-				call.Observation = &obs
-				return &workflow.Decision{Call: call}, nil
+				return &workflow.Decision{Notes: []store.Record{obs}, Call: f.orphanCall(name, es.GetUID(), es.GetResourceVersion())}, nil
 			}
 			// Already being deleted (by someone else): wait for it.
 			p.note(obs)
@@ -243,7 +245,7 @@ func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workf
 		if !gone {
 			return end(&workflow.Uncertain{Reason: ReasonExternalNotGone})
 		}
-		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: "externalsecret/" + name,
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: f.target(store.TargetExternalSecret, name).String(),
 			UID: uid, Status: "gone"})
 	}
 	return nil, nil
@@ -257,8 +259,8 @@ var errReplaced error = replacedError{}
 
 func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) *workflow.Call {
 	return &workflow.Call{
-		Step: stepOrphanExternalSecret, Target: "externalsecret/" + name, UID: string(uid), ResourceVersion: resourceVersion,
-		Detail: map[string]any{"propagationPolicy": "Orphan", "listedInAdopt": f.listed(name)},
+		Step: stepOrphanExternalSecret, Verb: workflow.VerbDelete, Target: f.target(store.TargetExternalSecret, name), UID: string(uid), ResourceVersion: resourceVersion,
+		Detail: store.DetailOf(orphanDetail{PropagationPolicy: "Orphan", ListedInAdopt: f.listed(name)}),
 		Send: func(ctx context.Context) workflow.Answer {
 			// A failed precondition (409) is settled by re-reading.
 			return deleteAnswer(uid, "deleting", f.kube.OrphanExternalSecret(ctx, name, uid, resourceVersion))
@@ -273,7 +275,7 @@ func (f *family) orphanCall(name string, uid types.UID, resourceVersion string) 
 // still generator-backed, with the preconditions of this read.
 func (f *family) resolveOrphan(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
 	es, err := f.kube.GetExternalSecret(ctx, name)
-	summary := map[string]any{"namespace": f.cmd.Spec.Namespace, "externalSecret": name, "listedInAdopt": f.listed(name)}
+	summary := f.externalSummary(name)
 	if v, settled := workflow.ResolveDelete(call, es, err, workflow.DeleteVerdicts{
 		Gone:        workflow.Verdict{Kind: workflow.Ours, Reason: "gone"},
 		Replaced:    workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonExternalReplaced, Summary: summary},
@@ -306,25 +308,23 @@ func (f *family) deleteGenerators(ctx context.Context, p *progress) (*workflow.D
 		}
 		gen, err := f.kube.GetPasswordGenerator(ctx, g)
 		if isNotFound(err) {
-			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g, Status: reasonAbsent})
+			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(), Status: reasonAbsent})
 			continue
 		}
 		if err != nil {
 			return nil, kubeErr(err)
 		}
-		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: "password/" + g,
+		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(),
 			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: statusPresent,
-			Detail: map[string]any{"terminating": gen.GetDeletionTimestamp() != nil}}
-		call := f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())
-		call.Observation = &obs
-		return &workflow.Decision{Call: call}, nil
+			Detail: store.DetailOf(generatorDetail{Terminating: gen.GetDeletionTimestamp() != nil})}
+		return &workflow.Decision{Notes: []store.Record{obs}, Call: f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())}, nil
 	}
 	return nil, nil
 }
 
 func (f *family) deleteGeneratorCall(name string, uid types.UID, resourceVersion string) *workflow.Call {
 	return &workflow.Call{
-		Step: stepDeleteGenerator, Target: "password/" + name, UID: string(uid), ResourceVersion: resourceVersion,
+		Step: stepDeleteGenerator, Verb: workflow.VerbDelete, Target: f.target(store.TargetPassword, name), UID: string(uid), ResourceVersion: resourceVersion,
 		Send: func(ctx context.Context) workflow.Answer {
 			return deleteAnswer(uid, "deleted", f.kube.DeletePasswordGenerator(ctx, name, uid, resourceVersion))
 		},
@@ -340,7 +340,7 @@ func (f *family) resolveDeleteGenerator(ctx context.Context, name string, call s
 	gen, err := f.kube.GetPasswordGenerator(ctx, name)
 	if v, settled := workflow.ResolveDelete(call, gen, err, workflow.DeleteVerdicts{
 		Gone:        workflow.Verdict{Kind: workflow.Ours, Reason: "gone"},
-		Replaced:    workflow.Verdict{Kind: workflow.Ours, Reason: reasonReplacedNotDeleted, Detail: map[string]any{"deletedUID": call.UID}},
+		Replaced:    workflow.Verdict{Kind: workflow.Ours, Reason: reasonReplacedNotDeleted, Detail: store.DetailOf(replacedGeneratorDetail{DeletedUID: call.UID})},
 		Terminating: workflow.Verdict{Kind: workflow.Ours, Reason: "deleting"},
 	}); settled {
 		return v, nil

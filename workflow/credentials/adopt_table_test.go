@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/kubetest"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -56,8 +57,8 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 			require.Equal(t, float64(1), r.summary()["externalSecretsDeleted"])
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
 			call := callOf(r, stepOrphanExternalSecret, es)
-			require.Equal(t, "Orphan", call.Detail["propagationPolicy"])
-			require.Equal(t, true, call.Detail["listedInAdopt"])
+			require.Equal(t, "Orphan", workflowtest.Fields(call.Detail)["propagationPolicy"])
+			require.Equal(t, true, workflowtest.Fields(call.Detail)["listedInAdopt"])
 			require.NotEmpty(t, call.UID)
 			require.NotEmpty(t, call.ResourceVersion)
 			require.Contains(t, r.trail(store.RecordObservation, "wait-external-secret-gone"), "wait-external-secret-gone externalsecret/shop-app gone/")
@@ -102,7 +103,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 			require.Equal(t, "completed", r.ending())
 			res := firstRecordOf(r, store.RecordAuthorityResult, stepOrphanExternalSecret, es)
 			require.Equal(t, "unknown/precondition-failed", res.Status+"/"+res.Reason)
-			require.EqualValues(t, 409, res.Detail["code"])
+			require.EqualValues(t, 409, workflowtest.Fields(res.Detail)["code"])
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app not-applied/resource-version-changed"},
 				r.trail(store.RecordResolution, stepOrphanExternalSecret))
 			calls := callsOf(r, stepOrphanExternalSecret, es)
@@ -215,7 +216,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 			e.k.putSecret(theirSecret(secretBus, map[string]string{"user": "bus", "password": "from-generator"}, ownedBy(es)))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.ending())
-			require.Equal(t, false, callOf(r, stepOrphanExternalSecret, "externalsecret/"+secretBus).Detail["listedInAdopt"])
+			require.Equal(t, false, workflowtest.Fields(callOf(r, stepOrphanExternalSecret, "externalsecret/"+secretBus).Detail)["listedInAdopt"])
 			require.False(t, e.externalExists(secretBus))
 			s := e.secret(secretBus)
 			require.Equal(t, "from-generator", string(s.Data["password"]))

@@ -48,7 +48,7 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 // is always bound in a run) nothing is proven. fx asks the journal (and
 // answers a question asked before in the same decision).
 func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret, fx *runFinds) (Authorship, string, error) {
-	target := "secret/" + s.Name
+	target := f.target(store.TargetSecret, s.Name).String()
 	plan := f.plan(s.Name)
 	if f.journal != nil {
 		if nonce, ok := s.Annotations[AnnotationNonce]; ok && shapedAsCreated(s, plan) {
@@ -57,8 +57,14 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret, 
 			if err != nil {
 				return "", "", err
 			}
-			if found != nil && sameKeys(found.Record.Detail["keys"], plannedKeys(plan)) {
-				return AuthorshipProven, found.Run, nil
+			if found != nil {
+				d, err := detailOf[createDetail](found.Record)
+				if err != nil {
+					return "", "", err
+				}
+				if slices.Equal(d.Keys, plannedKeys(plan)) {
+					return AuthorshipProven, found.Run, nil
+				}
 			}
 		}
 	}
@@ -82,13 +88,17 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret, 
 			return "", "", err
 		}
 		if found != nil {
-			switch a := Authorship(str(found.Record.Detail["authorship"])); a {
+			d, err := detailOf[secretDetail](found.Record)
+			if err != nil {
+				return "", "", err
+			}
+			switch d.Authorship {
 			case AuthorshipAdopted, AuthorshipProven:
-				by := str(found.Record.Detail["by"])
+				by := d.By
 				if by == "" {
 					by = found.Run
 				}
-				return a, by, nil
+				return d.Authorship, by, nil
 			}
 		}
 	}
@@ -107,32 +117,6 @@ func shapedAsCreated(s *corev1.Secret, plan Secret) bool {
 		}
 	}
 	return true
-}
-
-// sameKeys: the keys a journaled create call named (a JSON array read back
-// from the journal, or the []string this process built) are want.
-func sameKeys(v any, want []string) bool {
-	var got []string
-	switch keys := v.(type) {
-	case []string:
-		got = keys
-	case []any:
-		for _, k := range keys {
-			s, ok := k.(string)
-			if !ok {
-				return false
-			}
-			got = append(got, s)
-		}
-	default:
-		return false
-	}
-	return slices.Equal(got, want)
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }
 
 // keptProblem is why a Secret found in place may not be kept (a refusal

@@ -11,6 +11,7 @@ import (
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // planted is a complete Secret of the first planned name that someone
@@ -34,11 +35,11 @@ func requireKept(t *testing.T, r result, name string, want Authorship, lookAlike
 	for _, rec := range r.records {
 		switch {
 		case rec.Kind == store.RecordObservation && rec.Step == stepReadSecrets:
-			if e, ok := rec.Detail["complete"].(map[string]any)[name].(map[string]any); ok {
+			if e, ok := workflowtest.Fields(rec.Detail)["complete"].(map[string]any)[name].(map[string]any); ok {
 				d = e
 			}
 		case rec.Kind == store.RecordObservation && rec.Step == stepReadSecret && rec.Target == "secret/"+name:
-			d = rec.Detail
+			d = workflowtest.Fields(rec.Detail)
 		}
 	}
 	require.NotNil(t, d, "%s: no read journaled", name)
@@ -77,8 +78,8 @@ func TestAuthorshipTable(t *testing.T) {
 				require.Equal(t, map[string]any{secretApp: "unproven", secretBus: "proven"}, r.authorship())
 				requireKept(t, r, secretApp, AuthorshipUnproven, false)
 				call := callOf(r, stepDeletePod, "pod/"+podApp)
-				require.Equal(t, secretApp, call.Detail["secret"])
-				require.Equal(t, "unproven", call.Detail["authorship"], "the restart's record names what it followed")
+				require.Equal(t, secretApp, workflowtest.Fields(call.Detail)["secret"])
+				require.Equal(t, "unproven", workflowtest.Fields(call.Detail)["authorship"], "the restart's record names what it followed")
 				require.Equal(t, []any{map[string]any{"pod": podApp, "secret": secretApp, "authorship": "unproven"}}, r.summary()["restarts"])
 				r = e.run()
 				require.Equal(t, 1, r.unproven(), "still unproven on the next run")
@@ -126,7 +127,7 @@ func TestAuthorshipTable(t *testing.T) {
 func TestKeptSecretChecksTable(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "complete but terminating: refused, not kept", setup: planted(terminating), check: func(t *testing.T, e *env, r result) {
+		{name: "complete but terminating: refused, not kept", setup: planted(kubetest.BeingDeleted), check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
 			require.Zero(t, e.k.count(opPatchSecret, secretApp))
 		}},
@@ -158,7 +159,7 @@ func TestKeptSecretChecksTable(t *testing.T) {
 		{name: "made terminating before a lost patch: refused, never sent again", setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore().First(e.k.their(func(k *credentialsAPI) {
-				k.editSecret(secretApp, terminating)
+				k.editSecret(secretApp, kubetest.BeingDeleted)
 			}))))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
@@ -213,16 +214,4 @@ func TestAuthorshipJournalUnreadable(t *testing.T) {
 	require.Equal(t, "postgresql", unavailable.Dependency)
 	require.Zero(t, e.k.count(opPatchSecret, secretApp))
 	require.Zero(t, e.k.count(opCreateSecret, secretApp))
-}
-
-// The keys a journaled create named are compared as the journal reads
-// them back (a JSON array) and as this process built them.
-func TestSameKeys(t *testing.T) {
-	t.Parallel()
-	want := []string{"password", "user"}
-	require.True(t, sameKeys([]any{"password", "user"}, want))
-	require.True(t, sameKeys([]string{"password", "user"}, want))
-	require.False(t, sameKeys([]any{"password"}, want))
-	require.False(t, sameKeys([]any{"password", 3.0}, want))
-	require.False(t, sameKeys(nil, want))
 }

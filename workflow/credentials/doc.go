@@ -94,10 +94,10 @@
 // Everything the decisions reach outside the process goes through a seam
 // of the family: authority (exactly the kube.Credentials methods it calls),
 // prober (Probe), waiter (poll.Poll under waitBound) and the reader values
-// and nonces come from (crypto/rand). The unit tests put a scripted API
-// server behind them (double_test.go: UIDs, resourceVersions, preconditions,
-// JSON patch tests, the garbage collector and a pod's controller, and
-// faults per request) and drive the family through workflow.Operate on
+// and nonces come from (crypto/rand). The unit tests put the test kit's
+// scripted API server (workflow/kubetest: UIDs, resourceVersions,
+// preconditions, JSON patch tests, faults per request) behind them, with
+// the garbage collector and a pod's controller (kube_test.go), and drive the family through workflow.Operate on
 // workflowtest.Journal; integration/ proves every Kubernetes claim.
 //
 // Limits (MaxSecrets, MaxKeysPerSecret, MaxKeys, MaxLabelsPerSecret, the

@@ -3,7 +3,6 @@ package credentials
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/keyledger/keyledger/workflow"
 )
@@ -15,8 +14,7 @@ func (f *family) DryAnswer(ctx context.Context, c *workflow.Call) (workflow.Answ
 	if c.Step != stepCreateSecret {
 		return workflow.Answer{}, false, nil
 	}
-	_, name, _ := strings.Cut(c.Target, "/")
-	_, err := f.kube.GetSecret(ctx, name)
+	_, err := f.kube.GetSecret(ctx, c.Target.Name)
 	switch {
 	case isNotFound(err):
 		return workflow.Answer{}, false, nil

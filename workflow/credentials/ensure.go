@@ -24,7 +24,7 @@ import (
 // a Secret deleted meanwhile is created again.
 func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
-	found := newCompleteNotes()
+	found := newCompleteNotes(f.cmd.Spec.Namespace)
 	// The reads first, concurrently (readSecrets), and the journal's
 	// answers about the Secrets found in place, in a few round trips
 	// (prefetchAuthorship); then the decision, in plan order, as if each
@@ -55,14 +55,14 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 		c := diff(s, plan, adopted)
 		if reason := keptProblem(s, c, adopted); reason != "" {
 			found.noteTo(p)
-			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Records: []store.Record{observation(s, c)},
-				Summary: map[string]any{"namespace": s.Namespace, "secret": s.Name}}}, nil
+			return &workflow.Decision{Notes: []store.Record{observation(s, c, nil)}, Refuse: &workflow.Refusal{Reason: reason,
+				Summary: store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: s.Name})}}, nil
 		}
-		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(i), fx)
+		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(f.cmd.Spec.Namespace, i), fx)
 		if err != nil {
 			return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 		}
-		lookAlike := authorship == AuthorshipUnproven && keptDetail(s, c)["lookAlike"] == true
+		lookAlike := authorship == AuthorshipUnproven && looksLikeOurs(s)
 		if c.empty() {
 			found.add(i, name, string(s.UID), authorship, by, lookAlike)
 			continue
@@ -75,13 +75,8 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 		if err != nil {
 			return nil, err
 		}
-		obs := observation(s, c)
-		obs.Detail["authorship"], obs.Detail["lookAlike"] = string(authorship), lookAlike
-		if by != "" {
-			obs.Detail["by"] = by
-		}
-		call.Observation = &obs
-		return &workflow.Decision{Call: call}, nil
+		obs := observation(s, c, &secretDetail{Authorship: authorship, LookAlike: &lookAlike, By: by})
+		return &workflow.Decision{Notes: []store.Record{obs}, Call: call}, nil
 	}
 	found.noteTo(p)
 	switch len(creates) {
@@ -100,39 +95,37 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 const completeChunk = 32
 
 // chunkTarget is the read-secrets record target of the i-th planned Secret.
-func chunkTarget(i int) string { return "secrets/" + strconv.Itoa(1+i/completeChunk) }
+func chunkTarget(namespace string, i int) string {
+	return store.Target{Kind: store.TargetSecrets, Namespace: namespace, Name: strconv.Itoa(1 + i/completeChunk)}.String()
+}
 
 // completeNotes collects the Secrets one decision found complete, by chunk.
 type completeNotes struct {
-	chunks map[string]map[string]any
-	order  []string
+	namespace string
+	chunks    map[string]map[string]chunkEntry
+	order     []string
 }
 
-func newCompleteNotes() *completeNotes { return &completeNotes{chunks: map[string]map[string]any{}} }
+func newCompleteNotes(namespace string) *completeNotes {
+	return &completeNotes{namespace: namespace, chunks: map[string]map[string]chunkEntry{}}
+}
 
 func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lookAlike bool) {
-	t := chunkTarget(i)
+	t := chunkTarget(n.namespace, i)
 	if n.chunks[t] == nil {
-		n.chunks[t] = map[string]any{}
+		n.chunks[t] = map[string]chunkEntry{}
 		n.order = append(n.order, t)
 	}
-	e := map[string]any{"uid": uid, "authorship": string(a)}
-	if by != "" {
-		e["by"] = by
-	}
-	if lookAlike {
-		e["lookAlike"] = true
-	}
-	n.chunks[t][name] = e
+	n.chunks[t][name] = chunkEntry{UID: uid, Authorship: a, By: by, LookAlike: lookAlike}
 }
 
 // noteTo journals the collected Secrets with the decision, once.
 func (n *completeNotes) noteTo(p *progress) {
 	for _, t := range n.order {
 		p.note(store.Record{Kind: store.RecordObservation, Step: stepReadSecrets, Target: t, Status: reasonSecretComplete,
-			Detail: map[string]any{"complete": n.chunks[t]}})
+			Detail: store.DetailOf(chunkDetail{Complete: n.chunks[t]})})
 	}
-	n.chunks, n.order = map[string]map[string]any{}, nil
+	n.chunks, n.order = map[string]map[string]chunkEntry{}, nil
 }
 
 // authorshipOfRead is the authorship of s, found in place: what this run
@@ -150,14 +143,18 @@ func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Se
 		if err != nil {
 			return "", "", err
 		}
-		var detail map[string]any
+		var detail map[string]chunkEntry
 		if found != nil {
-			detail, _ = found.Record.Detail["complete"].(map[string]any)
+			d, err := detailOf[chunkDetail](found.Record)
+			if err != nil {
+				return "", "", err
+			}
+			detail = d.Complete
 		}
-		if e, ok := detail[s.Name].(map[string]any); ok && str(e["uid"]) == string(s.UID) {
-			switch a := Authorship(str(e["authorship"])); a {
+		if e, ok := detail[s.Name]; ok && e.UID == string(s.UID) {
+			switch e.Authorship {
 			case AuthorshipProven, AuthorshipAdopted:
-				return a, str(e["by"]), nil
+				return e.Authorship, e.By, nil
 			}
 		}
 	}
@@ -178,12 +175,17 @@ func (f *family) listed(name string) bool {
 }
 
 // observation records what a read of a Secret showed: its identity, version
-// and what it lacks (names only).
-func observation(s *corev1.Secret, c change) store.Record {
-	d := c.detail()
-	d["complete"] = c.empty()
-	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: "secret/" + s.Name,
-		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: d}
+// and what it lacks (names only), with the authorship when a patch follows
+// (found, or nil).
+func observation(s *corev1.Secret, c change, found *secretDetail) store.Record {
+	d := secretDetail{}
+	if found != nil {
+		d = *found
+	}
+	complete := c.empty()
+	d.changeDetail, d.Complete = c.detail(), &complete
+	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: store.SecretTarget(s.Namespace, s.Name).String(),
+		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: store.DetailOf(d)}
 }
 
 // createCall POSTs the planned Secret with fresh values and a fresh random
@@ -202,9 +204,9 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 		return nil, err
 	}
 	return &workflow.Call{
-		Step: stepCreateSecret, Target: "secret/" + plan.Name, Digest: nonceDigest(nonce),
-		Detail:  map[string]any{"keys": plannedKeys(plan)},
-		Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": plan.Name, "run": run},
+		Step: stepCreateSecret, Verb: workflow.VerbCreate, Target: f.target(store.TargetSecret, plan.Name), Digest: nonceDigest(nonce),
+		Detail:  store.DetailOf(createDetail{Keys: plannedKeys(plan)}),
+		Summary: store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: plan.Name, Run: run}),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.CreateSecret(ctx, s)
 			for k := range s.Data {
@@ -216,7 +218,7 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
 			return workflow.Answer{Status: workflow.Applied, Code: http.StatusCreated, Reason: reasonCreated,
-				UID: string(got.UID), ResourceVersion: got.ResourceVersion, Detail: map[string]any{"authorship": string(AuthorshipProven)}}
+				UID: string(got.UID), ResourceVersion: got.ResourceVersion, Detail: store.DetailOf(secretDetail{Authorship: AuthorshipProven})}
 		},
 	}, nil
 }
@@ -258,15 +260,15 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 	v := workflow.Verdict{Kind: workflow.Ours, UID: string(s.UID), ResourceVersion: s.ResourceVersion}
 	if digest, ok := createdBy(s, f.plan(name), createDigests(p.records, call.Target)...); ok {
 		v.Reason, v.Digest = reasonCreatedByThis, digest
-		v.Detail = map[string]any{"authorship": string(AuthorshipProven)}
+		v.Detail = store.DetailOf(secretDetail{Authorship: AuthorshipProven})
 		return v, nil
 	}
 	adopted := f.adopted(name, p)
 	c := diff(s, f.plan(name), adopted)
 	detail := keptDetail(s, c)
 	if reason := keptProblem(s, c, adopted); reason != "" {
-		v.Kind, v.Reason, v.Detail = workflow.Theirs, reason, detail
-		v.Summary = map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": name}
+		v.Kind, v.Reason, v.Detail = workflow.Theirs, reason, store.DetailOf(detail)
+		v.Summary = store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: name})
 		return v, nil
 	}
 	authorship, by, err := f.authorship(ctx, p, s, newRunFinds(f.journal))
@@ -277,24 +279,25 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 	// Kept: what it lacks is journaled with the verdict, so that the next
 	// decision skips a complete Secret without reading it again (and
 	// reads one that lacks something, to build its patch from that read).
-	detail["authorship"] = string(authorship)
-	if by != "" {
-		detail["by"] = by
-	}
-	detail["lookAlike"] = detail["lookAlike"] == true && authorship == AuthorshipUnproven
-	v.Reason, v.Detail, v.Kept = reasonKeptExisting, detail, true
+	lookAlike := *detail.LookAlike && authorship == AuthorshipUnproven
+	detail.Authorship, detail.By, detail.LookAlike = authorship, by, &lookAlike
+	v.Reason, v.Detail, v.Kept = reasonKeptExisting, store.DetailOf(detail), true
 	return v, nil
 }
 
 // keptDetail is the verdict detail of a Secret kept as found: what it
 // lacks (names only), whether that is nothing, and whether it carries
 // keyledger's annotations (a look-alike, unless its authorship is proven).
-func keptDetail(s *corev1.Secret, c change) map[string]any {
+func keptDetail(s *corev1.Secret, c change) secretDetail {
+	lookAlike, complete := looksLikeOurs(s), c.empty()
+	return secretDetail{changeDetail: c.detail(), LookAlike: &lookAlike, Complete: &complete}
+}
+
+// looksLikeOurs: s carries keyledger's annotations (a nonce, a creator).
+func looksLikeOurs(s *corev1.Secret) bool {
 	_, nonce := s.Annotations[AnnotationNonce]
 	_, by := s.Annotations[AnnotationCreatedBy]
-	d := c.detail()
-	d["lookAlike"], d["complete"] = nonce || by, c.empty()
-	return d
+	return nonce || by
 }
 
 // createdBy reports whether s is the Secret one of the create calls whose
@@ -337,8 +340,8 @@ func (f *family) patchCall(s *corev1.Secret, plan Secret, c change) (*workflow.C
 	}
 	name := s.Name
 	return &workflow.Call{
-		Step: stepPatchSecret, Target: "secret/" + name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
-		Detail: c.detail(),
+		Step: stepPatchSecret, Verb: workflow.VerbPatch, Target: f.target(store.TargetSecret, name), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Detail: store.DetailOf(c.detail()),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.PatchSecret(ctx, name, patch)
 			clear(patch)
@@ -361,7 +364,7 @@ func (f *family) resolvePatch(ctx context.Context, p *progress, name string, cal
 	s, err := f.kube.GetSecret(ctx, name)
 	if isNotFound(err) {
 		return workflow.Verdict{Kind: workflow.Theirs, Reason: ReasonSecretDeleted,
-			Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "secret": name}}, nil
+			Summary: store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: name})}, nil
 	}
 	if err != nil {
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
@@ -369,11 +372,11 @@ func (f *family) resolvePatch(ctx context.Context, p *progress, name string, cal
 	plan := f.plan(name)
 	adopted := f.adopted(name, p)
 	c := diff(s, plan, adopted)
-	v := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: c.detail()}
+	v := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: store.DetailOf(c.detail())}
 	// The checks the decision made before the patch run again before it is
 	// sent again: the Secret may have changed in between.
 	if reason := keptProblem(s, c, adopted); reason != "" {
-		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, map[string]any{"namespace": s.Namespace, "secret": name}
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: name})
 		return v, nil
 	}
 	if c.empty() {

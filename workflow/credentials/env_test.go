@@ -18,6 +18,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
@@ -114,6 +115,7 @@ func (e *env) family() *family {
 
 // result is one run's end.
 type result struct {
+	res     *workflow.Result
 	op      *store.Operation
 	records []store.Record
 	err     error
@@ -131,7 +133,7 @@ func (e *env) run() result {
 	require.NotNil(e.t, res.Run, "prepared: %v", err)
 	op, records, serr := e.j.Snapshot(ctx, res.Run.Op.MutationID)
 	require.NoError(e.t, serr)
-	return result{op: op, records: records, err: err}
+	return result{res: res, op: op, records: records, err: err}
 }
 
 // crashingStore is the in-memory journal with a process that can die at
@@ -168,27 +170,13 @@ func (e *env) plan() workflow.Plan {
 	return plan
 }
 
-// ending is the run's outcome word, or its refusal or uncertainty reason:
-// "completed", "existing", "converged", "refused/<reason>",
-// "uncertain/<reason>", or "error: ...".
-func (r result) ending() string {
-	var refused *workflow.Refused
-	var uncertain *workflow.Uncertain
-	switch {
-	case errors.As(r.err, &refused):
-		return "refused/" + refused.Reason
-	case errors.As(r.err, &uncertain):
-		return "uncertain/" + uncertain.Reason
-	case r.err != nil:
-		return "error: " + r.err.Error()
-	}
-	return r.op.Outcome
-}
+// ending is how the run ended, in workflowtest.Ending's spelling.
+func (r result) ending() string { return workflowtest.Ending(r.res, r.err) }
 
 // summary is the completion's (or refusal's) detail.
 func (r result) summary() map[string]any {
 	run := &workflow.Run{Op: r.op, Records: r.records}
-	return run.Ending()
+	return workflowtest.Fields(run.Ending())
 }
 
 // trail lists the records of kind (and step, when given) as
@@ -254,9 +242,10 @@ func counts(planned, created, patched, existing, unchanged int) map[string]any {
 // theirSecret is a Secret someone else created, holding planned keys
 // (values not keyledger's) and no keyledger annotations.
 func theirSecret(name string, data map[string]string, mods ...func(*corev1.Secret)) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nsShop}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
+	s := kubetest.NewSecret(name, kubetest.WithData())
+	s.Namespace = nsShop
 	for k, v := range data {
-		s.Data[k] = []byte(v)
+		kubetest.WithData(k, v)(s)
 	}
 	for _, m := range mods {
 		m(s)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,7 +127,10 @@ type step func(ctx context.Context, p *progress) (*workflow.Decision, error)
 // Decide walks the phases in order and returns the first thing left to do,
 // with the records the phases noted on the way (reads, probes).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	p := fold(run)
+	p, err := fold(run)
+	if err != nil {
+		return workflow.Decision{}, err
+	}
 	steps := []step{
 		f.checkAdoption,         // read the ExternalSecret of every planned Secret; one not generator-backed refuses before any write
 		f.orphanExternalSecrets, // delete each with propagationPolicy Orphan, wait until it is gone
@@ -138,12 +140,15 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	}
 	for _, s := range steps {
 		d, err := s(ctx, p)
+		if err == nil {
+			err = p.err
+		}
 		if err != nil {
 			return workflow.Decision{}, err
 		}
 		if d != nil {
 			if d.Refuse != nil {
-				d.Refuse.Summary = p.withRun(d.Refuse.Summary)
+				d.Refuse.Summary = withRun(p.run, d.Refuse.Summary)
 			}
 			d.Notes = append(p.notes, d.Notes...)
 			return *d, nil
@@ -152,20 +157,13 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	return workflow.Decision{Notes: p.notes, Complete: &workflow.Completion{Outcome: p.outcome(), Summary: f.summary(p)}}, nil
 }
 
-// withRun adds the run's operation (its journal mutation ID) to a summary.
-func (p *progress) withRun(summary map[string]any) map[string]any {
-	out := map[string]any{"run": p.run}
-	for k, v := range summary {
-		out[k] = v
-	}
-	return out
-}
-
 // note keeps r to journal with this decision, and folds it in: the rest of
 // the decision knows it as the next decisions will, from the journal.
 func (p *progress) note(r store.Record) {
 	p.notes = append(p.notes, r)
-	p.observe(r)
+	if err := p.observe(r); err != nil && p.err == nil {
+		p.err = err
+	}
 }
 
 // end ends the run with err (uncertain, unavailable) once the records
@@ -174,16 +172,23 @@ func end(err error) (*workflow.Decision, error) { return &workflow.Decision{End:
 
 // Resolve re-reads the durable facts after a call whose outcome is unknown.
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	p := fold(run)
+	p, err := fold(run)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
 	v, err := f.resolve(ctx, p, call)
 	if v.Kind == workflow.Theirs {
-		v.Summary = p.withRun(v.Summary)
+		v.Summary = withRun(p.run, v.Summary)
 	}
 	return v, err
 }
 
 func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (workflow.Verdict, error) {
-	_, name, _ := strings.Cut(call.Target, "/")
+	t, err := store.ParseTarget(f.cmd.Spec.Namespace, call.Target)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
+	name := t.Name
 	switch call.Step {
 	case stepCreateSecret:
 		return f.resolveCreate(ctx, p, name, call)
@@ -204,9 +209,11 @@ func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (w
 // concurrent run knows it; a decision's own notes are folded in as it
 // makes them. It lives for one decision.
 type progress struct {
-	run     string         // the operation's mutation ID
-	records []store.Record // the operation's records
-	notes   []store.Record // this decision's records, journaled with it
+	run       string         // the operation's mutation ID
+	namespace string         // the operation's namespace
+	records   []store.Record // the operation's records
+	notes     []store.Record // this decision's records, journaled with it
+	err       error          // the first noted record whose detail did not decode
 
 	// Calls settled as done (workflow.Run.Settled), by object name.
 	created, exists, patched map[string]bool // Secrets
@@ -248,9 +255,9 @@ type restart struct {
 
 // fold reads the run's records: settlement through workflow.Run.Settled,
 // observations and probes in journal order (the newest wins).
-func fold(run *workflow.Run) *progress {
+func fold(run *workflow.Run) (*progress, error) {
 	p := &progress{
-		run: run.Op.MutationID, records: run.Records,
+		run: run.Op.MutationID, namespace: run.Op.Namespace, records: run.Records,
 		created: map[string]bool{}, exists: map[string]bool{}, patched: map[string]bool{},
 		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
@@ -265,24 +272,34 @@ func fold(run *workflow.Run) *progress {
 	}
 	called := map[[2]string]bool{}
 	for i, r := range run.Records {
-		p.observe(r)
+		if err := p.observe(r); err != nil {
+			return nil, err
+		}
 		if i > resumed {
-			p.freshen(r)
+			if err := p.freshen(r); err != nil {
+				return nil, err
+			}
 		}
 		if r.Kind != store.RecordAuthorityCall || called[[2]string{r.Step, r.Target}] {
 			continue
 		}
 		called[[2]string{r.Step, r.Target}] = true
 		if s, ok := run.Settled(r.Step, r.Target); ok {
-			p.settled(s)
+			if err := p.settled(s); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return p
+	return p, nil
 }
 
 // settled records a call settled as done.
-func (p *progress) settled(s workflow.Settlement) {
-	_, name, _ := strings.Cut(s.Call.Target, "/")
+func (p *progress) settled(s workflow.Settlement) error {
+	t, err := store.ParseTarget(p.namespace, s.Call.Target)
+	if err != nil {
+		return err
+	}
+	name := t.Name
 	switch s.Call.Step {
 	case stepCreateSecret:
 		if s.By.Reason == reasonKeptExisting {
@@ -302,35 +319,56 @@ func (p *progress) settled(s workflow.Settlement) {
 	case stepDeletePod:
 		p.podDeleted[name] = true
 	}
+	return nil
 }
 
 // freshen marks what r settles as settled since the run was last resumed.
-func (p *progress) freshen(r store.Record) {
-	_, name, _ := strings.Cut(r.Target, "/")
+func (p *progress) freshen(r store.Record) error {
+	t, err := store.ParseTarget(p.namespace, r.Target)
+	if err != nil {
+		return err
+	}
+	name := t.Name
 	settles := r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) ||
 		r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
 	switch {
 	case settles && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
-		p.fresh[name] = r.Detail["complete"] == true // kept: settled once nothing is lacking
+		d, err := detailOf[secretDetail](r)
+		p.fresh[name] = d.complete() // kept: settled once nothing is lacking
+		return err
 	case settles && (r.Step == stepCreateSecret || r.Step == stepPatchSecret):
 		p.fresh[name] = true
-	case r.Kind == store.RecordObservation && r.Step == stepReadSecret && r.Detail["complete"] == true:
-		p.fresh[name] = true
+	case r.Kind == store.RecordObservation && r.Step == stepReadSecret:
+		d, err := detailOf[secretDetail](r)
+		if d.complete() {
+			p.fresh[name] = true
+		}
+		return err
 	case r.Kind == store.RecordObservation && r.Step == stepReadSecrets:
-		complete, _ := r.Detail["complete"].(map[string]any)
-		for n := range complete {
+		d, err := detailOf[chunkDetail](r)
+		for n := range d.Complete {
 			p.fresh[n] = true
 		}
+		return err
 	}
+	return nil
 }
 
 // observe folds one record's facts other than settlement.
-func (p *progress) observe(r store.Record) {
-	_, name, _ := strings.Cut(r.Target, "/")
+func (p *progress) observe(r store.Record) error {
+	t, err := store.ParseTarget(p.namespace, r.Target)
+	if err != nil {
+		return err
+	}
+	name := t.Name
 	switch {
 	case r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod:
+		d, err := detailOf[deletePodDetail](r)
+		if err != nil {
+			return err
+		}
 		p.podDeletedUID[name] = r.UID
-		p.restarts[name] = restart{Secret: str(r.Detail["secret"]), Authorship: Authorship(str(r.Detail["authorship"]))}
+		p.restarts[name] = restart{Secret: d.Secret, Authorship: d.Authorship}
 	case r.Kind == store.RecordAuthorityCall && r.Step == stepOrphanExternalSecret:
 		p.orphanUID[name] = r.UID
 	case r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == reasonAbsent:
@@ -344,31 +382,42 @@ func (p *progress) observe(r store.Record) {
 		p.externalGone[name] = true
 	case r.Kind == store.RecordObservation && r.Step == stepReadSecret,
 		r.Kind == store.RecordResolution && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
-		complete, _ := r.Detail["complete"].(bool)
-		p.complete[name] = complete
+		d, err := detailOf[secretDetail](r)
+		if err != nil {
+			return err
+		}
+		p.complete[name] = d.complete()
 		p.exists[name] = true
-		if a := Authorship(str(r.Detail["authorship"])); a != "" {
-			p.authorship[name] = a
+		if d.Authorship != "" {
+			p.authorship[name] = d.Authorship
 		}
 	case r.Kind == store.RecordObservation && r.Step == stepReadSecrets:
-		complete, _ := r.Detail["complete"].(map[string]any)
-		for n, e := range complete {
+		d, err := detailOf[chunkDetail](r)
+		if err != nil {
+			return err
+		}
+		for n, e := range d.Complete {
 			p.complete[n], p.exists[n] = true, true
-			if m, ok := e.(map[string]any); ok && str(m["authorship"]) != "" {
-				p.authorship[n], p.by[n] = Authorship(str(m["authorship"])), str(m["by"])
+			if e.Authorship != "" {
+				p.authorship[n], p.by[n] = e.Authorship, e.By
 			}
 		}
 	case r.Kind == store.RecordProbe && r.Step == stepProbe:
 		p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
 	}
 	if r.Step == stepCreateSecret && (r.Kind == store.RecordAuthorityResult || r.Kind == store.RecordResolution) {
-		if a := Authorship(str(r.Detail["authorship"])); a != "" {
-			p.authorship[name], p.by[name] = a, str(r.Detail["by"])
+		d, err := detailOf[secretDetail](r)
+		if err != nil {
+			return err
+		}
+		if d.Authorship != "" {
+			p.authorship[name], p.by[name] = d.Authorship, d.By
 			if r.Kind == store.RecordAuthorityResult {
 				p.by[name] = p.run
 			}
 		}
 	}
+	return nil
 }
 
 // outcome is existing when this operation wrote nothing at all.
@@ -387,7 +436,7 @@ func (p *progress) outcome() workflow.Outcome {
 
 // summary is the content-free completion summary: counts and names, all
 // from the journal (the servers from each pod's newest probe record).
-func (f *family) summary(p *progress) map[string]any {
+func (f *family) summary(p *progress) store.Detail {
 	s := f.cmd.Spec
 	generators := 0
 	for _, reason := range p.generatorsDeleted {
@@ -397,7 +446,7 @@ func (f *family) summary(p *progress) map[string]any {
 	}
 	servers := map[ProbeStatus]int{}
 	repaired := 0
-	restarts := []map[string]any{}
+	restarts := []restartSummary{}
 	for _, srv := range s.Servers {
 		r := p.probes[srv.Pod]
 		servers[r.Status]++
@@ -405,7 +454,7 @@ func (f *family) summary(p *progress) map[string]any {
 			repaired++
 		}
 		if rs, ok := p.restarts[srv.Pod]; ok {
-			restarts = append(restarts, map[string]any{"pod": srv.Pod, "secret": rs.Secret, "authorship": string(rs.Authorship)})
+			restarts = append(restarts, restartSummary{Pod: srv.Pod, Secret: rs.Secret, Authorship: rs.Authorship})
 		}
 	}
 	authorship, unproven := p.authorshipOf(s)
@@ -415,25 +464,22 @@ func (f *family) summary(p *progress) map[string]any {
 			existing++
 		}
 	}
-	out := map[string]any{
-		"namespace": s.Namespace, "owner": s.Owner, "run": p.run,
-		// existing: found in place and not created by this run (whatever
-		// its annotations say); unchanged: not written by this run.
-		"secrets": map[string]int{
-			"planned": len(s.Secrets), "created": len(p.created), "patched": len(p.patched), "existing": existing,
-			"unchanged": len(s.Secrets) - len(p.created) - len(p.patched),
-			// unproven: kept as found, neither created by a run of this
-			// plan nor adopted (see Authorship).
-			"unproven": unproven,
+	out := completionSummary{
+		Namespace: s.Namespace, Owner: s.Owner, Run: p.run,
+		Secrets: secretCounts{
+			Planned: len(s.Secrets), Created: len(p.created), Patched: len(p.patched), Existing: existing,
+			Unchanged: len(s.Secrets) - len(p.created) - len(p.patched), Unproven: unproven,
 		},
-		"authorship":             authorship,
-		"externalSecretsDeleted": len(p.externalDeleted), "generatorsDeleted": generators,
+		Authored:               authorship,
+		ExternalSecretsDeleted: len(p.externalDeleted), GeneratorsDeleted: generators,
 	}
 	if len(s.Servers) > 0 {
-		out["servers"] = map[string]int{"accepted": servers[ProbeAccepted], "skipped": servers[probeSkipped], "repaired": repaired}
-		out["restarts"] = restarts
+		out.ServerSummary = &ServerSummary{
+			Servers:  serverCounts{Accepted: servers[ProbeAccepted], Skipped: servers[probeSkipped], Repaired: repaired},
+			Restarts: restarts,
+		}
 	}
-	return out
+	return store.DetailOf(out)
 }
 
 // authorshipOf is each planned Secret's authorship as this run journaled

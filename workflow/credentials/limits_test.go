@@ -13,6 +13,7 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // journalDetailLimit is the journal's limit on one record's detail
@@ -46,7 +47,8 @@ func TestLimitsFitTheJournal(t *testing.T) {
 	c := diff(s, plan, true)
 	require.Len(t, c.AddKeys, MaxKeysPerSecret)
 	engine := map[string]any{"code": 422} // what the engine adds to an answer
-	fits := func(what string, d map[string]any) {
+	fits := func(what string, typed any) {
+		d := workflowtest.Fields(store.DetailOf(typed))
 		t.Helper()
 		out := map[string]any{}
 		for k, v := range d {
@@ -62,7 +64,7 @@ func TestLimitsFitTheJournal(t *testing.T) {
 	}
 	fits("create call", map[string]any{"keys": plannedKeys(plan)})
 	fits("patch call", c.detail())
-	obs := observation(s, c)
+	obs := observation(s, c, nil)
 	fits("read-secret observation", obs.Detail)
 	fits("kept-existing verdict", keptDetail(s, c))
 }

@@ -183,7 +183,7 @@ func (f *family) prefetchAuthorship(ctx context.Context, p *progress, idx []int,
 			if keptProblem(r.s, diff(r.s, plan, adopted), adopted) != "" {
 				continue
 			}
-			_, _, _ = f.authorshipOfRead(ctx, p, r.s, chunkTarget(idx[j]), fx)
+			_, _, _ = f.authorshipOfRead(ctx, p, r.s, chunkTarget(f.cmd.Spec.Namespace, idx[j]), fx)
 		}
 		fx.gathering = false
 		if asked, err := fx.askGathered(ctx); err != nil || !asked {

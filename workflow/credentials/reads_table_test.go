@@ -31,7 +31,7 @@ func requireUnavailable(t *testing.T, r result) {
 	if len(r.calls()) > 0 {
 		require.Equal(t, "uncertain/interrupted", r.ending(), "after a call was sent, a rerun settles it")
 	} else {
-		require.Equal(t, "error: "+unavailable.Error(), r.ending(), "before any call: a plain dependency failure")
+		require.Equal(t, "unavailable/kubernetes", r.ending(), "before any call: a plain dependency failure")
 	}
 }
 
@@ -300,19 +300,19 @@ func TestDryAnswer(t *testing.T) {
 	e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}))
 	f := e.family()
 	ctx := context.Background()
-	a, ok, err := f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: "secret/" + secretApp})
+	a, ok, err := f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: store.SecretTarget(nsShop, secretApp)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, workflow.Unknown, a.Status)
 	require.Equal(t, 409, a.Code)
-	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: "secret/" + secretBus})
+	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: store.SecretTarget(nsShop, secretBus)})
 	require.NoError(t, err)
 	require.False(t, ok, "an absent Secret: the create is taken as applied")
-	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepPatchSecret, Target: "secret/" + secretApp})
+	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepPatchSecret, Target: store.SecretTarget(nsShop, secretApp)})
 	require.NoError(t, err)
 	require.False(t, ok, "only creates are answered from a read")
 	e.k.script(readFails(opGetSecret, secretBus))
-	_, _, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: "secret/" + secretBus})
+	_, _, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: store.SecretTarget(nsShop, secretBus)})
 	var unavailable *workflow.Unavailable
 	require.True(t, errors.As(err, &unavailable))
 }

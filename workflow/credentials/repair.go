@@ -57,7 +57,7 @@ func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Deci
 }
 
 func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workflow.Decision, error) {
-	target := "pod/" + srv.Pod
+	target := f.target(store.TargetPod, srv.Pod).String()
 	deletedUID, deleteCalled := p.podDeletedUID[srv.Pod]
 	pod, err := f.kube.GetPod(ctx, srv.Pod)
 	switch {
@@ -79,20 +79,20 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	}
 	if pod == nil {
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
-			Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+			Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
 	if reason := f.unprobeable(srv, pod); reason != "" {
 		// The password goes only where it belongs: nothing is sent.
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}})
+			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
 	// The probe reaches the server: a dry run reaches nothing and records
 	// the probe as planned (workflow.Reach).
 	var secretRV string
 	probe, err := workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-		Detail: map[string]any{"protocol": srv.Protocol, "port": srv.Port}}, func(ctx context.Context, probe store.Record) (store.Record, error) {
+		Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})}, func(ctx context.Context, probe store.Record) (store.Record, error) {
 		res, rv, err := f.probeServer(ctx, srv, pod)
 		secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
 		return probe, err
@@ -103,8 +103,8 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	switch ProbeStatus(probe.Status) {
 	case ProbeRefused:
 		if deleteCalled {
-			return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
-				Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod}}}, nil
+			return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses,
+				Summary: store.DetailOf(podSummary{Namespace: f.cmd.Spec.Namespace, Pod: srv.Pod})}}, nil
 		}
 		// One restart per cause: a restart of this pod that any run of the
 		// plan journaled for the same Secret version, controller revision
@@ -117,9 +117,9 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 				return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 			}
 			if found != nil {
-				return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses, Records: []store.Record{probe},
-					Summary: map[string]any{"namespace": f.cmd.Spec.Namespace, "pod": srv.Pod, "restartedBy": found.Run,
-						"detail": "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"}}}, nil
+				return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses,
+					Summary: store.DetailOf(podSummary{Namespace: f.cmd.Spec.Namespace, Pod: srv.Pod, RestartedBy: found.Run,
+						Detail: "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"})}}, nil
 			}
 		}
 		p.note(probe)
@@ -270,21 +270,20 @@ func (p *progress) authorshipOfSecret(name string) Authorship {
 // created, adopted, or only kept as it found it.
 func (f *family) deletePodCall(name string, uid types.UID, secret string, authorship Authorship, c cause) *workflow.Call {
 	return &workflow.Call{
-		Step: stepDeletePod, Target: "pod/" + name, UID: string(uid), Digest: c.digest(),
-		Detail: map[string]any{"why": "refused-credentials", "secret": secret, "authorship": string(authorship),
-			"cause": map[string]any{"secretResourceVersion": c.SecretResourceVersion, "controller": c.Controller, "revision": c.Revision, "spec": c.Spec}},
+		Step: stepDeletePod, Verb: workflow.VerbDelete, Target: f.target(store.TargetPod, name), UID: string(uid), Digest: c.digest(),
+		Detail: store.DetailOf(deletePodDetail{Why: "refused-credentials", Secret: secret, Authorship: authorship,
+			Cause: causeDetail{SecretResourceVersion: c.SecretResourceVersion, Controller: c.Controller, Revision: c.Revision, Spec: c.Spec}}),
 		Send: func(ctx context.Context) workflow.Answer {
 			return deleteAnswer(uid, "deleted", f.kube.DeletePod(ctx, name, uid))
 		},
 	}
 }
 
-// causeOf reads the cause a delete-pod call record names (its retry keeps
+// causeOf is the cause a delete-pod call's detail names (its retry keeps
 // the same digest).
-func causeOf(call store.Record) cause {
-	m, _ := call.Detail["cause"].(map[string]any)
-	return cause{Secret: str(call.Detail["secret"]), SecretResourceVersion: str(m["secretResourceVersion"]),
-		Controller: str(m["controller"]), Revision: str(m["revision"]), Spec: str(m["spec"])}
+func causeOf(d deletePodDetail) cause {
+	return cause{Secret: d.Secret, SecretResourceVersion: d.Cause.SecretResourceVersion,
+		Controller: d.Cause.Controller, Revision: d.Cause.Revision, Spec: d.Cause.Spec}
 }
 
 func (f *family) resolveDeletePod(ctx context.Context, name string, call store.Record) (workflow.Verdict, error) {
@@ -296,6 +295,10 @@ func (f *family) resolveDeletePod(ctx context.Context, name string, call store.R
 	}); settled {
 		return v, nil
 	}
+	d, err := detailOf[deletePodDetail](call)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
 	return workflow.Verdict{Kind: workflow.NotApplied, Reason: "still-running", UID: call.UID,
-		Retry: f.deletePodCall(name, pod.UID, str(call.Detail["secret"]), Authorship(str(call.Detail["authorship"])), causeOf(call))}, nil
+		Retry: f.deletePodCall(name, pod.UID, d.Secret, d.Authorship, causeOf(d))}, nil
 }

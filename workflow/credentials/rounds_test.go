@@ -176,7 +176,7 @@ func (e *env) runOn(j workflow.Store) result {
 	require.NotNil(e.t, res.Run, "prepared: %v", err)
 	op, records, serr := e.j.Snapshot(context.Background(), res.Run.Op.MutationID)
 	require.NoError(e.t, serr)
-	return result{op: op, records: records, err: err}
+	return result{res: res, op: op, records: records, err: err}
 }
 
 // TestAuthorshipQuestionsAskedTogether: the journal's authorship questions

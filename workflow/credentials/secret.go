@@ -105,26 +105,12 @@ func (c change) empty() bool {
 	return len(c.AddKeys) == 0 && len(c.AddLabels) == 0 && len(c.RemoveOwners) == 0 && !c.RemoveTracking && !c.RemoveInstance
 }
 
-func (c change) detail() map[string]any {
-	d := map[string]any{}
-	if len(c.AddKeys) > 0 {
-		d["addKeys"] = c.AddKeys
-	}
-	if len(c.AddLabels) > 0 {
-		d["addLabels"] = c.AddLabels
-	}
-	if len(c.RemoveOwners) > 0 {
-		// A count: owner names come from the cluster, and a record's size
-		// must follow from the plan alone.
-		d["removeOwners"] = len(c.RemoveOwners)
-	}
-	if c.RemoveTracking {
-		d["removeTracking"] = true
-	}
-	if c.RemoveInstance {
-		d["removeInstance"] = true
-	}
-	return d
+// detail is c as journaled: the owner references as a count (owner names
+// come from the cluster, and a record's size must follow from the plan
+// alone).
+func (c change) detail() changeDetail {
+	return changeDetail{AddKeys: c.AddKeys, AddLabels: c.AddLabels, RemoveOwners: len(c.RemoveOwners),
+		RemoveTracking: c.RemoveTracking, RemoveInstance: c.RemoveInstance}
 }
 
 // diff says what s lacks against the plan. adopted Secrets also lose

@@ -9,7 +9,7 @@ import (
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // row is one scenario of a family table: a plan, what the namespace holds
@@ -119,7 +119,7 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
 			res := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+secretApp)
 			require.Equal(t, "kept-existing", res.Reason)
-			require.Equal(t, true, res.Detail["lookAlike"])
+			require.Equal(t, true, workflowtest.Fields(res.Detail)["lookAlike"])
 			require.Equal(t, "copied", string(e.secret(secretApp).Data["password"]))
 			require.Zero(t, e.k.written("secret/"+secretApp), "complete: not written")
 		}},
@@ -202,11 +202,11 @@ func TestPatchSecretTable(t *testing.T) {
 				"read once: the patch is built from the read that found it (the first planned Secret, before any create)")
 			require.Zero(t, e.k.count(opCreateSecret, secretApp), "an existing Secret is never POSTed")
 			kept := recordOf(r, store.RecordObservation, stepReadSecret, "secret/"+secretApp)
-			require.Equal(t, false, kept.Detail["complete"])
-			require.Equal(t, []any{"password"}, kept.Detail["addKeys"], "what it lacks is journaled with the patch")
+			require.Equal(t, false, workflowtest.Fields(kept.Detail)["complete"])
+			require.Equal(t, []any{"password"}, workflowtest.Fields(kept.Detail)["addKeys"], "what it lacks is journaled with the patch")
 			call := callOf(r, stepPatchSecret, "secret/"+secretApp)
-			require.Equal(t, []any{"password"}, call.Detail["addKeys"])
-			require.Equal(t, []any{"app.kubernetes.io/part-of"}, call.Detail["addLabels"])
+			require.Equal(t, []any{"password"}, workflowtest.Fields(call.Detail)["addKeys"])
+			require.Equal(t, []any{"app.kubernetes.io/part-of"}, workflowtest.Fields(call.Detail)["addLabels"])
 		}},
 		{name: "lost-after-apply", setup: func(e *env) {
 			partial(e)
@@ -238,7 +238,7 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Equal(t, []string{"patch-secret secret/shop-app unknown/test-failed", "patch-secret secret/shop-app applied/patched"},
 				r.trail(store.RecordAuthorityResult, stepPatchSecret))
 			res := firstRecordOf(r, store.RecordAuthorityResult, stepPatchSecret, "secret/"+secretApp)
-			require.EqualValues(t, 422, res.Detail["code"])
+			require.EqualValues(t, 422, workflowtest.Fields(res.Detail)["code"])
 			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app not-applied/resource-version-changed")
 			patched(t, e)
 			require.Equal(t, "added", string(e.secret(secretApp).Data["theirs"]), "their write is kept")
@@ -256,7 +256,7 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Equal(t, "shop", s.Labels["app.kubernetes.io/part-of"])
 			calls := callsOf(r, stepPatchSecret, "secret/"+secretApp)
 			require.Len(t, calls, 2)
-			require.Nil(t, calls[1].Detail["addKeys"], "the recomputed patch adds only the label")
+			require.Nil(t, workflowtest.Fields(calls[1].Detail)["addKeys"], "the recomputed patch adds only the label")
 		}},
 		{name: "404 deleted by someone before the patch", setup: func(e *env) {
 			partial(e)
@@ -292,7 +292,7 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Zero(t, e.k.count(opCreateSecret, secretApp), "never POSTed")
 		}},
 		{name: "terminating", setup: func(e *env) {
-			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, terminating))
+			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, kubetest.BeingDeleted))
 		}, check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
 		}},
@@ -376,12 +376,6 @@ func kinds(records []store.Record) []string {
 		}
 	}
 	return out
-}
-
-func terminating(s *corev1.Secret) {
-	now := metav1.Now()
-	s.DeletionTimestamp = &now
-	s.Finalizers = []string{"example.com/hold"}
 }
 
 // callsOf is every authority call of step on target.

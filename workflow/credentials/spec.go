@@ -403,13 +403,13 @@ func (s *Spec) PodNames() []string {
 }
 
 // preparation is the preparation record's detail: planned names, never values.
-func (c *Command) preparation() map[string]any {
+func (c *Command) preparation() store.Detail {
 	s := c.Spec
-	return map[string]any{
-		"owner": s.Owner, "planDigest": c.Digest, "secrets": s.SecretNames(),
-		"externalSecrets": orEmpty(s.ExternalSecretNames()), "generators": orEmpty(s.GeneratorNames()),
-		"pods": orEmpty(s.PodNames()),
-	}
+	return store.DetailOf(preparationDetail{
+		Owner: s.Owner, PlanDigest: c.Digest, Secrets: s.SecretNames(),
+		ExternalSecrets: orEmpty(s.ExternalSecretNames()), Generators: orEmpty(s.GeneratorNames()),
+		Pods: orEmpty(s.PodNames()),
+	})
 }
 
 func orEmpty(s []string) []string {

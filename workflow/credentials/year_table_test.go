@@ -15,6 +15,7 @@ import (
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // replan makes the env's plan spec, under the same mutationId (the plan's
@@ -82,8 +83,8 @@ func TestConvergenceTable(t *testing.T) {
 				}
 				fresh := e.run()
 				require.Equal(t, store.RunID("m-1", 2), fresh.op.MutationID, "a fresh run")
-				require.Equal(t, "m-1:run-1", fresh.records[0].Detail["replaces"])
-				require.Equal(t, store.ReasonRunResumeLimit, fresh.records[0].Detail["replacedBecause"])
+				require.Equal(t, "m-1:run-1", workflowtest.Fields(fresh.records[0].Detail)["replaces"])
+				require.Equal(t, store.ReasonRunResumeLimit, workflowtest.Fields(fresh.records[0].Detail)["replacedBecause"])
 				closed, records, err := e.j.Snapshot(context.Background(), "m-1:run-1")
 				require.NoError(t, err)
 				require.Equal(t, store.StateRefused, closed.State)
@@ -140,7 +141,7 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 			check: func(t *testing.T, e *env, r result) {
 				call := callOf(r, stepDeletePod, "pod/"+podApp)
 				require.NotEmpty(t, call.Digest)
-				cause := call.Detail["cause"].(map[string]any)
+				cause := workflowtest.Fields(call.Detail)["cause"].(map[string]any)
 				require.Equal(t, e.secret(secretApp).ResourceVersion, cause["secretResourceVersion"])
 				require.Equal(t, "shop-app-1", cause["revision"])
 			}},
@@ -205,7 +206,7 @@ func TestPlanVersionsTable(t *testing.T) {
 			require.Equal(t, "completed", r.ending())
 			require.Equal(t, store.RunID("m-1", 2), r.op.MutationID)
 			require.NotEqual(t, r.records[0].Digest, e.prepDigest("m-1:run-1"), "journaled with its own digest")
-			require.Equal(t, e.prepDigest("m-1:run-1"), r.records[0].Detail["supersedes"])
+			require.Equal(t, e.prepDigest("m-1:run-1"), workflowtest.Fields(r.records[0].Detail)["supersedes"])
 			now := e.secret(secretApp)
 			require.Equal(t, app.Data["password"], now.Data["password"], "an existing value is byte-identical")
 			require.Equal(t, "app", string(now.Data["username"]), "the missing key added")

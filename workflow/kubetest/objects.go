@@ -1,6 +1,8 @@
 package kubetest
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -83,4 +85,11 @@ func with(m map[string]string, kv []string) map[string]string {
 // Admission, Answer and Edit).
 func OnSecret(change func(s *corev1.Secret)) func(o Object) {
 	return func(o Object) { change(o.(*corev1.Secret)) }
+}
+
+// BeingDeleted makes the Secret one being deleted that a finalizer holds.
+func BeingDeleted(s *corev1.Secret) {
+	at := metav1.NewTime(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))
+	s.DeletionTimestamp = &at
+	Held(s)
 }

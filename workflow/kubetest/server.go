@@ -1,6 +1,7 @@
 package kubetest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -49,6 +50,8 @@ type Server struct {
 	// reactions run before a request is served (see React).
 	reactions map[Request][]func(name string)
 }
+
+func byName(a, b key) int { return cmp.Compare(a.name, b.name) }
 
 type scripted struct {
 	match Request
@@ -175,45 +178,6 @@ func (s *Server) stamp(o Object, create bool) {
 	o.SetResourceVersion(strconv.Itoa(s.rv))
 }
 
-// Seed stores o as someone else's create (a fixture): a new UID, creation
-// timestamp and resourceVersion, replacing any object of its name. It
-// returns the stored copy. Not a request, not counted as a write.
-func (s *Server) Seed(gr schema.GroupResource, o Object) Object {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o = deepCopy(o)
-	o.SetNamespace(s.namespace)
-	o.SetUID("")
-	s.stamp(o, true)
-	s.objs[key{gr, o.GetName()}] = o
-	return deepCopy(o)
-}
-
-// Edit is someone else's update of the stored object: change runs on it,
-// and it gets a new resourceVersion when it changed. Editing an absent
-// object is a test's mistake: it panics.
-func (s *Server) Edit(gr schema.GroupResource, name string, change func(o Object)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.objs[key{gr, name}]
-	if !ok {
-		panic(fmt.Sprintf("kubetest: someone else's edit of absent %s/%s", gr, name))
-	}
-	next := deepCopy(cur)
-	change(next)
-	if !reflect.DeepEqual(next, cur) {
-		s.stamp(next, false)
-		s.objs[key{gr, name}] = next
-	}
-}
-
-// Remove is someone else's delete of the object (finalizers ignored).
-func (s *Server) Remove(gr schema.GroupResource, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.objs, key{gr, name})
-}
-
 // Object is a copy of the stored object (nil when absent).
 func (s *Server) Object(gr schema.GroupResource, name string) Object {
 	s.mu.Lock()
@@ -242,83 +206,6 @@ func (s *Server) Names(gr schema.GroupResource) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// Requests lists every request received, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
-
-// Count is the number of requests received of verb on gr and name (a zero
-// gr or an empty name counts any).
-func (s *Server) Count(verb Verb, gr schema.GroupResource, name string) int {
-	return s.CountSince(0, verb, gr, name)
-}
-
-// Mark is the number of requests received so far, for CountSince.
-func (s *Server) Mark() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.requests)
-}
-
-// CountSince is Count over the requests after mark.
-func (s *Server) CountSince(mark int, verb Verb, gr schema.GroupResource, name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	want := Request{Verb: verb, Resource: gr, Name: name}
-	n := 0
-	for _, r := range s.requests[mark:] {
-		if want.matches(r) {
-			n++
-		}
-	}
-	return n
-}
-
-// Writes is the number of our requests that changed the object gr/name
-// (creates, updates, patches and deletes alike).
-func (s *Server) Writes(gr schema.GroupResource, name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writes[key{gr, name}]
-}
-
-// AllWrites is Writes per name of resource gr (names never written are
-// left out).
-func (s *Server) AllWrites(gr schema.GroupResource) map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for k, n := range s.writes {
-		if k.gr == gr && n > 0 {
-			out[k.name] = n
-		}
-	}
-	return out
-}
-
-// Written lists each object our creates, updates and patches of gr/name
-// stored, in order (copies).
-func (s *Server) Written(gr schema.GroupResource, name string) []Object {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Object, 0, len(s.written[key{gr, name}]))
-	for _, o := range s.written[key{gr, name}] {
-		out = append(out, deepCopy(o))
-	}
-	return out
-}
-
-// wrote records our write of k that changed it (o: what it stored, nil for
-// a delete).
-func (s *Server) wrote(k key, o Object) {
-	s.writes[k]++
-	if o != nil {
-		s.written[k] = append(s.written[k], deepCopy(o))
-	}
 }
 
 // Get serves a read.
@@ -350,24 +237,12 @@ func (s *Server) List(gr schema.GroupResource) ([]Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Object
-	for _, k := range slices.SortedFunc(maps.Keys(s.objs), func(a, b key) int {
-		return compareStrings(a.name, b.name)
-	}) {
+	for _, k := range slices.SortedFunc(maps.Keys(s.objs), byName) {
 		if k.gr == gr {
 			out = append(out, deepCopy(s.objs[k]))
 		}
 	}
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Create serves a create of o.
@@ -475,8 +350,7 @@ func (s *Server) update(gr schema.GroupResource, next Object, f Fault) (Object, 
 	case !ok:
 		return nil, NotFound(gr, k.name)
 	case next.GetUID() != "" && next.GetUID() != cur.GetUID():
-		return nil, apierrors.NewConflict(gr, k.name,
-			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", next.GetUID(), cur.GetUID()))
+		return nil, preconditionFailed(gr, k.name, "UID", string(next.GetUID()), string(cur.GetUID()))
 	case next.GetResourceVersion() != "" && next.GetResourceVersion() != cur.GetResourceVersion():
 		return nil, Conflict(gr, k.name)
 	}
@@ -499,6 +373,13 @@ func (s *Server) update(gr schema.GroupResource, next Object, f Fault) (Object, 
 	s.objs[k] = next
 	s.wrote(k, next)
 	return next, nil
+}
+
+// preconditionFailed is the API server's 409 to a precondition on field
+// that does not hold, in its words.
+func preconditionFailed(gr schema.GroupResource, name, field, want, got string) error {
+	return apierrors.NewConflict(gr, name,
+		fmt.Errorf("Precondition failed: %s in precondition: %v, %s in object meta: %v", field, want, field, got)) //nolint:staticcheck // ST1005: the API server's own message
 }
 
 // immutableChange: cur is an immutable Secret and next changes its data or
@@ -556,11 +437,9 @@ func (s *Server) Delete(gr schema.GroupResource, name string, pre Preconditions,
 	case !ok:
 		return 0, kube.Wrap(NotFound(gr, name))
 	case pre.UID != "" && pre.UID != cur.GetUID():
-		return 0, kube.Wrap(apierrors.NewConflict(gr, name,
-			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", pre.UID, cur.GetUID())))
+		return 0, kube.Wrap(preconditionFailed(gr, name, "UID", string(pre.UID), string(cur.GetUID())))
 	case pre.ResourceVersion != "" && pre.ResourceVersion != cur.GetResourceVersion():
-		return 0, kube.Wrap(apierrors.NewConflict(gr, name,
-			fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", pre.ResourceVersion, cur.GetResourceVersion())))
+		return 0, kube.Wrap(preconditionFailed(gr, name, "ResourceVersion", pre.ResourceVersion, cur.GetResourceVersion()))
 	}
 	changed := false
 	if orphan && !slices.Contains(cur.GetFinalizers(), metav1.FinalizerOrphanDependents) {
@@ -591,32 +470,6 @@ func (s *Server) Delete(gr schema.GroupResource, name string, pre Preconditions,
 	return gone, nil
 }
 
-// Collect is the garbage collector releasing an orphaned object: every
-// object it owns loses its owner reference to it (a write of theirs), and
-// it is removed. It reports whether there was a terminating object to
-// release.
-func (s *Server) Collect(gr schema.GroupResource, name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.objs[key{gr, name}]
-	if !ok || o.GetDeletionTimestamp() == nil {
-		return false
-	}
-	for _, k := range slices.SortedFunc(maps.Keys(s.objs), func(a, b key) int { return compareStrings(a.name, b.name) }) {
-		dep := s.objs[k]
-		refs := slices.DeleteFunc(slices.Clone(dep.GetOwnerReferences()), func(r metav1.OwnerReference) bool { return r.UID == o.GetUID() })
-		if len(refs) != len(dep.GetOwnerReferences()) {
-			if len(refs) == 0 {
-				refs = nil
-			}
-			dep.SetOwnerReferences(refs)
-			s.stamp(dep, false)
-		}
-	}
-	delete(s.objs, key{gr, name})
-	return true
-}
-
 // As is a served object's answer as its type: what an adapter returns.
 func As[T Object](o Object, err error) (T, error) {
 	var zero T
@@ -624,63 +477,4 @@ func As[T Object](o Object, err error) (T, error) {
 		return zero, err
 	}
 	return o.(T), nil
-}
-
-// SeedSecret is Seed of a Secret, typed.
-func (s *Server) SeedSecret(secret *corev1.Secret) *corev1.Secret {
-	return s.Seed(Secrets, secret).(*corev1.Secret)
-}
-
-// Calls is the number of requests received of verb, on any resource and
-// name.
-func (s *Server) Calls(verb Verb) int { return s.Count(verb, schema.GroupResource{}, "") }
-
-// VerbCounts is the number of requests received per verb.
-func (s *Server) VerbCounts() map[Verb]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[Verb]int{}
-	for _, r := range s.requests {
-		out[r.Verb]++
-	}
-	return out
-}
-
-// ResetCounts forgets the requests and writes received so far (to count
-// one run's only); the objects and the scripted faults stay.
-func (s *Server) ResetCounts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests, s.writes, s.written = nil, map[key]int{}, map[key][]Object{}
-}
-
-// Put stores o exactly as given, its UID and resourceVersion kept: what no
-// real writer can do, for an API server whose answers contradict each
-// other (an object deleted, then read back unchanged).
-func (s *Server) Put(gr schema.GroupResource, o Object) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.objs[key{gr, o.GetName()}] = deepCopy(o)
-}
-
-// Touch is someone else's write that changes nothing the family reads but
-// the resourceVersion (a managedFields or status update).
-func (s *Server) Touch(gr schema.GroupResource, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o, ok := s.objs[key{gr, name}]; ok {
-		s.stamp(o, false)
-	}
-}
-
-// WriteCount is the number of our writes that changed an object, over
-// every object.
-func (s *Server) WriteCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, w := range s.writes {
-		n += w
-	}
-	return n
 }

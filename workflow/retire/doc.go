@@ -23,8 +23,8 @@
 // (get and replace of the one bound Secret), which *kube.SecretReplacer
 // implements; they keep nothing between decisions, every one reads the
 // Secret afresh. The package's unit tests (go test -short) drive the family
-// through the engine and an in-memory journal against a scripted double of
-// that interface: every answer a replace can get, someone else's writes,
+// through the engine and an in-memory journal against the test kit's
+// scripted API server (workflow/kubetest) behind that interface: every answer a replace can get, someone else's writes,
 // resumes from each state a crash can leave, and replays. The integration
 // suite proves the same on the real API server and PostgreSQL.
 package retire

@@ -10,6 +10,7 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // keepOpen is the scene's journal handed to a dry run, which closes the
@@ -65,7 +66,7 @@ type dryRow struct {
 	gets int
 	// after, when set, is what the run following the dry run ends with;
 	// its calls are the dry run's calls.
-	after *runWant
+	after runWant
 }
 
 func TestRetireDryRun(t *testing.T) {
@@ -76,33 +77,33 @@ func TestRetireDryRun(t *testing.T) {
 			name: "a fresh command: the one replace, as the run then sends it", journal: "new",
 			outcome: workflow.OutcomeCompleted, gets: 1,
 			trail: join([]string{"preparation"}, begun[1:], plannedT),
-			after: &runWant{outcome: workflow.OutcomeCompleted},
+			after: completed(),
 		},
 		{
 			name: "the active key: refused as the run then refuses", journal: "new",
 			spec:    func(s *Spec) { s.KeyID = "k-2026-08" },
 			outcome: workflow.OutcomeRefused, reason: keyring.ReasonKeyActive, gets: 1,
 			trail: []string{"preparation", "observation", "refusal key-active"},
-			after: &runWant{outcome: workflow.OutcomeRefused, reason: keyring.ReasonKeyActive},
+			after: refused(keyring.ReasonKeyActive),
 		},
 		{
 			name: "our receipt already in place: existing", journal: "new",
 			manifest: func(t testing.TB) *keyring.Manifest { return retiredBy(t, standardKeyring(), fxMutation, fxKey) },
 			outcome:  workflow.OutcomeExisting, gets: 1,
 			trail: []string{"preparation", "observation", "completion existing"},
-			after: &runWant{outcome: workflow.OutcomeExisting},
+			after: existing(),
 		},
 		{
 			name:   "a completed operation: a replay, confirmed by one read",
 			before: []runWant{completed()}, journal: "completed", replay: true,
 			outcome: workflow.OutcomeExisting, gets: 1,
-			after: &runWant{outcome: workflow.OutcomeExisting, replayed: true},
+			after: replayed(existing()),
 		},
 		{
 			name: "a forged completion: refused as the run then refuses, read-only",
 			with: func(sc *scene) { sc.forge() }, journal: "completed", replay: true,
 			outcome: workflow.OutcomeRefused, reason: ReasonReplayReceiptMissing, gets: 1,
-			after: &runWant{outcome: workflow.OutcomeRefused, reason: ReasonReplayReceiptMissing, replayed: true},
+			after: contradicted(ReasonReplayReceiptMissing),
 		},
 		{
 			name: "a refused operation: the refusal replayed", spec: func(s *Spec) { s.KeyID = "k-2026-08" },
@@ -114,7 +115,7 @@ func TestRetireDryRun(t *testing.T) {
 			crash: leaving(store.StateCalling), before: []runWant{uncertain("interrupted")}, journal: "calling",
 			outcome: workflow.OutcomeConverged, gets: 1,
 			trail: []string{"result lost no-result-recorded", "resolution ours", "completion converged"},
-			after: &runWant{outcome: workflow.OutcomeConverged},
+			after: converged(),
 		},
 		{
 			name:   "left in resolving with the write not applied: sent again",
@@ -122,7 +123,7 @@ func TestRetireDryRun(t *testing.T) {
 			crash:  leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}, journal: "resolving",
 			outcome: workflow.OutcomeCompleted, gets: 1,
 			trail: join([]string{"resolution not-applied resource-version-unchanged", "call 2"}, plannedT),
-			after: &runWant{outcome: workflow.OutcomeCompleted},
+			after: completed(),
 		},
 		{
 			name: "the resolving read fails: stopped, a run would be uncertain",
@@ -133,7 +134,7 @@ func TestRetireDryRun(t *testing.T) {
 			crash: leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}, journal: "resolving",
 			stopped: "read-failed", gets: 1,
 			trail: []string{"resolution undetermined read-failed"},
-			after: &runWant{outcome: workflow.OutcomeConverged},
+			after: converged(),
 		},
 	}
 	for _, tc := range rows {
@@ -183,11 +184,11 @@ func TestRetireDryRun(t *testing.T) {
 			}
 			require.Equal(t, tc.trail, trail(plan.Records))
 			if tc.outcome == workflow.OutcomeCompleted || tc.outcome == workflow.OutcomeConverged {
-				require.Equal(t, secret.Name, plan.Summary["secret"].(map[string]any)["name"])
-				require.Equal(t, m.Generation+1, plan.Summary["generation"], "the summary names the generation the run would write")
+				require.Equal(t, secret.Name, workflowtest.Fields(plan.Summary)["secret"].(map[string]any)["name"])
+				require.Equal(t, float64(m.Generation+1), workflowtest.Fields(plan.Summary)["generation"], "the summary names the generation the run would write")
 			}
 
-			if tc.after == nil {
+			if tc.after == "" {
 				return
 			}
 			var before []store.Record
@@ -195,7 +196,7 @@ func TestRetireDryRun(t *testing.T) {
 				_, before = sc.operation()
 			}
 			res, err := sc.run(nil)
-			requireRun(t, len(tc.before), *tc.after, res, err)
+			requireRun(t, len(tc.before), tc.after, res, err)
 			_, records := sc.operation()
 			require.Equal(t, callsOf(plan.Calls()), callsOf(records[len(before):]), "the run sends the calls the dry run planned")
 		})

@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 )
@@ -47,14 +47,8 @@ type secretOption func(*corev1.Secret)
 
 // keyringSecret is a valid keyring Secret holding m.
 func keyringSecret(m *keyring.Manifest, opts ...secretOption) *corev1.Secret {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: fxNamespace,
-			Name:      fxSecret,
-			Labels:    map[string]string{LabelKeyring: LabelKeyringManaged},
-		},
-		Type: corev1.SecretTypeOpaque,
-	}
+	s := kubetest.NewSecret(fxSecret, kubetest.WithLabels(LabelKeyring, LabelKeyringManaged))
+	s.Namespace = fxNamespace
 	holding(m)(s)
 	for _, o := range opts {
 		o(s)

@@ -64,7 +64,7 @@ func TestPlanBindsTheNamedSecret(t *testing.T) {
 	require.Equal(t, store.PrepareParams{
 		Kind: command.KindKeyRetirement, MutationID: fxMutation, RequestID: fxRequest, CommandDigest: cmd.Digest,
 		Namespace: fxNamespace, Name: fxSecret, ExpectedUID: string(s.UID),
-		Detail: map[string]any{"keyId": fxKey, "retirementId": fxRetirement},
+		Detail: store.DetailOf(map[string]any{"keyId": fxKey, "retirementId": fxRetirement}),
 	}, p.Prepare)
 	require.Equal(t, &kube.Rights{Namespace: fxNamespace, Rules: Rules(fxSecret)}, p.Rights)
 	require.Equal(t, AccessMatrix(fxNamespace, fxSecret), p.Access)

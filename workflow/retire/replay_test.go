@@ -45,7 +45,7 @@ func forgedRun(sc *scene) []store.Record {
 // contradicted is a replay the cluster contradicts: refused with reason,
 // nothing appended, the journaled ending not reported.
 func contradicted(reason string) runWant {
-	return runWant{outcome: workflow.OutcomeRefused, reason: reason, replayed: true}
+	return replayed(refused(reason))
 }
 
 // replayRows: a completed operation is a replay only with the keyring
@@ -131,7 +131,7 @@ func replayRows() []row {
 		{
 			name:   "a genuine retirement, the confirming read fails: unavailable, never existing",
 			script: func(d *kubetest.Server) { onGet(d, kubetest.Pass(), serverError) },
-			runs:   []runWant{completed(), {unavailable: true}},
+			runs:   []runWant{completed(), replayed(unavailable())},
 			end:    retired, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
 		},
 	}

@@ -3,7 +3,6 @@ package retire
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -19,11 +18,13 @@ const stepReplace = "replace-keyring"
 
 // Plan builds the engine's plan for one retirement.
 func Plan(cmd *Command, client kube.Interface) workflow.Plan {
+	f := &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)}
 	return workflow.Plan{
-		Prepare: preparation(cmd),
-		Access:  AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
-		Rights:  &kube.Rights{Namespace: cmd.Spec.Namespace, Rules: Rules(cmd.Spec.SecretName)},
-		Family:  &family{cmd: cmd, secret: kube.NewSecretReplacer(client, cmd.Spec.Namespace, cmd.Spec.SecretName)},
+		Prepare:  preparation(cmd),
+		Access:   AccessMatrix(cmd.Spec.Namespace, cmd.Spec.SecretName),
+		Rights:   &kube.Rights{Namespace: cmd.Spec.Namespace, Rules: Rules(cmd.Spec.SecretName)},
+		Prefetch: f.prefetch,
+		Family:   f,
 	}
 }
 
@@ -37,7 +38,7 @@ func preparation(cmd *Command) store.PrepareParams {
 		Namespace:     cmd.Spec.Namespace,
 		Name:          cmd.Spec.SecretName,
 		ExpectedUID:   cmd.Spec.ExpectedUID,
-		Detail:        map[string]any{"keyId": cmd.Spec.KeyID, "retirementId": cmd.Spec.RetirementID},
+		Detail:        store.DetailOf(preparationDetail{KeyID: cmd.Spec.KeyID, RetirementID: cmd.Spec.RetirementID}),
 	}
 }
 
@@ -80,36 +81,151 @@ var _ secrets = (*kube.SecretReplacer)(nil)
 type family struct {
 	cmd    *Command
 	secret secrets
+	// early is the read of the Secret started while the journal connects
+	// (prefetch), until the first decision takes it.
+	early *earlyRead
 }
 
-// Decide reads the Secret and decides: already done, refuse, or replace.
-func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
+// earlyRead is one read of the Secret in flight and its keyring, decoded
+// (readCatalog) when the read succeeded; done is closed once they are set.
+type earlyRead struct {
+	done chan struct{}
+	s    *corev1.Secret
+	err  error
+	ring keyringRead
+}
+
+// keyringRead is what readCatalog made of a Secret.
+type keyringRead struct {
+	m      *keyring.Manifest
+	digest string
+	err    error
+}
+
+// prefetch starts the read of the Secret the first decision makes (the
+// plan's Prefetch), and the decoding of its keyring, so that they happen
+// while the journal connects and the operation is prepared.
+func (f *family) prefetch(ctx context.Context) {
+	e := &earlyRead{done: make(chan struct{})}
+	f.early = e
+	go func() {
+		defer close(e.done)
+		if e.s, e.err = f.secret.Get(ctx); e.err == nil {
+			e.ring.m, e.ring.digest, e.ring.err = readCatalog(e.s, f.cmd.Spec)
+		}
+	}()
+}
+
+// read is the decision's read of the Secret, its keyring decoded. The
+// first decision of an operation that has sent nothing yet (prepared)
+// takes the early read, as it would a read made now: the replace it may
+// decide on is a compare-and-set on the resourceVersion that read showed,
+// so a change made since is refused by the API server (a conflict), never
+// written over, and the observation journals what was read. Any other
+// decision (after a call, or the early read already taken) reads afresh.
+func (f *family) read(ctx context.Context, run *workflow.Run) (*corev1.Secret, keyringRead, error) {
+	e := f.early
+	f.early = nil
+	if e != nil && run.Op.State == store.StatePrepared {
+		select {
+		case <-e.done:
+			return e.s, e.ring, e.err
+		case <-ctx.Done():
+			return nil, keyringRead{}, ctx.Err()
+		}
+	}
 	s, err := f.secret.Get(ctx)
 	if err != nil {
+		return nil, keyringRead{}, err
+	}
+	var ring keyringRead
+	ring.m, ring.digest, ring.err = readCatalog(s, f.cmd.Spec)
+	return s, ring, nil
+}
+
+// step is one phase of a retirement's decision, named with the journal's
+// word for what it reads or writes, as the other families' steps are: it
+// returns a decision when something is left to do, or nil when the next
+// step decides.
+type step func(ctx context.Context, r *retiring) (*workflow.Decision, error)
+
+// steps are a retirement's, in order.
+var steps = []step{
+	readKeyringStep, // GET the Secret and decode its keyring (read-keyring)
+	checkReceipt,    // this retirement's receipt there already: existing; another's: receipt-conflict
+	replaceKeyring,  // retire the key, compare-and-set on the resourceVersion (replace-keyring)
+}
+
+// retiring is what one decision of a retirement has found so far.
+type retiring struct {
+	f      *family
+	run    *workflow.Run
+	s      *corev1.Secret    // the Secret (readKeyringStep)
+	m      *keyring.Manifest // its keyring
+	digest string            // its catalog digest
+	obs    store.Record      // what the read showed (read-keyring)
+}
+
+// Decide runs the steps in order: already done, refuse, or replace.
+func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
+	return (&retiring{f: f, run: run}).decide(ctx)
+}
+
+// decide returns the first decision of the steps (the last always decides).
+func (r *retiring) decide(ctx context.Context) (workflow.Decision, error) {
+	for _, s := range steps {
+		if d, err := s(ctx, r); err != nil || d != nil {
+			if d == nil {
+				return workflow.Decision{}, err
+			}
+			return *d, err
+		}
+	}
+	return workflow.Decision{}, errors.New("retirement: no step decided")
+}
+
+func decided(d workflow.Decision) (*workflow.Decision, error) { return &d, nil }
+
+// readKeyringStep reads the Secret and decodes its keyring: absent or
+// undecodable refuses.
+func readKeyringStep(ctx context.Context, r *retiring) (*workflow.Decision, error) {
+	s, ring, err := r.f.read(ctx, r.run)
+	if err != nil {
 		if errors.Is(err, kube.ReasonNotFound) {
-			return refuse(ReasonSecretAbsent, nil, nil), nil
+			return decided(refuse(ReasonSecretAbsent, nil, nil, ""))
 		}
-		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	m, err := readKeyring(s, f.cmd.Spec)
+	if ring.err != nil {
+		return decided(refuse(reasonOf(ring.err), s, nil, ""))
+	}
+	r.s, r.m, r.digest, r.obs = s, ring.m, ring.digest, observation(s, ring.m, ring.digest)
+	return nil, nil
+}
+
+// checkReceipt completes a retirement whose exact receipt is there already
+// (existing) and refuses one that finds another's (receipt-conflict).
+func checkReceipt(_ context.Context, r *retiring) (*workflow.Decision, error) {
+	rc, ok := r.m.Receipt(r.f.cmd.Spec.KeyID)
+	switch {
+	case !ok:
+		return nil, nil
+	case r.f.ours(rc, r.m):
+		return decided(workflow.Decision{Complete: &workflow.Completion{
+			Outcome: workflow.OutcomeExisting, Summary: summary(r.s, r.m, r.digest),
+		}, Notes: []store.Record{r.obs}})
+	}
+	return decided(refuse(ReasonReceiptConflict, r.s, r.m, r.digest, r.obs))
+}
+
+// replaceKeyring retires the key: one compare-and-set, journaled with the
+// read that led to it; a retirement the keyring refuses is refused.
+func replaceKeyring(_ context.Context, r *retiring) (*workflow.Decision, error) {
+	call, err := r.f.replace(r.run, r.s, r.m)
 	if err != nil {
-		return refuse(reasonOf(err), s, nil), nil
+		return decided(refuse(reasonOf(err), r.s, r.m, r.digest, r.obs))
 	}
-	obs := observation(s, m)
-	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
-		if f.ours(r, m) {
-			return workflow.Decision{Complete: &workflow.Completion{
-				Outcome: workflow.OutcomeExisting, Records: []store.Record{obs}, Summary: summary(s, m),
-			}}, nil
-		}
-		return refuse(ReasonReceiptConflict, s, m, obs), nil
-	}
-	call, err := f.replace(run, s, m)
-	if err != nil {
-		return refuse(reasonOf(err), s, m, obs), nil
-	}
-	call.Observation = &obs
-	return workflow.Decision{Call: call}, nil
+	return decided(workflow.Decision{Notes: []store.Record{r.obs}, Call: call})
 }
 
 // replace prepares the compare-and-set that retires the key from m, read
@@ -128,12 +244,12 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 		return nil, err
 	}
 	desired := withManifest(s, spec.DataKey, next)
-	intended := next.CatalogDigest()
+	intended := desired.Annotations[AnnotationCatalogDigest] // next's catalog digest
 	return &workflow.Call{
-		Step: stepReplace, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
-		Detail:  map[string]any{"generation": next.Generation},
+		Step: stepReplace, Verb: workflow.VerbUpdate, Target: store.SecretTarget(s.Namespace, s.Name), UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: intended,
+		Detail:  store.DetailOf(replaceDetail{Generation: next.Generation}),
 		Final:   true,
-		Summary: summary(desired, next),
+		Summary: summary(desired, next, intended),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.secret.Replace(ctx, desired)
 			if err != nil {
@@ -141,8 +257,8 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 			}
 			// Verify the returned object is what was intended; anything
 			// else is settled by re-reading, never assumed.
-			gm, err := readKeyring(got, spec)
-			if err != nil || gm.CatalogDigest() != intended || got.ResourceVersion == s.ResourceVersion {
+			_, gotDigest, err := readCatalog(got, spec)
+			if err != nil || gotDigest != intended || got.ResourceVersion == s.ResourceVersion {
 				return workflow.Answer{Status: workflow.Unknown, Code: 200, Reason: ReasonResultMismatch,
 					UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 			}
@@ -161,13 +277,13 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 		}
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "read-failed", Err: err}, nil
 	}
-	m, err := readKeyring(s, f.cmd.Spec)
+	m, digest, err := readCatalog(s, f.cmd.Spec)
 	if err != nil {
 		return workflow.Verdict{Kind: workflow.Theirs, Reason: reasonOf(err), UID: string(s.UID),
-			ResourceVersion: s.ResourceVersion, Summary: summary(s, nil)}, nil
+			ResourceVersion: s.ResourceVersion, Summary: summary(s, nil, "")}, nil
 	}
-	found := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: m.CatalogDigest(),
-		Summary: summary(s, m)}
+	found := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: digest,
+		Summary: summary(s, m, digest)}
 	if r, ok := m.Receipt(f.cmd.Spec.KeyID); ok {
 		if f.ours(r, m) {
 			found.Kind = workflow.Ours
@@ -214,36 +330,19 @@ func reasonOf(err error) string {
 	return "invalid-keyring"
 }
 
-// refuse fails closed with what was observed: s and m when they were read
-// and decoded (either may be nil).
-func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, records ...store.Record) workflow.Decision {
-	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, m), Records: records}}
+// refuse fails closed with what was observed: s and m (with its catalog
+// digest) when they were read and decoded (either may be nil).
+func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, digest string, records ...store.Record) workflow.Decision {
+	return workflow.Decision{Notes: records, Refuse: &workflow.Refusal{Reason: reason, Summary: summary(s, m, digest)}}
 }
 
-// observation records what the read showed: identity, version and catalog,
-// never material.
-func observation(s *corev1.Secret, m *keyring.Manifest) store.Record {
+// observation records what the read showed: identity, version and catalog
+// (digest, m's catalog digest), never material.
+func observation(s *corev1.Secret, m *keyring.Manifest, digest string) store.Record {
 	return store.Record{
-		Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
-		Digest: m.CatalogDigest(), Detail: map[string]any{"generation": m.Generation, "keys": len(m.Keys)},
+		Kind: store.RecordObservation, Step: "read-keyring", Target: store.SecretTarget(s.Namespace, s.Name).String(), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Digest: digest, Detail: store.DetailOf(readDetail{Generation: m.Generation, Keys: len(m.Keys)}),
 	}
-}
-
-// summary is the content-free description printed on stdout and stored in
-// the completion or refusal record.
-func summary(s *corev1.Secret, m *keyring.Manifest) map[string]any {
-	out := map[string]any{}
-	if s == nil {
-		return out
-	}
-	out["secret"] = map[string]any{"namespace": s.Namespace, "name": s.Name, "uid": string(s.UID)}
-	if m != nil {
-		out["generation"] = m.Generation
-		out["catalogDigest"] = m.CatalogDigest()
-	} else if g, err := strconv.ParseInt(s.Annotations[AnnotationGeneration], 10, 64); err == nil {
-		out["generation"] = g
-	}
-	return out
 }
 
 // Inspect reads a keyring Secret and returns its canonical catalog: the

@@ -92,31 +92,22 @@ func leaving(st store.State) func(p store.TransitionParams) bool {
 	return func(p store.TransitionParams) bool { return p.From == st }
 }
 
-// runWant is what one run of the command ends with.
-type runWant struct {
-	outcome workflow.Outcome
-	// reason is the refusal's or the uncertainty's.
-	reason   string
-	replayed bool
-	// unavailable: the run ended before any call with the API server
-	// unavailable (no outcome).
-	unavailable bool
-}
+// runWant is what one run of the command ends with, in
+// workflowtest.Ending's spelling.
+type runWant = string
 
-func completed() runWant { return runWant{outcome: workflow.OutcomeCompleted} }
-func converged() runWant { return runWant{outcome: workflow.OutcomeConverged} }
-func existing() runWant  { return runWant{outcome: workflow.OutcomeExisting} }
+func completed() runWant   { return string(workflow.OutcomeCompleted) }
+func converged() runWant   { return string(workflow.OutcomeConverged) }
+func existing() runWant    { return string(workflow.OutcomeExisting) }
+func unavailable() runWant { return "unavailable/kubernetes" }
 func replayed(w runWant) runWant {
-	if w.outcome == workflow.OutcomeCompleted || w.outcome == workflow.OutcomeConverged {
-		w.outcome = workflow.OutcomeExisting
+	if w == completed() || w == converged() {
+		w = existing()
 	}
-	w.replayed = true
-	return w
+	return "replayed " + w
 }
-func refused(reason string) runWant { return runWant{outcome: workflow.OutcomeRefused, reason: reason} }
-func uncertain(reason string) runWant {
-	return runWant{outcome: workflow.OutcomeUncertain, reason: reason}
-}
+func refused(reason string) runWant   { return "refused/" + reason }
+func uncertain(reason string) runWant { return "uncertain/" + reason }
 
 // The Secret at the end of a scenario.
 type ending int
@@ -374,7 +365,7 @@ func retireRows(t testing.TB) []row {
 		{
 			name:   "500 on the first read: unavailable before any call, a rerun completes",
 			script: func(d *kubetest.Server) { onGet(d, serverError) },
-			runs:   []runWant{{unavailable: true}, completed()},
+			runs:   []runWant{unavailable(), completed()},
 			end:    retired, writes: 1, gets: 2, replaces: 1,
 			trail: join(begun, appliedT),
 		},
@@ -700,27 +691,8 @@ func (tc row) check(t *testing.T) {
 // requireRun checks what the i-th run ended with.
 func requireRun(t *testing.T, i int, want runWant, res *workflow.Result, err error) {
 	t.Helper()
-	var (
-		refusedErr   *workflow.Refused
-		uncertainErr *workflow.Uncertain
-		unavailable  *workflow.Unavailable
-	)
-	switch {
-	case want.unavailable:
-		require.ErrorAs(t, err, &unavailable, "run %d", i)
-		return
-	case want.outcome == workflow.OutcomeRefused:
-		require.ErrorAs(t, err, &refusedErr, "run %d", i)
-		require.Equal(t, want.reason, refusedErr.Reason, "run %d", i)
-	case want.outcome == workflow.OutcomeUncertain:
-		require.ErrorAs(t, err, &uncertainErr, "run %d", i)
-		require.Equal(t, want.reason, uncertainErr.Reason, "run %d", i)
-		if want.reason == "interrupted" {
-			require.ErrorIs(t, err, errCrash, "run %d", i)
-		}
-	default:
-		require.NoError(t, err, "run %d", i)
+	require.Equal(t, want, workflowtest.Ending(res, err), "run %d", i)
+	if want == uncertain("interrupted") {
+		require.ErrorIs(t, err, errCrash, "run %d", i)
 	}
-	require.Equal(t, want.outcome, res.Outcome, "run %d", i)
-	require.Equal(t, want.replayed, res.Replayed, "run %d replayed", i)
 }

@@ -47,40 +47,51 @@ func (r *refusal) Error() string { return r.reason }
 // its manifest. Every refusal is a *refusal, or the manifest's
 // *keyring.Error, each with a stable reason (reasonOf).
 func readKeyring(s *corev1.Secret, spec Spec) (*keyring.Manifest, error) {
+	m, _, err := readCatalog(s, spec)
+	return m, err
+}
+
+// readCatalog is readKeyring that also returns the manifest's catalog
+// digest, which it computes to compare with the Secret's annotation: a
+// run needs it several times, and it costs a canonical encoding and a
+// SHA-256 of the whole manifest each time.
+func readCatalog(s *corev1.Secret, spec Spec) (*keyring.Manifest, string, error) {
 	switch {
 	case string(s.UID) != spec.ExpectedUID:
-		return nil, &refusal{ReasonUIDChanged}
+		return nil, "", &refusal{ReasonUIDChanged}
 	case s.DeletionTimestamp != nil:
-		return nil, &refusal{ReasonTerminating}
+		return nil, "", &refusal{ReasonTerminating}
 	case s.Type != corev1.SecretTypeOpaque:
-		return nil, &refusal{ReasonWrongType}
+		return nil, "", &refusal{ReasonWrongType}
 	case s.Immutable != nil && *s.Immutable:
-		return nil, &refusal{ReasonImmutable}
+		return nil, "", &refusal{ReasonImmutable}
 	case len(s.Data) != 1 || len(s.StringData) != 0:
-		return nil, &refusal{ReasonDataEntries}
+		return nil, "", &refusal{ReasonDataEntries}
 	case s.Labels[LabelKeyring] != LabelKeyringManaged:
-		return nil, &refusal{ReasonNotManaged}
+		return nil, "", &refusal{ReasonNotManaged}
 	}
 	if _, ok := s.Annotations[annotationLastApplied]; ok {
-		return nil, &refusal{ReasonLastApplied}
+		return nil, "", &refusal{ReasonLastApplied}
 	}
 	data, ok := s.Data[spec.DataKey]
 	if !ok {
-		return nil, &refusal{ReasonDataEntries}
+		return nil, "", &refusal{ReasonDataEntries}
 	}
 	m, err := keyring.Parse(data)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	digest := m.CatalogDigest()
 	if s.Annotations[AnnotationGeneration] != strconv.FormatInt(m.Generation, 10) ||
-		s.Annotations[AnnotationCatalogDigest] != m.CatalogDigest() {
-		return nil, &refusal{ReasonCatalogDrifted}
+		s.Annotations[AnnotationCatalogDigest] != digest {
+		return nil, "", &refusal{ReasonCatalogDrifted}
 	}
-	return m, nil
+	return m, digest, nil
 }
 
 // withManifest returns a copy of s carrying m, its annotations updated in the
 // same object, and s's resourceVersion as the compare-and-set precondition.
+// The catalog digest annotation is m's, computed once here.
 func withManifest(s *corev1.Secret, dataKey string, m *keyring.Manifest) *corev1.Secret {
 	out := s.DeepCopy()
 	out.Data = map[string][]byte{dataKey: m.Encode()}

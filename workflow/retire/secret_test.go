@@ -14,6 +14,7 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // An error that is neither a refusal of the Secret nor a keyring refusal is
@@ -93,7 +94,7 @@ func TestRetireCallRecord(t *testing.T) {
 	obs, call, result, done := records[1], records[2], records[3], records[4]
 	require.Equal(t, store.Record{ID: obs.ID, Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + fxSecret,
 		UID: string(sc.start.UID), ResourceVersion: sc.start.ResourceVersion, Digest: m.CatalogDigest(),
-		Detail: map[string]any{"generation": float64(4), "keys": float64(3)}, CreatedAt: obs.CreatedAt}, obs,
+		Detail: store.DetailOf(map[string]any{"generation": 4, "keys": 3}), CreatedAt: obs.CreatedAt}, obs,
 		"what the read showed: identity, version and catalog digest, never material")
 	require.Equal(t, stepReplace, call.Step)
 	require.True(t, call.Final, "the one call is final")
@@ -102,13 +103,13 @@ func TestRetireCallRecord(t *testing.T) {
 	require.Equal(t, string(sc.start.UID), call.UID)
 	require.Equal(t, sc.start.ResourceVersion, call.ResourceVersion, "the precondition is the resourceVersion read")
 	require.Equal(t, want.CatalogDigest(), call.Digest, "the intended catalog digest is journaled before the call")
-	require.Equal(t, float64(5), call.Detail["generation"])
+	require.Equal(t, float64(5), workflowtest.Fields(call.Detail)["generation"])
 	require.Equal(t, stored.ResourceVersion, result.ResourceVersion)
 	require.Equal(t, want.CatalogDigest(), result.Digest)
 	require.Equal(t, map[string]any{
 		"secret":     map[string]any{"namespace": fxNamespace, "name": fxSecret, "uid": string(sc.start.UID)},
 		"generation": float64(5), "catalogDigest": want.CatalogDigest(),
-	}, done.Detail)
+	}, workflowtest.Fields(done.Detail))
 }
 
 // keyring inspect prints the catalog (digests, never material), finds the

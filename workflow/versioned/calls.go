@@ -15,9 +15,9 @@ import (
 func (f *family) createCall() *workflow.Call {
 	desired := f.created()
 	return &workflow.Call{
-		Step: StepCreateLive, Target: f.liveTarget(),
-		Digest: intentDigest(f.cmd, "", "", 1), Detail: map[string]any{"version": int64(1), "keys": len(desired.Data)},
-		Final: true, Summary: f.summary(desired, map[string]any{"version": int64(1)}),
+		Step: StepCreateLive, Verb: workflow.VerbCreate, Target: f.liveTarget(),
+		Digest: intentDigest(f.cmd, "", "", 1), Detail: store.DetailOf(liveWriteDetail{Version: 1, Keys: len(desired.Data)}),
+		Final: true, Summary: f.summary(desired, summaryDetail{Version: new(int64(1))}),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.api.CreateLive(ctx, desired.DeepCopy())
 			if err != nil {
@@ -27,7 +27,7 @@ func (f *family) createCall() *workflow.Call {
 				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 			}
 			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion,
-				Summary: f.summary(got, map[string]any{"version": int64(1)})}
+				Summary: f.summary(got, summaryDetail{Version: new(int64(1))})}
 		},
 	}
 }
@@ -42,10 +42,10 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 	snap = snap.DeepCopy()
 	snap.Annotations[AnnotationNonce] = nonce
 	return &workflow.Call{
-		Step: StepCreateSnapshot, Target: "secret/" + snap.Name, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Step: StepCreateSnapshot, Verb: workflow.VerbCreate, Target: f.secretTarget(snap.Name), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 		Digest:  intentDigest(f.cmd, string(live.UID), live.ResourceVersion, version),
-		Detail:  map[string]any{"version": version, "keys": len(snap.Data), "nonceDigest": nonceDigest(nonce)},
-		Summary: f.summary(live, map[string]any{"snapshot": snap.Name, "snapshotVersion": version}),
+		Detail:  store.DetailOf(snapshotDetail{Version: version, Keys: len(snap.Data), NonceDigest: nonceDigest(nonce)}),
+		Summary: f.summary(live, summaryDetail{Snapshot: &snap.Name, SnapshotVersion: &version}),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.api.CreateSnapshot(ctx, snap.DeepCopy())
 			if err != nil {
@@ -56,9 +56,9 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 			if !sameSource(got, snap) {
 				return workflow.Answer{Status: workflow.Unknown, Code: 201, Reason: ReasonResultMismatch, UID: string(got.UID), ResourceVersion: got.ResourceVersion}
 			}
-			f.seen.answered(StepCreateSnapshot, "secret/"+snap.Name, &got.ObjectMeta)
+			f.seen.answered(StepCreateSnapshot, f.secretTarget(snap.Name).String(), &got.ObjectMeta)
 			return workflow.Answer{Status: workflow.Applied, Code: 201, UID: string(got.UID), ResourceVersion: got.ResourceVersion,
-				Summary: f.summary(got, map[string]any{"version": int64(1)})}
+				Summary: f.summary(got, summaryDetail{Version: new(int64(1))})}
 		},
 	}
 }
@@ -67,9 +67,9 @@ func (f *family) snapshotCall(live, snap *corev1.Secret) *workflow.Call {
 // the snapshot's UID and resourceVersion as preconditions.
 func (f *family) deleteSnapshotCall(step string, liveUID types.UID, s Snapshot) *workflow.Call {
 	return &workflow.Call{
-		Step: step, Target: "secret/" + s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
-		Detail:  map[string]any{"version": s.Version, "historyLimit": f.limit},
-		Summary: f.summaryOf(liveUID, map[string]any{"snapshot": s.Name, "snapshotVersion": s.Version}),
+		Step: step, Verb: workflow.VerbDelete, Target: f.secretTarget(s.Name), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Detail:  store.DetailOf(deleteSnapshotDetail{Version: s.Version, HistoryLimit: f.limit}),
+		Summary: f.summaryOf(liveUID, summaryDetail{Snapshot: &s.Name, SnapshotVersion: &s.Version}),
 		Send: func(ctx context.Context) workflow.Answer {
 			gone, err := f.api.DeleteSnapshot(ctx, s.Name, s.UID, s.ResourceVersion)
 			if err != nil {
@@ -81,24 +81,24 @@ func (f *family) deleteSnapshotCall(step string, liveUID types.UID, s Snapshot) 
 				a.Status = workflow.Unknown
 				return a
 			}
-			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(s.UID), Detail: map[string]any{"deletion": string(gone)}}
+			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(s.UID), Detail: store.DetailOf(deletionDetail{Deletion: gone})}
 		},
 	}
 }
 
 func (f *family) replaceCall(live *corev1.Secret, base map[string][]byte, n int64, snapshot string) *workflow.Call {
 	desired := f.replacement(live, base, n)
-	extra := map[string]any{"version": n + 1, "snapshot": snapshot, "snapshotVersion": n}
+	extra := summaryDetail{Version: new(n + 1), Snapshot: &snapshot, SnapshotVersion: &n}
 	if f.cmd.Kind == command.KindSecretRestore {
-		extra["restoredVersion"] = f.cmd.Version
+		extra.RestoredVersion = &f.cmd.Version
 	}
 	if hasKey(live.Annotations, AnnotationLastApplied) {
-		extra["droppedAnnotations"] = []string{AnnotationLastApplied}
+		extra.DroppedAnnotations = []string{AnnotationLastApplied}
 	}
 	return &workflow.Call{
-		Step: StepReplaceLive, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Step: StepReplaceLive, Verb: workflow.VerbUpdate, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 		Digest: intentDigest(f.cmd, string(live.UID), live.ResourceVersion, n+1),
-		Detail: map[string]any{"version": n + 1, "keys": len(desired.Data)},
+		Detail: store.DetailOf(liveWriteDetail{Version: n + 1, Keys: len(desired.Data)}),
 		Final:  true, Summary: f.summary(desired, extra),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.api.ReplaceLive(ctx, desired.DeepCopy())
@@ -116,15 +116,15 @@ func (f *family) replaceCall(live *corev1.Secret, base map[string][]byte, n int6
 
 func (f *family) deleteLiveCall(live *corev1.Secret) *workflow.Call {
 	return &workflow.Call{
-		Step: StepDeleteLive, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
-		Detail:  map[string]any{"keepHistory": f.cmd.KeepHistory},
-		Summary: f.summary(live, nil),
+		Step: StepDeleteLive, Verb: workflow.VerbDelete, Target: f.liveTarget(), UID: string(live.UID), ResourceVersion: live.ResourceVersion,
+		Detail:  store.DetailOf(deleteLiveDetail{KeepHistory: f.cmd.KeepHistory}),
+		Summary: f.summary(live, summaryDetail{}),
 		Send: func(ctx context.Context) workflow.Answer {
 			gone, err := f.api.DeleteLive(ctx, live.UID, live.ResourceVersion)
 			if err != nil {
 				return workflow.KubeAnswer(workflow.KubeWrite, err)
 			}
-			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(live.UID), Detail: map[string]any{"deletion": string(gone)}}
+			return workflow.Answer{Status: workflow.Applied, Code: 200, UID: string(live.UID), Detail: store.DetailOf(deletionDetail{Deletion: gone})}
 		},
 	}
 }
@@ -139,22 +139,22 @@ func (f *family) confirmDeleted(ctx context.Context, run *workflow.Run) (workflo
 	case err != nil:
 		return workflow.Decision{}, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	case s == nil:
-		return f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord()}), nil
+		return f.complete(OutcomeDeleted, nil, summaryDetail{History: f.historyWord()}), nil
 	}
 	obs := observation(s)
 	call, _ := run.LastCall()
 	switch {
 	case string(s.UID) != call.UID:
-		d := f.complete(OutcomeDeleted, nil, map[string]any{"history": f.historyWord(), "recreatedUID": string(s.UID)})
-		d.Complete.Records = []store.Record{obs}
+		d := f.complete(OutcomeDeleted, nil, summaryDetail{History: f.historyWord(), RecreatedUID: string(s.UID)})
+		d.Notes = []store.Record{obs}
 		return d, nil
 	case s.DeletionTimestamp != nil:
-		d := f.complete(OutcomePending, s, map[string]any{"history": f.historyWord(), "finalizers": len(s.Finalizers)})
-		d.Complete.Records = []store.Record{obs}
+		d := f.complete(OutcomePending, s, summaryDetail{History: f.historyWord(), Finalizers: new(len(s.Finalizers))})
+		d.Notes = []store.Record{obs}
 		return d, nil
 	default:
 		d := f.refuse(ReasonResultMismatch, s)
-		d.Refuse.Records = []store.Record{obs}
+		d.Notes = []store.Record{obs}
 		return d, nil
 	}
 }

@@ -91,5 +91,5 @@ func (e *historyTooLarge) refused() *workflow.Refused {
 
 // refuseTooLarge is the refusal of a write that found too many claimants.
 func (f *family) refuseTooLarge(e *historyTooLarge, live *corev1.Secret) workflow.Decision {
-	return f.refuseWith(ReasonHistoryTooLarge, live, map[string]any{"historyClaims": e.count, "maxHistoryClaims": e.max})
+	return f.refuseWith(ReasonHistoryTooLarge, live, summaryDetail{HistoryClaims: &e.count, MaxHistoryClaims: &e.max})
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // More than MaxHistoryClaims Secrets claiming the live UID: a write is
@@ -30,11 +32,11 @@ func TestHistoryTooLargeFailsClosed(t *testing.T) {
 				require.NoError(t, o.err, "%d claimants before the write", claimants)
 				return
 			}
-			require.Equal(t, "refused:"+ReasonHistoryTooLarge, o.word())
+			require.Equal(t, "refused/"+ReasonHistoryTooLarge, o.word())
 			require.Equal(t, live.ResourceVersion, e.live().ResourceVersion, "nothing written")
 			ending := o.records[len(o.records)-1]
 			require.Equal(t, ReasonHistoryTooLarge, ending.Reason)
-			require.EqualValues(t, claimants, ending.Detail["historyClaims"])
+			require.EqualValues(t, claimants, workflowtest.Fields(ending.Detail)["historyClaims"])
 		})
 	}
 }

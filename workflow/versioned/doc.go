@@ -141,8 +141,8 @@
 //
 // The family depends on the verbs of kube.VersionedSecrets through a small
 // interface (secrets); its tests (family_test.go) drive it through the
-// engine against a scripted double of the API server (double_test.go:
-// UIDs, resourceVersions, compare-and-set, 404/409/422 as real API
+// engine against the test kit's scripted API server (workflow/kubetest,
+// behind kube_test.go's adapter: UIDs, resourceVersions, compare-and-set, 404/409/422 as real API
 // statuses, lost answers before and after the effect, someone else's
 // writes) and an in-memory journal. They prove decision logic only; the
 // integration suite proves every Kubernetes and PostgreSQL claim.

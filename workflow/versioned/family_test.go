@@ -32,15 +32,6 @@ type famRow struct {
 	check func(t *testing.T, e *env, o outcome)
 }
 
-// terminating makes s a Secret being deleted that a finalizer holds.
-func terminating(s *corev1.Secret) {
-	now := metav1.Now()
-	s.DeletionTimestamp, s.Finalizers = &now, []string{"example.com/hold"}
-}
-
-// held gives s a finalizer (someone else's write).
-func held(s *corev1.Secret) { s.Finalizers = []string{"example.com/hold"} }
-
 // lookalike is what someone else would plant in the slot of version n of
 // live: keyledger's name, labels and annotations, and a nonce no journal
 // holds.
@@ -70,7 +61,7 @@ func requireLive(t *testing.T, e *env, version string, kv ...string) *corev1.Sec
 	s := e.live()
 	require.NotNil(t, s, "live Secret")
 	require.Equal(t, version, s.Annotations[AnnotationVersion], "live version")
-	require.Equal(t, data(kv...), s.Data, "live data")
+	require.Equal(t, kubetest.Data(kv...), s.Data, "live data")
 	return s
 }
 
@@ -153,14 +144,14 @@ func TestFamilyCreateLive(t *testing.T) {
 		name: "someone else creates it first: 409, theirs",
 		setup: func(e *env) *Command {
 			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
-				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Type: corev1.SecretTypeOpaque, Data: data("a", "theirs")})
+				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Type: corev1.SecretTypeOpaque, Data: kubetest.Data("a", "theirs")})
 			}))
 			return e.update("", "a", "1")
 		},
-		want:  "refused:already-exists",
+		want:  "refused/already-exists",
 		trace: []string{"call create-live", "result create-live unknown/already-exists", "resolve create-live theirs/already-exists", "refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, data("a", "theirs"), e.live().Data)
+			require.Equal(t, kubetest.Data("a", "theirs"), e.live().Data)
 			requireWrites(t, e, nil)
 		},
 	}, {
@@ -169,7 +160,7 @@ func TestFamilyCreateLive(t *testing.T) {
 			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Status(kubetest.Invalid("Secret", testName)))
 			return e.update("", "a", "1")
 		},
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: []string{"call create-live", "result create-live rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Nil(t, e.live())
@@ -189,7 +180,7 @@ func TestFamilyCreateLive(t *testing.T) {
 		trace: []string{"call create-live", "result create-live unknown/server-error", "resolve create-live undetermined/read-failed",
 			"resolve create-live not-applied/absent", "call create-live", "result create-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, "uncertain:read-failed", e.first.word())
+			require.Equal(t, "uncertain/read-failed", e.first.word())
 			require.Equal(t, store.StateResolving, e.first.res.Run.Op.State)
 			created(t, e, outcome{})
 		},
@@ -211,7 +202,7 @@ func TestFamilyCreateLive(t *testing.T) {
 			e.seedLive("", "a", "other")
 			return e.update("", "a", "1")
 		},
-		want:  "refused:already-exists",
+		want:  "refused/already-exists",
 		trace: []string{"refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Equal(t, 0, e.api.Calls(kubetest.Create))
@@ -248,7 +239,7 @@ func updated(t *testing.T, e *env, _ outcome) {
 	requireLive(t, e, "2", "password", "new")
 	s := e.snap("uid-0001", 1)
 	require.NotNil(t, s, "snapshot v1")
-	require.Equal(t, data("password", "old"), s.Data)
+	require.Equal(t, kubetest.Data("password", "old"), s.Data)
 	require.True(t, *s.Immutable)
 	requireWrites(t, e, map[string]int{testName: 1, snapName(1): 1})
 }
@@ -296,7 +287,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:slot-occupied",
+		want: "refused/slot-occupied",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/already-exists", "resolve create-snapshot v1 theirs/slot-occupied",
 			"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -311,7 +302,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			e.plant(e.live(), 1)
 			return cmd
 		},
-		want:  "refused:slot-occupied",
+		want:  "refused/slot-occupied",
 		trace: []string{"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, []any{snapName(1)}, o.ending()["occupied"])
@@ -325,7 +316,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			e.plant(e.live(), 5)
 			return cmd
 		},
-		want:  "refused:slot-occupied",
+		want:  "refused/slot-occupied",
 		trace: []string{"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.InDelta(t, 5, o.ending()["highestOccupied"], 0)
@@ -335,7 +326,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 	}, {
 		name:  "422 is a refusal, nothing written",
 		setup: scripted(seedV1, kubetest.Create, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1)))),
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
@@ -353,7 +344,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, o outcome) {
 			requireLive(t, e, "1", "password", "theirs")
@@ -376,9 +367,9 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/already-exists", "resolve create-snapshot v1 ours",
 			"call replace-live", "result replace-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:read-failed", e.first.word())
+			require.Equal(t, "uncertain/read-failed", e.first.word())
 			requireLive(t, e, "2", "password", "new")
-			require.Equal(t, true, o.last(store.RecordResolution, StepCreateSnapshot).Detail["reused"], "the resolution says the snapshot was another operation's")
+			require.Equal(t, true, workflowtest.Fields(o.last(store.RecordResolution, StepCreateSnapshot).Detail)["reused"], "the resolution says the snapshot was another operation's")
 			requireWrites(t, e, map[string]int{testName: 1})
 		},
 	}, {
@@ -394,7 +385,7 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 lost/no-result-recorded",
 			"resolve create-snapshot v1 ours", "call replace-live", "result replace-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
 			requireLive(t, e, "2", "password", "new")
 			requireWrites(t, e, map[string]int{testName: 1})
@@ -478,7 +469,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "409 from someone else's finalizer, then pending: prune-pending; resume from answered completes",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { edit(d, snapName(1), held) }))
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { edit(d, snapName(1), kubetest.Held) }))
 			e.first = e.run(cmd)
 			e.api.Remove(kubetest.Secrets, snapName(1)) // the finalizer is released
 			return cmd
@@ -487,9 +478,9 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		trace: trace("result prune-snapshot v1 unknown/conflict", "resolve prune-snapshot v1 not-applied/present",
 			"call prune-snapshot v1", "result prune-snapshot v1 applied"),
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:prune-pending", e.first.word())
+			require.Equal(t, "uncertain/prune-pending", e.first.word())
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
-			require.Equal(t, "pending", o.last(store.RecordAuthorityResult, StepPruneSnapshot).Detail["deletion"])
+			require.Equal(t, "pending", workflowtest.Fields(o.last(store.RecordAuthorityResult, StepPruneSnapshot).Detail)["deletion"])
 			requireLive(t, e, "4", "password", "v4")
 			require.Equal(t, []string{"v2", "v3"}, snapshotsOf(e, "uid-0001"))
 		},
@@ -502,7 +493,7 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 			}
 			return cmd
 		},
-		want: "uncertain:attempts-exhausted",
+		want: "uncertain/attempts-exhausted",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied",
 			"call prune-snapshot v1", "result prune-snapshot v1 unknown/invalid", "resolve prune-snapshot v1 not-applied/present",
 			"call prune-snapshot v1", "result prune-snapshot v1 unknown/invalid", "resolve prune-snapshot v1 not-applied/present",
@@ -552,10 +543,10 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		name: "a snapshot already terminating beyond the limit: prune-pending, nothing sent for it",
 		setup: func(e *env) *Command {
 			cmd := twoVersions(e)
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return cmd
 		},
-		want:  "uncertain:prune-pending",
+		want:  "uncertain/prune-pending",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "3", "password", "v3")
@@ -622,11 +613,11 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-				edit(d, snapName(1), held)
+				edit(d, snapName(1), kubetest.Held)
 			}))
 			return cmd
 		},
-		want: "uncertain:history-pending",
+		want: "uncertain/history-pending",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/conflict", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 applied", "call delete-snapshot v2", "result delete-snapshot v2 applied"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -643,7 +634,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			}
 			return cmd
 		},
-		want: "uncertain:attempts-exhausted",
+		want: "uncertain/attempts-exhausted",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present"},
@@ -661,7 +652,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:snapshot-invalid",
+		want: "refused/snapshot-invalid",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/conflict", "resolve delete-snapshot v1 theirs/snapshot-invalid",
 			"refuse snapshot-invalid"},
 		check: func(t *testing.T, e *env, o outcome) {
@@ -673,10 +664,10 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "a snapshot already being deleted: history-pending at once, the read journaled",
 		setup: func(e *env) *Command {
 			cmd := purgeSetup(e)
-			edit(e.api.Server, snapName(2), terminating)
+			edit(e.api.Server, snapName(2), kubetest.BeingDeleted)
 			return cmd
 		},
-		want:  "uncertain:history-pending",
+		want:  "uncertain/history-pending",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, 1, o.observations())
@@ -688,10 +679,10 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		name: "only a snapshot already being deleted: history-pending before any call, the read journaled",
 		setup: func(e *env) *Command {
 			e.history(1)
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return e.delete(e.rv(), false)
 		},
-		want:  "uncertain:history-pending",
+		want:  "uncertain/history-pending",
 		trace: []string{},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, 1, o.observations(), "what the decision saw is journaled before the run ends")
@@ -734,7 +725,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 	}, {
 		name: "finalizers hold it: pending",
 		setup: func(e *env) *Command {
-			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
+			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: kubetest.Data("a", "1")})
 			return e.delete(e.rv(), true)
 		},
 		want:  "pending",
@@ -765,10 +756,10 @@ func TestFamilyDeleteLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: []string{"call delete-live", "result delete-live unknown/conflict", "resolve delete-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, data("a", "theirs"), e.live().Data)
+			require.Equal(t, kubetest.Data("a", "theirs"), e.live().Data)
 			requireWrites(t, e, nil)
 		},
 	}, {
@@ -783,7 +774,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 	}, {
 		name:  "422 is a refusal",
 		setup: scripted(seed, kubetest.Delete, testName, kubetest.Status(kubetest.Invalid("Secret", testName))),
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: []string{"call delete-live", "result delete-live rejected/invalid", "refuse invalid"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.NotNil(t, e.live())
@@ -795,7 +786,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 			cmd := seed(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
-					d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("a", "new")})
+					d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: kubetest.Data("a", "new")})
 				}))
 			}))
 			return cmd
@@ -804,7 +795,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 		trace: []string{"call delete-live", "result delete-live applied", "complete deleted"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "uid-0002", o.ending()["recreatedUID"])
-			require.Equal(t, data("a", "new"), e.live().Data)
+			require.Equal(t, kubetest.Data("a", "new"), e.live().Data)
 		},
 	}, {
 		name: "resume from answered: the delete applied, the confirming read failed",
@@ -819,7 +810,7 @@ func TestFamilyDeleteLive(t *testing.T) {
 		want:  "deleted",
 		trace: []string{"call delete-live", "result delete-live applied", "complete deleted"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
 			require.Nil(t, e.live())
 			requireWrites(t, e, nil) // the rerun only confirms
@@ -876,7 +867,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 		want:  "converged",
 		trace: trace("result replace-live lost/no-result-recorded", "resolve replace-live ours", "complete converged"),
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
 			requireLive(t, e, "2", "password", "new")
 			requireWrites(t, e, nil) // the rerun writes nothing
@@ -890,7 +881,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "theirs")
@@ -908,7 +899,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "2", "password", "theirs")
@@ -916,7 +907,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 	}, {
 		name:  "404: someone deleted it",
 		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, testName) })),
-		want:  "refused:secret-absent",
+		want:  "refused/secret-absent",
 		trace: trace("result replace-live unknown/not-found", "resolve replace-live theirs/secret-absent", "refuse secret-absent"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Nil(t, e.live())
@@ -928,20 +919,20 @@ func TestFamilyReplaceLive(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Theirs(func(d *kubetest.Server) {
 				d.Remove(kubetest.Secrets, testName)
-				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: data("password", "other")})
+				d.SeedSecret(&corev1.Secret{ObjectMeta: objectMeta(testName), Data: kubetest.Data("password", "other")})
 			}))
 			return cmd
 		},
-		want:  "refused:uid-changed",
+		want:  "refused/uid-changed",
 		trace: trace("result replace-live unknown/conflict", "resolve replace-live theirs/uid-changed", "refuse uid-changed"),
 		check: func(t *testing.T, e *env, _ outcome) {
-			require.Equal(t, data("password", "other"), e.live().Data)
+			require.Equal(t, kubetest.Data("password", "other"), e.live().Data)
 			requireWrites(t, e, map[string]int{snapName(1): 1})
 		},
 	}, {
 		name:  "422 is a refusal",
 		setup: scripted(seedV1, kubetest.Update, testName, kubetest.Status(kubetest.Invalid("Secret", testName))),
-		want:  "refused:invalid",
+		want:  "refused/invalid",
 		trace: trace("result replace-live rejected/invalid", "refuse invalid"),
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
@@ -955,7 +946,7 @@ func TestFamilyReplaceLive(t *testing.T) {
 			}))
 			return cmd
 		},
-		want:  "refused:archive-missing",
+		want:  "refused/archive-missing",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse archive-missing"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
@@ -973,7 +964,7 @@ func TestFamilyRestore(t *testing.T) {
 	restored := func(t *testing.T, e *env, o outcome) {
 		requireLive(t, e, "4", "password", "v1")
 		require.Equal(t, []string{"v1", "v2", "v3"}, snapshotsOf(e, "uid-0001"))
-		require.Equal(t, data("password", "v3"), e.snap("uid-0001", 3).Data)
+		require.Equal(t, kubetest.Data("password", "v3"), e.snap("uid-0001", 3).Data)
 		require.InDelta(t, 1, o.ending()["restoredVersion"], 0)
 		requireWrites(t, e, map[string]int{testName: 1, snapName(3): 1})
 	}
@@ -1016,7 +1007,7 @@ func TestFamilyRestore(t *testing.T) {
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))
 			return e.restore(e.rv(), 1)
 		},
-		want: "refused:version-absent",
+		want: "refused/version-absent",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/version-absent", "refuse version-absent"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -1028,7 +1019,7 @@ func TestFamilyRestore(t *testing.T) {
 			restoreSetup(e)
 			return e.restore(e.rv(), 3)
 		},
-		want:  "refused:version-ahead",
+		want:  "refused/version-ahead",
 		trace: []string{"refuse version-ahead"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Zero(t, e.api.Calls(kubetest.List)+e.api.Calls(kubetest.Create))
@@ -1040,7 +1031,7 @@ func TestFamilyRestore(t *testing.T) {
 			restoreSetup(e)
 			return e.restore(e.rv(), 9)
 		},
-		want:  "refused:version-ahead",
+		want:  "refused/version-ahead",
 		trace: []string{"refuse version-ahead"},
 		check: func(t *testing.T, e *env, _ outcome) { requireWrites(t, e, nil) },
 	}, {
@@ -1050,7 +1041,7 @@ func TestFamilyRestore(t *testing.T) {
 			e.plant(live, 3)
 			return e.restore(e.rv(), 3)
 		},
-		want:  "refused:foreign-snapshot",
+		want:  "refused/foreign-snapshot",
 		trace: []string{"refuse foreign-snapshot"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Zero(t, e.api.Count(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 3)), "its data is never read")
@@ -1062,7 +1053,7 @@ func TestFamilyRestore(t *testing.T) {
 			e.seedLive("5", "password", "v5")
 			return e.restore(e.rv(), 3)
 		},
-		want:  "refused:version-absent",
+		want:  "refused/version-absent",
 		trace: []string{"refuse version-absent"},
 		check: func(t *testing.T, e *env, _ outcome) { requireWrites(t, e, nil) },
 	}, {
@@ -1071,7 +1062,7 @@ func TestFamilyRestore(t *testing.T) {
 			restoreSetup(e)
 			edit(e.api.Server, testName, func(s *corev1.Secret) {
 				immutable := true
-				s.Immutable, s.Data = &immutable, data("password", "v1")
+				s.Immutable, s.Data = &immutable, kubetest.Data("password", "v1")
 			})
 			return e.restore(e.rv(), 1)
 		},
@@ -1091,7 +1082,7 @@ func TestFamilyGuards(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
 			return e.update(e.rv(), "password", "x")
 		},
-		want:  "refused:counter-behind",
+		want:  "refused/counter-behind",
 		trace: []string{"refuse counter-behind"},
 		check: func(t *testing.T, e *env, o outcome) {
 			require.InDelta(t, 2, o.ending()["newestVersion"], 0)
@@ -1109,10 +1100,10 @@ func TestFamilyGuards(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "1" })
 			return e.update(e.rv(), "password", "x")
 		},
-		want:  "refused:counter-behind",
+		want:  "refused/counter-behind",
 		trace: []string{"refuse counter-behind"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:read-failed", e.first.word())
+			require.Equal(t, "uncertain/read-failed", e.first.word())
 			require.InDelta(t, 2, o.ending()["newestVersion"], 0)
 			require.NotNil(t, e.snap("uid-0001", 2), "left alone")
 			none(t, e, o)
@@ -1123,7 +1114,7 @@ func TestFamilyGuards(t *testing.T) {
 			e.seedLive("1", "password", "v1")
 			return e.update("999", "password", "x")
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1146,7 +1137,7 @@ func TestFamilyGuards(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Type = corev1.SecretTypeServiceAccountToken })
 			return e.update(e.rv(), "token", "x")
 		},
-		want:  "refused:service-account-token",
+		want:  "refused/service-account-token",
 		trace: []string{"refuse service-account-token"},
 		check: none,
 	}, {
@@ -1155,7 +1146,7 @@ func TestFamilyGuards(t *testing.T) {
 			e.seedLive("07", "a", "1")
 			return e.update(e.rv(), "a", "2")
 		},
-		want:  "refused:version-malformed",
+		want:  "refused/version-malformed",
 		trace: []string{"refuse version-malformed"},
 		check: none,
 	}})
@@ -1186,7 +1177,7 @@ func TestFamilyReplay(t *testing.T) {
 			e.first = e.run(cmd)
 			return cmd
 		},
-		want:  "replay:existing",
+		want:  "replayed existing",
 		trace: traceUpdate,
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "completed", e.first.word())
@@ -1200,7 +1191,7 @@ func TestFamilyReplay(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("later") })
 			return cmd
 		},
-		want:  "replay:existing",
+		want:  "replayed existing",
 		trace: traceUpdate,
 		check: listed(0),
 	}, {
@@ -1211,7 +1202,7 @@ func TestFamilyReplay(t *testing.T) {
 			e.first = e.run(cmd)
 			return cmd
 		},
-		want:  "refused:version-ahead",
+		want:  "replayed refused/version-ahead",
 		trace: []string{"refuse version-ahead"},
 		check: replayed,
 	}, {
@@ -1221,7 +1212,7 @@ func TestFamilyReplay(t *testing.T) {
 			e.first = e.run(cmd)
 			return cmd
 		},
-		want:  "replay:existing",
+		want:  "replayed existing",
 		check: listed(1),
 	}})
 }
@@ -1242,7 +1233,7 @@ func TestFamilyDecisions(t *testing.T) {
 	runRows(t, []famRow{{
 		name:  "an update of an absent Secret: secret-absent",
 		setup: func(e *env) *Command { return e.update("7", "a", "1") },
-		want:  "refused:secret-absent",
+		want:  "refused/secret-absent",
 		trace: []string{"refuse secret-absent"},
 		check: none,
 	}, {
@@ -1253,7 +1244,7 @@ func TestFamilyDecisions(t *testing.T) {
 			c.RemoveKeys = []string{"b"}
 			return c
 		},
-		want:  "refused:key-absent",
+		want:  "refused/key-absent",
 		trace: []string{"refuse key-absent"},
 		check: none,
 	}, {
@@ -1268,7 +1259,7 @@ func TestFamilyDecisions(t *testing.T) {
 		trace: traceUpdate,
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "2", "a", "1")
-			require.Equal(t, data("a", "1", "b", "2"), e.snap("uid-0001", 1).Data)
+			require.Equal(t, kubetest.Data("a", "1", "b", "2"), e.snap("uid-0001", 1).Data)
 		},
 	}, {
 		name: "removing a key of a Secret over the limit: invalid before the journal",
@@ -1300,7 +1291,7 @@ func TestFamilyDecisions(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
 			return e.update(e.rv(), "a", "2")
 		},
-		want:  "refused:immutable",
+		want:  "refused/immutable",
 		trace: []string{"refuse immutable"},
 		check: none,
 	}, {
@@ -1310,7 +1301,7 @@ func TestFamilyDecisions(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Immutable = new(bool); *s.Immutable = true })
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:immutable",
+		want:  "refused/immutable",
 		trace: []string{"refuse immutable"},
 		check: none,
 	}, {
@@ -1322,23 +1313,23 @@ func TestFamilyDecisions(t *testing.T) {
 			require.Equal(t, "completed", e.run(c).word())
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:too-large",
+		want:  "refused/too-large",
 		trace: []string{"refuse too-large"},
 		check: none,
 	}, {
 		name: "a terminating Secret is never written",
 		setup: func(e *env) *Command {
 			e.seedLive("1", "a", "1")
-			edit(e.api.Server, testName, terminating)
+			edit(e.api.Server, testName, kubetest.BeingDeleted)
 			return e.update(e.rv(), "a", "2")
 		},
-		want:  "refused:terminating",
+		want:  "refused/terminating",
 		trace: []string{"refuse terminating"},
 		check: none,
 	}, {
 		name:  "the history list fails before any call: unavailable, nothing journaled but the preparation",
 		setup: scripted(seedV1, kubetest.List, "", kubetest.Status(kubetest.ServerError())),
-		want:  "unavailable",
+		want:  "unavailable/kubernetes",
 		trace: []string{},
 		check: none,
 	}, {
@@ -1353,10 +1344,10 @@ func TestFamilyDecisions(t *testing.T) {
 			e.seedLive("1", "password", "old")
 			return cmd
 		},
-		want:  "refused:uid-changed",
+		want:  "refused/uid-changed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse uid-changed"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain:interrupted", e.first.word())
+			require.Equal(t, "uncertain/interrupted", e.first.word())
 			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
 			require.Equal(t, 2, o.observations(), "the new UID is journaled")
 			require.Equal(t, "uid-0003", o.last(store.RecordObservation, StepReadLive).UID)
@@ -1368,12 +1359,12 @@ func TestFamilyDecisions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), held)
+					edit(d, snapName(1), kubetest.Held)
 				}))
 			}))
 			return cmd
 		},
-		want:  "refused:snapshot-finalizers",
+		want:  "refused/snapshot-finalizers",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse snapshot-finalizers"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
 	}, {
@@ -1382,12 +1373,12 @@ func TestFamilyDecisions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), terminating)
+					edit(d, snapName(1), kubetest.BeingDeleted)
 				}))
 			}))
 			return cmd
 		},
-		want:  "refused:snapshot-terminating",
+		want:  "refused/snapshot-terminating",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse snapshot-terminating"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
 	}, {
@@ -1407,7 +1398,7 @@ func TestFamilyDecisions(t *testing.T) {
 			require.Equal(t, "completed", e.run(cmd).word())
 			return e.update(cmd.ExpectedResourceVersion, "password", "other")
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1427,7 +1418,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.seedLive("3", "a", "1")
 			return e.delete("999", true)
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1436,7 +1427,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.api.On(kubetest.Create, kubetest.Secrets, testName, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return e.update("", "a", "1")
 		},
-		want:  "refused:already-exists",
+		want:  "refused/already-exists",
 		trace: []string{"call create-live", "result create-live unknown/result-mismatch", "resolve create-live theirs/already-exists", "refuse already-exists"},
 		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName)) },
 	}, {
@@ -1446,7 +1437,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return cmd
 		},
-		want: "refused:source-conflict",
+		want: "refused/source-conflict",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/result-mismatch", "resolve create-snapshot v1 theirs/source-conflict",
 			"refuse source-conflict"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1457,7 +1448,7 @@ func TestFamilyDecisions(t *testing.T) {
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) { s.Data["injected"] = []byte("x") })).Always())
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/result-mismatch",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName)) },
@@ -1473,7 +1464,7 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Create, snapName(1), snapName(1))
 			return cmd
 		},
-		want:  "uncertain:read-failed",
+		want:  "uncertain/read-failed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
 	}, {
@@ -1485,7 +1476,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/changed-concurrently",
 			"refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "theirs") },
@@ -1500,7 +1491,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:source-conflict",
+		want: "refused/source-conflict",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/source-conflict",
 			"refuse source-conflict"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1510,12 +1501,12 @@ func TestFamilyResolutions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), terminating)
+					edit(d, snapName(1), kubetest.BeingDeleted)
 				}))
 			}))
 			return cmd
 		},
-		want: "refused:snapshot-terminating",
+		want: "refused/snapshot-terminating",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/snapshot-terminating",
 			"refuse snapshot-terminating"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1525,12 +1516,12 @@ func TestFamilyResolutions(t *testing.T) {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.AppliedLost().First(func(d *kubetest.Server) {
 				d.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
-					edit(d, snapName(1), held)
+					edit(d, snapName(1), kubetest.Held)
 				}))
 			}))
 			return cmd
 		},
-		want: "refused:snapshot-finalizers",
+		want: "refused/snapshot-finalizers",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/snapshot-finalizers",
 			"refuse snapshot-finalizers"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "1", "password", "old") },
@@ -1539,7 +1530,7 @@ func TestFamilyResolutions(t *testing.T) {
 		// cannot be proven ours, so it is reported as someone else's.
 		name:  "the live write landed but its archive vanished before the re-read: changed-concurrently",
 		setup: scripted(seedV1, kubetest.Update, testName, kubetest.AppliedLost().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) })),
-		want:  "refused:changed-concurrently",
+		want:  "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "2", "password", "new") },
@@ -1550,7 +1541,7 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Update, testName, snapName(1))
 			return cmd
 		},
-		want: "uncertain:read-failed",
+		want: "uncertain/read-failed",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "2", "password", "new") },
@@ -1565,7 +1556,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		check: func(t *testing.T, e *env, _ outcome) { requireLive(t, e, "2", "password", "new") },
@@ -1576,20 +1567,20 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Delete, testName, testName)
 			return e.delete(e.rv(), true)
 		},
-		want:  "uncertain:read-failed",
+		want:  "uncertain/read-failed",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { require.Nil(t, e.live()) },
 	}, {
 		name: "the live delete lost, finalizers hold it: ours pending, then pending",
 		setup: func(e *env) *Command {
-			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: data("a", "1")})
+			e.api.SeedSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Finalizers: []string{"example.com/hold"}}, Data: kubetest.Data("a", "1")})
 			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.AppliedLost())
 			return e.delete(e.rv(), true)
 		},
 		want:  "pending",
 		trace: []string{"call delete-live", "result delete-live unknown/lost", "resolve delete-live ours", "complete pending"},
 		check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "pending", o.last(store.RecordResolution, StepDeleteLive).Detail["deletion"])
+			require.Equal(t, "pending", workflowtest.Fields(o.last(store.RecordResolution, StepDeleteLive).Detail)["deletion"])
 		},
 	}, {
 		name: "the delete answered, yet the same object is there unchanged: result-mismatch",
@@ -1600,7 +1591,7 @@ func TestFamilyResolutions(t *testing.T) {
 			}))
 			return e.delete(e.rv(), true)
 		},
-		want:  "refused:result-mismatch",
+		want:  "refused/result-mismatch",
 		trace: []string{"call delete-live", "result delete-live applied", "refuse result-mismatch"},
 		check: func(t *testing.T, e *env, _ outcome) { require.NotNil(t, e.live()) },
 	}, {
@@ -1610,7 +1601,7 @@ func TestFamilyResolutions(t *testing.T) {
 			lostAndUnread(e, kubetest.Delete, snapName(1), snapName(1))
 			return cmd
 		},
-		want:  "uncertain:read-failed",
+		want:  "uncertain/read-failed",
 		trace: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 undetermined/read-failed"},
 		check: func(t *testing.T, e *env, _ outcome) { require.NotNil(t, e.live()) },
 	}})
@@ -1623,10 +1614,10 @@ func TestFamilyRestoreTarget(t *testing.T) {
 		name: "the target is being deleted: snapshot-invalid",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:snapshot-invalid",
+		want:  "refused/snapshot-invalid",
 		trace: []string{"refuse snapshot-invalid"},
 		check: none,
 	}, {
@@ -1636,7 +1627,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Type = "example.com/other" })
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:snapshot-invalid",
+		want:  "refused/snapshot-invalid",
 		trace: []string{"refuse snapshot-invalid"},
 		check: none,
 	}, {
@@ -1646,7 +1637,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			e.api.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:version-absent",
+		want:  "refused/version-absent",
 		trace: []string{"refuse version-absent"},
 		check: none,
 	}, {
@@ -1658,7 +1649,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			}))
 			return e.restore(e.rv(), 1)
 		},
-		want:  "refused:snapshot-invalid",
+		want:  "refused/snapshot-invalid",
 		trace: []string{"refuse snapshot-invalid"},
 		check: none,
 	}, {
@@ -1668,7 +1659,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			e.api.On(kubetest.Get, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.ServerError()))
 			return e.restore(e.rv(), 1)
 		},
-		want:  "unavailable",
+		want:  "unavailable/kubernetes",
 		trace: []string{},
 		check: none,
 	}, {
@@ -1680,7 +1671,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			e.api.Remove(kubetest.Secrets, snapName(1))
 			return e.restore(cmd.ExpectedResourceVersion, 1)
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}, {
@@ -1690,7 +1681,7 @@ func TestFamilyRestoreTarget(t *testing.T) {
 			require.Equal(t, "completed", e.run(cmd).word())
 			return e.update("999", "password", "new")
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: none,
 	}})
@@ -1738,9 +1729,14 @@ func TestFamilyResolveUnknownStep(t *testing.T) {
 
 func TestCallVersion(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, int64(7), callVersion(store.Record{Detail: map[string]any{"version": int64(7)}}), "as built in this process")
-	require.Equal(t, int64(7), callVersion(store.Record{Detail: map[string]any{"version": float64(7)}}), "as read back from the journal")
-	require.Zero(t, callVersion(store.Record{}))
+	v, err := callVersion(store.Record{Detail: store.DetailOf(map[string]any{"version": 7})})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), v)
+	v, err = callVersion(store.Record{})
+	require.NoError(t, err)
+	require.Zero(t, v)
+	_, err = callVersion(store.Record{Kind: store.RecordAuthorityCall, Step: StepReplaceLive, Detail: store.DetailOf(map[string]any{"version": "7"})})
+	require.ErrorContains(t, err, "reading the authority_call record of replace-live", "a version that is no number is an error, never 0")
 }
 
 // TestFamilyReadsPerDecision counts the API reads of one update, prune
@@ -1783,7 +1779,7 @@ func TestPlanBuildsTheRealAdapter(t *testing.T) {
 	require.Equal(t, testName, api.Name())
 	require.Equal(t, 7, f.limit)
 	require.Equal(t, Rules(testName), p.Rights.Rules)
-	require.Equal(t, map[string]any{"expectedResourceVersion": "5", "version": int64(2)}, p.Prepare.Detail)
+	require.Equal(t, map[string]any{"expectedResourceVersion": "5", "version": float64(2)}, workflowtest.Fields(p.Prepare.Detail))
 	require.NotNil(t, p.Precheck)
 }
 
@@ -1834,7 +1830,7 @@ func TestFamilyDryRun(t *testing.T) {
 		require.Empty(t, r.Stopped)
 		require.Equal(t, OutcomeDeleted, r.Outcome)
 		require.Equal(t, []string{"call delete-snapshot v1", "call delete-snapshot v2", "call delete-live"}, steps(r))
-		require.Equal(t, "deleted", r.Summary["history"])
+		require.Equal(t, "deleted", workflowtest.Fields(r.Summary)["history"])
 		require.Zero(t, e.api.Calls(kubetest.Delete))
 		requireWrites(t, e, nil)
 	})
@@ -1845,7 +1841,7 @@ func TestFamilyDryRun(t *testing.T) {
 		r, err := e.dryRun(e.delete(e.rv(), true))
 		require.NoError(t, err)
 		require.Equal(t, OutcomeDeleted, r.Outcome)
-		require.Equal(t, "kept", r.Summary["history"])
+		require.Equal(t, "kept", workflowtest.Fields(r.Summary)["history"])
 		require.Equal(t, []string{"call delete-live"}, steps(r))
 		require.NotNil(t, e.live())
 	})

@@ -10,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
+	"github.com/keyledger/keyledger/workflow/kubetest"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
@@ -49,20 +49,11 @@ func newEnv(t *testing.T) *env {
 // seedLive stores the live Secret (someone else's create) with version
 // annotation version ("" for none) and data k1, v1, k2, v2, ...
 func (e *env) seedLive(version string, kv ...string) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNamespace, Annotations: map[string]string{}},
-		Type: corev1.SecretTypeOpaque, Data: data(kv...)}
+	s := kubetest.NewSecret(testName, kubetest.WithData(kv...), kubetest.WithAnnotations())
 	if version != "" {
-		s.Annotations[AnnotationVersion] = version
+		kubetest.WithAnnotations(AnnotationVersion, version)(s)
 	}
 	return e.api.SeedSecret(s)
-}
-
-func data(kv ...string) map[string][]byte {
-	out := map[string][]byte{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out[kv[i]] = []byte(kv[i+1])
-	}
-	return out
 }
 
 func (e *env) command(kind string) *Command {
@@ -75,7 +66,7 @@ func (e *env) command(kind string) *Command {
 // update sets kv on the live Secret read at rv ("" creates it).
 func (e *env) update(rv string, kv ...string) *Command {
 	c := e.command(command.KindSecretUpdate)
-	c.ExpectedResourceVersion, c.Data = rv, data(kv...)
+	c.ExpectedResourceVersion, c.Data = rv, kubetest.Data(kv...)
 	return c
 }
 
@@ -170,32 +161,8 @@ func (f *failingJournal) Transition(ctx context.Context, p store.TransitionParam
 	return f.Journal.Transition(ctx, p)
 }
 
-// word is the run's ending in one word: the outcome, "refused:<reason>",
-// "uncertain:<reason>", "unavailable" or "invalid".
-func (o outcome) word() string {
-	var (
-		refused     *workflow.Refused
-		uncertain   *workflow.Uncertain
-		unavailable *workflow.Unavailable
-		invalid     *command.InvalidError
-	)
-	switch {
-	case errors.As(o.err, &refused):
-		return "refused:" + refused.Reason
-	case errors.As(o.err, &uncertain):
-		return "uncertain:" + uncertain.Reason
-	case errors.As(o.err, &unavailable):
-		return "unavailable"
-	case errors.As(o.err, &invalid):
-		return "invalid"
-	case o.err != nil:
-		return "error:" + o.err.Error()
-	}
-	if o.res.Replayed {
-		return "replay:" + string(o.res.Outcome)
-	}
-	return string(o.res.Outcome)
-}
+// word is the run's ending, in workflowtest.Ending's spelling.
+func (o outcome) word() string { return workflowtest.Ending(o.res, o.err) }
 
 // trace is the operation's journal in short: calls, answers, resolutions
 // and the ending. Snapshot targets are named by their version ("v3").
@@ -242,7 +209,7 @@ func (o outcome) observations() int {
 
 // ending is the detail of the completion or refusal record.
 func (o outcome) ending() map[string]any {
-	return (&workflow.Run{Records: o.records}).Ending()
+	return workflowtest.Fields((&workflow.Run{Records: o.records}).Ending())
 }
 
 // last returns the newest record of kind and step.

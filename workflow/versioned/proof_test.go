@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // lostAfterArchiveChange scripts the live write (update) to be lost before
@@ -30,8 +30,8 @@ func lostAfterArchiveChange(setup func(e *env) *Command, n int64, change func(d 
 func TestFamilyRecheckBeforeResend(t *testing.T) {
 	t.Parallel()
 	removed := func(d *kubetest.Server, name string) { d.Remove(kubetest.Secrets, name) }
-	deleting := func(d *kubetest.Server, name string) { edit(d, name, terminating) }
-	finalized := func(d *kubetest.Server, name string) { edit(d, name, held) }
+	deleting := func(d *kubetest.Server, name string) { edit(d, name, kubetest.BeingDeleted) }
+	finalized := func(d *kubetest.Server, name string) { edit(d, name, kubetest.Held) }
 	archived := []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/lost"}
 	trace := func(reason string) []string {
 		return append(append([]string{}, archived...), "resolve replace-live theirs/"+reason, "refuse "+reason)
@@ -49,17 +49,17 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 	runRows(t, []famRow{{
 		name:  "update: the archive deleted since: archive-missing",
 		setup: lostAfterArchiveChange(seedV1, 1, removed),
-		want:  "refused:archive-missing", trace: trace(ReasonArchiveMissing),
+		want:  "refused/archive-missing", trace: trace(ReasonArchiveMissing),
 		check: notResent,
 	}, {
 		name:  "update: the archive being deleted since: snapshot-terminating",
 		setup: lostAfterArchiveChange(seedV1, 1, deleting),
-		want:  "refused:snapshot-terminating", trace: trace(ReasonSnapshotTerminating),
+		want:  "refused/snapshot-terminating", trace: trace(ReasonSnapshotTerminating),
 		check: notResent,
 	}, {
 		name:  "update: the archive given a finalizer since: snapshot-finalizers",
 		setup: lostAfterArchiveChange(seedV1, 1, finalized),
-		want:  "refused:snapshot-finalizers", trace: trace(ReasonSnapshotFinalizers),
+		want:  "refused/snapshot-finalizers", trace: trace(ReasonSnapshotFinalizers),
 		check: notResent,
 	}, {
 		name: "update: the archive replaced by a look-alike since: archive-missing",
@@ -67,7 +67,7 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			d.Remove(kubetest.Secrets, name)
 			d.SeedSecret(lookalike(d.Secret(testName), 1))
 		}),
-		want: "refused:archive-missing", trace: trace(ReasonArchiveMissing),
+		want: "refused/archive-missing", trace: trace(ReasonArchiveMissing),
 		check: notResent,
 	}, {
 		name: "restore: the archive of the live state deleted since: archive-missing",
@@ -76,7 +76,7 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(3)) }))
 			return cmd
 		},
-		want: "refused:archive-missing",
+		want: "refused/archive-missing",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/archive-missing", "refuse archive-missing"},
 		check: func(t *testing.T, e *env, o outcome) {
@@ -98,7 +98,7 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			e.api.Remove(kubetest.Secrets, snapName(1))
 			return cmd
 		},
-		want: "refused:archive-missing",
+		want: "refused/archive-missing",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live",
 			"result replace-live lost/no-result-recorded", "resolve replace-live theirs/archive-missing", "refuse archive-missing"},
 		check: func(t *testing.T, e *env, o outcome) {
@@ -111,10 +111,10 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 		setup: func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
 			e.limit = 1
-			edit(e.api.Server, snapName(1), terminating)
+			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return cmd
 		},
-		want: "uncertain:prune-pending",
+		want: "uncertain/prune-pending",
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Zero(t, e.api.Calls(kubetest.Update), "not sent again while a prune is pending")
 			require.Equal(t, store.StateResolving, o.res.Run.Op.State, "a rerun checks again")
@@ -138,7 +138,7 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
-		want: "uncertain:read-failed",
+		want: "uncertain/read-failed",
 		check: func(t *testing.T, e *env, _ outcome) {
 			require.Zero(t, e.api.Calls(kubetest.Update))
 		},
@@ -182,7 +182,7 @@ func TestFamilyRecheckSlotsBeforeResend(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:slot-occupied",
+		want: "refused/slot-occupied",
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/slot-occupied",
 			"refuse slot-occupied"},
 		check: func(t *testing.T, e *env, _ outcome) {
@@ -202,11 +202,11 @@ func TestFamilyStaleWithPlantedPredecessor(t *testing.T) {
 		setup: func(e *env) *Command {
 			live := e.seedLive("2", "password", "new")
 			before := live.DeepCopy()
-			before.ResourceVersion, before.Data = "rv-before", data("password", "old")
+			before.ResourceVersion, before.Data = "rv-before", kubetest.Data("password", "old")
 			e.api.SeedSecret(lookalike(before, 1))
 			return e.update("rv-before", "password", "new")
 		},
-		want:  "refused:stale-resource-version",
+		want:  "refused/stale-resource-version",
 		trace: []string{"refuse stale-resource-version"},
 		check: func(t *testing.T, e *env, _ outcome) {
 			requireWrites(t, e, nil)
@@ -239,7 +239,7 @@ func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"], "the refusal says the history is gone")
 			require.NotNil(t, e.live(), "the live Secret stays")
@@ -252,7 +252,7 @@ func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
 			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Status(kubetest.Invalid("Secret", testName)))
 			return cmd
 		},
-		want: "refused:invalid",
+		want: "refused/invalid",
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"])
 			require.NotNil(t, e.live())
@@ -266,7 +266,7 @@ func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
 			}))
 			return cmd
 		},
-		want: "refused:changed-concurrently",
+		want: "refused/changed-concurrently",
 		check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "resolution", string(o.records[len(o.records)-2].Kind))
 			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"])
@@ -285,8 +285,8 @@ func TestProvenanceReadsOldAndNewNonces(t *testing.T) {
 	slot := func(n int64) string { return "secret/" + SnapshotName(live.UID, n) }
 	p := newProvenance()
 	p.add([]store.Record{
-		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: slot(1), UID: string(live.UID), Detail: map[string]any{"nonce": oldNonce}},
-		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: slot(2), UID: string(live.UID), Detail: map[string]any{"nonceDigest": nonceDigest(newNonce)}},
+		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: slot(1), UID: string(live.UID), Detail: store.DetailOf(map[string]any{"nonce": oldNonce})},
+		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: slot(2), UID: string(live.UID), Detail: store.DetailOf(map[string]any{"nonceDigest": nonceDigest(newNonce)})},
 	}, live.UID)
 	occupant := func(n int64, nonce string) *corev1.Secret {
 		s := snapshotOf(live, n, live.CreationTimestamp.Time, "req/mut")
@@ -301,7 +301,6 @@ func TestProvenanceReadsOldAndNewNonces(t *testing.T) {
 
 	f := &family{cmd: (&env{}).command("SecretUpdate")}
 	call := f.snapshotCall(live, snapshotOf(live, 3, live.CreationTimestamp.Time, "req/mut"))
-	require.NotContains(t, call.Detail, "nonce", "the journal never holds the nonce")
-	require.Regexp(t, "^sha256:[0-9a-f]{64}$", call.Detail["nonceDigest"])
-	require.NotContains(t, workflow.Call{}.Detail, "nonce")
+	require.NotContains(t, workflowtest.Fields(call.Detail), "nonce", "the journal never holds the nonce")
+	require.Regexp(t, "^sha256:[0-9a-f]{64}$", workflowtest.Fields(call.Detail)["nonceDigest"])
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,20 +60,28 @@ func newProvenance() provenance {
 // liveUID (its UID precondition) makes its target a slot of that UID and its
 // nonce known; an applied result, or an ours resolution, of a call on such
 // a target journals the snapshot's UID.
-func (p provenance) add(records []store.Record, liveUID types.UID) {
+func (p provenance) add(records []store.Record, liveUID types.UID) error {
 	bound := map[string]bool{}
 	for _, r := range records {
 		if r.Step != StepCreateSnapshot {
 			continue
 		}
-		slot := strings.TrimPrefix(r.Target, "secret/")
+		t, err := store.ParseTarget("", r.Target)
+		if err != nil {
+			return err
+		}
+		slot := t.Name
 		switch r.Kind {
 		case store.RecordAuthorityCall:
 			if r.UID != string(liveUID) || liveUID == "" {
 				continue
 			}
 			bound[r.Target] = true
-			if digest := journaledNonce(r.Detail); digest != "" {
+			d, err := detailOf[snapshotDetail](r)
+			if err != nil {
+				return err
+			}
+			if digest := d.nonceDigest(); digest != "" {
 				p.nonces[digest] = slot
 			}
 		case store.RecordAuthorityResult:
@@ -87,6 +94,7 @@ func (p provenance) add(records []store.Record, liveUID types.UID) {
 			}
 		}
 	}
+	return nil
 }
 
 // journaled reports whether the journal holds m's UID as created in the
@@ -105,19 +113,6 @@ func (p provenance) carriesNonce(m *metav1.ObjectMeta) bool {
 	}
 	slot, ok := p.nonces[nonceDigest(nonce)]
 	return ok && slot == m.Name
-}
-
-// journaledNonce is the nonce digest a create-snapshot call record holds:
-// "nonceDigest" since the journal holds digests only, or the digest of the
-// plain "nonce" a record written by an older keyledger holds.
-func journaledNonce(detail map[string]any) string {
-	if d, _ := detail["nonceDigest"].(string); d != "" {
-		return d
-	}
-	if nonce, _ := detail["nonce"].(string); nonce != "" {
-		return nonceDigest(nonce)
-	}
-	return ""
 }
 
 // nonceDigest is what the journal holds of a snapshot nonce.
@@ -149,7 +144,7 @@ func (f *family) provenance(ctx context.Context, run *workflow.Run, liveUID type
 	if err != nil {
 		return newProvenance(), err
 	}
-	return provenanceOf(journal, run, liveUID), nil
+	return provenanceOf(journal, run, liveUID)
 }
 
 // journalProvenance reads the create-snapshot records of every operation
@@ -168,15 +163,19 @@ func (f *family) journalProvenance(ctx context.Context, liveUID types.UID) ([][]
 }
 
 // provenanceOf folds the journal's records and run's own.
-func provenanceOf(journal [][]store.Record, run *workflow.Run, liveUID types.UID) provenance {
+func provenanceOf(journal [][]store.Record, run *workflow.Run, liveUID types.UID) (provenance, error) {
 	p := newProvenance()
 	for _, g := range journal {
-		p.add(g, liveUID)
+		if err := p.add(g, liveUID); err != nil {
+			return p, err
+		}
 	}
 	if run != nil {
-		p.add(run.Records, liveUID)
+		if err := p.add(run.Records, liveUID); err != nil {
+			return p, err
+		}
 	}
-	return p
+	return p, nil
 }
 
 // inventory is the history of one live UID as the API server and the

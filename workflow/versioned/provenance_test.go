@@ -24,7 +24,7 @@ import (
 func snapshotRecords(uid types.UID, n int64, nonce string, answer types.UID) []store.Record {
 	target := "secret/" + SnapshotName(uid, n)
 	out := []store.Record{{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: target, UID: string(uid),
-		Detail: map[string]any{"nonce": nonce}}}
+		Detail: store.DetailOf(map[string]any{"nonce": nonce})}}
 	if answer != "" {
 		out = append(out, store.Record{Kind: store.RecordAuthorityResult, Step: StepCreateSnapshot, Target: target,
 			UID: string(answer), Status: string(workflow.Applied)})

@@ -81,7 +81,7 @@ func (f *family) ConfirmReplay(ctx context.Context, run *workflow.Run) (*workflo
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	if done, ok := run.Settled(StepCreateLive, f.liveTarget()); ok {
+	if done, ok := run.Settled(StepCreateLive, f.liveTarget().String()); ok {
 		switch {
 		case live == nil:
 			return contradiction(ReasonReplaySecretAbsent, "the live Secret does not exist; the journal says this operation created it")
@@ -90,7 +90,7 @@ func (f *family) ConfirmReplay(ctx context.Context, run *workflow.Run) (*workflo
 		}
 		return nil, nil
 	}
-	if done, ok := run.Settled(StepReplaceLive, f.liveTarget()); ok {
+	if done, ok := run.Settled(StepReplaceLive, f.liveTarget().String()); ok {
 		return f.confirmWrite(ctx, run, live, done)
 	}
 	if _, called := run.LastCall(); called {
@@ -102,7 +102,10 @@ func (f *family) ConfirmReplay(ctx context.Context, run *workflow.Run) (*workflo
 // confirmWrite checks an update's or a restore's live write, settled by done.
 func (f *family) confirmWrite(ctx context.Context, run *workflow.Run, live *corev1.Secret, done workflow.Settlement) (*workflow.Contradiction, error) {
 	call := done.Call
-	next := callVersion(call)
+	next, err := callVersion(call)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case live == nil:
 		return contradiction(ReasonReplaySecretAbsent, "the live Secret does not exist; the journal says this operation wrote version "+strconv.FormatInt(next, 10))
@@ -126,7 +129,7 @@ func (f *family) confirmWrite(ctx context.Context, run *workflow.Run, live *core
 // state at resourceVersion rv, is in its slot and is this operation's.
 func (f *family) confirmArchive(ctx context.Context, run *workflow.Run, live *corev1.Secret, rv string, n int64) (*workflow.Contradiction, error) {
 	name := SnapshotName(live.UID, n)
-	archived, ok := run.Settled(StepCreateSnapshot, "secret/"+name)
+	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(name).String())
 	if !ok || archived.Call.UID != string(live.UID) || archived.Call.ResourceVersion != rv {
 		return contradiction(ReasonReplaySnapshotMissing, "the journal holds no settled archive of version "+strconv.FormatInt(n, 10)+
 			" taken by this operation from the state its write replaced")
@@ -144,7 +147,9 @@ func (f *family) confirmArchive(ctx context.Context, run *workflow.Run, live *co
 	// create was sent). A copy of the archive under another UID carries
 	// the nonce too, so a journaled UID decides.
 	p := newProvenance()
-	p.add(run.Records, live.UID)
+	if err := p.add(run.Records, live.UID); err != nil {
+		return nil, err
+	}
 	owned := p.owns(&s.ObjectMeta)
 	if archived.By.UID != "" {
 		owned = string(s.UID) == archived.By.UID
@@ -191,7 +196,7 @@ func (f *family) confirmInPlace(ctx context.Context, run *workflow.Run, live *co
 // With history, the snapshots are what they were: the delete claimed
 // nothing about them.
 func (f *family) confirmDelete(ctx context.Context, run *workflow.Run) (*workflow.Contradiction, error) {
-	done, ok := run.Settled(StepDeleteLive, f.liveTarget())
+	done, ok := run.Settled(StepDeleteLive, f.liveTarget().String())
 	if !ok {
 		return contradiction(ReasonReplayWriteUnsettled, "the journal says this delete completed, but it holds no settled delete of the live Secret")
 	}

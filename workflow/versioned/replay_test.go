@@ -37,10 +37,10 @@ func forgedUpdate(live *corev1.Secret, n int64) []store.Record {
 	uid, rv := string(live.UID), live.ResourceVersion
 	return []store.Record{
 		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: snap, Attempt: 1, UID: uid, ResourceVersion: rv, Batch: 1,
-			Detail: map[string]any{"version": n, "nonce": "00000000000000000000000000000f0e"}},
+			Detail: store.DetailOf(map[string]any{"version": n, "nonce": "00000000000000000000000000000f0e"})},
 		{Kind: store.RecordAuthorityResult, Step: StepCreateSnapshot, Target: snap, UID: "uid-forged", ResourceVersion: "900", Status: "applied"},
 		{Kind: store.RecordAuthorityCall, Step: StepReplaceLive, Target: "secret/" + testName, Attempt: 1, UID: uid, ResourceVersion: rv, Batch: 2,
-			Final: true, Detail: map[string]any{"version": n + 1}},
+			Final: true, Detail: store.DetailOf(map[string]any{"version": n + 1})},
 		{Kind: store.RecordAuthorityResult, Step: StepReplaceLive, Target: "secret/" + testName, UID: uid, ResourceVersion: "901", Status: "applied"},
 	}
 }
@@ -52,7 +52,7 @@ func forgedDelete(live *corev1.Secret) []store.Record {
 		{Kind: store.RecordAuthorityCall, Step: StepDeleteLive, Target: "secret/" + testName, Attempt: 1, UID: string(live.UID),
 			ResourceVersion: live.ResourceVersion, Batch: 1, Final: true},
 		{Kind: store.RecordAuthorityResult, Step: StepDeleteLive, Target: "secret/" + testName, UID: string(live.UID), Status: "applied",
-			Detail: map[string]any{"deletion": "deleted"}},
+			Detail: store.DetailOf(map[string]any{"deletion": "deleted"})},
 	}
 }
 
@@ -105,11 +105,11 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd)
 			return cmd
 		},
-		want: "refused:" + ReasonReplayNotApplied, trace: []string{"complete completed"}, check: bare,
+		want: "replayed refused/" + ReasonReplayNotApplied, trace: []string{"complete completed"}, check: bare,
 	}, {
 		name:  "a forged completion with a run's calls, the live Secret untouched: replay-live-unchanged",
 		setup: forgeUpdate,
-		want:  "refused:" + ReasonReplayLiveUnchanged, trace: forgedTrace, check: forged,
+		want:  "replayed refused/" + ReasonReplayLiveUnchanged, trace: forgedTrace, check: forged,
 	}, {
 		name: "a forged completion, someone else's write since (counter unchanged): replay-version-behind",
 		setup: func(e *env) *Command {
@@ -117,7 +117,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			return cmd
 		},
-		want: "refused:" + ReasonReplayVersionBehind, trace: forgedTrace, check: forged,
+		want: "replayed refused/" + ReasonReplayVersionBehind, trace: forgedTrace, check: forged,
 	}, {
 		name: "a forged completion, the counter raised by hand, no archive: replay-snapshot-missing",
 		setup: func(e *env) *Command {
@@ -125,7 +125,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
 		},
-		want: "refused:" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
+		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
 	}, {
 		name: "a forged completion with a look-alike in the archive's slot: replay-snapshot-missing",
 		setup: func(e *env) *Command {
@@ -135,7 +135,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
 		},
-		want: "refused:" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
+		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
 	}, {
 		name: "a forged completion bound to another UID: replay-uid-changed",
 		setup: func(e *env) *Command {
@@ -145,11 +145,11 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd, forgedUpdate(other, 1)...)
 			return cmd
 		},
-		want: "refused:" + ReasonReplayUIDChanged, trace: forgedTrace, check: forged,
+		want: "replayed refused/" + ReasonReplayUIDChanged, trace: forgedTrace, check: forged,
 	}, {
 		name:  "a genuine update: existing",
 		setup: func(e *env) *Command { return genuine(e, seedV1(e)) },
-		want:  "replay:existing", trace: traceUpdate, check: existing,
+		want:  "replayed existing", trace: traceUpdate, check: existing,
 	}, {
 		name: "a genuine update whose archive was deleted since: replay-snapshot-missing",
 		setup: func(e *env) *Command {
@@ -157,7 +157,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.Remove(kubetest.Secrets, SnapshotName("uid-0001", 1))
 			return cmd
 		},
-		want: "refused:" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
+		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine update whose archive was replaced by a look-alike: replay-snapshot-missing",
 		setup: func(e *env) *Command {
@@ -167,7 +167,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.SeedSecret(archive) // same name and bytes, another UID
 			return cmd
 		},
-		want: "refused:" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
+		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine update whose archive's metadata was edited: replay-snapshot-invalid",
 		setup: func(e *env) *Command {
@@ -175,7 +175,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, SnapshotName("uid-0001", 1), func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "7" })
 			return cmd
 		},
-		want: "refused:" + ReasonReplaySnapshotInvalid, trace: traceUpdate, check: afterGenuine,
+		want: "replayed refused/" + ReasonReplaySnapshotInvalid, trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine update, the live Secret deleted since: replay-secret-absent",
 		setup: func(e *env) *Command {
@@ -183,7 +183,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.Remove(kubetest.Secrets, testName)
 			return cmd
 		},
-		want: "refused:" + ReasonReplaySecretAbsent, trace: traceUpdate, check: afterGenuine,
+		want: "replayed refused/" + ReasonReplaySecretAbsent, trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine update, the live Secret re-created since: replay-uid-changed",
 		setup: func(e *env) *Command {
@@ -192,7 +192,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.seedLive("2", "password", "new")
 			return cmd
 		},
-		want: "refused:" + ReasonReplayUIDChanged, trace: traceUpdate, check: afterGenuine,
+		want: "replayed refused/" + ReasonReplayUIDChanged, trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine update, the live read fails: unavailable, never existing",
 		setup: func(e *env) *Command {
@@ -201,21 +201,21 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
-		want: "unavailable", trace: traceUpdate, check: afterGenuine,
+		want: "replayed unavailable/kubernetes", trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine restore: existing",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
 			return genuine(e, e.restore(e.rv(), 1))
 		},
-		want: "replay:existing",
+		want: "replayed existing",
 		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live applied",
 			"complete completed"},
 		check: existing,
 	}, {
 		name:  "a genuine create: existing",
 		setup: func(e *env) *Command { return genuine(e, e.update("", "password", "v1")) },
-		want:  "replay:existing", trace: []string{"call create-live", "result create-live applied", "complete completed"}, check: existing,
+		want:  "replayed existing", trace: []string{"call create-live", "result create-live applied", "complete completed"}, check: existing,
 	}, {
 		name: "a forged create: replay-not-applied",
 		setup: func(e *env) *Command {
@@ -223,7 +223,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd)
 			return cmd
 		},
-		want: "refused:" + ReasonReplayNotApplied, trace: []string{"complete completed"}, check: bare,
+		want: "replayed refused/" + ReasonReplayNotApplied, trace: []string{"complete completed"}, check: bare,
 	}, {
 		name: "a genuine existing (the result was in place): existing",
 		setup: func(e *env) *Command {
@@ -233,13 +233,13 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			// the result is found in place, nothing is written.
 			return genuine(e, e.update(cmd.ExpectedResourceVersion, "password", "new"))
 		},
-		want: "replay:existing", trace: []string{"complete existing"}, check: existing,
+		want: "replayed existing", trace: []string{"complete existing"}, check: existing,
 	}, {
 		name: "a genuine delete without history: existing",
 		setup: func(e *env) *Command {
 			return genuine(e, purgeSetup(e))
 		},
-		want: "replay:existing", check: existing,
+		want: "replayed existing", check: existing,
 	}, {
 		name: "a forged delete of a pending delete: replay-live-present",
 		setup: func(e *env) *Command {
@@ -248,7 +248,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd, forgedDelete(e.live())...)
 			return cmd
 		},
-		want:  "refused:" + ReasonReplayLivePresent,
+		want:  "replayed refused/" + ReasonReplayLivePresent,
 		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
@@ -263,7 +263,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd, forgedDelete(other)...)
 			return cmd
 		},
-		want:  "refused:" + ReasonReplayLivePresent,
+		want:  "replayed refused/" + ReasonReplayLivePresent,
 		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
@@ -277,7 +277,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd, forgedDelete(live)...)
 			return cmd
 		},
-		want:  "refused:" + ReasonReplaySnapshotPresent,
+		want:  "replayed refused/" + ReasonReplaySnapshotPresent,
 		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
@@ -291,7 +291,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.seedLive("1", "password", "another lifetime")
 			return cmd
 		},
-		want: "replay:existing", check: existing,
+		want: "replayed existing", check: existing,
 	}, {
 		name: "a genuine create, the live Secret deleted since: replay-secret-absent",
 		setup: func(e *env) *Command {
@@ -299,7 +299,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.Remove(kubetest.Secrets, testName)
 			return cmd
 		},
-		want: "refused:" + ReasonReplaySecretAbsent, trace: []string{"call create-live", "result create-live applied", "complete completed"},
+		want: "replayed refused/" + ReasonReplaySecretAbsent, trace: []string{"call create-live", "result create-live applied", "complete completed"},
 		check: afterGenuine,
 	}, {
 		name: "a genuine create, the live Secret re-created since: replay-uid-changed",
@@ -309,7 +309,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.seedLive("1", "password", "v1")
 			return cmd
 		},
-		want: "refused:" + ReasonReplayUIDChanged, trace: []string{"call create-live", "result create-live applied", "complete completed"},
+		want: "replayed refused/" + ReasonReplayUIDChanged, trace: []string{"call create-live", "result create-live applied", "complete completed"},
 		check: afterGenuine,
 	}, {
 		name: "a forged completion with an archive and no live write: replay-write-unsettled",
@@ -318,7 +318,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd, forgedUpdate(e.live(), 1)[:2]...)
 			return cmd
 		},
-		want:  "refused:" + ReasonReplayWriteUnsettled,
+		want:  "replayed refused/" + ReasonReplayWriteUnsettled,
 		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call create-snapshot v1", "result create-snapshot v1 applied", "complete completed"})
@@ -331,7 +331,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
 		},
-		want:  "refused:" + ReasonReplaySnapshotMissing,
+		want:  "replayed refused/" + ReasonReplaySnapshotMissing,
 		trace: []string{"call replace-live", "result replace-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call replace-live", "result replace-live applied", "complete completed"})
@@ -344,7 +344,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "07" })
 			return cmd
 		},
-		want: "refused:" + workflow.ReplayPrefix + ReasonVersionMalformed, trace: traceUpdate, check: afterGenuine,
+		want: "replayed refused/" + workflow.ReplayPrefix + ReasonVersionMalformed, trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine update, the archive's read fails: unavailable",
 		setup: func(e *env) *Command {
@@ -352,7 +352,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.On(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 1), kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
-		want: "unavailable", trace: traceUpdate, check: afterGenuine,
+		want: "replayed unavailable/kubernetes", trace: traceUpdate, check: afterGenuine,
 	}, {
 		name: "a genuine existing, someone else's write since: replay-stale-resource-version",
 		setup: func(e *env) *Command {
@@ -362,20 +362,20 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			return again
 		},
-		want: "refused:" + workflow.ReplayPrefix + ReasonStale, trace: []string{"complete existing"}, check: afterGenuine,
+		want: "replayed refused/" + workflow.ReplayPrefix + ReasonStale, trace: []string{"complete existing"}, check: afterGenuine,
 	}, {
 		name: "a genuine existing restore (immutable, the target's data), the list fails: unavailable",
 		setup: func(e *env) *Command {
 			restoreSetup(e)
 			edit(e.api.Server, testName, func(s *corev1.Secret) {
 				immutable := true
-				s.Immutable, s.Data = &immutable, data("password", "v1")
+				s.Immutable, s.Data = &immutable, kubetest.Data("password", "v1")
 			})
 			cmd := genuine(e, e.restore(e.rv(), 1))
 			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
-		want: "unavailable", trace: []string{"complete existing"}, check: afterGenuine,
+		want: "replayed unavailable/kubernetes", trace: []string{"complete existing"}, check: afterGenuine,
 	}, {
 		name: "a forged delete without a live delete: replay-write-unsettled",
 		setup: func(e *env) *Command {
@@ -384,7 +384,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.forge(cmd)
 			return cmd
 		},
-		want: "refused:" + ReasonReplayWriteUnsettled, trace: []string{"complete completed"}, check: bare,
+		want: "replayed refused/" + ReasonReplayWriteUnsettled, trace: []string{"complete completed"}, check: bare,
 	}, {
 		name: "a forged delete, the live Secret edited since but still there: replay-live-present",
 		setup: func(e *env) *Command {
@@ -394,7 +394,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Labels = map[string]string{"touched": "yes"} })
 			return cmd
 		},
-		want:  "refused:" + ReasonReplayLivePresent,
+		want:  "replayed refused/" + ReasonReplayLivePresent,
 		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
 		check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
@@ -406,7 +406,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
-		want: "unavailable", check: afterGenuine,
+		want: "replayed unavailable/kubernetes", check: afterGenuine,
 	}, {
 		name: "a genuine delete without history, the list fails: unavailable",
 		setup: func(e *env) *Command {
@@ -414,7 +414,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
 		},
-		want: "unavailable", check: afterGenuine,
+		want: "replayed unavailable/kubernetes", check: afterGenuine,
 	}})
 }
 

@@ -20,11 +20,11 @@ import (
 func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	v, err := f.resolveRun(ctx, run, call)
 	if err == nil && v.Kind == workflow.Theirs && f.purges() {
-		if v.Summary == nil {
+		if v.Summary.IsZero() {
 			uid, _ := boundUID(run)
-			v.Summary = f.summaryOf(types.UID(uid), nil)
+			v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
 		}
-		v.Summary = withPurged(v.Summary, run)
+		v.Summary, err = withPurged(v.Summary, run)
 	}
 	return v, err
 }
@@ -90,11 +90,11 @@ func (f *family) resolveCreate(ctx context.Context) (workflow.Verdict, error) {
 	}
 	if f.isCreated(live) {
 		v := found(workflow.Ours, "", live)
-		v.Summary = f.summary(live, map[string]any{"version": int64(1)})
+		v.Summary = f.summary(live, summaryDetail{Version: new(int64(1))})
 		return v, nil
 	}
 	v := found(workflow.Theirs, ReasonAlreadyExists, live)
-	v.Summary = f.summary(live, nil)
+	v.Summary = f.summary(live, summaryDetail{})
 	return v, nil
 }
 
@@ -106,7 +106,11 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	if settled != nil {
 		return *settled, nil
 	}
-	name := call.Target[len("secret/"):]
+	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
+	name := t.Name
 	occupant, err := f.api.GetSnapshot(ctx, name)
 	absent := errors.Is(err, kube.ReasonNotFound)
 	if err != nil && !absent {
@@ -163,11 +167,11 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	}
 	if reason != "" {
 		v := found(workflow.Theirs, reason, occupant)
-		v.Summary = f.summary(live, map[string]any{"snapshot": name})
+		v.Summary = f.summary(live, summaryDetail{Snapshot: &name})
 		return v, nil
 	}
 	v := found(workflow.Ours, "", occupant)
-	v.Detail = map[string]any{"reused": occupant.Annotations[AnnotationActor] != want.Annotations[AnnotationActor]}
+	v.Detail = store.DetailOf(reusedDetail{Reused: occupant.Annotations[AnnotationActor] != want.Annotations[AnnotationActor]})
 	return v, nil
 }
 
@@ -175,7 +179,11 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 // (or its slot now held by another object) is absent, still there with a
 // deletionTimestamp is pending, unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	name := call.Target[len("secret/"):]
+	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
+	name := t.Name
 	s, err := f.api.GetSnapshot(ctx, name)
 	if v, settled := deleteSettled(s, err, call, "slot-reoccupied"); settled {
 		return v, nil
@@ -184,7 +192,7 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 	meta, ok := checkMeta(&s.ObjectMeta, types.UID(uid), f.cmd.Name)
 	if !ok {
 		v := found(workflow.Theirs, ReasonSnapshotInvalid, s)
-		v.Summary = f.summaryOf(types.UID(uid), nil)
+		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
 		return v, nil
 	}
 	v := found(workflow.NotApplied, "present", s)
@@ -203,7 +211,10 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 	if settled != nil {
 		return *settled, nil
 	}
-	next := callVersion(call)
+	next, err := callVersion(call)
+	if err != nil {
+		return workflow.Verdict{}, err
+	}
 	n := next - 1
 	snapName := SnapshotName(live.UID, n)
 	// A restore writes its target's data; an update writes over the state
@@ -266,15 +277,15 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 	intended := f.replacement(live, base, n)
 	if live.Annotations[AnnotationVersion] == strconv.FormatInt(next, 10) && sameData(live.Data, intended.Data) {
 		v := found(workflow.Ours, "", live)
-		extra := map[string]any{"version": next, "snapshot": snapName, "snapshotVersion": n}
+		extra := summaryDetail{Version: &next, Snapshot: &snapName, SnapshotVersion: &n}
 		if f.cmd.Kind == command.KindSecretRestore {
-			extra["restoredVersion"] = f.cmd.Version
+			extra.RestoredVersion = &f.cmd.Version
 		}
 		v.Summary = f.summary(live, extra)
 		return v, nil
 	}
 	v := found(workflow.Theirs, ReasonChangedConcurrent, live)
-	v.Summary = f.summary(live, nil)
+	v.Summary = f.summary(live, summaryDetail{})
 	return v, nil
 }
 
@@ -296,21 +307,26 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 		return &v
 	}
 	snap := SnapshotName(live.UID, n)
-	archived, ok := run.Settled(StepCreateSnapshot, "secret/"+snap)
+	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(snap).String())
 	reason := ReasonArchiveMissing
 	if ok {
 		reason = archiveProblem(inv, n, archived.By)
 	}
 	if reason != "" {
 		v := found(workflow.Theirs, reason, live)
-		v.Summary = f.summary(live, map[string]any{"snapshot": snap, "snapshotVersion": n})
+		v.Summary = f.summary(live, summaryDetail{Snapshot: &snap, SnapshotVersion: &n})
 		return &v
 	}
 	protected := []int64{n}
 	if f.cmd.Kind == command.KindSecretRestore {
 		protected = append(protected, f.cmd.Version)
 	}
-	if _, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected)); pending > 0 {
+	_, pending, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
+	if err != nil {
+		v := undetermined(err)
+		return &v
+	}
+	if pending > 0 {
 		v := workflow.Verdict{Kind: workflow.Undetermined, Reason: ReasonPrunePending, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
 			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write is not sent again until they are gone: rerun the same command", pending)}
 		return &v
@@ -340,7 +356,7 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 // is still there, unchanged in identity, for the caller to decide.
 func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
 	deletion := func(reason string, state kube.Deletion) workflow.Verdict {
-		return workflow.Verdict{Kind: workflow.Ours, Reason: reason, Detail: map[string]any{"deletion": string(state)}}
+		return workflow.Verdict{Kind: workflow.Ours, Reason: reason, Detail: store.DetailOf(deletionDetail{Deletion: state})}
 	}
 	return workflow.ResolveDelete(call, s, err, workflow.DeleteVerdicts{
 		Gone:        deletion("", kube.Deleted),

@@ -115,7 +115,11 @@ func (m *runReads) applied(r store.Record) bool {
 	if !ok {
 		return false
 	}
-	name := r.Target[len("secret/"):]
+	t, err := store.ParseTarget("", r.Target)
+	if err != nil {
+		return false // not a target this run's calls name: its reads are dropped
+	}
+	name := t.Name
 	switch r.Step {
 	case StepCreateSnapshot:
 		created := meta.DeepCopy()
@@ -126,7 +130,11 @@ func (m *runReads) applied(r store.Record) bool {
 		}
 		m.metas = append(slices.Clone(m.metas), metav1.PartialObjectMetadata{ObjectMeta: *created})
 	case StepPruneSnapshot, StepDeleteSnapshot:
-		m.metas = deleted(m.metas, name, r.Detail["deletion"] == string(kube.DeletionPending))
+		d, err := detailOf[deletionDetail](r)
+		if err != nil {
+			return false // a detail this run did not write: its reads are dropped
+		}
+		m.metas = deleted(m.metas, name, d.Deletion == kube.DeletionPending)
 	default: // the live Secret: read it again
 		m.liveRead, m.live = false, nil
 	}
@@ -162,7 +170,7 @@ func (m *runReads) calling(c *workflow.Call, meta *metav1.ObjectMeta) {
 	if meta == nil {
 		meta = &metav1.ObjectMeta{}
 	}
-	m.calls[callKey(c.Step, c.Target)] = meta.DeepCopy()
+	m.calls[callKey(c.Step, c.Target.String())] = meta.DeepCopy()
 }
 
 // answered notes what the applied answer of a call returned (a snapshot's

@@ -177,14 +177,10 @@ func (w *write) withObservation(d workflow.Decision) workflow.Decision {
 	}
 	obs := observation(w.live)
 	switch {
-	case d.Call != nil && d.Call.Observation == nil:
-		d.Call.Observation = &obs
-	case d.Complete != nil:
-		d.Complete.Records = append([]store.Record{obs}, d.Complete.Records...)
-	case d.Refuse != nil:
-		d.Refuse.Records = append([]store.Record{obs}, d.Refuse.Records...)
-	case d.End != nil:
-		d.Notes = append(d.Notes, obs)
+	case d.Call != nil, d.End != nil:
+		d.Notes = append(d.Notes, obs) // journaled last, just before the call
+	case d.Complete != nil, d.Refuse != nil:
+		d.Notes = append([]store.Record{obs}, d.Notes...) // first, before the re-read a decision holds (confirmDeleted)
 	}
 	return d
 }
@@ -235,7 +231,7 @@ func bindLive(_ context.Context, w *write) (*workflow.Decision, error) {
 // refuses one that finds anything else.
 func createdLive(_ context.Context, w *write) (*workflow.Decision, error) {
 	if w.f.isCreated(w.live) {
-		return decided(w.f.complete(workflow.OutcomeExisting, w.live, map[string]any{"version": int64(1)}))
+		return decided(w.f.complete(workflow.OutcomeExisting, w.live, summaryDetail{Version: new(int64(1))}))
 	}
 	return decided(w.f.refuse(ReasonAlreadyExists, w.live))
 }
@@ -258,7 +254,7 @@ func expectLive(ctx context.Context, w *write) (*workflow.Decision, error) {
 		return nil, err // *workflow.Unavailable
 	}
 	if applied {
-		return decided(f.complete(workflow.OutcomeExisting, w.live, nil))
+		return decided(f.complete(workflow.OutcomeExisting, w.live, summaryDetail{}))
 	}
 	return decided(f.refuse(ReasonStale, w.live))
 }
@@ -320,7 +316,7 @@ func readTarget(ctx context.Context, w *write) (*workflow.Decision, error) {
 	}
 	if live.Immutable != nil && *live.Immutable {
 		if sameData(live.Data, target.Data) {
-			return decided(f.complete(workflow.OutcomeExisting, live, map[string]any{"restoredVersion": f.cmd.Version}))
+			return decided(f.complete(workflow.OutcomeExisting, live, summaryDetail{RestoredVersion: &f.cmd.Version}))
 		}
 		return decided(f.refuse(ReasonImmutable, live))
 	}
@@ -350,7 +346,7 @@ func checkSlots(ctx context.Context, w *write) (*workflow.Decision, error) {
 // settled that create already.
 func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
 	w.snap = snapshotOf(w.live, w.n, w.run.Op.CreatedAt, w.f.actor())
-	if _, ok := w.run.Settled(StepCreateSnapshot, "secret/"+w.snap.Name); ok {
+	if _, ok := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name).String()); ok {
 		return nil, nil
 	}
 	return decided(workflow.Decision{Call: w.f.snapshotCall(w.live, w.snap)})
@@ -362,12 +358,16 @@ func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
 // is never re-created). The decision that sends the live write reads the
 // archive again first (runReads.confirm).
 func checkArchive(ctx context.Context, w *write) (*workflow.Decision, error) {
-	archived, _ := w.run.Settled(StepCreateSnapshot, "secret/"+w.snap.Name)
+	archived, _ := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name).String())
 	if w.seen != nil && w.seen.confirming {
 		if err := w.seen.confirm(ctx, w.f.api, w.snap.Name); err != nil {
 			return nil, err
 		}
-		inv := classify(w.seen.metas, w.live, provenanceOf(w.seen.journal, w.run, w.live.UID))
+		prov, err := provenanceOf(w.seen.journal, w.run, w.live.UID)
+		if err != nil {
+			return nil, err
+		}
+		inv := classify(w.seen.metas, w.live, prov)
 		w.inv, w.reads.inv = inv, &inv
 	}
 	if reason := archiveProblem(w.inv, w.n, archived.By); reason != "" {
@@ -415,7 +415,7 @@ func deleteLive(_ context.Context, w *write) (*workflow.Decision, error) {
 // confirmDelete decides once the live delete is settled: the live Secret is
 // read again and reported deleted or pending (confirmDeleted).
 func confirmDelete(ctx context.Context, w *write) (*workflow.Decision, error) {
-	if _, ok := w.run.Settled(StepDeleteLive, w.f.liveTarget()); !ok {
+	if _, ok := w.run.Settled(StepDeleteLive, w.f.liveTarget().String()); !ok {
 		return nil, nil
 	}
 	d, err := w.f.confirmDeleted(ctx, w.run)

@@ -121,18 +121,17 @@ func plan(cmd *Command, api secrets, limit int) workflow.Plan {
 // prepareDetail is the preparation record's detail: key names and
 // versions, never values (MaxUpdateKeys keeps it within the journal's
 // limit).
-func prepareDetail(cmd *Command) map[string]any {
-	detail := map[string]any{"expectedResourceVersion": cmd.ExpectedResourceVersion}
+func prepareDetail(cmd *Command) store.Detail {
+	detail := preparationDetail{ExpectedResourceVersion: cmd.ExpectedResourceVersion}
 	switch cmd.Kind {
 	case command.KindSecretUpdate:
-		detail["keys"] = sortedKeys(cmd.Data)
-		detail["removeKeys"] = cmd.RemoveKeys
+		detail.UpdateKeys = &UpdateKeys{Keys: sortedKeys(cmd.Data), RemoveKeys: cmd.RemoveKeys}
 	case command.KindSecretRestore:
-		detail["version"] = cmd.Version
+		detail.Version = &cmd.Version
 	case command.KindSecretDelete:
-		detail["keepHistory"] = cmd.KeepHistory
+		detail.KeepHistory = &cmd.KeepHistory
 	}
-	return detail
+	return store.DetailOf(detail)
 }
 
 // AccessMatrix is what an identity running versioned writes must and must
@@ -195,7 +194,12 @@ type family struct {
 // the records of every operation on this Secret.
 func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
-func (f *family) liveTarget() string { return "secret/" + f.cmd.Name }
+// liveTarget is the live Secret; secretTarget a Secret of the history.
+func (f *family) liveTarget() store.Target { return f.secretTarget(f.cmd.Name) }
+
+func (f *family) secretTarget(name string) store.Target {
+	return store.SecretTarget(f.cmd.Namespace, name)
+}
 
 // reads is what one Decide or one Resolve call reads with. A decision
 // reuses what its run has read already (seen: one read of the live Secret
@@ -270,9 +274,9 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 		// live delete, its refusal says which versions are already gone.
 		switch {
 		case d.Refuse != nil:
-			d.Refuse.Summary = withPurged(d.Refuse.Summary, run)
+			d.Refuse.Summary, err = withPurged(d.Refuse.Summary, run)
 		case d.Call != nil && d.Call.Step == StepDeleteLive:
-			d.Call.Summary = withPurged(d.Call.Summary, run)
+			d.Call.Summary, err = withPurged(d.Call.Summary, run)
 		}
 	}
 	return d, err
@@ -284,17 +288,17 @@ func (f *family) purges() bool { return f.cmd.Kind == command.KindSecretDelete &
 
 // withPurged adds to summary the versions whose snapshots this operation's
 // purge deleted ("purgedVersions", oldest first; empty when none).
-func withPurged(summary map[string]any, run *workflow.Run) map[string]any {
-	out := map[string]any{"purgedVersions": purgedVersions(run)}
-	for k, v := range summary {
-		out[k] = v
+func withPurged(summary store.Detail, run *workflow.Run) (store.Detail, error) {
+	purged, err := purgedVersions(run)
+	if err != nil {
+		return store.Detail{}, err
 	}
-	return out
+	return store.Merge(store.DetailOf(purgedDetail{PurgedVersions: purged}), summary), nil
 }
 
 // purgedVersions lists the versions of the snapshots whose delete-snapshot
 // call the journal settled as done.
-func purgedVersions(run *workflow.Run) []int64 {
+func purgedVersions(run *workflow.Run) ([]int64, error) {
 	out := []int64{}
 	seen := map[string]bool{}
 	for _, r := range run.Records {
@@ -303,11 +307,15 @@ func purgedVersions(run *workflow.Run) []int64 {
 		}
 		seen[r.Target] = true
 		if done, ok := run.Settled(r.Step, r.Target); ok {
-			out = append(out, callVersion(done.Call))
+			v, err := callVersion(done.Call)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return out, nil
 }
 
 // checkSlots refuses a write while a slot at or above the live counter n is
@@ -325,7 +333,7 @@ func (f *family) checkSlots(live *corev1.Secret, inv inventory, n int64) (workfl
 			continue
 		}
 		if o.Reason == ForeignUnsettled {
-			return f.refuseWith(ReasonCounterBehind, live, map[string]any{"liveVersion": n, "newestVersion": o.Version}), true
+			return f.refuseWith(ReasonCounterBehind, live, summaryDetail{LiveVersion: &n, NewestVersion: &o.Version}), true
 		}
 		count++
 		if len(names) < maxListed {
@@ -334,12 +342,12 @@ func (f *family) checkSlots(live *corev1.Secret, inv inventory, n int64) (workfl
 		highest = max(highest, o.Version)
 	}
 	if count > 0 {
-		return f.refuseWith(ReasonSlotOccupied, live, map[string]any{
-			"liveVersion": n, "occupied": names, "occupiedCount": count, "highestOccupied": highest,
+		return f.refuseWith(ReasonSlotOccupied, live, summaryDetail{
+			LiveVersion: &n, Occupied: &names, OccupiedCount: &count, HighestOccupied: &highest,
 		}), true
 	}
 	if last := len(inv.genuine); last > 0 && inv.genuine[last-1].Version > n {
-		return f.refuseWith(ReasonCounterBehind, live, map[string]any{"liveVersion": n, "newestVersion": inv.genuine[last-1].Version}), true
+		return f.refuseWith(ReasonCounterBehind, live, summaryDetail{LiveVersion: &n, NewestVersion: &inv.genuine[last-1].Version}), true
 	}
 	return workflow.Decision{}, false
 }
@@ -371,7 +379,10 @@ func archiveProblem(inv inventory, n int64, rec store.Record) string {
 // read that saw it is journaled; rerunning the same command checks again
 // and completes once it is gone.
 func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, protected []int64) (workflow.Decision, bool) {
-	call, pending := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
+	call, pending, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
+	if err != nil {
+		return workflow.Decision{End: err}, false
+	}
 	if call != nil {
 		return workflow.Decision{Call: call}, false
 	}
@@ -405,19 +416,26 @@ func (f *family) victims(inv inventory, protected []int64) []Snapshot {
 // terminating one, is pending; one settled as deleted yet listed is a dry
 // run's planned delete; the first of the rest is the next delete call (nil
 // when there is none).
-func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, snapshots []Snapshot) (*workflow.Call, int) {
+func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, snapshots []Snapshot) (*workflow.Call, int, error) {
 	pending := 0
 	for _, s := range snapshots {
-		done, ok := run.Settled(step, "secret/"+s.Name)
+		done, ok := run.Settled(step, f.secretTarget(s.Name).String())
+		var by deletionDetail
+		if ok {
+			var err error
+			if by, err = detailOf[deletionDetail](done.By); err != nil {
+				return nil, 0, err
+			}
+		}
 		switch {
-		case ok && done.By.Detail["deletion"] != string(kube.DeletionPending):
+		case ok && by.Deletion != kube.DeletionPending:
 		case ok, s.Terminating:
 			pending++
 		default:
-			return f.deleteSnapshotCall(step, liveUID, s), pending
+			return f.deleteSnapshotCall(step, liveUID, s), pending, nil
 		}
 	}
-	return nil, pending
+	return nil, pending, nil
 }
 
 // purge deletes every snapshot keyledger made for the live UID, then
@@ -430,7 +448,10 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 // *workflow.Uncertain (Decision.End, exit 75); rerunning the same command
 // checks again.
 func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
-	call, _ := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
+	call, _, err := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
+	if err != nil {
+		return workflow.Decision{End: err}, false
+	}
 	if call != nil {
 		return workflow.Decision{Call: call}, false
 	}
@@ -454,7 +475,11 @@ func (r *reads) inventory(ctx context.Context, live *corev1.Secret) (inventory, 
 		if err != nil {
 			return inventory{}, err
 		}
-		inv = classify(metas, live, provenanceOf(journal, r.run, live.UID))
+		prov, err := provenanceOf(journal, r.run, live.UID)
+		if err != nil {
+			return inventory{}, err
+		}
+		inv = classify(metas, live, prov)
 	} else {
 		var err error
 		if inv, err = readInventory(ctx, r.f, r.run, live); err != nil {
@@ -598,20 +623,21 @@ func (f *family) replacement(live *corev1.Secret, base map[string][]byte, n int6
 }
 
 func (f *family) refuse(reason string, s *corev1.Secret) workflow.Decision {
-	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: f.summary(s, nil)}}
+	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: f.summary(s, summaryDetail{})}}
 }
 
-func (f *family) refuseWith(reason string, s *corev1.Secret, extra map[string]any) workflow.Decision {
+func (f *family) refuseWith(reason string, s *corev1.Secret, extra summaryDetail) workflow.Decision {
 	return workflow.Decision{Refuse: &workflow.Refusal{Reason: reason, Summary: f.summary(s, extra)}}
 }
 
-func (f *family) complete(outcome workflow.Outcome, s *corev1.Secret, extra map[string]any) workflow.Decision {
+func (f *family) complete(outcome workflow.Outcome, s *corev1.Secret, extra summaryDetail) workflow.Decision {
 	return workflow.Decision{Complete: &workflow.Completion{Outcome: outcome, Summary: f.summary(s, extra)}}
 }
 
 // summary is the content-free description printed on stdout and stored in
-// the completion or refusal record: identity, versions, names and counts.
-func (f *family) summary(s *corev1.Secret, extra map[string]any) map[string]any {
+// the completion or refusal record: identity, versions, names and counts
+// (extra, with the live Secret named here).
+func (f *family) summary(s *corev1.Secret, extra summaryDetail) store.Detail {
 	var uid types.UID
 	if s != nil {
 		uid = s.UID
@@ -620,28 +646,20 @@ func (f *family) summary(s *corev1.Secret, extra map[string]any) map[string]any 
 }
 
 // summaryOf is summary for the live Secret of uid ("" when there is none).
-func (f *family) summaryOf(uid types.UID, extra map[string]any) map[string]any {
-	out := map[string]any{"secret": map[string]any{"namespace": f.cmd.Namespace, "name": f.cmd.Name}}
-	if uid != "" {
-		out["secret"] = map[string]any{"namespace": f.cmd.Namespace, "name": f.cmd.Name, "uid": string(uid)}
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
+func (f *family) summaryOf(uid types.UID, extra summaryDetail) store.Detail {
+	extra.Secret = secretRef{Namespace: f.cmd.Namespace, Name: f.cmd.Name, UID: string(uid)}
+	return store.DetailOf(extra)
 }
 
 // observation records what a read of the live Secret showed: identity,
 // version counter, type and how many keys; never values.
 func observation(s *corev1.Secret) store.Record {
-	detail := map[string]any{"keys": len(s.Data), "type": string(s.Type)}
+	detail := liveReadDetail{Keys: len(s.Data), Type: string(s.Type), Terminating: s.DeletionTimestamp != nil}
 	if n, err := CurrentVersion(s.Annotations[AnnotationVersion], hasKey(s.Annotations, AnnotationVersion)); err == nil {
-		detail["version"] = n
+		detail.Version = &n
 	}
-	if s.DeletionTimestamp != nil {
-		detail["terminating"] = true
-	}
-	return store.Record{Kind: store.RecordObservation, Step: StepReadLive, UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: detail}
+	return store.Record{Kind: store.RecordObservation, Step: StepReadLive, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Detail: store.DetailOf(detail)}
 }
 
 // observed reports whether the newest read-live observation journaled for
@@ -677,17 +695,10 @@ func intentDigest(cmd *Command, uid, rv string, version int64) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// callVersion is the version a call's detail names ("version"): an int64
-// in the record this process built, a float64 once read back from the
-// journal.
-func callVersion(call store.Record) int64 {
-	switch v := call.Detail["version"].(type) {
-	case int64:
-		return v
-	case float64:
-		return int64(v)
-	}
-	return 0
+// callVersion is the version a call's detail names.
+func callVersion(call store.Record) (int64, error) {
+	d, err := detailOf[versionDetail](call)
+	return d.Version, err
 }
 
 func hasKey(m map[string]string, k string) bool {

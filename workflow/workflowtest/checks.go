@@ -152,14 +152,7 @@ func checkRecords(e *entry, records []store.Record, t time.Time) ([]stored, erro
 }
 
 func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
-	detail := r.Detail
-	if detail == nil {
-		detail = map[string]any{}
-	}
-	raw, err := json.Marshal(detail)
-	if err != nil {
-		return stored{}, fmt.Errorf("encoding %s record detail: %w", r.Kind, err)
-	}
+	raw := r.Detail.JSON()
 	appending := fmt.Sprintf("appending %s record", r.Kind)
 	call := r.Kind == store.RecordAuthorityCall
 	if r.Attempt > math.MaxInt32 || call && (r.Batch > math.MaxInt32 || r.Batch < math.MinInt32) {
@@ -206,8 +199,8 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 			return stored{}, fmt.Errorf("%s: %w", appending, violated(sqlUniqueViolation, unique))
 		}
 	}
-	r.ID, r.Detail, r.CreatedAt = 0, nil, t
-	return stored{r: r, detail: raw}, nil
+	r.ID, r.CreatedAt = 0, t
+	return stored{r: r}, nil
 }
 
 // jsonbTextSize is the length in bytes of raw (a JSON object) as

@@ -2,7 +2,6 @@ package workflowtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -54,10 +53,10 @@ type entry struct {
 	records []stored
 }
 
-// stored is a record as the journal holds it: the detail as JSON.
+// stored is a record as the journal holds it (its detail is a
+// store.Detail, canonical JSON, as PostgreSQL's jsonb reads back).
 type stored struct {
-	r      store.Record // Detail is nil
-	detail []byte
+	r store.Record
 }
 
 var _ workflow.Store = (*Journal)(nil)
@@ -192,7 +191,7 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 		return nil, false, fmt.Errorf("reading the command's runs: %w", err)
 	}
 	t := j.now()
-	detail := map[string]any{}
+	var lineage store.RunLineage
 	var latestOp *store.Operation
 	if latest := j.latestRun(p.MutationID); latest != nil {
 		if latest.op.Kind != p.Kind || latest.op.Namespace != p.Namespace || latest.op.Name != p.Name {
@@ -202,7 +201,7 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 		closing := ""
 		switch {
 		case latest.op.CommandDigest != p.CommandDigest:
-			detail["supersedes"] = latest.op.CommandDigest
+			lineage.Supersedes = latest.op.CommandDigest
 			if !latest.op.State.Terminal() {
 				closing = store.ReasonPlanSuperseded
 			}
@@ -217,7 +216,7 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 			closing = exceeded(p.Bound, resumes, t.Sub(latest.op.CreatedAt))
 			if closing == "" {
 				j.append(latest, t, store.Record{Kind: store.RecordObservation, Step: store.StepResumeRun,
-					Detail: map[string]any{"resume": resumes + 1}})
+					Detail: store.DetailOf(store.ResumeDetail{Resume: resumes + 1})})
 				j.txs++
 				o := latest.op
 				return &o, false, nil
@@ -228,13 +227,13 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 			final := t
 			latest.op.FinalizedAt = &final
 			j.append(latest, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: closing,
-				Detail: map[string]any{"outcome": "refused", "reason": closing}})
+				Detail: store.DetailOf(store.CloseRunDetail{Outcome: "refused", Reason: closing})})
 			if closing != store.ReasonPlanSuperseded {
-				detail["replaces"], detail["replacedBecause"] = latest.op.MutationID, closing
+				lineage.Replaces, lineage.ReplacedBecause = latest.op.MutationID, closing
 			}
 		}
 	}
-	commit, op, created, err := j.prepareIn(store.RunPreparation(p, store.NextRun(p.MutationID, latestOp), detail), t)
+	commit, op, created, err := j.prepareIn(store.RunPreparation(p, store.NextRun(p.MutationID, latestOp), lineage), t)
 	if err != nil {
 		return nil, false, err
 	}
@@ -262,9 +261,8 @@ func (j *Journal) latestRun(id string) *entry {
 
 // append adds r to e as one move in its state (the revision moves on).
 func (j *Journal) append(e *entry, t time.Time, r store.Record) {
-	b, _ := json.Marshal(r.Detail)
-	r.Detail, r.CreatedAt = nil, t
-	e.records = append(e.records, stored{r: r, detail: b})
+	r.CreatedAt = t
+	e.records = append(e.records, stored{r: r})
 	e.op.Revision++
 	e.op.UpdatedAt = t
 	j.stamp(e.records)
@@ -483,15 +481,8 @@ func (j *Journal) StepRecords(ctx context.Context, p store.StepRecordsParams) ([
 	return out, nil
 }
 
-// record returns a copy of s with its detail decoded afresh.
-func (s stored) record() store.Record {
-	r := s.r
-	if err := json.Unmarshal(s.detail, &r.Detail); err != nil {
-		// The journal encoded it itself: it cannot be malformed.
-		panic(fmt.Sprintf("workflowtest: decoding record %d detail: %v", r.ID, err))
-	}
-	return r
-}
+// record returns a copy of s (a store.Detail is immutable).
+func (s stored) record() store.Record { return s.r }
 
 // firstErr returns the first error that is not nil: PostgreSQL reports
 // the first parameter or constraint that fails.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow"
 )
 
 func prep(mutation string, n int) store.PrepareParams {
@@ -97,9 +98,9 @@ func TestTransitionIsACompareAndSet(t *testing.T) {
 		{"call without attempt", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
 			Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "x"}}}, nil, "23514"},
 		{"detail with NUL", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
-			Records: []store.Record{{Kind: store.RecordObservation, Step: "x", Detail: map[string]any{"a": "\x00"}}}}, nil, "22P05"},
+			Records: []store.Record{{Kind: store.RecordObservation, Step: "x", Detail: store.DetailOf(map[string]any{"a": "\x00"})}}}, nil, "22P05"},
 		{"detail too large", store.TransitionParams{From: store.StateCalling, To: store.StateCalling, Revision: 1,
-			Records: []store.Record{{Kind: store.RecordObservation, Step: "x", Detail: map[string]any{"a": strings.Repeat("x", 16384)}}}}, nil, "23514"},
+			Records: []store.Record{{Kind: store.RecordObservation, Step: "x", Detail: store.DetailOf(map[string]any{"a": strings.Repeat("x", 16384)})}}}, nil, "23514"},
 	}
 	for _, r := range refusals {
 		r.p.OperationID = op.ID
@@ -143,19 +144,17 @@ func TestSnapshotCopiesAndDecodesAsJSON(t *testing.T) {
 	require.NoError(t, err)
 	detail := map[string]any{"count": 3, "names": []string{"a"}}
 	_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StatePrepared,
-		Records: []store.Record{{Kind: store.RecordObservation, Step: "read", Detail: detail}}})
+		Records: []store.Record{{Kind: store.RecordObservation, Step: "read", Detail: store.DetailOf(detail)}}})
 	require.NoError(t, err)
 	detail["count"] = 4
 	got, records, err := j.Snapshot(ctx, "m")
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"count": float64(3), "names": []any{"a"}}, records[1].Detail)
-	records[1].Detail["count"] = 5
+	require.JSONEq(t, `{"count": 3, "names": ["a"]}`, records[1].Detail.String())
 	got.State = store.StateRefused
-	again, records, err := j.Snapshot(ctx, "m")
+	again, _, err := j.Snapshot(ctx, "m")
 	require.NoError(t, err)
-	require.Equal(t, float64(3), records[1].Detail["count"])
 	require.Equal(t, store.StatePrepared, again.State)
-	require.Equal(t, map[string]any{}, records[0].Detail, "no detail reads back as an empty object")
+	require.Equal(t, "{}", records[0].Detail.String(), "no detail reads back as an empty object")
 	require.Less(t, records[0].ID, records[1].ID)
 }
 
@@ -182,7 +181,7 @@ func TestPrepareRunNumbersAndResumesRuns(t *testing.T) {
 	require.Equal(t, "plan:run-2", second.MutationID)
 	_, records, err := j.Snapshot(ctx, "plan:run-2")
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"command": "plan", "run": float64(2)}, records[0].Detail)
+	require.JSONEq(t, `{"command": "plan", "run": 2}`, records[0].Detail.String())
 	other := prep("plan", 1)
 	other.Name = "another-owner"
 	_, _, err = j.PrepareRun(ctx, other)
@@ -199,7 +198,9 @@ func TestPrepareRunNumbersAndResumesRuns(t *testing.T) {
 	require.Equal(t, store.ReasonPlanSuperseded, closed.Reason)
 	_, records, err = j.Snapshot(ctx, "plan:run-3")
 	require.NoError(t, err)
-	require.Equal(t, prep("plan", 1).CommandDigest, records[0].Detail["supersedes"])
+	lineage, err := store.DecodeDetail[store.RunLineage](records[0].Detail)
+	require.NoError(t, err)
+	require.Equal(t, prep("plan", 1).CommandDigest, lineage.Supersedes)
 	runs, err := j.Runs(ctx, "plan")
 	require.NoError(t, err)
 	require.Len(t, runs, 3)
@@ -232,7 +233,9 @@ func TestPrepareRunBound(t *testing.T) {
 	require.Equal(t, store.RecordRefusal, records[len(records)-1].Kind)
 	_, records, err = j.Snapshot(ctx, "plan:run-2")
 	require.NoError(t, err)
-	require.Equal(t, "plan:run-1", records[0].Detail["replaces"])
+	lineage, err := store.DecodeDetail[store.RunLineage](records[0].Detail)
+	require.NoError(t, err)
+	require.Equal(t, "plan:run-1", lineage.Replaces)
 
 	aged := prep("aged", 1)
 	aged.Bound = store.RunBound{MaxAge: time.Nanosecond}
@@ -280,7 +283,7 @@ func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {
 		_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
 			Records: []store.Record{
 				{Kind: store.RecordObservation, Step: "snapshot"},
-				{Kind: store.RecordAuthorityCall, Step: "snapshot", Attempt: 1, UID: uid, Detail: map[string]any{"n": i}},
+				{Kind: store.RecordAuthorityCall, Step: "snapshot", Attempt: 1, UID: uid, Detail: store.DetailOf(map[string]any{"n": i})},
 				{Kind: store.RecordAuthorityCall, Step: "other", Attempt: 1, UID: uid},
 			}})
 		require.NoError(t, err)
@@ -290,7 +293,7 @@ func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {
 	require.Len(t, groups, 2)
 	for i, g := range groups {
 		require.Len(t, g, 2)
-		require.Equal(t, float64(2*i), g[1].Detail["n"])
+		require.JSONEq(t, fmt.Sprintf(`{"n": %d}`, 2*i), g[1].Detail.String())
 	}
 	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-c"})
 	require.NoError(t, err)
@@ -350,4 +353,18 @@ func TestNumericTextPrintsAsPostgreSQL(t *testing.T) {
 	n, err := jsonbTextSize([]byte(`{"a":1,"bb":[true,null,"x\n"]}`))
 	require.NoError(t, err)
 	require.Equal(t, len(`{"a": 1, "bb": [true, null, "x\n"]}`), n)
+}
+
+// Ending spells every way a run ends once.
+func TestEnding(t *testing.T) {
+	t.Parallel()
+	done := &workflow.Result{Outcome: workflow.OutcomeCompleted}
+	require.Equal(t, "completed", Ending(done, nil))
+	require.Equal(t, "replayed existing", Ending(&workflow.Result{Outcome: workflow.OutcomeExisting, Replayed: true}, nil))
+	require.Equal(t, "refused/key-active", Ending(&workflow.Result{Outcome: workflow.OutcomeRefused}, fmt.Errorf("run: %w", &workflow.Refused{Reason: "key-active"})))
+	require.Equal(t, "uncertain/interrupted", Ending(nil, &workflow.Uncertain{Reason: "interrupted"}))
+	require.Equal(t, "unavailable/kubernetes", Ending(nil, &workflow.Unavailable{Dependency: "kubernetes"}))
+	require.Equal(t, "error: boom", Ending(nil, errors.New("boom")))
+	require.Equal(t, "error: no result", Ending(nil, nil))
+	require.Equal(t, "refused/x (result says completed)", Ending(done, &workflow.Refused{Reason: "x"}), "a Result that disagrees shows")
 }

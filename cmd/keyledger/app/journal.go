@@ -166,19 +166,19 @@ type operationJSON struct {
 }
 
 type recordJSON struct {
-	Kind            string         `json:"kind"`
-	Step            string         `json:"step"`
-	Target          string         `json:"target,omitempty"`
-	Attempt         int            `json:"attempt,omitempty"`
-	Batch           int            `json:"batch,omitempty"`
-	Final           bool           `json:"final,omitempty"`
-	UID             string         `json:"uid,omitempty"`
-	ResourceVersion string         `json:"resourceVersion,omitempty"`
-	Digest          string         `json:"digest,omitempty"`
-	Status          string         `json:"status,omitempty"`
-	Reason          string         `json:"reason,omitempty"`
-	Detail          map[string]any `json:"detail,omitempty"`
-	CreatedAt       time.Time      `json:"createdAt"`
+	Kind            string          `json:"kind"`
+	Step            string          `json:"step"`
+	Target          string          `json:"target,omitempty"`
+	Attempt         int             `json:"attempt,omitempty"`
+	Batch           int             `json:"batch,omitempty"`
+	Final           bool            `json:"final,omitempty"`
+	UID             string          `json:"uid,omitempty"`
+	ResourceVersion string          `json:"resourceVersion,omitempty"`
+	Digest          string          `json:"digest,omitempty"`
+	Status          string          `json:"status,omitempty"`
+	Reason          string          `json:"reason,omitempty"`
+	Detail          json.RawMessage `json:"detail,omitempty"`
+	CreatedAt       time.Time       `json:"createdAt"`
 }
 
 func toJSON(op *store.Operation, records []store.Record) operationJSON {
@@ -193,7 +193,7 @@ func toJSON(op *store.Operation, records []store.Record) operationJSON {
 	for _, r := range records {
 		out.Records = append(out.Records, recordJSON{
 			Kind: string(r.Kind), Step: r.Step, Target: r.Target, Attempt: r.Attempt, Batch: r.Batch, Final: r.Final, UID: r.UID,
-			ResourceVersion: r.ResourceVersion, Digest: r.Digest, Status: r.Status, Reason: r.Reason, Detail: r.Detail, CreatedAt: r.CreatedAt,
+			ResourceVersion: r.ResourceVersion, Digest: r.Digest, Status: r.Status, Reason: r.Reason, Detail: detailJSON(r.Detail), CreatedAt: r.CreatedAt,
 		})
 	}
 	return out
@@ -267,11 +267,7 @@ func printOperation(streams IOStreams, output string, op *store.Operation, recor
 				batch += " final"
 			}
 		}
-		detail := "-"
-		if len(r.Detail) > 0 {
-			b, _ := json.Marshal(r.Detail)
-			detail = string(b)
-		}
+		detail := detailText(detailJSON(r.Detail))
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, dash(r.Target), attempt, batch, dash(shortUID(r.UID)),
 			dash(r.ResourceVersion), dash(r.Status), dash(r.Reason), detail)
 	}

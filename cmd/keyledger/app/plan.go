@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/keyledger/keyledger/store"
@@ -71,57 +70,43 @@ type planJSON struct {
 	Calls []plannedCall `json:"calls"`
 	// Outcome, Reason and Summary: the ending if every call is applied as
 	// intended (empty when Stopped).
-	Outcome string         `json:"outcome,omitempty"`
-	Reason  string         `json:"reason,omitempty"`
-	Summary map[string]any `json:"summary,omitempty"`
-	Stopped string         `json:"stopped,omitempty"`
+	Outcome string          `json:"outcome,omitempty"`
+	Reason  string          `json:"reason,omitempty"`
+	Summary json.RawMessage `json:"summary,omitempty"`
+	Stopped string          `json:"stopped,omitempty"`
 	// Writes is always 0: plan writes nothing, not even to the journal.
 	Writes int `json:"writes"`
 }
 
 type plannedCall struct {
-	Batch           int            `json:"batch"`
-	Verb            string         `json:"verb"`
-	Step            string         `json:"step"`
-	Target          string         `json:"target"`
-	UID             string         `json:"uid,omitempty"`
-	ResourceVersion string         `json:"resourceVersion,omitempty"`
-	Digest          string         `json:"digest,omitempty"`
-	Final           bool           `json:"final,omitempty"`
-	Detail          map[string]any `json:"detail,omitempty"`
+	Batch           int             `json:"batch"`
+	Verb            string          `json:"verb"`
+	Step            string          `json:"step"`
+	Target          string          `json:"target"`
+	UID             string          `json:"uid,omitempty"`
+	ResourceVersion string          `json:"resourceVersion,omitempty"`
+	Digest          string          `json:"digest,omitempty"`
+	Final           bool            `json:"final,omitempty"`
+	Detail          json.RawMessage `json:"detail,omitempty"`
 	// Answer is what the dry run took as the call's answer: "applied", or
 	// what a read showed it would answer (already-exists: a 409, no write).
 	Answer string `json:"answer"`
 }
 
 type plannedRecord struct {
-	Kind            string         `json:"kind"`
-	Step            string         `json:"step"`
-	Target          string         `json:"target,omitempty"`
-	UID             string         `json:"uid,omitempty"`
-	ResourceVersion string         `json:"resourceVersion,omitempty"`
-	Status          string         `json:"status,omitempty"`
-	Reason          string         `json:"reason,omitempty"`
-	Detail          map[string]any `json:"detail,omitempty"`
-}
-
-// verbOf is the API verb of a call from its step name (steps begin with
-// their verb: create-secret, patch-secret, replace-keyring, delete-pod;
-// orphan-external-secret and prune-snapshot are deletes).
-func verbOf(step string) string {
-	verb, _, _ := strings.Cut(step, "-")
-	switch verb {
-	case "replace":
-		return "update"
-	case "orphan", "prune":
-		return "delete"
-	}
-	return verb
+	Kind            string          `json:"kind"`
+	Step            string          `json:"step"`
+	Target          string          `json:"target,omitempty"`
+	UID             string          `json:"uid,omitempty"`
+	ResourceVersion string          `json:"resourceVersion,omitempty"`
+	Status          string          `json:"status,omitempty"`
+	Reason          string          `json:"reason,omitempty"`
+	Detail          json.RawMessage `json:"detail,omitempty"`
 }
 
 func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 	out := planJSON{Kind: pr.kind, MutationID: pr.mutationID, Operation: res.Operation, Journal: res.Journal, Replay: res.Replay,
-		Outcome: string(res.Outcome), Reason: res.Reason, Summary: res.Summary, Stopped: res.Stopped,
+		Outcome: string(res.Outcome), Reason: res.Reason, Summary: detailJSON(res.Summary), Stopped: res.Stopped,
 		Reads: []plannedRecord{}, Calls: []plannedCall{}}
 	for i, r := range res.Records {
 		switch r.Kind {
@@ -135,11 +120,11 @@ func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 					break
 				}
 			}
-			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: verbOf(r.Step), Step: r.Step, Target: r.Target,
-				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: r.Final, Detail: r.Detail, Answer: answer})
+			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: string(res.Verb(r)), Step: r.Step, Target: r.Target,
+				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: r.Final, Detail: detailJSON(r.Detail), Answer: answer})
 		case store.RecordObservation, store.RecordProbe, store.RecordResolution:
 			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target, UID: r.UID,
-				ResourceVersion: r.ResourceVersion, Status: r.Status, Reason: r.Reason, Detail: r.Detail})
+				ResourceVersion: r.ResourceVersion, Status: r.Status, Reason: r.Reason, Detail: detailJSON(r.Detail)})
 		}
 	}
 	return out
@@ -197,11 +182,19 @@ func printPlan(w io.Writer, p planJSON) error {
 	return nil
 }
 
-// detailText prints a detail map as JSON with sorted keys, "-" when empty.
-func detailText(d map[string]any) string {
+// detailJSON is a record detail as printed (canonical JSON: keys sorted),
+// nil (left out) when empty.
+func detailJSON(d store.Detail) json.RawMessage {
+	if d.IsZero() {
+		return nil
+	}
+	return d.JSON()
+}
+
+// detailText prints a detail as JSON with sorted keys, "-" when empty.
+func detailText(d json.RawMessage) string {
 	if len(d) == 0 {
 		return "-"
 	}
-	b, _ := json.Marshal(d) // encoding/json sorts map keys
-	return string(b)
+	return string(d)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/phase"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -28,8 +29,8 @@ type outcomeLine struct {
 	Reason     string `json:"reason,omitempty"`
 	// Error is a content-free message for outcomes without a journal entry
 	// (invalid command, unavailable dependency, permission mismatch).
-	Error   string         `json:"error,omitempty"`
-	Summary map[string]any `json:"-"`
+	Error   string       `json:"error,omitempty"`
+	Summary store.Detail `json:"-"`
 }
 
 // outcomeKeys are the members of stdout's line that keyledger writes
@@ -43,9 +44,13 @@ var outcomeKeys = map[string]bool{"outcome": true, "kind": true, "mutationId": t
 // family writes one (their detail keys are content-free facts such as
 // secret, generation, run), so one is forged or a bug, and a renamed copy
 // would still put its words on stdout.
-func summaryFields(summary map[string]any) (fields map[string]any, dropped int) {
-	fields = make(map[string]any, len(summary))
-	for k, v := range summary {
+func summaryFields(summary store.Detail) (fields map[string]json.RawMessage, dropped int) {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(summary.JSON(), &all); err != nil {
+		return map[string]json.RawMessage{}, 0 // unreachable: a detail is a JSON object
+	}
+	fields = make(map[string]json.RawMessage, len(all))
+	for k, v := range all {
 		if outcomeKeys[k] {
 			dropped++
 			continue
@@ -57,12 +62,12 @@ func summaryFields(summary map[string]any) (fields map[string]any, dropped int) 
 
 func (l outcomeLine) MarshalJSON() ([]byte, error) {
 	out, _ := summaryFields(l.Summary)
-	out["outcome"] = l.Outcome
 	set := func(k, v string) {
 		if v != "" {
-			out[k] = v
+			out[k], _ = json.Marshal(v)
 		}
 	}
+	out["outcome"], _ = json.Marshal(l.Outcome)
 	set("kind", l.Kind)
 	set("mutationId", l.MutationID)
 	set("reason", l.Reason)
@@ -106,7 +111,9 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	}
 	// Everything is validated before the kubeconfig is loaded or any
 	// connection is made: the file, its family's fields, the environment.
+	endPhase := phase.Begin("configuration: command file")
 	pr, err := prepareRun(fs.Arg(0), &flags)
+	endPhase()
 	if pr != nil {
 		line.Kind, line.MutationID = pr.kind, pr.mutationID
 	}
@@ -115,9 +122,11 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	}
 
 	var counter kube.Counter
+	endPhase = phase.Begin("configuration: cluster client")
 	deps, plan, release, err := pr.connect(&flags, log, func(rt http.RoundTripper) http.RoundTripper {
-		return counter.Wrap(faultWrap(rt))
+		return phase.Wrap(counter.Wrap(faultWrap(rt)), kube.RequestName)
 	})
+	endPhase()
 	if err != nil {
 		return err
 	}

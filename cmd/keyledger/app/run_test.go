@@ -5,14 +5,16 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
 )
 
 // A journaled ending's detail never overrides the words keyledger writes on
 // stdout: its colliding keys are dropped, its other keys kept.
 func TestOutcomeLineSummaryCannotOverride(t *testing.T) {
 	t.Parallel()
-	forged := map[string]any{"outcome": "forged-outcome", "kind": "forged-kind", "mutationId": "forged-mutation",
-		"reason": "forged-reason", "error": "forged-error", "generation": 5.0}
+	forged := store.DetailOf(map[string]any{"outcome": "forged-outcome", "kind": "forged-kind", "mutationId": "forged-mutation",
+		"reason": "forged-reason", "error": "forged-error", "generation": 5.0})
 	cases := map[string]outcomeLine{
 		"every word set": {Kind: "KeyRetirement", MutationID: "mut-7", Outcome: "existing", Reason: "real-reason", Error: "real error"},
 		// Empty words are left off the line; the summary must not fill them.
@@ -37,5 +39,5 @@ func TestOutcomeLineSummaryCannotOverride(t *testing.T) {
 	}
 	fields, dropped := summaryFields(forged)
 	require.Equal(t, 5, dropped)
-	require.Equal(t, map[string]any{"generation": 5.0}, fields)
+	require.Equal(t, map[string]json.RawMessage{"generation": json.RawMessage("5")}, fields)
 }

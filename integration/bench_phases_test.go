@@ -1,0 +1,241 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/keyledger/keyledger/phase"
+)
+
+// The phase breakdown of a run (#23): every benchmarked keyledger process
+// runs with KEYLEDGER_TRACE_PHASES=1 and the parent's CLOCK_MONOTONIC at
+// spawn, and prints one phase line on stderr (package phase); the bench
+// prints the line of the median run beside the parent's wall time, and the
+// floor of each kind of phase measured on this machine in the same run.
+
+// traceEnv is the environment that asks a process for its phase line,
+// with the spawn time read now.
+func traceEnv() []string {
+	return []string{phase.EnvTrace + "=1", phase.EnvSpawnNS + "=" + strconv.FormatInt(phase.Monotonic(), 10)}
+}
+
+// phasesOf reads the phase line from a process's stderr, if any.
+func phasesOf(stderr string) *phase.Line {
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, `"msg":"phases"`) {
+			var l phase.Line
+			if json.Unmarshal([]byte(line), &l) == nil {
+				return &l
+			}
+		}
+	}
+	return nil
+}
+
+func usMS(us int64) string { return fmt.Sprintf("%.2fms", float64(us)/1000) }
+
+// benchPhases prints the phase line of the median run of samples (by wall
+// time): each phase, their sum and its gap to the wall time the parent
+// measured (the process's exit and the parent's wake-up, after the line).
+func benchPhases(row string, samples []sample) {
+	sorted := slices.Clone(samples)
+	slices.SortFunc(sorted, func(a, b sample) int { return int(a.wall - b.wall) })
+	s := sorted[len(sorted)/2]
+	if s.phases == nil {
+		benchLine("%s phases: no phase line (KEYLEDGER_TRACE_PHASES not honoured?)", row)
+		return
+	}
+	l := s.phases
+	benchLine("%s phases of the median run (wall %s, origin %s, %d API requests on %d new connections, %d TLS handshakes):",
+		row, ms(s.wall), l.Origin, l.Requests, l.Connections, l.Handshakes)
+	for _, p := range l.Phases {
+		benchLine("%s phase %-58s %9s %5.1f%%", row, p.Name, usMS(p.US), 100*float64(p.US)/float64(s.wall.Microseconds()))
+	}
+	gap := s.wall.Microseconds() - l.SumUS
+	benchLine("%s phases sum=%s wall=%s gap=%s (%.1f%% of wall: exit after the line, the parent's wait)",
+		row, usMS(l.SumUS), ms(s.wall), usMS(gap), 100*float64(gap)/float64(s.wall.Microseconds()))
+}
+
+// compareBinary is KEYLEDGER_BENCH_COMPARE: another keyledger build (say,
+// main's) that the benchmarks run interleaved with this one, each run
+// beside one of this build's, so that both are measured in the same
+// machine conditions.
+func compareBinary() string { return os.Getenv("KEYLEDGER_BENCH_COMPARE") }
+
+// benchCompare prints the other build's median, its ratio to the kubectl
+// pair and this build's ratio to it, and its median run's phases.
+func benchCompare(row string, ours, theirs []sample, pair []time.Duration) {
+	if len(theirs) == 0 {
+		return
+	}
+	wall := func(s []sample) []time.Duration {
+		out := make([]time.Duration, len(s))
+		for i, x := range s {
+			out[i] = x.wall
+		}
+		return out
+	}
+	benchLine("%s compare (KEYLEDGER_BENCH_COMPARE, interleaved) wall_median=%s this_build=%s ratio this/compare=%.2f",
+		row, ms(median(wall(theirs))), ms(median(wall(ours))), float64(median(wall(ours)))/float64(median(wall(theirs))))
+	if len(pair) > 0 {
+		benchLine("%s compare ratio compare/kubectl-pair=%.2f", row, float64(median(wall(theirs)))/float64(median(pair)))
+	}
+	benchPhases(row+" compare", theirs)
+}
+
+// benchFloors prints, measured now, the floor of each kind of phase: a Go
+// process that exits at once (its start to main and its wall), one API
+// request on a new loopback TLS connection and on a warm one (as the
+// identity of kubeconfig, reading the Secret ns/name), a PostgreSQL
+// connect as the journal's role and one write transaction's commit.
+func benchFloors(t *testing.T, e *env, kubeconfig, ns, name string) {
+	t.Helper()
+	const n = 15
+	var startMain, goWall []time.Duration
+	bin := floorBinary(t)
+	for range n {
+		cmd := exec.Command(bin)
+		cmd.Env = traceEnv()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		require.NoError(t, cmd.Run())
+		goWall = append(goWall, time.Since(start))
+		v, err := strconv.ParseInt(strings.TrimSpace(stderr.String()), 10, 64)
+		require.NoError(t, err)
+		startMain = append(startMain, time.Duration(v))
+	}
+	benchLine("floor go-process-exits-at-once start_to_main=%s wall=%s", ms(median(startMain)), ms(median(goWall)))
+	// keyledger itself doing nothing: its runtime start and package inits
+	// (client-go's scheme, the API types) are what a run starts with.
+	var klMain, klWall []time.Duration
+	for range n {
+		s := measure(t, releaseBinary(t), []string{"version"}, []string{"PATH=" + os.Getenv("PATH")})
+		require.NotNil(t, s.phases)
+		require.Equal(t, "start to main", s.phases.Phases[0].Name)
+		klMain = append(klMain, time.Duration(s.phases.Phases[0].US)*time.Microsecond)
+		klWall = append(klWall, s.wall)
+	}
+	benchLine("floor keyledger-version (this binary, no work) start_to_main=%s wall=%s", ms(median(klMain)), ms(median(klWall)))
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	require.NoError(t, err)
+	url := strings.TrimSuffix(cfg.Host, "/") + "/api/v1/namespaces/" + ns + "/secrets/" + name
+	get := func(client *http.Client) time.Duration {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
+		start := time.Now()
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return time.Since(start)
+	}
+	var cold, warm []time.Duration
+	for range n {
+		tr := &http.Transport{TLSClientConfig: tlsConfig.Clone(), ForceAttemptHTTP2: true}
+		client := &http.Client{Transport: tr}
+		cold = append(cold, get(client))
+		warm = append(warm, get(client))
+		tr.CloseIdleConnections()
+	}
+	benchLine("floor api GET secret: new TLS connection (dial, handshake, request)=%s, on a warm connection=%s", ms(median(cold)), ms(median(warm)))
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	owner, err := pgx.Connect(ctx, e.journal.OwnerURL)
+	require.NoError(t, err)
+	defer owner.Close(ctx)
+	_, err = owner.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.bench_floor (n int)`)
+	require.NoError(t, err)
+	var connect, commit, roundTrip []time.Duration
+	for range n {
+		start := time.Now()
+		c, err := pgx.Connect(ctx, e.journal.OperatorURL)
+		require.NoError(t, err)
+		connect = append(connect, time.Since(start))
+		require.NoError(t, c.Close(ctx))
+
+		start = time.Now()
+		_, err = owner.Exec(ctx, `SELECT 1`)
+		require.NoError(t, err)
+		roundTrip = append(roundTrip, time.Since(start))
+
+		start = time.Now()
+		tx, err := owner.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `INSERT INTO public.bench_floor VALUES (1)`)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		commit = append(commit, time.Since(start))
+	}
+	benchLine("floor postgresql connect (as the journal's role)=%s, one round trip (SELECT 1)=%s, one write transaction (BEGIN, INSERT, COMMIT)=%s",
+		ms(median(connect)), ms(median(roundTrip)), ms(median(commit)))
+}
+
+// floorBinary builds a Go program that only prints the time from its
+// parent's spawn (KEYLEDGER_TRACE_SPAWN_NS) to its main, and exits: the
+// floor of a process's start, built as keyledger is (static, stripped).
+func floorBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := `package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+func main() {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, uintptr(unsafe.Pointer(&ts)), 0)
+	spawn, _ := strconv.ParseInt(os.Getenv("` + phase.EnvSpawnNS + `"), 10, 64)
+	fmt.Fprintln(os.Stderr, ts.Nano()-spawn)
+}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module floor\n\ngo 1.26\n"), 0o600))
+	bin := filepath.Join(dir, "floor")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return bin
+}
+
+// kubeconfigOf is the KUBECONFIG a run option sets for a command on the
+// Secret ns/name.
+func kubeconfigOf(opt runOption, ns, name string) string {
+	cmd := exec.Command("keyledger", "history", ns+"/"+name)
+	opt(cmd)
+	for _, kv := range cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "KUBECONFIG="); ok {
+			return v
+		}
+	}
+	return ""
+}
