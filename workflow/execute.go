@@ -179,6 +179,11 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	return Operate(ctx, st, plan, log)
 }
 
+// maxRunJoins bounds how often Operate prepares the next run of a
+// desired-state command because the run it was handed ended before it was
+// read (other processes finishing runs as fast as this one joins them).
+const maxRunJoins = 3
+
 // Operate is Execute once the permission matrix held and the journal is
 // open: it binds st to a JournalBound family, prepares the operation (or
 // the next run, plan.Runs) or resumes it, drives it until it is terminal or
@@ -196,30 +201,46 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	if plan.Runs {
 		prepare = st.PrepareRun
 	}
-	op, created, err := prepare(ctx, plan.Prepare)
-	if errors.Is(err, store.ErrDigestMismatch) {
-		return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
-	}
-	var unreachable *store.UnreachableError
-	if errors.As(err, &unreachable) {
-		return res, &Unavailable{Dependency: "postgresql", Err: err}
-	}
-	if err != nil {
-		return res, fmt.Errorf("preparing operation: %w", err)
-	}
-	run := &Run{Op: op}
-	if created {
-		run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
-		log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
-		failpoint.Hit("after-prepare")
-	} else {
+	var run *Run
+	var op *store.Operation
+	var err error
+	for joined := 0; ; joined++ {
+		var created bool
+		op, created, err = prepare(ctx, plan.Prepare)
+		if errors.Is(err, store.ErrDigestMismatch) {
+			return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
+		}
+		var unreachable *store.UnreachableError
+		if errors.As(err, &unreachable) {
+			return res, &Unavailable{Dependency: "postgresql", Err: err}
+		}
+		if err != nil {
+			return res, fmt.Errorf("preparing operation: %w", err)
+		}
+		run = &Run{Op: op}
+		if created {
+			run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
+			log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
+			failpoint.Hit("after-prepare")
+			break
+		}
 		// The operation and its records as one view: another run of the
 		// same command may be moving it right now.
 		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
 			return res, fmt.Errorf("reading journal: %w", err)
 		}
+		if plan.Runs && !op.State.Terminal() && run.Op.State.Terminal() && joined < maxRunJoins {
+			// The unfinished run PrepareRun handed back was ended by the
+			// process driving it before this one read it: nothing of it
+			// is this process's to replay, so the next run is prepared. (A
+			// run PrepareRun hands back already ended is not this case: it
+			// stays a replay, which a desired-state family refuses.)
+			log.Info("run ended before it was joined", "mutation_id", op.MutationID)
+			continue
+		}
 		op = run.Op
 		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
+		break
 	}
 	res.Run = run
 	if op.State.Terminal() {
