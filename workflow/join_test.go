@@ -56,3 +56,35 @@ func TestOperateJoinsTheNextRunWhenTheHandedRunEnded(t *testing.T) {
 	require.Equal(t, 1, decided)
 	require.Zero(t, family.confirmed, "nothing replayed")
 }
+
+// losesCallCommits is a journal on which another process moves the
+// operation first, the first n times this one commits a call.
+type losesCallCommits struct {
+	*workflowtest.Journal
+	n int
+}
+
+func (j *losesCallCommits) Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error) {
+	if p.To == store.StateCalling && j.n > 0 {
+		j.n--
+		return nil, store.ErrStateMoved
+	}
+	return j.Journal.Transition(ctx, p)
+}
+
+// TestACallLostToAnotherProcessIsNotASend: a call whose records lost the
+// commit to another process (the state moved) was never sent; deciding it
+// again after the reload, more often than MaxAttempts, does not exhaust
+// its attempts.
+func TestACallLostToAnotherProcessIsNotASend(t *testing.T) {
+	t.Parallel()
+	j := &losesCallCommits{Journal: workflowtest.NewJournal(), n: 4}
+	family := &scripted{decide: func(_ *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.Target{Kind: "secret", Name: "x"}, Final: true,
+			Send: send(workflow.Answer{Status: workflow.Applied, UID: "u1"})}}
+	}, resolve: noResolve}
+	res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: family, MaxAttempts: 3}, nil)
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
+	require.Equal(t, 1, family.sent)
+}
