@@ -147,8 +147,11 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				}
 				close = p.Bound.exceeded(resumes, age)
 				if close == "" {
-					op, err = resumeIn(ctx, tx, latest, resumes+1)
-					return err
+					if op, err = resumeIn(ctx, tx, latest, resumes+1); err != nil || op != nil {
+						return err
+					}
+					// It ended while this transaction waited for its row:
+					// the next run is prepared below.
 				}
 			}
 			if close != "" {
@@ -191,16 +194,14 @@ const resumesQuery = `SELECT count(*)::int,
 // unfinished. A concurrent run may be moving it: the append bumps the
 // revision, so that run's next move is refused (ErrStateMoved) and it
 // reloads, as concurrent runs of one operation do. When op ended
-// meanwhile, it is returned as it is now, with nothing appended.
+// meanwhile (its driver's last move committed while this transaction
+// waited for the row), it returns nil with nothing appended: PrepareRun
+// then prepares the next run, and never hands back a run that ended.
 func resumeIn(ctx context.Context, tx pgx.Tx, op *Operation, n int) (*Operation, error) {
 	moved, err := scanOperation(tx.QueryRow(ctx, `UPDATE keyledger.operations SET state = state
 		WHERE id = $1 AND state NOT IN ('completed', 'refused') RETURNING `+operationColumns, op.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		ended, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM keyledger.operations WHERE id = $1`, op.ID))
-		if err != nil {
-			return nil, wrap("reading the run", err)
-		}
-		return ended, nil
+		return nil, nil // it ended meanwhile: nothing to resume
 	}
 	if err != nil {
 		return nil, wrap("resuming the run", err)
