@@ -119,6 +119,23 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	if len(p.MutationID)+len(RunSuffix)+MaxRunNumberDigits > 128 {
 		return nil, false, &localError{fmt.Errorf("mutation ID of a command run as a series is longer than %d characters", 128-len(RunSuffix)-MaxRunNumberDigits)}
 	}
+	for range maxRunRaces {
+		op, created, err = s.prepareRun(ctx, p)
+		// The next run, prepared by another process at the same moment
+		// (this one found it on conflict), ended before this one read it:
+		// it is not this process's to replay; the run after it is.
+		if err != nil || created || !op.State.Terminal() || op.MutationID == p.MutationID {
+			return op, created, err
+		}
+	}
+	return op, created, err
+}
+
+// maxRunRaces bounds how often PrepareRun prepares again because the run
+// another process prepared at the same moment already ended.
+const maxRunRaces = 3
+
+func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
 	defer phase.Begin("tx prepare run")()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
