@@ -48,7 +48,7 @@ func TestResumeTable(t *testing.T) {
 	}
 	created := func(t *testing.T, e *env, r result) {
 		t.Helper()
-		require.Equal(t, "completed", r.ending())
+		require.Equal(t, "completed", r.Ending())
 		require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
 		for _, n := range []string{secretApp, secretBus} {
 			require.Equal(t, 1, e.k.written("secret/"+n), "%s written once", n)
@@ -88,14 +88,14 @@ func TestResumeTable(t *testing.T) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.AppliedLost()))
 		}, to: store.StateAnswered, step: stepPatchSecret, left: store.StateResolving, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
 			require.Equal(t, 1, e.k.written("secret/"+secretApp))
 		}},
 		{name: "calling: died after the orphan delete was sent", spec: withAdoption, setup: adoptable,
 			to: store.StateAnswered, step: stepOrphanExternalSecret, left: store.StateCalling, check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "completed", r.ending())
+				require.Equal(t, "completed", r.Ending())
 				require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app ours/gone"}, r.trail(store.RecordResolution, stepOrphanExternalSecret))
 				require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
 				require.Equal(t, float64(1), r.summary()["externalSecretsDeleted"])
@@ -103,7 +103,7 @@ func TestResumeTable(t *testing.T) {
 			}},
 		{name: "calling: died before the orphan delete was sent", spec: withAdoption, setup: adoptable,
 			to: store.StateCalling, step: stepOrphanExternalSecret, committed: true, left: store.StateCalling, check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "completed", r.ending())
+				require.Equal(t, "completed", r.Ending())
 				require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app not-applied/resource-version-unchanged"},
 					r.trail(store.RecordResolution, stepOrphanExternalSecret))
 				require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
@@ -111,7 +111,7 @@ func TestResumeTable(t *testing.T) {
 			}},
 		{name: "answered: died after the generator delete was journaled", spec: withAdoption, setup: adoptable,
 			to: store.StateAnswered, step: stepDeleteGenerator, committed: true, left: store.StateAnswered, check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "completed", r.ending())
+				require.Equal(t, "completed", r.Ending())
 				require.Equal(t, float64(1), r.summary()["generatorsDeleted"])
 				require.Equal(t, float64(1), r.summary()["externalSecretsDeleted"], "counted from the journal, not from the dead process")
 				require.Equal(t, 1, e.k.count(opDeleteGenerator, generatorApp))
@@ -119,7 +119,7 @@ func TestResumeTable(t *testing.T) {
 			}},
 		{name: "calling: died after the pod delete was sent", spec: withServers, setup: staleServer,
 			to: store.StateAnswered, step: stepDeletePod, left: store.StateCalling, check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "completed", r.ending())
+				require.Equal(t, "completed", r.Ending())
 				require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/replaced"}, r.trail(store.RecordResolution, ""))
 				require.Equal(t, 1, e.k.count(opDeletePod, podApp))
 				require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, r.summary()["servers"],
