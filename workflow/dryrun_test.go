@@ -27,7 +27,7 @@ func (f scriptFamily) Decide(_ context.Context, run *Run) (Decision, error) {
 		return Decision{Complete: &Completion{Outcome: OutcomeCompleted}}, nil
 	}
 	step := f.script[n]
-	return Decision{Call: &Call{Step: step, Target: store.SecretTarget("", "x"), Final: n == len(f.script)-1, Summary: store.DetailOf(map[string]any{"step": step}),
+	return Decision{Call: &Call{Step: step, Verb: VerbDelete, Target: store.SecretTarget("", "x"), Final: n == len(f.script)-1, Summary: store.DetailOf(map[string]any{"step": step}),
 		Send: func(context.Context) Answer { *f.sent++; return Answer{Status: Applied} }}}, nil
 }
 
@@ -79,6 +79,10 @@ func TestDryRunSendsNothing(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"create-a", "patch-b"}, steps)
+	res := &DryRunResult{Records: run.Records, verbs: e.dry.verbs}
+	for _, c := range res.Calls() {
+		require.Equal(t, VerbDelete, res.Verb(c), "the verb is the call's, not its step name's (%s)", c.Step)
+	}
 }
 
 // A family that decides the same call again needs that call's effect: the

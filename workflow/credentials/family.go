@@ -285,13 +285,18 @@ func fold(run *workflow.Run) (*progress, error) {
 	return p, nil
 }
 
+// nameOf is the name of the object r's target names ("" for none).
+func (p *progress) nameOf(r store.Record) (string, error) {
+	t, err := store.ParseTarget(p.namespace, r.Target)
+	return t.Name, err
+}
+
 // settled records a call settled as done.
 func (p *progress) settled(s workflow.Settlement) error {
-	t, err := store.ParseTarget(p.namespace, s.Call.Target)
+	name, err := p.nameOf(s.Call)
 	if err != nil {
 		return err
 	}
-	name := t.Name
 	switch s.Call.Step {
 	case stepCreateSecret:
 		if s.By.Reason == reasonKeptExisting {
@@ -316,11 +321,10 @@ func (p *progress) settled(s workflow.Settlement) error {
 
 // freshen marks what r settles as settled since the run was last resumed.
 func (p *progress) freshen(r store.Record) error {
-	t, err := store.ParseTarget(p.namespace, r.Target)
+	name, err := p.nameOf(r)
 	if err != nil {
 		return err
 	}
-	name := t.Name
 	settles := r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) ||
 		r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
 	switch {
@@ -348,11 +352,10 @@ func (p *progress) freshen(r store.Record) error {
 
 // observe folds one record's facts other than settlement.
 func (p *progress) observe(r store.Record) error {
-	t, err := store.ParseTarget(p.namespace, r.Target)
+	name, err := p.nameOf(r)
 	if err != nil {
 		return err
 	}
-	name := t.Name
 	switch {
 	case r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod:
 		d, err := detailOf[deletePodDetail](r)

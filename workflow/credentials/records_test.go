@@ -1,6 +1,8 @@
 package credentials
 
 import (
+	"github.com/stretchr/testify/require"
+
 	"testing"
 
 	"github.com/keyledger/keyledger/store"
@@ -106,4 +108,23 @@ func TestRecordTypesAreTyped(t *testing.T) {
 		replacedGeneratorDetail{}, runSummary{}, secretSummary{}, externalSummary{}, podSummary{}, completionSummary{}); len(got) > 0 {
 		t.Errorf("untyped: %v", got)
 	}
+}
+
+// TestUndecodableDetailIsAnError: a journaled detail that does not decode
+// into its record type (a delete-pod call naming its Secret with a number)
+// stops the decision and the resolution with an error naming the record,
+// never a zero value decided on.
+func TestUndecodableDetailIsAnError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basePlan())
+	f := e.family()
+	bad := store.Record{Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: "pod/shop-app-0", Attempt: 1,
+		Detail: store.DetailOf(map[string]any{"secret": 5})}
+	run := &workflow.Run{Op: &store.Operation{MutationID: "m-1:run-1", Namespace: nsShop}, Records: []store.Record{bad}}
+	_, err := f.Decide(t.Context(), run)
+	require.ErrorContains(t, err, "reading the authority_call record of delete-pod pod/shop-app-0")
+	_, err = f.Resolve(t.Context(), run, bad)
+	require.ErrorContains(t, err, "reading the authority_call record of delete-pod pod/shop-app-0")
+	_, err = f.Resolve(t.Context(), &workflow.Run{Op: run.Op}, store.Record{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret"})
+	require.ErrorContains(t, err, `target "secret" is not <kind>/<name>`)
 }
