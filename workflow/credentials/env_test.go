@@ -76,6 +76,9 @@ type env struct {
 	cmd   *Command
 	// random is crypto/rand until a row makes it fail.
 	random *switchedRandom
+	// died is the operation a first process left when it died (see
+	// diedAt).
+	died string
 }
 
 // switchedRandom reads crypto/rand until failing is set.
