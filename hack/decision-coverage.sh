@@ -17,7 +17,7 @@ module=$($GO list -m)
 
 declare -A DECISION_FILES=(
   [retire]="retire.go secret.go replay.go"
-  [credentials]="family.go ensure.go adopt.go repair.go secret.go dryrun.go authorship.go replay.go"
+  [credentials]="family.go ensure.go adopt.go repair.go secret.go authorship.go replay.go"
   [versioned]="versioned.go steps.go runreads.go resolve.go provenance.go calls.go snapshot.go retention.go counter.go replay.go"
 )
 

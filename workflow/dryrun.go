@@ -140,7 +140,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	}
 	run := &Run{Op: op, Records: records}
 	before := len(records)
-	dry := &dryCalls{family: plan.Family}
+	dry := &dryCalls{}
 	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: dry}
 	_, err = engine.Drive(ctx, run)
 	res.Records = append(res.Records, run.Records[before:]...)
@@ -240,21 +240,12 @@ func checkAccess(ctx context.Context, deps Deps, plan Plan, log *slog.Logger) er
 	return nil
 }
 
-// DryAnswerer is implemented by a family that can tell, from reads alone,
-// that a call would not be applied as intended (a create of an object that
-// already exists answers 409): DryAnswer returns the answer a dry run takes
-// for c instead of "applied". It must only read.
-type DryAnswerer interface {
-	DryAnswer(ctx context.Context, c *Call) (Answer, bool, error)
-}
-
 // dryCalls holds a dry run's calls back: each is answered as applied as
-// intended (or as the family's DryAnswer says), and one decided twice
-// stops the dry run.
+// intended (or as its Foresee says), and one decided twice stops the dry
+// run.
 type dryCalls struct {
-	family Family
-	seen   map[string]bool
-	verbs  map[string]Verb // each planned call's verb, by step and target
+	seen  map[string]bool
+	verbs map[string]Verb // each planned call's verb, by step and target
 }
 
 // answer admits a batch and returns its planned answers.
@@ -272,8 +263,8 @@ func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) 
 		d.seen[callKey(c.Step, c.Target.String())] = true
 		d.verbs[callKey(c.Step, c.Target.String())] = c.Verb
 		answers[i] = Answer{Status: Applied, Reason: statusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
-		if da, ok := d.family.(DryAnswerer); ok {
-			a, set, err := da.DryAnswer(ctx, c)
+		if c.Foresee != nil {
+			a, set, err := c.Foresee(ctx)
 			if err != nil {
 				return nil, err
 			}

@@ -55,7 +55,7 @@ func (f repeatFamily) ConfirmReplay(context.Context, *Run) (*Contradiction, erro
 func dryEngine(f Family) (*Engine, *Run) {
 	run := &Run{Op: &store.Operation{MutationID: "m", State: store.StatePrepared},
 		Records: []store.Record{{Kind: store.RecordPreparation, Step: "preparation"}}}
-	return &Engine{Journal: &dryJournal{run: run}, Family: f, dry: &dryCalls{family: f}}, run
+	return &Engine{Journal: &dryJournal{run: run}, Family: f, dry: &dryCalls{}}, run
 }
 
 // A dry run drives the same decisions with every call held back: the

@@ -93,6 +93,12 @@ type Call struct {
 	Summary store.Detail
 	// Send performs the call. It must classify every answer and never retry.
 	Send func(ctx context.Context) Answer
+	// Foresee, when set, tells from a read alone (it must never write)
+	// that the authority would not apply the call as intended, and how it
+	// would answer (a create of an object that exists: 409): that answer
+	// and true. A run sends the call and never asks it; a held-back call
+	// (keyledger plan) is answered by it, or as applied.
+	Foresee func(ctx context.Context) (Answer, bool, error)
 }
 
 // Verb is the API verb of a call.

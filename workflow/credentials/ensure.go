@@ -200,6 +200,7 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 		Step: stepCreateSecret, Verb: workflow.VerbCreate, Target: f.target(store.TargetSecret, plan.Name), Digest: nonceDigest(nonce),
 		Detail:  store.DetailOf(createDetail{Keys: plannedKeys(plan)}),
 		Summary: store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: plan.Name, Run: run}),
+		Foresee: f.foreseeCreate(plan.Name),
 		Send: func(ctx context.Context) workflow.Answer {
 			got, err := f.kube.CreateSecret(ctx, s)
 			for k := range s.Data {
@@ -214,6 +215,22 @@ func (f *family) createCall(run string, plan Secret) (*workflow.Call, error) {
 				UID: string(got.UID), ResourceVersion: got.ResourceVersion, Detail: store.DetailOf(secretDetail{Authorship: AuthorshipProven})}
 		},
 	}, nil
+}
+
+// foreseeCreate tells, from a read, what a create of name would answer
+// when it would not be applied: a Secret that already exists answers 409
+// (the run then reads it and patches in only what it lacks).
+func (f *family) foreseeCreate(name string) func(ctx context.Context) (workflow.Answer, bool, error) {
+	return func(ctx context.Context) (workflow.Answer, bool, error) {
+		_, err := f.kube.GetSecret(ctx, name)
+		switch {
+		case isNotFound(err):
+			return workflow.Answer{}, false, nil
+		case err != nil:
+			return workflow.Answer{}, false, kubeErr(err)
+		}
+		return workflow.Answer{Status: workflow.Unknown, Code: http.StatusConflict, Reason: reasonAlreadyExists}, true, nil
+	}
 }
 
 func plannedKeys(plan Secret) []string {

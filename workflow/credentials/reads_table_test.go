@@ -293,26 +293,24 @@ func TestGeneratorBacked(t *testing.T) {
 	}
 }
 
-// TestDryAnswer: keyledger plan's answer to a create, from a read.
-func TestDryAnswer(t *testing.T) {
+// TestForeseeCreate: what a create would answer, from a read (the
+// answer keyledger plan takes for it).
+func TestForeseeCreate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basePlan())
 	e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}))
 	f := e.family()
 	ctx := context.Background()
-	a, ok, err := f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: store.SecretTarget(nsShop, secretApp)})
+	a, ok, err := f.foreseeCreate(secretApp)(ctx)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, workflow.Unknown, a.Status)
 	require.Equal(t, 409, a.Code)
-	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: store.SecretTarget(nsShop, secretBus)})
+	_, ok, err = f.foreseeCreate(secretBus)(ctx)
 	require.NoError(t, err)
 	require.False(t, ok, "an absent Secret: the create is taken as applied")
-	_, ok, err = f.DryAnswer(ctx, &workflow.Call{Step: stepPatchSecret, Target: store.SecretTarget(nsShop, secretApp)})
-	require.NoError(t, err)
-	require.False(t, ok, "only creates are answered from a read")
 	e.k.script(readFails(opGetSecret, secretBus))
-	_, _, err = f.DryAnswer(ctx, &workflow.Call{Step: stepCreateSecret, Target: store.SecretTarget(nsShop, secretBus)})
+	_, _, err = f.foreseeCreate(secretBus)(ctx)
 	var unavailable *workflow.Unavailable
 	require.True(t, errors.As(err, &unavailable))
 }
