@@ -15,8 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/keyledger/keyledger/store"
 )
 
 // lockSampler samples, every few milliseconds from a connection of its own,
@@ -285,16 +283,7 @@ func TestBenchConcurrentRuns(t *testing.T) {
 	var walls []time.Duration
 	outcomes := map[string]int{}
 	for i, r := range runs {
-		out := outcome(t, r.res)
-		if r.res.Code == 2 && out["reason"] == store.ReasonRunResumeLimit {
-			// A known limitation: more than KEYLEDGER_RUN_MAX_RESUMES runs
-			// resumed the run while it was driven (see
-			// TestIntegrationCredentialsOneWritePerSecretUnder32Runs).
-			outcomes["refused-"+store.ReasonRunResumeLimit]++
-		} else {
-			require.Equal(t, 0, r.res.Code, "plan run %d: stdout %s stderr %s", i, r.res.Stdout, r.res.Stderr)
-			outcomes[fmt.Sprint(out["outcome"])]++
-		}
+		outcomes[concurrentPlanOutcome(t, i, r.res)]++
 		walls = append(walls, r.wall)
 	}
 	writes := e.secretWritesSince(from)

@@ -140,15 +140,16 @@ func loadJournal(t *testing.T, ownerURL, templates, ns string, ops int) time.Dur
 		})
 		require.NoError(t, err, "loading operations %d to %d", from, to)
 	}
-	// One backend: parallel workers would need more shared memory than a
-	// container's /dev/shm holds for a million operations.
+	// One backend, here and in VACUUM: parallel workers would need more
+	// shared memory than a container's /dev/shm holds for a million
+	// operations.
 	_, err := conn.Exec(ctx, `SET max_parallel_workers_per_gather = 0`)
 	require.NoError(t, err)
 	var broken int
 	require.NoError(t, conn.QueryRow(ctx, bulkInvariantsSQL).Scan(&broken))
 	require.Zero(t, broken, "bulk-loaded operations that break the journal's invariants")
 	for _, table := range []string{"operations", "records"} {
-		_, err := conn.Exec(ctx, `VACUUM (ANALYZE) keyledger.`+table)
+		_, err := conn.Exec(ctx, `VACUUM (ANALYZE, PARALLEL 0) keyledger.`+table)
 		require.NoError(t, err)
 	}
 	return time.Since(start)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/keyledger/keyledger/migrations"
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // freshDatabase creates an empty database (no journal) and returns its
@@ -251,7 +252,7 @@ func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 	require.Equal(t, store.RecordAuthorityCall, call.Kind)
 	require.Equal(t, 2, call.Batch)
 	require.True(t, call.Final)
-	require.Equal(t, map[string]any{"version": float64(3)}, call.Detail, "the control keys left detail; the family's stayed")
+	require.Equal(t, map[string]any{"version": float64(3)}, workflowtest.Fields(call.Detail), "the control keys left detail; the family's stayed")
 	for _, r := range []store.Record{records[0], records[2]} {
 		require.Zero(t, r.Batch, "%s carries no batch", r.Kind)
 		require.False(t, r.Final, "%s carries no final", r.Kind)

@@ -57,16 +57,9 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 	case before < 0:
 		return usagef("journal show --before must be a run number, not %d", before)
 	}
-	url, err := flags.database()
-	if err != nil {
-		return err
-	}
 	switch args[0] {
 	case "list":
-		if fs.NArg() != 0 {
-			return usagef("journal list takes no arguments")
-		}
-		st, err := openJournal(ctx, url)
+		st, err := flags.openJournal(ctx)
 		if err != nil {
 			return err
 		}
@@ -77,10 +70,7 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 		}
 		return printOperations(streams, flags.output, ops)
 	case "show":
-		if fs.NArg() != 1 {
-			return usagef("journal show takes one MUTATION_ID")
-		}
-		st, err := openJournal(ctx, url)
+		st, err := flags.openJournal(ctx)
 		if err != nil {
 			return err
 		}
@@ -310,11 +300,7 @@ func grantCommand(ctx context.Context, action store.GrantAction, args []string, 
 	if _, err := store.CheckGrantArgs(role, namespaces); err != nil {
 		return err
 	}
-	url, err := flags.database()
-	if err != nil {
-		return err
-	}
-	st, err := openJournal(ctx, url)
+	st, err := flags.openJournal(ctx)
 	if err != nil {
 		return err
 	}
@@ -360,11 +346,7 @@ func grantsCommand(ctx context.Context, args []string, streams IOStreams) error 
 	if fs.NArg() != 0 {
 		return usagef("journal grants takes no arguments")
 	}
-	url, err := flags.database()
-	if err != nil {
-		return err
-	}
-	st, err := openJournal(ctx, url)
+	st, err := flags.openJournal(ctx)
 	if err != nil {
 		return err
 	}
@@ -374,43 +356,51 @@ func grantsCommand(ctx context.Context, args []string, streams IOStreams) error 
 		if err != nil {
 			return err
 		}
-		if flags.output == "json" {
-			if events == nil {
-				events = []store.GrantEvent{}
-			}
-			return json.NewEncoder(streams.Out).Encode(events)
-		}
-		tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tACTION\tROLE\tNAMESPACE\tBY\tAS")
-		for _, e := range events {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Action, e.Role, e.Namespace, e.SessionRole, e.ActingRole)
-		}
-		return tw.Flush()
+		return printRows(streams, flags.output, events, "AT\tACTION\tROLE\tNAMESPACE\tBY\tAS", func(e store.GrantEvent) []any {
+			return []any{e.At.UTC().Format(time.RFC3339), e.Action, e.Role, e.Namespace, e.SessionRole, e.ActingRole}
+		})
 	}
 	grants, err := st.Grants(ctx)
 	if err != nil {
 		return err
 	}
-	if flags.output == "json" {
-		if grants == nil {
-			grants = []store.NamespaceGrant{}
-		}
-		return json.NewEncoder(streams.Out).Encode(grants)
-	}
-	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLE\tNAMESPACE\tGRANTED")
-	for _, g := range grants {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Role, g.Namespace, g.GrantedAt.UTC().Format(time.RFC3339))
-	}
-	return tw.Flush()
+	return printRows(streams, flags.output, grants, "ROLE\tNAMESPACE\tGRANTED", func(g store.NamespaceGrant) []any {
+		return []any{g.Role, g.Namespace, g.GrantedAt.UTC().Format(time.RFC3339)}
+	})
 }
 
 // openJournal opens the journal a journal subcommand reads or changes; a
 // failure to reach it is an unavailable dependency (exit 69).
-func openJournal(ctx context.Context, url string) (*store.Store, error) {
+func (c *commonFlags) openJournal(ctx context.Context) (*store.Store, error) {
+	url, err := c.database()
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 	}
 	return st, nil
+}
+
+// printRows prints rows as JSON (an empty list for none) or as a table
+// under header (tab-separated column names), one line of cells a row.
+func printRows[T any](streams IOStreams, output string, rows []T, header string, cells func(T) []any) error {
+	if output == "json" {
+		if rows == nil {
+			rows = []T{}
+		}
+		return json.NewEncoder(streams.Out).Encode(rows)
+	}
+	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		line := cells(r)
+		text := make([]string, len(line))
+		for i, c := range line {
+			text[i] = fmt.Sprint(c)
+		}
+		fmt.Fprintln(tw, strings.Join(text, "\t"))
+	}
+	return tw.Flush()
 }

@@ -35,11 +35,7 @@ func pruneCommand(ctx context.Context, args []string, streams IOStreams) error {
 	case *olderThan < 0:
 		return usagef("journal prune --older-than must not be negative")
 	}
-	url, err := flags.database()
-	if err != nil {
-		return err
-	}
-	st, err := openJournal(ctx, url)
+	st, err := flags.openJournal(ctx)
 	if err != nil {
 		return err
 	}
