@@ -177,6 +177,33 @@ func (d *journalDriver) findInRuns(p store.RunRecordParams) journalAnswer {
 	return a
 }
 
+// findEachInRuns asks ps together (FindEachInRuns, one round trip) and
+// requires the answers FindInRuns gives each question alone.
+func (d *journalDriver) findEachInRuns(ps ...store.RunRecordParams) journalAnswer {
+	each, ok := d.j.(interface {
+		FindEachInRuns(ctx context.Context, ps []store.RunRecordParams) ([]*store.RunRecord, error)
+	})
+	require.True(d.t, ok, "the journal asks many questions together")
+	found, err := each.FindEachInRuns(d.ctx, ps)
+	a := d.answer(err)
+	if err != nil {
+		return a
+	}
+	require.Len(d.t, found, len(ps))
+	for i, f := range found {
+		alone, err := d.j.FindInRuns(d.ctx, ps[i])
+		require.NoError(d.t, err)
+		require.Equal(d.t, alone, f, "question %d: the answer it gets alone", i)
+		if f == nil {
+			a.Runs = append(a.Runs, "none")
+			continue
+		}
+		a.Runs = append(a.Runs, f.Run)
+		a.Records = append(a.Records, d.records([]store.Record{f.Record})...)
+	}
+	return a
+}
+
 func (d *journalDriver) runs(id string) journalAnswer {
 	ops, err := d.j.Runs(d.ctx, id)
 	a := d.answer(err)
@@ -371,6 +398,15 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		{"another UID found in no run", func(d *journalDriver) journalAnswer {
 			return d.findInRuns(store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c", UID: "uid-x"})
 		}},
+		{"the same questions asked together", func(d *journalDriver) journalAnswer {
+			create := store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c"}
+			digest, other, uid := create, create, create
+			digest.Digest, other.Digest, uid.UID = "sha256:"+strings.Repeat("ab", 32), "sha256:"+strings.Repeat("cd", 32), "uid-x"
+			elsewhere := create
+			elsewhere.Command = "pla"
+			return d.findEachInRuns(digest, other, elsewhere, uid, create)
+		}},
+		{"no question asked together", func(d *journalDriver) journalAnswer { return d.findEachInRuns() }},
 		{"an older keyledger's operation, unfinished", func(d *journalDriver) journalAnswer { return d.prepare(eqPrep("legacy", "name", 7)) }},
 		{"resumed as run 0", func(d *journalDriver) journalAnswer { return d.prepareRun(eqPrep("legacy", "name", 7)) }},
 		{"run 0 completed", func(d *journalDriver) journalAnswer {

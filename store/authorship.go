@@ -54,6 +54,36 @@ func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, 
 	return &found, nil
 }
 
+// FindEachInRuns answers FindInRuns for each of ps, in order (nil where
+// there is none), in one round trip: the same query per question, sent as
+// one pipelined batch. A reader with many questions (a plan's Secrets)
+// pays one round trip instead of one per question.
+func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*RunRecord, error) {
+	out := make([]*RunRecord, len(ps))
+	if len(ps) == 0 {
+		return out, nil
+	}
+	batch := &pgx.Batch{}
+	for _, p := range ps {
+		batch.Queue(findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
+	}
+	results := s.pool.SendBatch(ctx, batch)
+	defer results.Close() // read-only: every result is read below
+	for i, p := range ps {
+		var found RunRecord
+		r, err := scanRecord(results.QueryRow(), &found.Run)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, wrap("reading the command's runs for "+p.Step+" records", err)
+		}
+		found.Record = r
+		out[i] = &found
+	}
+	return out, nil
+}
+
 // findInRunsQuery is FindInRuns' SQL: $1 the command, $2 to $6 the
 // record's kind, step, target, UID and digest (” for any).
 const findInRunsQuery = `

@@ -119,6 +119,23 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	if len(p.MutationID)+len(RunSuffix)+MaxRunNumberDigits > 128 {
 		return nil, false, &localError{fmt.Errorf("mutation ID of a command run as a series is longer than %d characters", 128-len(RunSuffix)-MaxRunNumberDigits)}
 	}
+	for range maxRunRaces {
+		op, created, err = s.prepareRun(ctx, p)
+		// The next run, prepared by another process at the same moment
+		// (this one found it on conflict), ended before this one read it:
+		// it is not this process's to replay; the run after it is.
+		if err != nil || created || !op.State.Terminal() || op.MutationID == p.MutationID {
+			return op, created, err
+		}
+	}
+	return op, created, err
+}
+
+// maxRunRaces bounds how often PrepareRun prepares again because the run
+// another process prepared at the same moment already ended.
+const maxRunRaces = 3
+
+func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
 	defer phase.Begin("tx prepare run")()
 	s.driver.mu.Lock()
 	defer s.driver.mu.Unlock()
@@ -191,8 +208,11 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				} else {
 					close = p.Bound.exceeded(resumes, age)
 					if close == "" {
-						op, err = resumeIn(ctx, tx, latest, resumes+1)
-						return err
+						if op, err = resumeIn(ctx, tx, latest, resumes+1); err != nil || op != nil {
+							return err
+						}
+						// It ended while this transaction waited for its row:
+						// the next run is prepared below.
 					}
 				}
 			}
@@ -205,17 +225,7 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				}
 			}
 		}
-		// A concurrent run inserted run n+1 first and may have finished
-		// it already: this one starts the run after it, as it would had it
-		// arrived a moment later (a bounded number of times, then it
-		// returns the ended run as it is).
-		for range maxRunRaces {
-			op, created, err = prepareIn(ctx, tx, RunPreparation(p, NextRun(p.MutationID, latest), lineage))
-			if err != nil || created || !op.State.Terminal() {
-				break
-			}
-			latest, lineage = op, RunLineage{}
-		}
+		op, created, err = prepareIn(ctx, tx, RunPreparation(p, NextRun(p.MutationID, latest), lineage))
 		return err
 	})
 	if err != nil {
@@ -223,10 +233,6 @@ func (s *Store) PrepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	}
 	return op, created, nil
 }
-
-// maxRunRaces bounds how many runs, each inserted and ended by concurrent
-// runs meanwhile, one PrepareRun passes over.
-const maxRunRaces = 4
 
 // runLockClass is the first key of the PostgreSQL advisory locks that
 // say a run is live (the two-key form, keyledger's own key space): a
@@ -287,16 +293,14 @@ const resumesQuery = `SELECT count(*)::int,
 // unfinished. A concurrent run may be moving it: the append bumps the
 // revision, so that run's next move is refused (ErrStateMoved) and it
 // reloads, as concurrent runs of one operation do. When op ended
-// meanwhile, it is returned as it is now, with nothing appended.
+// meanwhile (its driver's last move committed while this transaction
+// waited for the row), it returns nil with nothing appended: PrepareRun
+// then prepares the next run, and never hands back a run that ended.
 func resumeIn(ctx context.Context, tx pgx.Tx, op *Operation, n int) (*Operation, error) {
 	moved, err := scanOperation(tx.QueryRow(ctx, `UPDATE keyledger.operations SET state = state
 		WHERE id = $1 AND state NOT IN ('completed', 'refused') RETURNING `+operationColumns, op.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		ended, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM keyledger.operations WHERE id = $1`, op.ID))
-		if err != nil {
-			return nil, wrap("reading the run", err)
-		}
-		return ended, nil
+		return nil, nil // it ended meanwhile: nothing to resume
 	}
 	if err != nil {
 		return nil, wrap("resuming the run", err)

@@ -54,7 +54,6 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)
 	for _, c := range batch {
-		m.sent[callKey(c.Step, c.Target.String())]++
 		// Attempt numbers count every send of this step and target over
 		// the operation's life, across runs.
 		records = append(records, store.Record{
@@ -64,6 +63,12 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	}
 	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
 		return err
+	}
+	// Counted once the call records are committed: a batch whose commit
+	// lost to another process (the state moved) was never sent, and
+	// deciding it again after the reload is not another send.
+	for _, c := range batch {
+		m.sent[callKey(c.Step, c.Target.String())]++
 	}
 	answers := planned
 	if m.e.dry == nil {

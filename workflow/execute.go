@@ -179,6 +179,11 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	return Operate(ctx, st, plan, log)
 }
 
+// maxRunJoins bounds how often Operate prepares the next run of a
+// desired-state command because the run it was handed ended before it was
+// read (other processes finishing runs as fast as this one joins them).
+const maxRunJoins = 3
+
 // Operate is Execute once the permission matrix held and the journal is
 // open: it binds st to a JournalBound family, prepares the operation (or
 // the next run, plan.Runs) or resumes it, drives it until it is terminal or
@@ -196,17 +201,47 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	if plan.Runs {
 		prepare = st.PrepareRun
 	}
-	b, err := beginRun(ctx, st, plan, prepare, log)
-	// A run of desired state that joined a run another process was driving
-	// may find it ended by the time it reads it (PrepareRun handed it back
-	// unfinished): it starts the next run, as it would have a moment later.
-	for again := 0; err == nil && plan.Runs && b.joinedEnded && again < maxRejoins; again++ {
-		b, err = beginRun(ctx, st, plan, prepare, log)
+	var run *Run
+	var op *store.Operation
+	var err error
+	for joined := 0; ; joined++ {
+		var created bool
+		op, created, err = prepare(ctx, plan.Prepare)
+		if errors.Is(err, store.ErrDigestMismatch) {
+			return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
+		}
+		var unreachable *store.UnreachableError
+		if errors.As(err, &unreachable) {
+			return res, &Unavailable{Dependency: "postgresql", Err: err}
+		}
+		if err != nil {
+			return res, fmt.Errorf("preparing operation: %w", err)
+		}
+		run = &Run{Op: op}
+		if created {
+			run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
+			log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
+			failpoint.Hit("after-prepare")
+			break
+		}
+		// The operation and its records as one view: another run of the
+		// same command may be moving it right now.
+		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
+			return res, fmt.Errorf("reading journal: %w", err)
+		}
+		if plan.Runs && !op.State.Terminal() && run.Op.State.Terminal() && joined < maxRunJoins {
+			// The unfinished run PrepareRun handed back was ended by the
+			// process driving it before this one read it: nothing of it
+			// is this process's to replay, so the next run is prepared. (A
+			// run PrepareRun hands back already ended is not this case: it
+			// stays a replay, which a desired-state family refuses.)
+			log.Info("run ended before it was joined", "mutation_id", op.MutationID)
+			continue
+		}
+		op = run.Op
+		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
+		break
 	}
-	if err != nil {
-		return res, err
-	}
-	run, op := b.Run, b.Run.Op
 	res.Run = run
 	if op.State.Terminal() {
 		res.Replayed = true
@@ -303,46 +338,4 @@ func (r *Run) Ending() store.Detail {
 func hasCall(run *Run) bool {
 	_, ok := run.LastCall()
 	return ok
-}
-
-// maxRejoins bounds how many runs a run of desired state passes over that
-// ended while it joined them (Operate).
-const maxRejoins = 4
-
-// begun is a prepared or resumed run, and whether PrepareRun handed it
-// back unfinished but it had ended by the time it was read.
-type begun struct {
-	*Run
-	joinedEnded bool
-}
-
-// beginRun prepares plan's operation (prepare: Prepare or PrepareRun) and,
-// when it was journaled before, reads it and its records as one view.
-func beginRun(ctx context.Context, st Store, plan Plan, prepare func(context.Context, store.PrepareParams) (*store.Operation, bool, error), log *slog.Logger) (*begun, error) {
-	op, created, err := prepare(ctx, plan.Prepare)
-	if errors.Is(err, store.ErrDigestMismatch) {
-		return nil, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
-	}
-	var unreachable *store.UnreachableError
-	if errors.As(err, &unreachable) {
-		return nil, &Unavailable{Dependency: "postgresql", Err: err}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("preparing operation: %w", err)
-	}
-	run, handedEnded := &Run{Op: op}, op.State.Terminal()
-	if created {
-		run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
-		log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
-		failpoint.Hit("after-prepare")
-	} else {
-		// The operation and its records as one view: another run of the
-		// same command may be moving it right now.
-		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
-			return nil, fmt.Errorf("reading journal: %w", err)
-		}
-		op = run.Op
-		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
-	}
-	return &begun{Run: run, joinedEnded: !created && !handedEnded && run.Op.State.Terminal()}, nil
 }

@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,7 +12,8 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// readConcurrency bounds the ExternalSecret reads in flight at once.
+// readConcurrency bounds the reads of one kind (ExternalSecrets, Secrets)
+// in flight at once.
 const readConcurrency = 16
 
 // checkAdoption reads the ExternalSecret of every planned Secret's name
@@ -25,14 +27,22 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 	}
 	absent := 0
 	names := f.cmd.Spec.SecretNames()
-	type read struct {
-		es  *unstructured.Unstructured
-		err error
+	// The planned Secrets ensureSecrets will read are read in the same
+	// round (one round of reads instead of two); in a fresh run that round
+	// was started while the journal was opened (prefetch). The Secret
+	// reads are used only when no ExternalSecret is found: then nothing is
+	// orphaned, waited for or written between them and that decision
+	// (progress.early).
+	_, secrets := p.unsettled(f.cmd.Spec)
+	var reads []externalRead
+	var early []secretRead
+	if pf := f.takePrefetched(); pf != nil && p.freshRun() {
+		<-pf.done
+		reads, early = pf.external, pf.secrets
 	}
-	reads := make([]read, len(names))
-	workflow.Each(len(names), readConcurrency, func(i int) {
-		reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, names[i])
-	})
+	if len(reads) != len(names) || len(early) != len(secrets) {
+		reads, early = f.readRound(ctx, names, secrets)
+	}
 	// Decided in plan order: the first that may not be adopted refuses.
 	for i, name := range names {
 		es, err := reads[i].es, reads[i].err
@@ -49,9 +59,72 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 		}
 		p.note(obs) // found: adopted
 	}
+	if len(p.found) == 0 && len(p.orphanUID) == 0 && len(p.externalDeleted) == 0 {
+		p.early = early
+	}
 	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: "checked",
 		Detail: store.DetailOf(externalSecretsDetail{Read: len(f.cmd.Spec.Secrets), Absent: absent})})
 	return nil, nil
+}
+
+// externalRead is one ExternalSecret read (GET by name), or its error.
+type externalRead struct {
+	es  *unstructured.Unstructured
+	err error
+}
+
+// readRound reads the ExternalSecrets named external and the planned
+// Secrets named secrets side by side, each kind under its own
+// readConcurrency bound on what is decoded at once, and returns the reads
+// in the order of the names.
+func (f *family) readRound(ctx context.Context, external, secrets []string) ([]externalRead, []secretRead) {
+	reads := make([]externalRead, len(external))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		workflow.Each(len(external), readConcurrency, func(i int) {
+			reads[i].es, reads[i].err = f.kube.GetExternalSecret(ctx, external[i])
+		})
+	})
+	early := f.readSecrets(ctx, secrets)
+	wg.Wait()
+	return reads, early
+}
+
+// prefetched is the first decision's round of reads (readRound over every
+// planned name), started by prefetch; done is closed once it is made.
+type prefetched struct {
+	done     chan struct{}
+	external []externalRead
+	secrets  []secretRead
+}
+
+// prefetch is the plan's workflow.Plan.Prefetch: once the permission matrix
+// held, it starts the round of reads the first decision of a fresh run
+// makes (every planned Secret and its ExternalSecret), which travels while
+// the journal connects and the run is prepared. Only the first decision of
+// a fresh run decides from it (takePrefetched, progress.freshRun); any
+// other decision reads again.
+func (f *family) prefetch(ctx context.Context) {
+	names := f.cmd.Spec.SecretNames()
+	pf := &prefetched{done: make(chan struct{})}
+	f.prefetched = pf
+	go func() {
+		defer close(pf.done)
+		pf.external, pf.secrets = f.readRound(ctx, names, names)
+	}()
+}
+
+// takePrefetched hands out the prefetched round once.
+func (f *family) takePrefetched() *prefetched {
+	pf := f.prefetched
+	f.prefetched = nil
+	return pf
+}
+
+// freshRun: the run holds nothing but its preparation (PrepareRun created
+// it for this process): nothing was read, decided or written in it yet.
+func (p *progress) freshRun() bool {
+	return len(p.records) == 1 && p.records[0].Kind == store.RecordPreparation
 }
 
 // invalidExternal is the reason an ExternalSecret may not be adopted, or "".

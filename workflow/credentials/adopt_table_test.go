@@ -49,8 +49,8 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 	adopt := withAdoption
 	es := "externalsecret/" + secretApp
 	runTable(t, []row{
-		{name: "applied", spec: adopt, setup: adoptable, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "applied", Setup: respec(adopt, adoptable), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.False(t, e.externalExists(secretApp))
 			requireAdopted(t, e)
 			require.Equal(t, 1, e.k.written(es))
@@ -66,41 +66,41 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 				"patch-secret secret/shop-app applied/patched", "create-secret secret/shop-bus applied/created"},
 				r.trail(store.RecordAuthorityResult, ""), "orphan, retire, then patch the Secret found in place (never POSTed) and create the absent one")
 		}},
-		{name: "lost-after-apply, collected before the read", spec: adopt, setup: func(e *env) {
+		{Name: "lost-after-apply, collected before the read", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.AppliedLost()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app ours/gone"}, r.trail(store.RecordResolution, stepOrphanExternalSecret))
 			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
 			requireAdopted(t, e)
 		}},
-		{name: "lost-after-apply, still terminating at the read", spec: adopt, setup: func(e *env) {
+		{Name: "lost-after-apply, still terminating at the read", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.gcHold[secretApp] = 1
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.AppliedLost()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app ours/deleting"}, r.trail(store.RecordResolution, stepOrphanExternalSecret))
 			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
 			requireAdopted(t, e)
 		}},
-		{name: "lost-before-apply", spec: adopt, setup: func(e *env) {
+		{Name: "lost-before-apply", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.LostBefore()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app not-applied/resource-version-unchanged"},
 				r.trail(store.RecordResolution, stepOrphanExternalSecret))
 			require.Equal(t, 2, e.k.count(opOrphanExternal, secretApp))
 			require.Equal(t, 1, e.k.written(es))
 			requireAdopted(t, e)
 		}},
-		{name: "409 someone else's write, still generator-backed", spec: adopt, setup: func(e *env) {
+		{Name: "409 someone else's write, still generator-backed", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Touch(grExternal, secretApp) }))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			res := firstRecordOf(r, store.RecordAuthorityResult, stepOrphanExternalSecret, es)
 			require.Equal(t, "unknown/precondition-failed", res.Status+"/"+res.Reason)
 			require.EqualValues(t, 409, workflowtest.Fields(res.Detail)["code"])
@@ -111,74 +111,74 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 			require.NotEqual(t, calls[0].ResourceVersion, calls[1].ResourceVersion, "sent again with the new read's preconditions")
 			requireAdopted(t, e)
 		}},
-		{name: "409 someone switched it to a remote store", spec: adopt, setup: func(e *env) {
+		{Name: "409 someone switched it to a remote store", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.editExternal(secretApp, remoteES)
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.Ending())
 			require.Equal(t, secretApp, r.summary()["externalSecret"])
 			require.True(t, e.externalExists(secretApp), "their ExternalSecret stays")
 			require.True(t, e.generatorExists(generatorApp), "nothing after the refusal runs")
 			require.Zero(t, e.k.written(es))
 			require.Len(t, e.secret(secretApp).OwnerReferences, 1, "the Secret is not touched")
 		}},
-		{name: "409 someone replaced it", spec: adopt, setup: func(e *env) {
+		{Name: "409 someone replaced it", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.Remove(grExternal, secretApp)
 				k.putExternal(generatorBackedES(secretApp))
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonExternalReplaced, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonExternalReplaced, r.Ending())
 			require.True(t, e.externalExists(secretApp), "the new one is someone else's: not deleted")
 			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp))
 			require.Equal(t, "m-1:run-1", r.summary()["run"])
 		}},
-		{name: "404 someone deleted it first", spec: adopt, setup: func(e *env) {
+		{Name: "404 someone deleted it first", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(grExternal, secretApp) }))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app applied/absent"}, r.trail(store.RecordAuthorityResult, stepOrphanExternalSecret))
 			requireAdopted(t, e)
 			require.Zero(t, e.k.written(es))
 		}},
-		{name: "500 not applied", spec: adopt, setup: func(e *env) {
+		{Name: "500 not applied", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.Status(kubetest.ServerError())))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, 2, e.k.count(opOrphanExternal, secretApp))
 			requireAdopted(t, e)
 		}},
-		{name: "not gone within the bound", spec: adopt, setup: func(e *env) {
+		{Name: "not gone within the bound", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.gcHold[secretApp] = 100
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "uncertain/"+ReasonExternalNotGone, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonExternalNotGone, r.Ending())
 			require.True(t, e.generatorExists(generatorApp), "no generator is deleted while the ExternalSecret may still write")
 			require.Empty(t, callsOf(r, stepCreateSecret, "secret/"+secretBus), "nor any Secret created")
 			e.k.gcHold[secretApp] = 0
 			again := e.run()
-			require.Equal(t, "completed", again.ending(), "a rerun settles it")
+			require.Equal(t, "completed", again.Ending(), "a rerun settles it")
 			require.Equal(t, r.op.MutationID, again.op.MutationID, "by resuming the same operation")
 			require.Equal(t, 1, e.k.count(opOrphanExternal, secretApp), "never deleted twice")
 			requireAdopted(t, e)
 		}},
-		{name: "replaced while waiting", spec: adopt, setup: func(e *env) {
+		{Name: "replaced while waiting", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.gcHold[secretApp] = 100
 			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.Remove(grExternal, secretApp)
 				k.putExternal(generatorBackedES(secretApp))
 			})).After(2)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonExternalReplaced, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonExternalReplaced, r.Ending())
 			require.True(t, e.generatorExists(generatorApp))
 		}},
-		{name: "already being deleted by someone", spec: adopt, setup: func(e *env) {
+		{Name: "already being deleted by someone", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.gcHold[secretApp] = 2
 			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
@@ -187,35 +187,35 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 					es.SetDeletionTimestamp(&now)
 				})
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Zero(t, e.k.count(opOrphanExternal, secretApp), "no delete of its own")
 			require.Equal(t, float64(0), r.summary()["externalSecretsDeleted"])
 			require.False(t, e.externalExists(secretApp))
 		}},
-		{name: "not generator-backed: refused before any write", spec: adopt, setup: func(e *env) {
+		{Name: "not generator-backed: refused before any write", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.editExternal(secretApp, remoteES)
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.Ending())
 			require.Equal(t, true, r.summary()["listedInAdopt"])
 			require.Empty(t, r.calls(), "no call at all")
 			require.Zero(t, e.k.WriteCount())
 		}},
-		{name: "writes another Secret: refused before any write", spec: adopt, setup: func(e *env) {
+		{Name: "writes another Secret: refused before any write", Setup: respec(adopt, func(e *env) {
 			adoptable(e)
 			e.k.editExternal(secretApp, func(es *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(es.Object, "elsewhere", "spec", "target", "name")
 			})
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonTargetMismatch, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonTargetMismatch, r.Ending())
 			require.Empty(t, r.calls())
 		}},
-		{name: "unlisted generator-backed ExternalSecret is adopted too", setup: func(e *env) {
+		{Name: "unlisted generator-backed ExternalSecret is adopted too", Setup: func(e *env) {
 			es := e.k.putExternal(generatorBackedES(secretBus))
 			e.k.putSecret(theirSecret(secretBus, map[string]string{"user": "bus", "password": "from-generator"}, ownedBy(es)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, false, workflowtest.Fields(callOf(r, stepOrphanExternalSecret, "externalsecret/"+secretBus).Detail)["listedInAdopt"])
 			require.False(t, e.externalExists(secretBus))
 			s := e.secret(secretBus)
@@ -223,12 +223,12 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 			require.Empty(t, s.OwnerReferences)
 			require.NotContains(t, s.Labels, LabelArgoInstance)
 		}},
-		{name: "unlisted and not generator-backed: refused", setup: func(e *env) {
+		{Name: "unlisted and not generator-backed: refused", Setup: func(e *env) {
 			es := generatorBackedES(secretBus)
 			remoteES(es)
 			e.k.putExternal(es)
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.Ending())
 			require.Equal(t, false, r.summary()["listedInAdopt"])
 			require.Zero(t, e.k.WriteCount())
 		}},
@@ -243,8 +243,8 @@ func TestDeleteGeneratorTable(t *testing.T) {
 	gen := "password/" + generatorApp
 	withGenerator := func(e *env) { e.k.putGenerator(generatorApp) }
 	runTable(t, []row{
-		{name: "applied", spec: withAdoption, setup: withGenerator, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "applied", Setup: respec(withAdoption, withGenerator), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.False(t, e.generatorExists(generatorApp))
 			require.Equal(t, 1, e.k.written(gen))
 			require.Equal(t, float64(1), r.summary()["generatorsDeleted"])
@@ -253,63 +253,63 @@ func TestDeleteGeneratorTable(t *testing.T) {
 			require.Equal(t, obs.UID, callOf(r, stepDeleteGenerator, gen).UID, "the delete names the read's UID")
 			require.Equal(t, obs.ResourceVersion, callOf(r, stepDeleteGenerator, gen).ResourceVersion)
 		}},
-		{name: "absent: journaled, not deleted", spec: withAdoption, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "absent: journaled, not deleted", Setup: respec(withAdoption), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"read-generator password/shop-app-password absent/"}, r.trail(store.RecordObservation, stepReadGenerator))
 			require.Equal(t, float64(0), r.summary()["generatorsDeleted"])
 			require.Zero(t, e.k.count(opDeleteGenerator, generatorApp))
 		}},
-		{name: "lost-after-apply", spec: withAdoption, setup: func(e *env) {
+		{Name: "lost-after-apply", Setup: respec(withAdoption, func(e *env) {
 			withGenerator(e)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.AppliedLost()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password ours/gone"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, float64(1), r.summary()["generatorsDeleted"])
 			require.Equal(t, 1, e.k.count(opDeleteGenerator, generatorApp))
 		}},
-		{name: "lost-before-apply", spec: withAdoption, setup: func(e *env) {
+		{Name: "lost-before-apply", Setup: respec(withAdoption, func(e *env) {
 			withGenerator(e)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.LostBefore()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password not-applied/resource-version-unchanged"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 2, e.k.count(opDeleteGenerator, generatorApp))
 			require.False(t, e.generatorExists(generatorApp))
 		}},
-		{name: "409 someone else's write", spec: withAdoption, setup: func(e *env) {
+		{Name: "409 someone else's write", Setup: respec(withAdoption, func(e *env) {
 			withGenerator(e)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Touch(grGenerators, generatorApp) }))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password not-applied/resource-version-changed"}, r.trail(store.RecordResolution, ""))
 			require.False(t, e.generatorExists(generatorApp))
 		}},
-		{name: "409 someone replaced it", spec: withAdoption, setup: func(e *env) {
+		{Name: "409 someone replaced it", Setup: respec(withAdoption, func(e *env) {
 			withGenerator(e)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.Remove(grGenerators, generatorApp)
 				k.putGenerator(generatorApp)
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password ours/replaced-not-deleted"}, r.trail(store.RecordResolution, ""))
 			require.True(t, e.generatorExists(generatorApp), "someone else's new generator is not deleted")
 			require.Equal(t, 1, e.k.count(opDeleteGenerator, generatorApp))
 		}},
-		{name: "404 someone deleted it first", spec: withAdoption, setup: func(e *env) {
+		{Name: "404 someone deleted it first", Setup: respec(withAdoption, func(e *env) {
 			withGenerator(e)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(grGenerators, generatorApp) }))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password applied/absent"}, r.trail(store.RecordAuthorityResult, stepDeleteGenerator))
 			require.Equal(t, float64(0), r.summary()["generatorsDeleted"], "not counted: this run deleted nothing")
 		}},
-		{name: "500 not applied", spec: withAdoption, setup: func(e *env) {
+		{Name: "500 not applied", Setup: respec(withAdoption, func(e *env) {
 			withGenerator(e)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.Status(kubetest.ServerError())))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, 2, e.k.count(opDeleteGenerator, generatorApp))
 			require.False(t, e.generatorExists(generatorApp))
 		}},

@@ -45,13 +45,14 @@ func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 // keys), then this run's adoption (its ExternalSecret found and orphaned),
 // then the newest record of an earlier
 // run naming s's UID as adopted (or proven). Without a journal to read (it
-// is always bound in a run) nothing is proven.
-func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) (Authorship, string, error) {
+// is always bound in a run) nothing is proven. fx asks the journal (and
+// answers a question asked before in the same decision).
+func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret, fx *runFinds) (Authorship, string, error) {
 	target := f.target(store.TargetSecret, s.Name).String()
 	plan := f.plan(s.Name)
 	if f.journal != nil {
 		if nonce, ok := s.Annotations[AnnotationNonce]; ok && shapedAsCreated(s, plan) {
-			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+			found, err := fx.find(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
 				Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: target, Digest: nonceDigest(nonce)})
 			if err != nil {
 				return "", "", err
@@ -81,7 +82,7 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret) 
 		kind store.RecordKind
 		step string
 	}{{store.RecordResolution, stepCreateSecret}, {store.RecordObservation, stepReadSecret}} {
-		found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+		found, err := fx.find(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
 			Kind: q.kind, Step: q.step, Target: target, UID: string(s.UID)})
 		if err != nil {
 			return "", "", err

@@ -54,13 +54,13 @@ func requireKept(t *testing.T, r result, name string, want Authorship, lookAlike
 func TestAuthorshipTable(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "three runs: what run 1 created is proven on every later run, never a look-alike", check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "three runs: what run 1 created is proven on every later run, never a look-alike", Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, 0, r.unproven())
 			require.Equal(t, map[string]any{secretApp: "proven", secretBus: "proven"}, r.authorship())
 			for run := 2; run <= 3; run++ {
 				r = e.run()
-				require.Equal(t, "existing", r.ending(), "run %d", run)
+				require.Equal(t, "existing", r.Ending(), "run %d", run)
 				require.Equal(t, 0, r.unproven(), "run %d", run)
 				require.Equal(t, map[string]any{secretApp: "proven", secretBus: "proven"}, r.authorship(), "run %d", run)
 				for _, n := range []string{secretApp, secretBus} {
@@ -69,10 +69,9 @@ func TestAuthorshipTable(t *testing.T) {
 				}
 			}
 		}},
-		{name: "planted before the first run, its server refusing: kept, unproven, the restart says so", spec: withServers,
-			setup: func(e *env) { planted()(e); staleServer(e) },
-			check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "completed", r.ending())
+		{Name: "planted before the first run, its server refusing: kept, unproven, the restart says so", Setup: respec(withServers, func(e *env) { planted()(e); staleServer(e) }),
+			Check: func(t *testing.T, e *env, r result) {
+				require.Equal(t, "completed", r.Ending())
 				require.Equal(t, "known-to-them", string(e.secret(secretApp).Data["password"]), "create-if-absent keeps it")
 				require.Equal(t, 1, r.unproven())
 				require.Equal(t, map[string]any{secretApp: "unproven", secretBus: "proven"}, r.authorship())
@@ -86,16 +85,16 @@ func TestAuthorshipTable(t *testing.T) {
 				requireKept(t, r, secretApp, AuthorshipUnproven, false)
 				require.Equal(t, []any{}, r.summary()["restarts"])
 			}},
-		{name: "a look-alike carrying keyledger's annotations stays a look-alike on later runs", setup: planted(func(s *corev1.Secret) {
+		{Name: "a look-alike carrying keyledger's annotations stays a look-alike on later runs", Setup: planted(func(s *corev1.Secret) {
 			s.Annotations = map[string]string{AnnotationNonce: "0123456789abcdef0123456789abcdef", AnnotationCreatedBy: "m-1:run-1"}
-		}), check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			requireKept(t, r, secretApp, AuthorshipUnproven, true)
 			r = e.run()
 			requireKept(t, r, secretApp, AuthorshipUnproven, true)
 			require.Equal(t, 1, r.unproven())
 		}},
-		{name: "adopted, then proven adopted by its UID on the next run", spec: withAdoption, setup: adoptable, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "adopted, then proven adopted by its UID on the next run", Setup: respec(withAdoption, adoptable), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			requireKept(t, r, secretApp, AuthorshipAdopted, false)
 			require.Equal(t, map[string]any{secretApp: "adopted", secretBus: "proven"}, r.authorship())
 			require.Equal(t, 0, r.unproven())
@@ -104,7 +103,7 @@ func TestAuthorshipTable(t *testing.T) {
 			require.Equal(t, "m-1:run-1", res["by"])
 			require.Equal(t, 0, r.unproven())
 		}},
-		{name: "another Secret planted under an adopted name after it was deleted is unproven", spec: withAdoption, setup: adoptable, check: func(t *testing.T, e *env, r result) {
+		{Name: "another Secret planted under an adopted name after it was deleted is unproven", Setup: respec(withAdoption, adoptable), Check: func(t *testing.T, e *env, r result) {
 			requireKept(t, r, secretApp, AuthorshipAdopted, false)
 			e.k.Remove(kubetest.Secrets, secretApp)
 			planted()(e) // a new UID
@@ -112,8 +111,8 @@ func TestAuthorshipTable(t *testing.T) {
 			requireKept(t, r, secretApp, AuthorshipUnproven, false)
 			require.Equal(t, 1, r.unproven())
 		}},
-		{name: "the outcome counts a kept Secret no run made as unproven even when it lacked something", setup: partial, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "the outcome counts a kept Secret no run made as unproven even when it lacked something", Setup: partial, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, 1, r.unproven())
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
 		}},
@@ -127,42 +126,42 @@ func TestAuthorshipTable(t *testing.T) {
 func TestKeptSecretChecksTable(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "complete but terminating: refused, not kept", setup: planted(kubetest.BeingDeleted), check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
+		{Name: "complete but terminating: refused, not kept", Setup: planted(kubetest.BeingDeleted), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretTerminating, r.Ending())
 			require.Zero(t, e.k.count(opPatchSecret, secretApp))
 		}},
-		{name: "complete but of another type: refused, not kept", setup: planted(func(s *corev1.Secret) { s.Type = corev1.SecretTypeBasicAuth }),
-			check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
+		{Name: "complete but of another type: refused, not kept", Setup: planted(func(s *corev1.Secret) { s.Type = corev1.SecretTypeBasicAuth }),
+			Check: func(t *testing.T, e *env, r result) {
+				require.Equal(t, "refused/"+ReasonSecretWrongType, r.Ending())
 			}},
-		{name: "complete and immutable: nothing to write, kept", setup: planted(func(s *corev1.Secret) {
+		{Name: "complete and immutable: nothing to write, kept", Setup: planted(func(s *corev1.Secret) {
 			yes := true
 			s.Immutable = &yes
-		}), check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Zero(t, e.k.written("secret/"+secretApp))
 		}},
-		{name: "adopted basic-auth keeps the type External Secrets gave it", spec: withAdoption, setup: func(e *env) {
+		{Name: "adopted basic-auth keeps the type External Secrets gave it", Setup: respec(withAdoption, func(e *env) {
 			adoptable(e)
 			e.k.editSecret(secretApp, func(s *corev1.Secret) { s.Type = corev1.SecretTypeBasicAuth })
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, corev1.SecretTypeBasicAuth, e.secret(secretApp).Type)
 			requireAdopted(t, e)
 		}},
-		{name: "adopted TLS Secret: refused", spec: withAdoption, setup: func(e *env) {
+		{Name: "adopted TLS Secret: refused", Setup: respec(withAdoption, func(e *env) {
 			adoptable(e)
 			e.k.editSecret(secretApp, func(s *corev1.Secret) { s.Type = corev1.SecretTypeTLS })
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretWrongType, r.Ending())
 		}},
-		{name: "made terminating before a lost patch: refused, never sent again", setup: func(e *env) {
+		{Name: "made terminating before a lost patch: refused, never sent again", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore().First(e.k.their(func(k *credentialsAPI) {
 				k.editSecret(secretApp, kubetest.BeingDeleted)
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretTerminating, r.Ending())
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp), "not sent again")
 			require.NotContains(t, e.secret(secretApp).Data, "password")
 		}},
@@ -175,11 +174,11 @@ func TestKeptSecretChecksTable(t *testing.T) {
 func TestRefusedBatchListsOnlyWrites(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "a kept look-alike is not applied", setup: func(e *env) {
+		{Name: "a kept look-alike is not applied", Setup: func(e *env) {
 			planted()(e)
 			e.k.script(on(opCreateSecret, secretBus, kubetest.Status(kubetest.Invalid("Secret", secretBus))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/invalid", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/invalid", r.Ending())
 			require.Nil(t, r.summary()["applied"], "keyledger wrote nothing")
 			require.Nil(t, r.summary()["kept"], "the Secret found in place was never in the batch")
 			require.Zero(t, e.k.count(opCreateSecret, secretApp))

@@ -25,13 +25,22 @@ import (
 func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
 	found := newCompleteNotes(f.cmd.Spec.Namespace)
-	carried := map[string]map[string]chunkEntry{}
-	for i, plan := range f.cmd.Spec.Secrets {
+	// The reads first, concurrently (readSecrets), and the journal's
+	// answers about the Secrets found in place, in a few round trips
+	// (prefetchAuthorship); then the decision, in plan order, as if each
+	// Secret were read when it is reached.
+	idx, names := p.unsettled(f.cmd.Spec)
+	reads := p.early // read by checkAdoption in this decision, when nothing came between
+	if len(reads) != len(names) {
+		reads = f.readSecrets(ctx, names)
+	}
+	p.early = nil
+	fx := newRunFinds(f.journal)
+	f.prefetchAuthorship(ctx, p, idx, reads, fx)
+	for j, i := range idx {
+		plan := f.cmd.Spec.Secrets[i]
 		name := plan.Name
-		if p.fresh[name] {
-			continue
-		}
-		s, err := f.kube.GetSecret(ctx, name)
+		s, err := reads[j].s, reads[j].err
 		if isNotFound(err) {
 			call, err := f.createCall(p.run, plan)
 			if err != nil {
@@ -49,7 +58,7 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 			return &workflow.Decision{Notes: []store.Record{observation(s, c, nil)}, Refuse: &workflow.Refusal{Reason: reason,
 				Summary: store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: s.Name})}}, nil
 		}
-		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(f.cmd.Spec.Namespace, i), carried)
+		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(f.cmd.Spec.Namespace, i), fx)
 		if err != nil {
 			return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 		}
@@ -122,27 +131,25 @@ func (n *completeNotes) noteTo(p *progress) {
 // authorshipOfRead is the authorship of s, found in place: what this run
 // journaled for it, or what the newest read-secrets record of any run of
 // the plan (the one of s's chunk) says of s's UID, or what the journal
-// proves (authorship). carried caches the chunk records one decision read.
-func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, carried map[string]map[string]chunkEntry) (Authorship, string, error) {
+// proves (authorship). fx answers the journal questions of one decision
+// (a chunk's record is asked once for all its Secrets).
+func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, fx *runFinds) (Authorship, string, error) {
 	if a, ok := p.authorship[s.Name]; ok && a != AuthorshipUnproven {
 		return a, p.by[s.Name], nil
 	}
 	if f.journal != nil && s.UID != "" {
-		detail, ok := carried[chunk]
-		if !ok {
-			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
-				Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
+		found, err := fx.find(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+			Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
+		if err != nil {
+			return "", "", err
+		}
+		var detail map[string]chunkEntry
+		if found != nil {
+			d, err := detailOf[chunkDetail](found.Record)
 			if err != nil {
 				return "", "", err
 			}
-			if found != nil {
-				d, err := detailOf[chunkDetail](found.Record)
-				if err != nil {
-					return "", "", err
-				}
-				detail = d.Complete
-			}
-			carried[chunk] = detail
+			detail = d.Complete
 		}
 		if e, ok := detail[s.Name]; ok && e.UID == string(s.UID) {
 			switch e.Authorship {
@@ -151,7 +158,7 @@ func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Se
 			}
 		}
 	}
-	return f.authorship(ctx, p, s)
+	return f.authorship(ctx, p, s, fx)
 }
 
 // adopted: the plan lists the Secret's ExternalSecret in adopt, or this
@@ -281,7 +288,7 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 		v.Summary = store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: name})
 		return v, nil
 	}
-	authorship, by, err := f.authorship(ctx, p, s)
+	authorship, by, err := f.authorship(ctx, p, s, newRunFinds(f.journal))
 	if err != nil {
 		return workflow.Verdict{Kind: workflow.Undetermined, Reason: "journal-read-failed",
 			Err: &workflow.Unavailable{Dependency: "postgresql", Err: err}}, nil

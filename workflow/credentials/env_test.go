@@ -76,6 +76,9 @@ type env struct {
 	cmd   *Command
 	// random is crypto/rand until a row makes it fail.
 	random *switchedRandom
+	// died is the operation a first process left when it died (see
+	// diedAt).
+	died string
 }
 
 // switchedRandom reads crypto/rand until failing is set.
@@ -170,8 +173,12 @@ func (e *env) plan() workflow.Plan {
 	return plan
 }
 
-// ending is how the run ended, in workflowtest.Ending's spelling.
-func (r result) ending() string { return workflowtest.Ending(r.res, r.err) }
+// Ending is how the run ended, in workflowtest.Ending's spelling.
+func (r result) Ending() string { return workflowtest.Ending(r.res, r.err) }
+
+// Trail is the operation's journal in short: each record's kind (see
+// kinds).
+func (r result) Trail() []string { return kinds(r.records) }
 
 // summary is the completion's (or refusal's) detail.
 func (r result) summary() map[string]any {
@@ -312,6 +319,13 @@ func (e *env) requirePlanned(name string, created bool) {
 	_, nonce := s.Annotations[AnnotationNonce]
 	require.Equal(e.t, created, nonce, "%s carries a create nonce", name)
 }
+
+// Run is one process running the plan (see run).
+func (e *env) Run() result { return e.run() }
+
+// Finish checks what every row of the family's tables requires: no patch
+// overwrote a key (noOverwrite).
+func (e *env) Finish(*testing.T) { e.noOverwrite() }
 
 // noOverwrite asserts that no patch ever named an existing /data/<key>.
 func (e *env) noOverwrite() {

@@ -111,6 +111,9 @@ type family struct {
 	// journal reads the records of the plan's other runs (authorship); it
 	// is bound before the first decision (BindJournal).
 	journal workflow.JournalReader
+	// prefetched is the first decision's round of reads, when prefetch
+	// started it (a run; unit tests call Operate and read in Decide).
+	prefetched *prefetched
 }
 
 func newFamily(cmd *Command, client authority) *family {
@@ -230,6 +233,11 @@ type progress struct {
 	// run was last resumed (store.StepResumeRun); the others are read again.
 	fresh  map[string]bool
 	probes map[string]ProbeResult
+	// early: the reads of the unsettled planned Secrets (progress.unsettled)
+	// that checkAdoption made in this decision alongside the ExternalSecret
+	// reads, kept only when it found no ExternalSecret; ensureSecrets
+	// decides from them instead of reading again.
+	early []secretRead
 	// authorship of each planned Secret, as this run journaled it (the
 	// create's applied answer, or the resolution of its 409).
 	authorship map[string]Authorship

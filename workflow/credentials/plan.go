@@ -26,6 +26,7 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 	if err != nil {
 		return workflow.Plan{}, err
 	}
+	family := newFamily(cmd, client)
 	return workflow.Plan{
 		Prepare: store.PrepareParams{
 			Kind:          command.KindCredentialPlan,
@@ -40,7 +41,8 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 		},
 		Access:      AccessMatrix(s),
 		Rights:      &kube.Rights{Namespace: s.Namespace, Rules: Rules(s)},
-		Family:      newFamily(cmd, client),
+		Prefetch:    family.prefetch,
+		Family:      family,
 		MaxAttempts: MaxAttempts,
 		// A plan is desired state: every run is an operation of its own
 		// ("<mutationId>:run-<n>"), an interrupted run is resumed.

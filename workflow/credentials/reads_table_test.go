@@ -29,9 +29,9 @@ func requireUnavailable(t *testing.T, r result) {
 	require.ErrorAs(t, r.err, &unavailable)
 	require.Equal(t, "kubernetes", unavailable.Dependency)
 	if len(r.calls()) > 0 {
-		require.Equal(t, "uncertain/interrupted", r.ending(), "after a call was sent, a rerun settles it")
+		require.Equal(t, "uncertain/interrupted", r.Ending(), "after a call was sent, a rerun settles it")
 	} else {
-		require.Equal(t, "unavailable/kubernetes", r.ending(), "before any call: a plain dependency failure")
+		require.Equal(t, "unavailable/kubernetes", r.Ending(), "before any call: a plain dependency failure")
 	}
 }
 
@@ -45,44 +45,44 @@ func TestReadsTable(t *testing.T) {
 	// call again when it was applied.
 	settlesOnRerun := func(t *testing.T, e *env, r result, op opKind, name string, sends int) {
 		t.Helper()
-		require.Equal(t, "uncertain/read-failed", r.ending())
+		require.Equal(t, "uncertain/read-failed", r.Ending())
 		require.Equal(t, store.StateResolving, r.op.State)
 		again := e.run()
 		require.Equal(t, r.op.MutationID, again.op.MutationID)
-		require.Equal(t, "completed", again.ending())
+		require.Equal(t, "completed", again.Ending())
 		require.Equal(t, sends, e.k.count(op, name))
 	}
 	runTable(t, []row{
-		{name: "resolve create: the read fails", setup: func(e *env) {
+		{Name: "resolve create: the read fails", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()), afterOne(readFails(opGetSecret, secretApp)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}, Check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, []string{"create-secret secret/shop-app undetermined/read-failed"}, r.trail(store.RecordResolution, ""),
 				"the verdict is journaled before the run ends")
 			settlesOnRerun(t, e, r, opCreateSecret, secretApp, 1)
 			e.requirePlanned(secretApp, true)
 		}},
-		{name: "resolve patch: the read fails", setup: func(e *env) {
+		{Name: "resolve patch: the read fails", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.AppliedLost()), on(opGetSecret, secretApp, kubetest.Status(kubetest.ServerError()).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}, Check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opPatchSecret, secretApp, 1)
 		}},
-		{name: "resolve orphan: the read fails", spec: withAdoption, setup: func(e *env) {
+		{Name: "resolve orphan: the read fails", Setup: respec(withAdoption, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opOrphanExternal, secretApp, kubetest.AppliedLost()),
 				on(opGetExternal, secretApp, kubetest.Status(kubetest.ServerError()).After(2)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opOrphanExternal, secretApp, 1)
 			requireAdopted(t, e)
 		}},
-		{name: "resolve generator delete: the read fails", spec: withAdoption, setup: func(e *env) {
+		{Name: "resolve generator delete: the read fails", Setup: respec(withAdoption, func(e *env) {
 			e.k.putGenerator(generatorApp)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.AppliedLost()),
 				on(opGetGenerator, generatorApp, kubetest.Status(kubetest.ServerError()).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opDeleteGenerator, generatorApp, 1)
 		}},
-		{name: "resolve generator delete: someone else's delete in progress", spec: withAdoption, setup: func(e *env) {
+		{Name: "resolve generator delete: someone else's delete in progress", Setup: respec(withAdoption, func(e *env) {
 			e.k.putGenerator(generatorApp)
 			e.k.script(on(opDeleteGenerator, generatorApp, kubetest.LostBefore()),
 				on(opGetGenerator, generatorApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
@@ -91,19 +91,19 @@ func TestReadsTable(t *testing.T) {
 						o.SetDeletionTimestamp(&now)
 					})
 				})).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-generator password/shop-app-password ours/deleting"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 1, e.k.count(opDeleteGenerator, generatorApp))
 		}},
-		{name: "resolve pod delete: the read fails", spec: withServers, setup: func(e *env) {
+		{Name: "resolve pod delete: the read fails", Setup: respec(withServers, func(e *env) {
 			staleServer(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.AppliedLost()),
 				on(opGetPod, podApp, kubetest.Status(kubetest.ServerError()).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			settlesOnRerun(t, e, r, opDeletePod, podApp, 1)
 		}},
-		{name: "resolve pod delete: someone else's delete in progress", spec: withServers, setup: func(e *env) {
+		{Name: "resolve pod delete: someone else's delete in progress", Setup: respec(withServers, func(e *env) {
 			staleServer(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.LostBefore()),
 				on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
@@ -116,13 +116,13 @@ func TestReadsTable(t *testing.T) {
 					k.Remove(kubetest.Pods, podApp)
 					k.replace(podApp)
 				}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/terminating"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
 			require.Zero(t, e.k.written("pod/"+podApp))
 		}},
-		{name: "resolve pod delete: gone, its replacement late", spec: withServers, setup: func(e *env) {
+		{Name: "resolve pod delete: gone, its replacement late", Setup: respec(withServers, func(e *env) {
 			staleServer(e)
 			e.k.noReplacement[podApp] = true
 			e.k.script(on(opDeletePod, podApp, kubetest.AppliedLost()),
@@ -130,13 +130,13 @@ func TestReadsTable(t *testing.T) {
 					k.noReplacement[podApp] = false
 					k.replace(podApp)
 				})).After(3)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/absent"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, []string{"wait-replacement pod/shop-app-0 ready/"}, r.trail(store.RecordObservation, "wait-replacement"))
 			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, r.summary()["servers"])
 		}},
-		{name: "the replacement starts unready, then is ready", spec: withServers, setup: func(e *env) {
+		{Name: "the replacement starts unready, then is ready", Setup: respec(withServers, func(e *env) {
 			staleServer(e)
 			e.k.script(on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.editPod(podApp, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })
@@ -151,99 +151,99 @@ func TestReadsTable(t *testing.T) {
 					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 				})
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"wait-replacement pod/shop-app-0 ready/"}, r.trail(store.RecordObservation, "wait-replacement"))
 			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
 		}},
-		{name: "decide: an ExternalSecret read fails", setup: func(e *env) {
+		{Name: "decide: an ExternalSecret read fails", Setup: func(e *env) {
 			e.k.script(readFails(opGetExternal, secretBus))
-		}, check: func(t *testing.T, e *env, r result) {
+		}, Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Equal(t, store.StatePrepared, r.op.State, "nothing journaled, nothing sent")
 			require.Zero(t, e.k.WriteCount())
 		}},
-		{name: "decide: the read before an orphan delete fails", spec: withAdoption, setup: func(e *env) {
+		{Name: "decide: the read before an orphan delete fails", Setup: respec(withAdoption, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opGetExternal, secretApp, kubetest.Status(kubetest.ServerError()).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Zero(t, e.k.WriteCount())
 		}},
-		{name: "decide: the wait's read fails", spec: withAdoption, setup: func(e *env) {
+		{Name: "decide: the wait's read fails", Setup: respec(withAdoption, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opGetExternal, secretApp, kubetest.Status(kubetest.ServerError()).After(2)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Equal(t, 1, e.k.written("externalsecret/"+secretApp))
 		}},
-		{name: "decide: the orphan read finds it gone", spec: withAdoption, setup: func(e *env) {
+		{Name: "decide: the orphan read finds it gone", Setup: respec(withAdoption, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(grExternal, secretApp) })).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Contains(t, r.trail(store.RecordObservation, stepReadExternalSecret), "read-external-secret externalsecret/shop-app absent/")
 			require.Zero(t, e.k.count(opOrphanExternal, secretApp))
 		}},
-		{name: "decide: switched to a remote store before the orphan read", spec: withAdoption, setup: func(e *env) {
+		{Name: "decide: switched to a remote store before the orphan read", Setup: respec(withAdoption, func(e *env) {
 			adoptable(e)
 			e.k.script(on(opGetExternal, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.editExternal(secretApp, remoteES) })).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonNotGeneratorBacked, r.Ending())
 			require.Zero(t, e.k.WriteCount())
 		}},
-		{name: "decide: a generator read fails", spec: withAdoption, setup: func(e *env) {
+		{Name: "decide: a generator read fails", Setup: respec(withAdoption, func(e *env) {
 			e.k.putGenerator(generatorApp)
 			e.k.script(readFails(opGetGenerator, generatorApp))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 		}},
-		{name: "decide: the read of a Secret to patch fails", setup: func(e *env) {
+		{Name: "decide: the read of a Secret to patch fails", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opGetSecret, secretApp, kubetest.Status(kubetest.ServerError())))
-		}, check: func(t *testing.T, e *env, r result) {
+		}, Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Zero(t, e.k.written("secret/"+secretBus), "stopped before any write; a rerun does it all")
 			again := e.run()
-			require.Equal(t, "completed", again.ending())
+			require.Equal(t, "completed", again.Ending())
 			require.Equal(t, counts(2, 1, 1, 1, 0), again.secretsCount())
 		}},
-		{name: "decide: a Secret deleted before its read is created", setup: func(e *env) {
+		{Name: "decide: a Secret deleted before its read is created", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(kubetest.Secrets, secretApp) }))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount(), "created by this run after all")
 			e.requirePlanned(secretApp, true)
 			require.Len(t, callsOf(r, stepCreateSecret, "secret/"+secretApp), 1)
 		}},
-		{name: "decide: a pod read fails", spec: withServers, setup: func(e *env) {
+		{Name: "decide: a pod read fails", Setup: respec(withServers, func(e *env) {
 			e.k.script(readFails(opGetPod, podApp))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 		}},
-		{name: "decide: the probe's Secret read fails", spec: withServers, setup: func(e *env) {
+		{Name: "decide: the probe's Secret read fails", Setup: respec(withServers, func(e *env) {
 			staleServer(e)
 			e.k.script(readFails(opGetSecret, secretApp))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Zero(t, e.k.count(opDeletePod, podApp))
 		}},
-		{name: "decide: the probed Secret lost its password key", spec: withServers, setup: func(e *env) {
+		{Name: "decide: the probed Secret lost its password key", Setup: respec(withServers, func(e *env) {
 			staleServer(e)
 			e.k.script(on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.editSecret(secretApp, func(s *corev1.Secret) { delete(s.Data, "password") })
 			})).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
 			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/password-key-absent")
 			require.Zero(t, e.k.count(opDeletePod, podApp), "an unknown answer restarts nothing")
 		}},
-		{name: "decide: the replacement's read fails while waiting", spec: withServers, setup: func(e *env) {
+		{Name: "decide: the replacement's read fails while waiting", Setup: respec(withServers, func(e *env) {
 			staleServer(e)
 			e.k.noReplacement[podApp] = true
 			e.k.script(on(opGetPod, podApp, kubetest.Status(kubetest.ServerError()).After(2)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			requireUnavailable(t, r)
 			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
 		}},

@@ -33,7 +33,7 @@ func TestDeletePodTable(t *testing.T) {
 		t.Helper()
 		before := firstRecordOf(r, store.RecordProbe, stepProbe, pod).UID
 		require.NotEmpty(t, before)
-		require.Equal(t, "completed", r.ending())
+		require.Equal(t, "completed", r.Ending())
 		require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, r.summary()["servers"])
 		require.NotEqual(t, before, e.pod(podApp), "a new pod")
 		require.Equal(t, []string{"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 accepted/ok",
@@ -41,36 +41,36 @@ func TestDeletePodTable(t *testing.T) {
 	}
 	start := staleServer
 	runTable(t, []row{
-		{name: "applied", spec: withServers, setup: start, check: func(t *testing.T, e *env, r result) {
+		{Name: "applied", Setup: respec(withServers, start), Check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, 1, e.k.written(pod))
 			require.Equal(t, firstRecordOf(r, store.RecordProbe, stepProbe, pod).UID, callOf(r, stepDeletePod, pod).UID, "the delete names the refusing pod")
 			require.Equal(t, e.pod(podApp), recordOf(r, store.RecordProbe, stepProbe, pod).UID, "the probe after the delete names the replacement")
 		}},
-		{name: "lost-after-apply", spec: withServers, setup: func(e *env) {
+		{Name: "lost-after-apply", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.AppliedLost()))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/replaced"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
 		}},
-		{name: "lost-before-apply", spec: withServers, setup: func(e *env) {
+		{Name: "lost-before-apply", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.LostBefore()))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 not-applied/still-running"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 2, e.k.count(opDeletePod, podApp))
 			require.Equal(t, 1, e.k.written(pod))
 		}},
-		{name: "409 someone else restarted it first", spec: withServers, setup: func(e *env) {
+		{Name: "409 someone else restarted it first", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.Remove(kubetest.Pods, podApp)
 				k.replace(podApp)
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, "unknown/precondition-failed", func() string {
 				res := recordOf(r, store.RecordAuthorityResult, stepDeletePod, pod)
@@ -79,58 +79,58 @@ func TestDeletePodTable(t *testing.T) {
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/replaced"}, r.trail(store.RecordResolution, ""))
 			require.Zero(t, e.k.written(pod), "their restart, not ours")
 		}},
-		{name: "404 someone deleted it first", spec: withServers, setup: func(e *env) {
+		{Name: "404 someone deleted it first", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.Remove(kubetest.Pods, podApp)
 				k.replace(podApp)
 			}))))
 			e.k.script(on(opDeletePod, podApp, kubetest.Status(kubetest.NotFound(kubetest.Pods, podApp))))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 		}},
-		{name: "500 not applied", spec: withServers, setup: func(e *env) {
+		{Name: "500 not applied", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.Status(kubetest.ServerError())))
-		}, check: func(t *testing.T, e *env, r result) {
+		}), Check: func(t *testing.T, e *env, r result) {
 			repaired(t, e, r)
 			require.Equal(t, 2, e.k.count(opDeletePod, podApp))
 		}},
-		{name: "the replacement still refuses", spec: withServers, setup: func(e *env) {
+		{Name: "the replacement still refuses", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.probes[podApp] = []ProbeResult{{Status: ProbeRefused, Reason: "wrongpass"}, {Status: ProbeRefused, Reason: "wrongpass"}}
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonServerStillRefuses, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonServerStillRefuses, r.Ending())
 			require.Equal(t, podApp, r.summary()["pod"])
 			require.Equal(t, 1, e.k.count(opDeletePod, podApp), "deleted once, never twice")
 		}},
-		{name: "the replacement is not ready within the bound", spec: withServers, setup: func(e *env) {
+		{Name: "the replacement is not ready within the bound", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.noReplacement[podApp] = true
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "uncertain/"+ReasonReplacementNotReady, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonReplacementNotReady, r.Ending())
 			require.Equal(t, []string{"wait-replacement pod/shop-app-0 not-ready/" + ReasonReplacementNotReady}, r.trail(store.RecordObservation, "wait-replacement"),
 				"journaled before the run ends")
 			e.k.noReplacement[podApp] = false
 			e.k.replace(podApp)
 			again := e.run()
-			require.Equal(t, "completed", again.ending())
+			require.Equal(t, "completed", again.Ending())
 			require.Equal(t, r.op.MutationID, again.op.MutationID)
 			require.Equal(t, 1, e.k.count(opDeletePod, podApp), "the rerun does not delete again")
 			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, again.summary()["servers"])
 		}},
-		{name: "an unknown probe answer restarts nothing", spec: withServers, setup: func(e *env) {
+		{Name: "an unknown probe answer restarts nothing", Setup: respec(withServers, func(e *env) {
 			start(e)
 			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "timeout"}}
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
 			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 skipped/pod-absent"},
 				r.trail(store.RecordProbe, ""), "every probe journaled before the run ends")
 			require.Zero(t, e.k.count(opDeletePod, podApp))
 			again := e.run()
 			require.Equal(t, r.op.MutationID, again.op.MutationID)
 			require.Equal(t, 3, e.k.probed[podApp], "the rerun probes again (refused), then the replacement")
-			require.Equal(t, "completed", again.ending())
+			require.Equal(t, "completed", again.Ending())
 			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 skipped/pod-absent",
 				"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 accepted/ok"},
 				again.trail(store.RecordProbe, ""), "the skipped server's probe is in the journal: not probed again")
@@ -138,40 +138,40 @@ func TestDeletePodTable(t *testing.T) {
 				"the summary counts each server's newest probe")
 			require.Equal(t, 1, e.k.written(pod))
 		}},
-		{name: "unknown, then another server's repair: probed again by the next decision", spec: withServers, setup: func(e *env) {
+		{Name: "unknown, then another server's repair: probed again by the next decision", Setup: respec(withServers, func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "in-place"}, func(s *corev1.Secret) {
 				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 			}))
 			e.k.putPod(podApp, "in-place")
 			e.k.putPod(podBus, "stale")
 			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "timeout"}}
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 refused/wrongpass",
 				"probe-server pod/shop-app-0 accepted/ok", "probe-server pod/shop-bus-0 accepted/ok"}, r.trail(store.RecordProbe, ""))
 			require.Equal(t, map[string]any{"accepted": 2.0, "skipped": 0.0, "repaired": 1.0}, r.summary()["servers"])
 			require.Zero(t, e.k.count(opDeletePod, podApp), "an unknown answer deletes nothing")
 			require.Equal(t, 1, e.k.count(opDeletePod, podBus))
 		}},
-		{name: "a server accepting the password is left alone", spec: withServers, setup: func(e *env) {
+		{Name: "a server accepting the password is left alone", Setup: respec(withServers, func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "in-place"}, func(s *corev1.Secret) {
 				s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 			}))
 			e.k.putSecret(theirSecret(secretBus, map[string]string{"user": "bus", "password": "bus-in-place"}))
 			e.k.putPod(podApp, "in-place")
 			e.k.putPod(podBus, "bus-in-place")
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "existing", r.ending(), "nothing written")
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "existing", r.Ending(), "nothing written")
 			require.Equal(t, map[string]any{"accepted": 2.0, "skipped": 0.0, "repaired": 0.0}, r.summary()["servers"])
 			require.Zero(t, e.k.count(opDeletePod, podApp))
 			require.Equal(t, []string{`valkey shop-app-0 6379 user=""`, `nats shop-bus-0 4222 user="bus"`}, e.k.probeLog,
 				"each server probed at its pod's IP and port, NATS with the user key's value")
 		}},
-		{name: "no pod IP is an unknown answer", spec: withServers, setup: func(e *env) {
+		{Name: "no pod IP is an unknown answer", Setup: respec(withServers, func(e *env) {
 			p := e.k.putPod(podApp, "stale")
 			e.k.editPod(p.Name, func(p *corev1.Pod) { p.Status.PodIP = "" })
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
 			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/no-pod-ip")
 		}},
 	})

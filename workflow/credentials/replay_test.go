@@ -38,7 +38,7 @@ func TestForgedCompletedRunDoesNotStopConvergence(t *testing.T) {
 		e := newEnv(t, basePlan())
 		e.forge(store.RunID("m-1", 1))
 		r := e.run()
-		require.Equal(t, "completed", r.ending())
+		require.Equal(t, "completed", r.Ending())
 		require.Equal(t, store.RunID("m-1", 2), r.op.MutationID, "the next run, not a replay")
 		require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
 		e.requirePlanned(secretApp, true)
@@ -47,11 +47,11 @@ func TestForgedCompletedRunDoesNotStopConvergence(t *testing.T) {
 	t.Run("forged after a real run, a Secret deleted since", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, basePlan())
-		require.Equal(t, "completed", e.run().ending())
+		require.Equal(t, "completed", e.run().Ending())
 		e.k.Remove(kubetest.Secrets, secretBus) // someone else's delete
 		e.forge(store.RunID("m-1", 2))
 		r := e.run()
-		require.Equal(t, "completed", r.ending())
+		require.Equal(t, "completed", r.Ending())
 		require.Equal(t, store.RunID("m-1", 3), r.op.MutationID)
 		require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount(), "the deleted one created again, the other kept unchanged")
 		e.requirePlanned(secretBus, true)
@@ -65,12 +65,12 @@ func TestForgedCompletedRunDoesNotStopConvergence(t *testing.T) {
 func TestBareIDAfterRunsIsIgnored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basePlan())
-	require.Equal(t, "completed", e.run().ending())
+	require.Equal(t, "completed", e.run().Ending())
 	e.forge("m-1")
 	writes := e.k.written("secret/"+secretApp) + e.k.written("secret/"+secretBus)
 	r := e.run()
 	require.NoError(t, r.err)
-	require.Equal(t, "existing", r.ending())
+	require.Equal(t, "existing", r.Ending())
 	require.Equal(t, store.RunID("m-1", 2), r.op.MutationID)
 	require.Equal(t, writes, e.k.written("secret/"+secretApp)+e.k.written("secret/"+secretBus))
 }

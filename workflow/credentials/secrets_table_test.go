@@ -12,15 +12,11 @@ import (
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
-// row is one scenario of a family table: a plan, what the namespace holds
-// and which faults are scripted before the first run, then what must hold
-// after it.
-type row struct {
-	name  string
-	spec  func(Spec) Spec
-	setup func(e *env)
-	check func(t *testing.T, e *env, r result)
-}
+// row is one scenario of a family table (workflowtest.Row): what the
+// namespace holds, which faults are scripted before the first run (Setup,
+// through respec when the plan differs from basePlan), then what must hold
+// after it (Check, then env.Finish).
+type row = workflowtest.Row[*env, result]
 
 // rowEnv is a row's environment: basePlan changed by spec, then setup
 // applied to the double (either may be nil).
@@ -37,16 +33,27 @@ func rowEnv(t *testing.T, spec func(Spec) Spec, setup func(*env)) *env {
 	return e
 }
 
+// baseEnv is a row's environment before its Setup: basePlan.
+func baseEnv(t *testing.T) *env { return newEnv(t, basePlan()) }
+
+// respec is the Setup of a row whose plan is basePlan changed by spec: the
+// env is made again for that plan, then each of setups is applied.
+func respec(spec func(Spec) Spec, setups ...func(*env)) func(*env) {
+	return func(e *env) {
+		e.t.Helper()
+		*e = *rowEnv(e.t, spec, nil)
+		for _, setup := range setups {
+			setup(e)
+		}
+	}
+}
+
 func runTable(t *testing.T, rows []row) {
 	t.Helper()
-	for _, tc := range rows {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := rowEnv(t, tc.spec, tc.setup)
-			tc.check(t, e, e.run())
-			e.noOverwrite()
-		})
+	for _, r := range rows {
+		require.NotNil(t, r.Check, "row %q checks what holds after the run", r.Name)
 	}
+	workflowtest.RunRows(t, baseEnv, rows)
 }
 
 // TestCreateSecretTable: the create-secret call (a batch of POSTs, each
@@ -55,8 +62,8 @@ func runTable(t *testing.T, rows []row) {
 func TestCreateSecretTable(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "applied", check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "applied", Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
 			require.Equal(t, []string{"create-secret secret/shop-app applied/created", "create-secret secret/shop-bus applied/created"},
 				r.trail(store.RecordAuthorityResult, ""))
@@ -68,20 +75,20 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, nonceDigest(e.secret(secretApp).Annotations[AnnotationNonce]), callOf(r, stepCreateSecret, "secret/"+secretApp).Digest,
 				"the call record holds the digest of the nonce the Secret carries")
 		}},
-		{name: "lost-after-apply", setup: func(e *env) {
+		{Name: "lost-after-apply", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
 			require.Equal(t, []string{"create-secret secret/shop-app ours/created-by-this-mutation"}, r.trail(store.RecordResolution, ""))
 			e.requirePlanned(secretApp, true)
 			require.Equal(t, 1, e.k.written("secret/"+secretApp), "applied once, never sent again")
 			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
 		}},
-		{name: "lost-before-apply", setup: func(e *env) {
+		{Name: "lost-before-apply", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.LostBefore()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount())
 			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 2, e.k.count(opCreateSecret, secretApp), "sent again after the read found it absent")
@@ -91,12 +98,12 @@ func TestCreateSecretTable(t *testing.T) {
 			require.NotEqual(t, calls[0].Digest, calls[1].Digest, "each attempt has its own nonce")
 			require.Equal(t, calls[1].Digest, nonceDigest(e.secret(secretApp).Annotations[AnnotationNonce]))
 		}},
-		{name: "409 someone else's Secret created right before ours", setup: func(e *env) {
+		{Name: "409 someone else's Secret created right before ours", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.putSecret(theirSecret(secretApp, map[string]string{"password": "theirs"}))
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount(), "kept and patched, never counted as created")
 			require.Equal(t, []string{"create-secret secret/shop-app unknown/already-exists", "create-secret secret/shop-bus applied/created",
 				"patch-secret secret/shop-app applied/patched"}, r.trail(store.RecordAuthorityResult, ""))
@@ -107,15 +114,15 @@ func TestCreateSecretTable(t *testing.T) {
 			require.NotContains(t, s.Annotations, AnnotationNonce)
 			require.Equal(t, 1, e.k.written("secret/"+secretApp), "one patch, no create")
 		}},
-		{name: "409 look-alike carrying keyledger's annotations and another nonce", setup: func(e *env) {
+		{Name: "409 look-alike carrying keyledger's annotations and another nonce", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.putSecret(theirSecret(secretApp, map[string]string{"password": "copied"}, func(s *corev1.Secret) {
 					s.Annotations = map[string]string{AnnotationNonce: "0123456789abcdef0123456789abcdef", AnnotationCreatedBy: "m-1:run-1"}
 					s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 				}))
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
 			res := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+secretApp)
 			require.Equal(t, "kept-existing", res.Reason)
@@ -123,42 +130,42 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, "copied", string(e.secret(secretApp).Data["password"]))
 			require.Zero(t, e.k.written("secret/"+secretApp), "complete: not written")
 		}},
-		{name: "422 rejected", setup: func(e *env) {
+		{Name: "422 rejected", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.Status(kubetest.Invalid("Secret", secretApp))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/invalid", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/invalid", r.Ending())
 			require.Equal(t, []any{"secret/" + secretBus}, r.summary()["applied"], "the refusal names what the batch applied")
 			require.Equal(t, []any{"secret/" + secretApp}, r.summary()["notApplied"])
 			require.Nil(t, e.secret(secretApp))
 			require.Equal(t, 1, e.k.written("secret/"+secretBus))
 			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp), "a rejected create is not sent again")
 		}},
-		{name: "500 not applied", setup: func(e *env) {
+		{Name: "500 not applied", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.Status(kubetest.ServerError())))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 2, e.k.count(opCreateSecret, secretApp))
 			require.Equal(t, 1, e.k.written("secret/"+secretApp))
 		}},
-		{name: "404 namespace absent every time", setup: func(e *env) {
+		{Name: "404 namespace absent every time", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.Status(kubetest.NotFound(grNamespaces, nsShop)).Times(100)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "uncertain/attempts-exhausted", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/attempts-exhausted", r.Ending())
 			require.Equal(t, MaxAttempts, e.k.count(opCreateSecret, secretApp), "bounded by MaxAttempts")
 			require.Nil(t, e.secret(secretApp))
 			require.Equal(t, store.StateResolving, r.op.State, "left for a rerun to settle")
 		}},
-		{name: "lost-after-apply then deleted by someone before the resolution's read", setup: func(e *env) {
+		{Name: "lost-after-apply then deleted by someone before the resolution's read", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()),
 				on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(kubetest.Secrets, secretApp) })).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"create-secret secret/shop-app not-applied/absent"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 2, e.k.written("secret/"+secretApp), "created again: the plan is desired state")
 			e.requirePlanned(secretApp, true)
 		}},
-		{name: "lost-after-apply then replaced by someone else's", setup: func(e *env) {
+		{Name: "lost-after-apply then replaced by someone else's", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.AppliedLost()),
 				on(opGetSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 					k.Remove(kubetest.Secrets, secretApp)
@@ -166,8 +173,8 @@ func TestCreateSecretTable(t *testing.T) {
 						s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 					}))
 				})).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"create-secret secret/shop-app ours/kept-existing"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount(), "not counted as created: the nonce is not ours")
 			require.Equal(t, "theirs", string(e.secret(secretApp).Data["password"]))
@@ -193,8 +200,8 @@ func TestPatchSecretTable(t *testing.T) {
 		require.Equal(t, "shop", s.Labels["app.kubernetes.io/part-of"])
 	}
 	runTable(t, []row{
-		{name: "applied", setup: partial, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "applied", Setup: partial, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 1, 1, 1, 0), r.secretsCount())
 			patched(t, e)
 			require.Equal(t, 1, e.k.written("secret/"+secretApp))
@@ -208,33 +215,33 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Equal(t, []any{"password"}, workflowtest.Fields(call.Detail)["addKeys"])
 			require.Equal(t, []any{"app.kubernetes.io/part-of"}, workflowtest.Fields(call.Detail)["addLabels"])
 		}},
-		{name: "lost-after-apply", setup: func(e *env) {
+		{Name: "lost-after-apply", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.AppliedLost()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app ours/complete")
 			patched(t, e)
 			require.Equal(t, 1, e.k.written("secret/"+secretApp), "not sent again")
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
 		}},
-		{name: "lost-before-apply", setup: func(e *env) {
+		{Name: "lost-before-apply", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore()))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Contains(t, r.trail(store.RecordResolution, ""), "patch-secret secret/shop-app not-applied/resource-version-unchanged")
 			patched(t, e)
 			require.Equal(t, 2, e.k.count(opPatchSecret, secretApp))
 			require.Equal(t, 1, e.k.written("secret/"+secretApp))
 		}},
-		{name: "422 someone else's write between read and patch", setup: func(e *env) {
+		{Name: "422 someone else's write between read and patch", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.editSecret(secretApp, func(s *corev1.Secret) { s.Data["theirs"] = []byte("added") })
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"patch-secret secret/shop-app unknown/test-failed", "patch-secret secret/shop-app applied/patched"},
 				r.trail(store.RecordAuthorityResult, stepPatchSecret))
 			res := firstRecordOf(r, store.RecordAuthorityResult, stepPatchSecret, "secret/"+secretApp)
@@ -244,13 +251,13 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Equal(t, "added", string(e.secret(secretApp).Data["theirs"]), "their write is kept")
 			require.Equal(t, 1, e.k.written("secret/"+secretApp), "the recomputed patch applied once")
 		}},
-		{name: "422 someone else added the planned key first", setup: func(e *env) {
+		{Name: "422 someone else added the planned key first", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.editSecret(secretApp, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			s := e.secret(secretApp)
 			require.Equal(t, "theirs", string(s.Data["password"]), "never overwritten")
 			require.Equal(t, "shop", s.Labels["app.kubernetes.io/part-of"])
@@ -258,66 +265,66 @@ func TestPatchSecretTable(t *testing.T) {
 			require.Len(t, calls, 2)
 			require.Nil(t, workflowtest.Fields(calls[1].Detail)["addKeys"], "the recomputed patch adds only the label")
 		}},
-		{name: "404 deleted by someone before the patch", setup: func(e *env) {
+		{Name: "404 deleted by someone before the patch", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) { k.Remove(kubetest.Secrets, secretApp) }))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretDeleted, r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretDeleted, r.Ending())
 			require.Equal(t, "m-1:run-1", r.summary()["run"])
 			require.Nil(t, e.secret(secretApp), "not recreated by this run")
 		}},
-		{name: "made immutable by someone before the patch", setup: func(e *env) {
+		{Name: "made immutable by someone before the patch", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.editSecret(secretApp, kubetest.Frozen)
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretImmutable, r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretImmutable, r.Ending())
 			require.NotContains(t, e.secret(secretApp).Data, "password")
 		}},
-		{name: "immutable before the run", setup: func(e *env) {
+		{Name: "immutable before the run", Setup: func(e *env) {
 			yes := true
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"other": "kept"}, func(s *corev1.Secret) { s.Immutable = &yes }))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretImmutable, r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretImmutable, r.Ending())
 			require.Zero(t, e.k.count(opPatchSecret, secretApp), "refused before any patch")
 		}},
-		{name: "wrong type", setup: func(e *env) {
+		{Name: "wrong type", Setup: func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, nil, func(s *corev1.Secret) { s.Type = corev1.SecretTypeDockerConfigJson }))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretWrongType, r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretWrongType, r.Ending())
 			res := r.records[len(r.records)-2]
 			require.Equal(t, "read-secret secret/"+secretApp, res.Step+" "+res.Target,
 				"the read that found it is journaled with the refusal")
 			require.Zero(t, e.k.count(opCreateSecret, secretApp), "never POSTed")
 		}},
-		{name: "terminating", setup: func(e *env) {
+		{Name: "terminating", Setup: func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "x"}, kubetest.BeingDeleted))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/"+ReasonSecretTerminating, r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonSecretTerminating, r.Ending())
 		}},
-		{name: "500 not applied", setup: func(e *env) {
+		{Name: "500 not applied", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Status(kubetest.ServerError())))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, 2, e.k.count(opPatchSecret, secretApp))
 			patched(t, e)
 		}},
-		{name: "409 conflict", setup: func(e *env) {
+		{Name: "409 conflict", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Status(kubetest.Conflict(kubetest.Secrets, secretApp))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, []string{"patch-secret secret/shop-app unknown/conflict", "patch-secret secret/shop-app applied/patched"},
 				r.trail(store.RecordAuthorityResult, stepPatchSecret), "settled by re-reading, never read as a refusal")
 			patched(t, e)
 		}},
-		{name: "422 invalid rejected", setup: func(e *env) {
+		{Name: "422 invalid rejected", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Status(kubetest.Invalid("Secret", secretApp))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "refused/invalid", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/invalid", r.Ending())
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
 			require.NotContains(t, e.secret(secretApp).Data, "password")
 		}},
@@ -331,11 +338,11 @@ func TestReruns(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, basePlan())
 		first := e.run()
-		require.Equal(t, "completed", first.ending())
+		require.Equal(t, "completed", first.Ending())
 		rvs := map[string]string{secretApp: e.secret(secretApp).ResourceVersion, secretBus: e.secret(secretBus).ResourceVersion}
 		mark := e.k.Mark()
 		r := e.run()
-		require.Equal(t, "existing", r.ending())
+		require.Equal(t, "existing", r.Ending())
 		require.Equal(t, "m-1:run-2", r.op.MutationID, "a new operation")
 		require.Equal(t, counts(2, 0, 0, 2, 2), r.secretsCount())
 		for n, rv := range rvs {
@@ -352,11 +359,11 @@ func TestReruns(t *testing.T) {
 	t.Run("a Secret deleted by hand is recreated, alone", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, basePlan())
-		require.Equal(t, "completed", e.run().ending())
+		require.Equal(t, "completed", e.run().Ending())
 		app := e.secret(secretApp)
 		e.k.Remove(kubetest.Secrets, secretBus)
 		r := e.run()
-		require.Equal(t, "completed", r.ending())
+		require.Equal(t, "completed", r.Ending())
 		require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
 		require.Equal(t, app.ResourceVersion, e.secret(secretApp).ResourceVersion, "the other Secret is not written")
 		require.Equal(t, 2, e.k.written("secret/"+secretBus))
@@ -424,12 +431,12 @@ func TestDecisionEdges(t *testing.T) {
 		require.ErrorContains(t, r.err, "reading randomness")
 	}
 	runTable(t, []row{
-		{name: "one Secret: one call, not a batch", spec: func(s Spec) Spec { s.Secrets = s.Secrets[:1]; return s }, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "one Secret: one call, not a batch", Setup: respec(func(s Spec) Spec { s.Secrets = s.Secrets[:1]; return s }), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(1, 1, 0, 0, 0), r.secretsCount())
 			require.Equal(t, []string{"create-secret secret/shop-app"}, r.calls())
 		}},
-		{name: "someone completes a Secret between the read and the patch", setup: func(e *env) {
+		{Name: "someone completes a Secret between the read and the patch", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
 				k.editSecret(secretApp, func(s *corev1.Secret) {
@@ -437,35 +444,35 @@ func TestDecisionEdges(t *testing.T) {
 					s.Labels = map[string]string{"app.kubernetes.io/part-of": "shop"}
 				})
 			}))))
-		}, check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		}, Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, "theirs", string(e.secret(secretApp).Data["password"]), "the resourceVersion test kept their value")
 			require.Equal(t, []string{"patch-secret secret/shop-app ours/complete"}, r.trail(store.RecordResolution, stepPatchSecret))
 			require.Zero(t, e.k.count(opCreateSecret, secretApp))
 		}},
-		{name: "randomness fails before the creates", setup: func(e *env) { e.random.failing.Store(true) }, check: func(t *testing.T, e *env, r result) {
+		{Name: "randomness fails before the creates", Setup: func(e *env) { e.random.failing.Store(true) }, Check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Empty(t, r.calls())
 			require.Zero(t, e.k.WriteCount())
 		}},
-		{name: "randomness fails building a patch", setup: func(e *env) {
+		{Name: "randomness fails building a patch", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opGetSecret, secretApp, kubetest.Theirs(fails(e))))
-		}, check: func(t *testing.T, e *env, r result) {
+		}, Check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Zero(t, e.k.count(opPatchSecret, secretApp))
 		}},
-		{name: "randomness fails building a create's retry", setup: func(e *env) {
+		{Name: "randomness fails building a create's retry", Setup: func(e *env) {
 			e.k.script(on(opCreateSecret, secretApp, kubetest.LostBefore()), on(opGetSecret, secretApp, kubetest.Theirs(fails(e)).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}, Check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Equal(t, 1, e.k.count(opCreateSecret, secretApp))
 			require.Nil(t, e.secret(secretApp))
 		}},
-		{name: "randomness fails building a patch's retry", setup: func(e *env) {
+		{Name: "randomness fails building a patch's retry", Setup: func(e *env) {
 			partial(e)
 			e.k.script(on(opPatchSecret, secretApp, kubetest.LostBefore()), on(opGetSecret, secretApp, kubetest.Theirs(fails(e)).After(1)))
-		}, check: func(t *testing.T, e *env, r result) {
+		}, Check: func(t *testing.T, e *env, r result) {
 			noEntropy(t, r)
 			require.Equal(t, 1, e.k.count(opPatchSecret, secretApp))
 		}},
@@ -485,10 +492,10 @@ func TestConcurrentRuns(t *testing.T) {
 	for _, r := range results {
 		require.NoError(t, r.err)
 		if r.op.MutationID == "m-1:run-1" {
-			require.Contains(t, []string{"completed", "converged"}, r.ending())
+			require.Contains(t, []string{"completed", "converged"}, r.Ending())
 			require.Equal(t, counts(2, 2, 0, 0, 0), r.secretsCount(), "both created by this operation, whichever process saw the answers")
 		} else {
-			require.Equal(t, "existing", r.ending(), "a later run writes nothing")
+			require.Equal(t, "existing", r.Ending(), "a later run writes nothing")
 		}
 	}
 	for _, n := range []string{secretApp, secretBus} {

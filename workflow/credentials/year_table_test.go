@@ -51,46 +51,43 @@ func unknownServer(e *env) {
 func TestConvergenceTable(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "one server unknown: the Secrets and the other server still converge", spec: withServers, setup: unknownServer,
-			check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
-				e.requirePlanned(secretApp, true)
-				e.requirePlanned(secretBus, true)
-				require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-bus-0 skipped/pod-absent", "the other server was looked at")
-				require.Zero(t, e.k.count(opDeletePod, podApp), "an unknown answer restarts nothing")
-			}},
-		{name: "resumed: a Secret settled before the resume and deleted since is created again", spec: withServers, setup: unknownServer,
-			check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
-				first := e.secret(secretBus).UID
-				e.k.Remove(kubetest.Secrets, secretBus)
-				mark := e.k.Mark()
-				again := e.run()
-				require.Equal(t, r.op.MutationID, again.op.MutationID, "the same run, resumed")
-				require.Equal(t, "uncertain/"+ReasonProbeUnknown, again.ending())
-				require.NotEqual(t, first, e.secret(secretBus).UID, "recreated")
-				e.requirePlanned(secretBus, true)
-				require.Equal(t, 2, e.k.countSince(mark, opGetSecret, secretApp),
-					"the other settled Secret is read again, then by the probe")
-				require.Zero(t, e.k.countSince(mark, opCreateSecret, secretApp), "and not POSTed")
-			}},
-		{name: "resumed past the bound: the stuck run is closed and a fresh run replaces it", spec: withServers, setup: unknownServer,
-			check: func(t *testing.T, e *env, r result) {
-				bound := e.plan().Prepare.Bound
-				require.Equal(t, DefaultRunBound, bound)
-				for range bound.MaxResumes {
-					require.Equal(t, r.op.MutationID, e.run().op.MutationID)
-				}
-				fresh := e.run()
-				require.Equal(t, store.RunID("m-1", 2), fresh.op.MutationID, "a fresh run")
-				require.Equal(t, "m-1:run-1", workflowtest.Fields(fresh.records[0].Detail)["replaces"])
-				require.Equal(t, store.ReasonRunResumeLimit, workflowtest.Fields(fresh.records[0].Detail)["replacedBecause"])
-				closed, records, err := e.j.Snapshot(context.Background(), "m-1:run-1")
-				require.NoError(t, err)
-				require.Equal(t, store.StateRefused, closed.State)
-				require.Equal(t, store.ReasonRunResumeLimit, closed.Reason)
-				require.Equal(t, store.StepCloseRun, records[len(records)-1].Step)
-			}},
+		{Name: "one server unknown: the Secrets and the other server still converge", Setup: respec(withServers, unknownServer), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
+			e.requirePlanned(secretApp, true)
+			e.requirePlanned(secretBus, true)
+			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-bus-0 skipped/pod-absent", "the other server was looked at")
+			require.Zero(t, e.k.count(opDeletePod, podApp), "an unknown answer restarts nothing")
+		}},
+		{Name: "resumed: a Secret settled before the resume and deleted since is created again", Setup: respec(withServers, unknownServer), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
+			first := e.secret(secretBus).UID
+			e.k.Remove(kubetest.Secrets, secretBus)
+			mark := e.k.Mark()
+			again := e.run()
+			require.Equal(t, r.op.MutationID, again.op.MutationID, "the same run, resumed")
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, again.Ending())
+			require.NotEqual(t, first, e.secret(secretBus).UID, "recreated")
+			e.requirePlanned(secretBus, true)
+			require.Equal(t, 2, e.k.countSince(mark, opGetSecret, secretApp),
+				"the other settled Secret is read again, then by the probe")
+			require.Zero(t, e.k.countSince(mark, opCreateSecret, secretApp), "and not POSTed")
+		}},
+		{Name: "resumed past the bound: the stuck run is closed and a fresh run replaces it", Setup: respec(withServers, unknownServer), Check: func(t *testing.T, e *env, r result) {
+			bound := e.plan().Prepare.Bound
+			require.Equal(t, DefaultRunBound, bound)
+			for range bound.MaxResumes {
+				require.Equal(t, r.op.MutationID, e.run().op.MutationID)
+			}
+			fresh := e.run()
+			require.Equal(t, store.RunID("m-1", 2), fresh.op.MutationID, "a fresh run")
+			require.Equal(t, "m-1:run-1", workflowtest.Fields(fresh.records[0].Detail)["replaces"])
+			require.Equal(t, store.ReasonRunResumeLimit, workflowtest.Fields(fresh.records[0].Detail)["replacedBecause"])
+			closed, records, err := e.j.Snapshot(context.Background(), "m-1:run-1")
+			require.NoError(t, err)
+			require.Equal(t, store.StateRefused, closed.State)
+			require.Equal(t, store.ReasonRunResumeLimit, closed.Reason)
+			require.Equal(t, store.StepCloseRun, records[len(records)-1].Step)
+		}},
 	})
 }
 
@@ -106,45 +103,40 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 		e.k.serverSecret = func(string) (string, string) { return "", "" }
 	}
 	runTable(t, []row{
-		{name: "run 1 restarts once; runs 2 and 3 refuse naming the pod and restart nothing", spec: withServers, setup: refusesForever,
-			check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, "refused/"+ReasonServerStillRefuses, r.ending())
-				require.Equal(t, 1, e.k.count(opDeletePod, podApp))
-				for run := 2; run <= 3; run++ {
-					r = e.run()
-					require.Equal(t, "refused/"+ReasonServerStillRefuses, r.ending(), "run %d", run)
-					require.Equal(t, podApp, r.summary()["pod"])
-					require.Equal(t, "m-1:run-1", r.summary()["restartedBy"])
-					require.Equal(t, 1, e.k.count(opDeletePod, podApp), "run %d restarts nothing", run)
-				}
-			}},
-		{name: "the Secret changed since the restart: one more restart", spec: withServers, setup: refusesForever,
-			check: func(t *testing.T, e *env, r result) {
-				require.Equal(t, 1, e.k.count(opDeletePod, podApp))
-				e.k.Touch(kubetest.Secrets, secretApp) // a new resourceVersion
-				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
-				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
-			}},
-		{name: "the controller's revision changed since the restart: one more restart", spec: withServers, setup: refusesForever,
-			check: func(t *testing.T, e *env, r result) {
-				e.k.editPod(podApp, func(p *corev1.Pod) { p.Labels["controller-revision-hash"] = "shop-app-2" })
-				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
-				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
-			}},
-		{name: "the pod's spec changed since the restart: one more restart", spec: withServers, setup: refusesForever,
-			check: func(t *testing.T, e *env, r result) {
-				e.k.editPod(podApp, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "server:2" })
-				require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().ending())
-				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
-			}},
-		{name: "the delete names its cause", spec: withServers, setup: refusesForever,
-			check: func(t *testing.T, e *env, r result) {
-				call := callOf(r, stepDeletePod, "pod/"+podApp)
-				require.NotEmpty(t, call.Digest)
-				cause := workflowtest.Fields(call.Detail)["cause"].(map[string]any)
-				require.Equal(t, e.secret(secretApp).ResourceVersion, cause["secretResourceVersion"])
-				require.Equal(t, "shop-app-1", cause["revision"])
-			}},
+		{Name: "run 1 restarts once; runs 2 and 3 refuse naming the pod and restart nothing", Setup: respec(withServers, refusesForever), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonServerStillRefuses, r.Ending())
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
+			for run := 2; run <= 3; run++ {
+				r = e.run()
+				require.Equal(t, "refused/"+ReasonServerStillRefuses, r.Ending(), "run %d", run)
+				require.Equal(t, podApp, r.summary()["pod"])
+				require.Equal(t, "m-1:run-1", r.summary()["restartedBy"])
+				require.Equal(t, 1, e.k.count(opDeletePod, podApp), "run %d restarts nothing", run)
+			}
+		}},
+		{Name: "the Secret changed since the restart: one more restart", Setup: respec(withServers, refusesForever), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp))
+			e.k.Touch(kubetest.Secrets, secretApp) // a new resourceVersion
+			require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().Ending())
+			require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
+		}},
+		{Name: "the controller's revision changed since the restart: one more restart", Setup: respec(withServers, refusesForever), Check: func(t *testing.T, e *env, r result) {
+			e.k.editPod(podApp, func(p *corev1.Pod) { p.Labels["controller-revision-hash"] = "shop-app-2" })
+			require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().Ending())
+			require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
+		}},
+		{Name: "the pod's spec changed since the restart: one more restart", Setup: respec(withServers, refusesForever), Check: func(t *testing.T, e *env, r result) {
+			e.k.editPod(podApp, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "server:2" })
+			require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().Ending())
+			require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
+		}},
+		{Name: "the delete names its cause", Setup: respec(withServers, refusesForever), Check: func(t *testing.T, e *env, r result) {
+			call := callOf(r, stepDeletePod, "pod/"+podApp)
+			require.NotEmpty(t, call.Digest)
+			cause := workflowtest.Fields(call.Detail)["cause"].(map[string]any)
+			require.Equal(t, e.secret(secretApp).ResourceVersion, cause["secretResourceVersion"])
+			require.Equal(t, "shop-app-1", cause["revision"])
+		}},
 	})
 }
 
@@ -173,18 +165,18 @@ func TestProbeEligibilityTable(t *testing.T) {
 	}
 	var rows []row
 	for reason, mod := range cases {
-		rows = append(rows, row{name: reason, spec: withServers, setup: pod(mod), check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.ending())
+		rows = append(rows, row{Name: reason, Setup: respec(withServers, pod(mod)), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
 			require.Zero(t, e.k.probed[podApp], "nothing is sent to it")
 			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/"+reason)
 			require.Zero(t, e.k.count(opDeletePod, podApp))
 		}})
 	}
-	rows = append(rows, row{name: "a named controller is the one expected", spec: func(s Spec) Spec {
+	rows = append(rows, row{Name: "a named controller is the one expected", Setup: respec(func(s Spec) Spec {
 		s = withServers(s)
 		s.Servers[0].Controller = &Controller{Kind: "StatefulSet", Name: "other"}
 		return s
-	}, setup: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }), check: func(t *testing.T, e *env, r result) {
+	}, pod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" })), Check: func(t *testing.T, e *env, r result) {
 		require.Equal(t, 1, e.k.probed[podApp], "probed")
 	}})
 	runTable(t, rows)
@@ -195,15 +187,15 @@ func TestProbeEligibilityTable(t *testing.T) {
 func TestPlanVersionsTable(t *testing.T) {
 	t.Parallel()
 	runTable(t, []row{
-		{name: "a Secret and a key more: created and patched in, no value touched; a dropped Secret is left", check: func(t *testing.T, e *env, r result) {
-			require.Equal(t, "completed", r.ending())
+		{Name: "a Secret and a key more: created and patched in, no value touched; a dropped Secret is left", Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
 			app, bus := e.secret(secretApp), e.secret(secretBus)
 			v2 := basePlan()
 			v2.Secrets[0].Keys = append(v2.Secrets[0].Keys, Key{Name: "username", Value: new("app")})
 			v2.Secrets = append(v2.Secrets[:1], Secret{Name: "shop-new", Keys: []Key{{Name: "password", Generate: &Generate{Length: 24, Alphabet: AlphabetHex}}}})
 			e.replan(v2)
 			r = e.run()
-			require.Equal(t, "completed", r.ending())
+			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, store.RunID("m-1", 2), r.op.MutationID)
 			require.NotEqual(t, r.records[0].Digest, e.prepDigest("m-1:run-1"), "journaled with its own digest")
 			require.Equal(t, e.prepDigest("m-1:run-1"), workflowtest.Fields(r.records[0].Detail)["supersedes"])
@@ -215,7 +207,7 @@ func TestPlanVersionsTable(t *testing.T) {
 			require.Equal(t, []string{"patch-secret secret/shop-app applied/patched", "create-secret secret/shop-new applied/created"},
 				r.trail(store.RecordAuthorityResult, ""), "nothing else is written")
 		}},
-		{name: "another owner under the same mutationId is refused", check: func(t *testing.T, e *env, r result) {
+		{Name: "another owner under the same mutationId is refused", Check: func(t *testing.T, e *env, r result) {
 			other := basePlan()
 			other.Owner = "someone-else"
 			e.replan(other)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
@@ -42,18 +43,55 @@ func callsOf(records []store.Record) []call {
 	return out
 }
 
-// dryRow is one scenario of the retirement's dry run: the runs before it
-// (the first may crash), what the dry run says, and the run after it.
-type dryRow struct {
-	name     string
-	manifest func(t testing.TB) *keyring.Manifest
-	spec     func(*Spec)
-	script   func(d *kubetest.Server)
-	crash    func(p store.TransitionParams) bool
-	before   []runWant
-	// with, when set, runs after the runs before (someone else's move).
-	with func(sc *scene)
+// dryRow is one scenario of the retirement's dry run (workflowtest.Row):
+// Setup builds the scene and makes the runs before it (the first may
+// crash; given.with is someone else's move), the run under test is the dry
+// run, Check is what it says and the run after it (dryWant).
+type dryRow = workflowtest.Row[*dryEnv, dryRan]
 
+// dryEnv is a row's world whose run under test is keyledger plan.
+type dryEnv struct{ *env }
+
+func newDryEnv(t *testing.T) *dryEnv { return &dryEnv{newEnv(t)} }
+
+// dryGiven is the Setup that builds the scene g describes.
+func dryGiven(g given) func(*dryEnv) {
+	return func(d *dryEnv) { g.setup(d.env) }
+}
+
+// dryRan is what the dry run said, and what the double and the journal
+// held just before it.
+type dryRan struct {
+	plan       *workflow.DryRunResult
+	secret     *corev1.Secret
+	read, sent int
+	txs        int64
+}
+
+// Ending is the dry run's outcome (its Stopped, when it stopped).
+func (r dryRan) Ending() string {
+	if r.plan.Stopped != "" {
+		return r.plan.Stopped
+	}
+	return string(r.plan.Outcome)
+}
+
+// Trail is the records the dry run says the run would journal.
+func (r dryRan) Trail() []string { return trail(r.plan.Records) }
+
+// Run plans the command (keyledger plan).
+func (d *dryEnv) Run() dryRan {
+	d.t.Helper()
+	sc := d.sc
+	r := dryRan{secret: now(sc.api), read: gets(sc.api), sent: replaces(sc.api), txs: sc.journal.Transactions()}
+	plan, err := sc.dryRun()
+	require.NoError(d.t, err)
+	r.plan = plan
+	return r
+}
+
+// dryWant is what a dry run says and what follows it.
+type dryWant struct {
 	journal string
 	replay  bool
 	outcome workflow.Outcome
@@ -69,136 +107,95 @@ type dryRow struct {
 	after runWant
 }
 
+func (w dryWant) check(t *testing.T, d *dryEnv, r dryRan) {
+	t.Helper()
+	sc, plan := d.sc, r.plan
+	require.Equal(t, r.secret, now(sc.api), "a dry run writes nothing to the API server")
+	require.Equal(t, r.sent, replaces(sc.api), "a dry run sends no replace")
+	require.Equal(t, w.gets, gets(sc.api)-r.read, "reads of the dry run")
+	require.Equal(t, r.txs, sc.journal.Transactions(), "a dry run writes nothing to the journal")
+
+	require.Equal(t, w.journal, plan.Journal)
+	require.Equal(t, fxMutation, plan.Operation)
+	require.Equal(t, w.replay, plan.Replay)
+	require.Equal(t, w.outcome, plan.Outcome)
+	require.Equal(t, w.reason, plan.Reason)
+	if w.stopped != "" {
+		require.Contains(t, plan.Stopped, "("+w.stopped+")")
+	} else {
+		require.Empty(t, plan.Stopped)
+	}
+	require.Equal(t, w.trail, r.Trail())
+	if w.outcome == workflow.OutcomeCompleted || w.outcome == workflow.OutcomeConverged {
+		require.Equal(t, r.secret.Name, workflowtest.Fields(plan.Summary)["secret"].(map[string]any)["name"])
+		require.Equal(t, float64(d.m.Generation+1), workflowtest.Fields(plan.Summary)["generation"], "the summary names the generation the run would write")
+	}
+
+	if w.after == "" {
+		return
+	}
+	var before []store.Record
+	if d.runs > 0 {
+		_, before = sc.operation()
+	}
+	d.crash = nil // the run after a dry run never crashes
+	next := d.env.Run()
+	requireRun(t, d.runs-1, w.after, next.res, next.err)
+	require.Equal(t, callsOf(plan.Calls()), callsOf(next.records[len(before):]), "the run sends the calls the dry run planned")
+}
+
 func TestRetireDryRun(t *testing.T) {
 	t.Parallel()
 	plannedT := []string{"result applied planned", "completion completed"}
 	rows := []dryRow{
 		{
-			name: "a fresh command: the one replace, as the run then sends it", journal: "new",
-			outcome: workflow.OutcomeCompleted, gets: 1,
-			trail: join([]string{"preparation"}, begun[1:], plannedT),
-			after: completed(),
+			Name:  "a fresh command: the one replace, as the run then sends it",
+			Setup: dryGiven(given{}),
+			Check: dryWant{journal: "new", outcome: workflow.OutcomeCompleted, gets: 1, trail: join([]string{"preparation"}, begun[1:], plannedT), after: completed()}.check,
 		},
 		{
-			name: "the active key: refused as the run then refuses", journal: "new",
-			spec:    func(s *Spec) { s.KeyID = "k-2026-08" },
-			outcome: workflow.OutcomeRefused, reason: keyring.ReasonKeyActive, gets: 1,
-			trail: []string{"preparation", "observation", "refusal key-active"},
-			after: refused(keyring.ReasonKeyActive),
+			Name:  "the active key: refused as the run then refuses",
+			Setup: dryGiven(given{spec: func(s *Spec) { s.KeyID = "k-2026-08" }}),
+			Check: dryWant{journal: "new", outcome: workflow.OutcomeRefused, reason: keyring.ReasonKeyActive, gets: 1, trail: []string{"preparation", "observation", "refusal key-active"}, after: refused(keyring.ReasonKeyActive)}.check,
 		},
 		{
-			name: "our receipt already in place: existing", journal: "new",
-			manifest: func(t testing.TB) *keyring.Manifest { return retiredBy(t, standardKeyring(), fxMutation, fxKey) },
-			outcome:  workflow.OutcomeExisting, gets: 1,
-			trail: []string{"preparation", "observation", "completion existing"},
-			after: existing(),
+			Name:  "our receipt already in place: existing",
+			Setup: dryGiven(given{manifest: func(t testing.TB) *keyring.Manifest { return retiredBy(t, standardKeyring(), fxMutation, fxKey) }}),
+			Check: dryWant{journal: "new", outcome: workflow.OutcomeExisting, gets: 1, trail: []string{"preparation", "observation", "completion existing"}, after: existing()}.check,
 		},
 		{
-			name:   "a completed operation: a replay, confirmed by one read",
-			before: []runWant{completed()}, journal: "completed", replay: true,
-			outcome: workflow.OutcomeExisting, gets: 1,
-			after: replayed(existing()),
+			Name:  "a completed operation: a replay, confirmed by one read",
+			Setup: dryGiven(given{before: []runWant{completed()}}),
+			Check: dryWant{journal: "completed", replay: true, outcome: workflow.OutcomeExisting, gets: 1, after: replayed(existing())}.check,
 		},
 		{
-			name: "a forged completion: refused as the run then refuses, read-only",
-			with: func(sc *scene) { sc.forge() }, journal: "completed", replay: true,
-			outcome: workflow.OutcomeRefused, reason: ReasonReplayReceiptMissing, gets: 1,
-			after: contradicted(ReasonReplayReceiptMissing),
+			Name:  "a forged completion: refused as the run then refuses, read-only",
+			Setup: dryGiven(given{with: func(sc *scene) { sc.forge() }}),
+			Check: dryWant{journal: "completed", replay: true, outcome: workflow.OutcomeRefused, reason: ReasonReplayReceiptMissing, gets: 1, after: contradicted(ReasonReplayReceiptMissing)}.check,
 		},
 		{
-			name: "a refused operation: the refusal replayed", spec: func(s *Spec) { s.KeyID = "k-2026-08" },
-			before: []runWant{refused(keyring.ReasonKeyActive)}, journal: "refused", replay: true,
-			outcome: workflow.OutcomeRefused, reason: keyring.ReasonKeyActive,
+			Name:  "a refused operation: the refusal replayed",
+			Setup: dryGiven(given{spec: func(s *Spec) { s.KeyID = "k-2026-08" }, before: []runWant{refused(keyring.ReasonKeyActive)}}),
+			Check: dryWant{journal: "refused", replay: true, outcome: workflow.OutcomeRefused, reason: keyring.ReasonKeyActive}.check,
 		},
 		{
-			name:  "left in calling with the write applied: resolved as ours",
-			crash: leaving(store.StateCalling), before: []runWant{uncertain("interrupted")}, journal: "calling",
-			outcome: workflow.OutcomeConverged, gets: 1,
-			trail: []string{"result lost no-result-recorded", "resolution ours", "completion converged"},
-			after: converged(),
+			Name:  "left in calling with the write applied: resolved as ours",
+			Setup: dryGiven(given{crash: leaving(store.StateCalling), before: []runWant{uncertain("interrupted")}}),
+			Check: dryWant{journal: "calling", outcome: workflow.OutcomeConverged, gets: 1, trail: []string{"result lost no-result-recorded", "resolution ours", "completion converged"}, after: converged()}.check,
 		},
 		{
-			name:   "left in resolving with the write not applied: sent again",
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
-			crash:  leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}, journal: "resolving",
-			outcome: workflow.OutcomeCompleted, gets: 1,
-			trail: join([]string{"resolution not-applied resource-version-unchanged", "call 2"}, plannedT),
-			after: completed(),
+			Name:  "left in resolving with the write not applied: sent again",
+			Setup: dryGiven(given{script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) }, crash: leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}}),
+			Check: dryWant{journal: "resolving", outcome: workflow.OutcomeCompleted, gets: 1, trail: join([]string{"resolution not-applied resource-version-unchanged", "call 2"}, plannedT), after: completed()}.check,
 		},
 		{
-			name: "the resolving read fails: stopped, a run would be uncertain",
-			script: func(d *kubetest.Server) {
+			Name: "the resolving read fails: stopped, a run would be uncertain",
+			Setup: dryGiven(given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.AppliedLost())
 				onGet(d, kubetest.Pass(), serverError, serverError)
-			},
-			crash: leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}, journal: "resolving",
-			stopped: "read-failed", gets: 1,
-			trail: []string{"resolution undetermined read-failed"},
-			after: converged(),
+			}, crash: leaving(store.StateResolving), before: []runWant{uncertain("interrupted")}}),
+			Check: dryWant{journal: "resolving", stopped: "read-failed", gets: 1, trail: []string{"resolution undetermined read-failed"}, after: converged()}.check,
 		},
 	}
-	for _, tc := range rows {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			m := standardKeyring()
-			if tc.manifest != nil {
-				m = tc.manifest(t)
-			}
-			var spec []func(*Spec)
-			if tc.spec != nil {
-				spec = append(spec, tc.spec)
-			}
-			sc := newScene(t, m, keyringSecret(m), spec...)
-			if tc.script != nil {
-				tc.script(sc.api)
-			}
-			for i, want := range tc.before {
-				var j workflow.Store = sc.journal
-				if i == 0 && tc.crash != nil {
-					j = &crashingJournal{Store: sc.journal, crash: tc.crash}
-				}
-				res, err := sc.run(j)
-				requireRun(t, i, want, res, err)
-			}
-
-			if tc.with != nil {
-				tc.with(sc)
-			}
-			secret, read, sent, txs := now(sc.api), gets(sc.api), replaces(sc.api), sc.journal.Transactions()
-			plan, err := sc.dryRun()
-			require.NoError(t, err)
-			require.Equal(t, secret, now(sc.api), "a dry run writes nothing to the API server")
-			require.Equal(t, sent, replaces(sc.api), "a dry run sends no replace")
-			require.Equal(t, tc.gets, gets(sc.api)-read, "reads of the dry run")
-			require.Equal(t, txs, sc.journal.Transactions(), "a dry run writes nothing to the journal")
-
-			require.Equal(t, tc.journal, plan.Journal)
-			require.Equal(t, fxMutation, plan.Operation)
-			require.Equal(t, tc.replay, plan.Replay)
-			require.Equal(t, tc.outcome, plan.Outcome)
-			require.Equal(t, tc.reason, plan.Reason)
-			if tc.stopped != "" {
-				require.Contains(t, plan.Stopped, "("+tc.stopped+")")
-			} else {
-				require.Empty(t, plan.Stopped)
-			}
-			require.Equal(t, tc.trail, trail(plan.Records))
-			if tc.outcome == workflow.OutcomeCompleted || tc.outcome == workflow.OutcomeConverged {
-				require.Equal(t, secret.Name, workflowtest.Fields(plan.Summary)["secret"].(map[string]any)["name"])
-				require.Equal(t, float64(m.Generation+1), workflowtest.Fields(plan.Summary)["generation"], "the summary names the generation the run would write")
-			}
-
-			if tc.after == "" {
-				return
-			}
-			var before []store.Record
-			if len(tc.before) > 0 {
-				_, before = sc.operation()
-			}
-			res, err := sc.run(nil)
-			requireRun(t, len(tc.before), tc.after, res, err)
-			_, records := sc.operation()
-			require.Equal(t, callsOf(plan.Calls()), callsOf(records[len(before):]), "the run sends the calls the dry run planned")
-		})
-	}
+	workflowtest.RunRows(t, newDryEnv, rows)
 }

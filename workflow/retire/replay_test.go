@@ -61,78 +61,87 @@ func replayRows() []row {
 	}
 	return []row{
 		{
-			name: "a forged completion of a pending retirement: replay-receipt-missing, nothing written",
-			with: func(sc *scene) { sc.forge() },
-			runs: []runWant{contradicted(ReasonReplayReceiptMissing)},
-			end:  unchanged, gets: 1, trail: forged,
+			Name:  "a forged completion of a pending retirement: replay-receipt-missing, nothing written",
+			Setup: given{with: func(sc *scene) { sc.forge() }}.setup,
+			Want:  contradicted(ReasonReplayReceiptMissing),
+			Trail: forged,
+			Check: after{end: unchanged, gets: 1}.check,
 		},
 		{
-			name: "a forged completion in the shape a run journals: replay-receipt-missing",
-			with: func(sc *scene) { sc.forge(forgedRun(sc)...) },
-			runs: []runWant{contradicted(ReasonReplayReceiptMissing)},
-			end:  unchanged, gets: 1, trail: forgedShape,
+			Name:  "a forged completion in the shape a run journals: replay-receipt-missing",
+			Setup: given{with: func(sc *scene) { sc.forge(forgedRun(sc)...) }}.setup,
+			Want:  contradicted(ReasonReplayReceiptMissing),
+			Trail: forgedShape,
+			Check: after{end: unchanged, gets: 1}.check,
 		},
 		{
-			name: "a forged completion bound to another UID: replay-uid-changed",
-			with: func(sc *scene) {
+			Name: "a forged completion bound to another UID: replay-uid-changed",
+			Setup: given{with: func(sc *scene) {
 				records := forgedRun(sc)
 				for i := range records {
 					records[i].UID = "00000000-0000-4000-8000-00000000beef"
 				}
 				sc.forge(records...)
-			},
-			runs: []runWant{contradicted(ReasonReplayUIDChanged)},
-			end:  unchanged, gets: 1, trail: forgedShape,
+			}}.setup,
+			Want:  contradicted(ReasonReplayUIDChanged),
+			Trail: forgedShape,
+			Check: after{end: unchanged, gets: 1}.check,
 		},
 		{
-			name: "a forged completion, someone else's receipt for the key: replay-receipt-conflict",
-			manifest: func(t testing.TB) *keyring.Manifest {
+			Name: "a forged completion, someone else's receipt for the key: replay-receipt-conflict",
+			Setup: given{manifest: func(t testing.TB) *keyring.Manifest {
 				return retiredBy(t, standardKeyring(), "mut-other", fxKey)
-			},
-			with: func(sc *scene) { sc.forge() },
-			runs: []runWant{contradicted(ReasonReplayReceiptConflict)},
-			end:  unchanged, gets: 1, trail: forged,
+			}, with: func(sc *scene) { sc.forge() }}.setup,
+			Want:  contradicted(ReasonReplayReceiptConflict),
+			Trail: forged,
+			Check: after{end: unchanged, gets: 1}.check,
 		},
 		{
-			name: "a forged completion, the Secret absent: replay-secret-absent", missing: true,
-			with: func(sc *scene) { sc.forge() },
-			runs: []runWant{contradicted(ReasonReplaySecretAbsent)},
-			end:  absent, gets: 1, trail: forged,
+			Name:  "a forged completion, the Secret absent: replay-secret-absent",
+			Setup: given{missing: true, with: func(sc *scene) { sc.forge() }}.setup,
+			Want:  contradicted(ReasonReplaySecretAbsent),
+			Trail: forged,
+			Check: after{end: absent, gets: 1}.check,
 		},
 		{
-			name:   "a genuine retirement, the old keyring put back since: replay-receipt-missing",
-			script: then(func(d *kubetest.Server) { theirUpdate(d, holding(standardKeyring())) }),
-			runs:   []runWant{completed(), contradicted(ReasonReplayReceiptMissing)},
-			end:    theirsOnly, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+			Name:  "a genuine retirement, the old keyring put back since: replay-receipt-missing",
+			Setup: given{script: then(func(d *kubetest.Server) { theirUpdate(d, holding(standardKeyring())) }), before: []runWant{completed()}}.setup,
+			Want:  contradicted(ReasonReplayReceiptMissing),
+			Trail: join(begun, appliedT),
+			Check: after{end: theirsOnly, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name:   "a genuine retirement, the Secret deleted since: replay-secret-absent",
-			script: then(theirDelete),
-			runs:   []runWant{completed(), contradicted(ReasonReplaySecretAbsent)},
-			end:    absent, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+			Name:  "a genuine retirement, the Secret deleted since: replay-secret-absent",
+			Setup: given{script: then(theirDelete), before: []runWant{completed()}}.setup,
+			Want:  contradicted(ReasonReplaySecretAbsent),
+			Trail: join(begun, appliedT),
+			Check: after{end: absent, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "a genuine retirement, the Secret re-created since: replay-uid-changed",
-			script: then(func(d *kubetest.Server) {
+			Name: "a genuine retirement, the Secret re-created since: replay-uid-changed",
+			Setup: given{script: then(func(d *kubetest.Server) {
 				theirDelete(d)
 				d.Seed(kubetest.Secrets, keyringSecret(standardKeyring()))
-			}),
-			runs: []runWant{completed(), contradicted(ReasonReplayUIDChanged)},
-			end:  theirsOnly, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+			}), before: []runWant{completed()}}.setup,
+			Want:  contradicted(ReasonReplayUIDChanged),
+			Trail: join(begun, appliedT),
+			Check: after{end: theirsOnly, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "a genuine retirement, the keyring label removed since: replay-not-managed",
-			script: then(func(d *kubetest.Server) {
+			Name: "a genuine retirement, the keyring label removed since: replay-not-managed",
+			Setup: given{script: then(func(d *kubetest.Server) {
 				theirUpdate(d, func(s *corev1.Secret) { delete(s.Labels, LabelKeyring) })
-			}),
-			runs: []runWant{completed(), contradicted(workflow.ReplayPrefix + ReasonNotManaged)},
-			end:  retired, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+			}), before: []runWant{completed()}}.setup,
+			Want:  contradicted(workflow.ReplayPrefix + ReasonNotManaged),
+			Trail: join(begun, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name:   "a genuine retirement, the confirming read fails: unavailable, never existing",
-			script: func(d *kubetest.Server) { onGet(d, kubetest.Pass(), serverError) },
-			runs:   []runWant{completed(), replayed(unavailable())},
-			end:    retired, writes: 1, gets: 2, replaces: 1, trail: join(begun, appliedT),
+			Name:  "a genuine retirement, the confirming read fails: unavailable, never existing",
+			Setup: given{script: func(d *kubetest.Server) { onGet(d, kubetest.Pass(), serverError) }, before: []runWant{completed()}}.setup,
+			Want:  replayed(unavailable()),
+			Trail: join(begun, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 	}
 }

@@ -123,9 +123,14 @@ const (
 	theirsOnly
 )
 
-// row is one scenario of the retirement table.
-type row struct {
-	name string
+// row is one scenario of the retirement table (workflowtest.Row): Setup
+// builds the scene (given), Want is what the last run of the command ends
+// with, Trail the journal's records, Check the Secret and the calls
+// afterwards (after).
+type row = workflowtest.Row[*env, ran]
+
+// given is a scenario's world before the run under test.
+type given struct {
 	// manifest is what the Secret holds (standardKeyring when nil);
 	// secret changes the Secret; missing starts without it.
 	manifest func(t testing.TB) *keyring.Manifest
@@ -139,15 +144,119 @@ type row struct {
 	// crash, when set, ends the first run right before the matching
 	// journal commit; the following runs use the journal as it was left.
 	crash func(p store.TransitionParams) bool
-	// runs is what each run of the same command ends with, in order.
-	runs []runWant
+	// before is what each run of the same command before the one under
+	// test ends with, in order.
+	before []runWant
+}
 
-	// After the last run: the Secret, the writes this operation's
-	// Replace stored, the calls the double received, the journal.
+// env is one row's world: the scene, the manifest it started from, the
+// crash still to come and how many runs were made.
+type env struct {
+	t     *testing.T
+	sc    *scene
+	m     *keyring.Manifest
+	crash func(p store.TransitionParams) bool
+	runs  int
+}
+
+func newEnv(t *testing.T) *env { return &env{t: t} }
+
+// setup builds the scene g describes, then makes the runs before the one
+// under test.
+func (g given) setup(e *env) {
+	e.t.Helper()
+	e.m = standardKeyring()
+	if g.manifest != nil {
+		e.m = g.manifest(e.t)
+	}
+	var s *corev1.Secret
+	if !g.missing {
+		s = keyringSecret(e.m, g.secret...)
+	}
+	var spec []func(*Spec)
+	if g.spec != nil {
+		spec = append(spec, g.spec)
+	}
+	e.sc = newScene(e.t, e.m, s, spec...)
+	if g.script != nil {
+		g.script(e.sc.api)
+	}
+	if g.with != nil {
+		g.with(e.sc)
+	}
+	e.crash = g.crash
+	for _, want := range g.before {
+		r := e.Run()
+		requireRun(e.t, e.runs-1, want, r.res, r.err)
+	}
+}
+
+// ran is one run's end and the journal after it.
+type ran struct {
+	res     *workflow.Result
+	err     error
+	op      *store.Operation
+	records []store.Record
+}
+
+// Ending is the run's ending, in workflowtest.Ending's spelling.
+func (r ran) Ending() string { return workflowtest.Ending(r.res, r.err) }
+
+// Trail is the journal's records in short (see trail).
+func (r ran) Trail() []string { return trail(r.records) }
+
+// Run runs the command once; the first run meets the scenario's crash.
+func (e *env) Run() ran {
+	e.t.Helper()
+	var j workflow.Store = e.sc.journal
+	if e.runs == 0 && e.crash != nil {
+		j = &crashingJournal{Store: e.sc.journal, crash: e.crash}
+	}
+	e.runs++
+	res, err := e.sc.run(j)
+	op, records := e.sc.operation()
+	return ran{res: res, err: err, op: op, records: records}
+}
+
+// Finish: nothing beyond each row's Check.
+func (e *env) Finish(*testing.T) {}
+
+// after is what holds once the last run ended: the Secret, the writes
+// this operation's Replace stored, the calls the double received.
+type after struct {
 	end            ending
 	writes         int
 	gets, replaces int
-	trail          []string
+}
+
+func (a after) check(t *testing.T, e *env, r ran) {
+	t.Helper()
+	sc := e.sc
+	if r.Ending() == uncertain("interrupted") {
+		require.ErrorIs(t, r.err, errCrash, "run %d", e.runs-1)
+	}
+	require.Len(t, replaced(sc.api), a.writes, "writes this operation stored")
+	require.Equal(t, a.gets, gets(sc.api), "gets received")
+	require.Equal(t, a.replaces, replaces(sc.api), "replaces received")
+	now := now(sc.api)
+	switch a.end {
+	case unchanged:
+		require.Equal(t, sc.start, now, "the Secret is untouched")
+	case retired:
+		requireRetired(t, now, e.m, r.op.CreatedAt)
+		if a.writes == 1 {
+			require.Equal(t, replaced(sc.api)[0].Data, now.Data, "the one write stored the keyring")
+		}
+	case absent:
+		require.Nil(t, now, "the Secret is absent")
+	case theirsOnly:
+		require.NotNil(t, now)
+		require.NotEqual(t, sc.start, now, "someone else changed the Secret")
+		if got, err := keyring.Parse(now.Data[fxDataKey]); err == nil {
+			r, ok := got.Receipt(fxKey)
+			require.False(t, ok && r.MutationID == fxMutation, "no receipt of this operation")
+		}
+	}
 }
 
 var (
@@ -169,109 +278,111 @@ func join(parts ...[]string) []string {
 func retireRows(t testing.TB) []row {
 	return []row{
 		{
-			name: "applied", runs: []runWant{completed()},
-			end: retired, writes: 1, gets: 1, replaces: 1,
-			trail: join(begun, appliedT),
+			Name:  "applied",
+			Setup: given{}.setup,
+			Want:  completed(),
+			Trail: join(begun, appliedT),
+			Check: after{end: retired, writes: 1, gets: 1, replaces: 1}.check,
 		},
 		{
-			name:   "lost-after-apply: resolution finds our receipt",
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) },
-			runs:   []runWant{converged()},
-			end:    retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			Name:  "lost-after-apply: resolution finds our receipt",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) }}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name:   "lost-before-apply: unchanged resourceVersion, sent again",
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
-			runs:   []runWant{completed()},
-			end:    retired, writes: 1, gets: 2, replaces: 2,
-			trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Name:  "lost-before-apply: unchanged resourceVersion, sent again",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) }}.setup,
+			Want:  completed(),
+			Trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 2}.check,
 		},
 		{
-			name:   "500 not applied: sent again",
-			script: func(d *kubetest.Server) { onReplace(d, serverError) },
-			runs:   []runWant{completed()},
-			end:    retired, writes: 1, gets: 2, replaces: 2,
-			trail: join(begun, []string{"result unknown server-error", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Name:  "500 not applied: sent again",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, serverError) }}.setup,
+			Want:  completed(),
+			Trail: join(begun, []string{"result unknown server-error", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 2}.check,
 		},
 		{
-			name:   "409: someone else replaced the Secret",
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.Theirs(annotate)) },
-			runs:   []runWant{refused(ReasonChangedConcurrent)},
-			end:    theirsOnly, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown conflict", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			Name:  "409: someone else replaced the Secret",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, kubetest.Theirs(annotate)) }}.setup,
+			Want:  refused(ReasonChangedConcurrent),
+			Trail: join(begun, []string{"result unknown conflict", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			Check: after{end: theirsOnly, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "409: someone else retired the key with another receipt",
-			script: func(d *kubetest.Server) {
+			Name: "409: someone else retired the key with another receipt",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.Theirs(func(d *kubetest.Server) {
 					theirUpdate(d, holding(retiredBy(t, standardKeyring(), "mut-other", fxKey)))
 				}))
-			},
-			runs: []runWant{refused(ReasonReceiptConflict)},
-			end:  theirsOnly, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown conflict", "resolution theirs receipt-conflict", "refusal receipt-conflict"}),
+			}}.setup,
+			Want:  refused(ReasonReceiptConflict),
+			Trail: join(begun, []string{"result unknown conflict", "resolution theirs receipt-conflict", "refusal receipt-conflict"}),
+			Check: after{end: theirsOnly, gets: 2, replaces: 1}.check,
 		},
 		{
-			name:   "409 with no change found: sent again",
-			script: func(d *kubetest.Server) { onReplace(d, conflict) },
-			runs:   []runWant{completed()},
-			end:    retired, writes: 1, gets: 2, replaces: 2,
-			trail: join(begun, []string{"result unknown conflict", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Name:  "409 with no change found: sent again",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, conflict) }}.setup,
+			Want:  completed(),
+			Trail: join(begun, []string{"result unknown conflict", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 2}.check,
 		},
 		{
-			name:   "404 on replace and on resolve: someone else deleted the Secret",
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.Theirs(theirDelete)) },
-			runs:   []runWant{refused(ReasonSecretAbsent)},
-			end:    absent, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown not-found", "resolution theirs secret-absent", "refusal secret-absent"}),
+			Name:  "404 on replace and on resolve: someone else deleted the Secret",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, kubetest.Theirs(theirDelete)) }}.setup,
+			Want:  refused(ReasonSecretAbsent),
+			Trail: join(begun, []string{"result unknown not-found", "resolution theirs secret-absent", "refusal secret-absent"}),
+			Check: after{end: absent, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "lost-after-apply, then deleted: 404 on resolve",
-			script: func(d *kubetest.Server) {
+			Name: "lost-after-apply, then deleted: 404 on resolve",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.AppliedLost())
 				onGet(d, kubetest.Pass(), kubetest.Theirs(theirDelete))
-			},
-			runs: []runWant{refused(ReasonSecretAbsent)},
-			end:  absent, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution theirs secret-absent", "refusal secret-absent"}),
+			}}.setup,
+			Want:  refused(ReasonSecretAbsent),
+			Trail: join(begun, []string{"result unknown lost", "resolution theirs secret-absent", "refusal secret-absent"}),
+			Check: after{end: absent, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "lost-after-apply, then edited by someone else: our receipt stays ours",
-			script: func(d *kubetest.Server) {
+			Name: "lost-after-apply, then edited by someone else: our receipt stays ours",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.AppliedLost())
 				onGet(d, kubetest.Pass(), kubetest.Theirs(annotate))
-			},
-			runs: []runWant{converged()},
-			end:  retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			}}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "lost-after-apply, then re-created by someone else: uid-changed on resolve",
-			script: func(d *kubetest.Server) {
+			Name: "lost-after-apply, then re-created by someone else: uid-changed on resolve",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.AppliedLost())
 				onGet(d, kubetest.Pass(), kubetest.Theirs(func(d *kubetest.Server) {
 					theirDelete(d)
 					d.Seed(kubetest.Secrets, keyringSecret(standardKeyring()))
 				}))
-			},
-			runs: []runWant{refused(ReasonUIDChanged)},
-			end:  theirsOnly, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution theirs uid-changed", "refusal uid-changed"}),
+			}}.setup,
+			Want:  refused(ReasonUIDChanged),
+			Trail: join(begun, []string{"result unknown lost", "resolution theirs uid-changed", "refusal uid-changed"}),
+			Check: after{end: theirsOnly, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "lost-before-apply, then someone else's write: changed-concurrently",
-			script: func(d *kubetest.Server) {
+			Name: "lost-before-apply, then someone else's write: changed-concurrently",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.LostBefore())
 				onGet(d, kubetest.Pass(), kubetest.Theirs(annotate))
-			},
-			runs: []runWant{refused(ReasonChangedConcurrent)},
-			end:  theirsOnly, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			}}.setup,
+			Want:  refused(ReasonChangedConcurrent),
+			Trail: join(begun, []string{"result unknown lost", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			Check: after{end: theirsOnly, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "a concurrent run of the same command wins the race: written once",
-			with: func(sc *scene) {
+			Name: "a concurrent run of the same command wins the race: written once",
+			Setup: given{with: func(sc *scene) {
 				onReplace(sc.api, kubetest.Theirs(func(*kubetest.Server) {
 					// The other process, start to end, while this one's
 					// replace is in flight.
@@ -279,180 +390,183 @@ func retireRows(t testing.TB) []row {
 					require.NoError(sc.t, err)
 					require.Equal(sc.t, workflow.OutcomeCompleted, res.Outcome)
 				}))
-			},
-			runs: []runWant{completed()},
-			end:  retired, writes: 1, gets: 3, replaces: 2, // the third get confirms the completion the other process journaled
-			trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			}}.setup,
+			Want:  completed(),
+			Trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Check: after{end: retired, writes: 1, gets: 3, replaces: 2}.check, // the third get confirms the completion the other process journaled
 		},
 		{
-			name:   "403: rejected, nothing written",
-			script: func(d *kubetest.Server) { onReplace(d, forbidden) },
-			runs:   []runWant{refused("forbidden")},
-			end:    unchanged, gets: 1, replaces: 1,
-			trail: join(begun, []string{"result rejected forbidden", "refusal forbidden"}),
+			Name:  "403: rejected, nothing written",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, forbidden) }}.setup,
+			Want:  refused("forbidden"),
+			Trail: join(begun, []string{"result rejected forbidden", "refusal forbidden"}),
+			Check: after{end: unchanged, gets: 1, replaces: 1}.check,
 		},
 		{
-			name:   "422: rejected, nothing written",
-			script: func(d *kubetest.Server) { onReplace(d, invalid) },
-			runs:   []runWant{refused("invalid")},
-			end:    unchanged, gets: 1, replaces: 1,
-			trail: join(begun, []string{"result rejected invalid", "refusal invalid"}),
+			Name:  "422: rejected, nothing written",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, invalid) }}.setup,
+			Want:  refused("invalid"),
+			Trail: join(begun, []string{"result rejected invalid", "refusal invalid"}),
+			Check: after{end: unchanged, gets: 1, replaces: 1}.check,
 		},
 		{
-			name: "result-mismatch: a stale object came back, settled by re-reading",
-			script: func(d *kubetest.Server) {
+			Name: "result-mismatch: a stale object came back, settled by re-reading",
+			Setup: given{script: func(d *kubetest.Server) {
 				stale := now(d)
 				onReplace(d, kubetest.Answer(kubetest.OnSecret(func(s *corev1.Secret) { *s = *stale })))
-			},
-			runs: []runWant{converged()},
-			end:  retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+			}}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "result-mismatch: an unreadable object came back, settled by re-reading",
-			script: func(d *kubetest.Server) {
+			Name: "result-mismatch: an unreadable object came back, settled by re-reading",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.Answer(kubetest.OnSecret(func(s *corev1.Secret) { s.Type = corev1.SecretTypeTLS })))
-			},
-			runs: []runWant{converged()},
-			end:  retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+			}}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "result-mismatch: the precondition's resourceVersion came back",
-			script: func(d *kubetest.Server) {
+			Name: "result-mismatch: the precondition's resourceVersion came back",
+			Setup: given{script: func(d *kubetest.Server) {
 				rv := now(d).ResourceVersion
 				onReplace(d, kubetest.Answer(kubetest.OnSecret(func(s *corev1.Secret) { s.ResourceVersion = rv })))
-			},
-			runs: []runWant{converged()},
-			end:  retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+			}}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result unknown result-mismatch", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "result-mismatch: a webhook put the old keyring back, someone else's",
-			script: func(d *kubetest.Server) {
+			Name: "result-mismatch: a webhook put the old keyring back, someone else's",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.Admission(kubetest.OnSecret(func(s *corev1.Secret) {
 					holding(standardKeyring())(s)
 					s.Annotations["example.com/reverted"] = "yes"
 				})))
-			},
-			runs: []runWant{refused(ReasonChangedConcurrent)},
-			end:  theirsOnly, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result unknown result-mismatch", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			}}.setup,
+			Want:  refused(ReasonChangedConcurrent),
+			Trail: join(begun, []string{"result unknown result-mismatch", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			Check: after{end: theirsOnly, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "500 on the resolving read: uncertain, a rerun settles it",
-			script: func(d *kubetest.Server) {
+			Name: "500 on the resolving read: uncertain, a rerun settles it",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.AppliedLost())
 				onGet(d, kubetest.Pass(), serverError)
-			},
-			runs: []runWant{uncertain("read-failed"), converged()},
-			end:  retired, writes: 1, gets: 3, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution undetermined read-failed", "resolution ours", "completion converged"}),
+			}, before: []runWant{uncertain("read-failed")}}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result unknown lost", "resolution undetermined read-failed", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 3, replaces: 1}.check,
 		},
 		{
-			name: "lost three times: attempts exhausted, a rerun completes",
-			script: func(d *kubetest.Server) {
+			Name: "lost three times: attempts exhausted, a rerun completes",
+			Setup: given{script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.LostBefore(), kubetest.LostBefore(), kubetest.LostBefore())
-			},
-			runs: []runWant{uncertain("attempts-exhausted"), completed()},
-			end:  retired, writes: 1, gets: 5, replaces: 4,
-			trail: join(begun,
+			}, before: []runWant{uncertain("attempts-exhausted")}}.setup,
+			Want: completed(),
+			Trail: join(begun,
 				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"},
 				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 3"},
 				[]string{"result unknown lost", "resolution not-applied resource-version-unchanged"},
 				[]string{"resolution not-applied resource-version-unchanged", "call 4"}, appliedT),
+			Check: after{end: retired, writes: 1, gets: 5, replaces: 4}.check,
 		},
 		{
-			name:   "500 on the first read: unavailable before any call, a rerun completes",
-			script: func(d *kubetest.Server) { onGet(d, serverError) },
-			runs:   []runWant{unavailable(), completed()},
-			end:    retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, appliedT),
+			Name:  "500 on the first read: unavailable before any call, a rerun completes",
+			Setup: given{script: func(d *kubetest.Server) { onGet(d, serverError) }, before: []runWant{unavailable()}}.setup,
+			Want:  completed(),
+			Trail: join(begun, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 
 		// Resumes: the first run ends right before a journal commit.
 		{
-			name: "resume from prepared", crash: leaving(store.StatePrepared),
-			runs: []runWant{uncertain("interrupted"), completed()},
-			end:  retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, appliedT),
+			Name:  "resume from prepared",
+			Setup: given{crash: leaving(store.StatePrepared), before: []runWant{uncertain("interrupted")}}.setup,
+			Want:  completed(),
+			Trail: join(begun, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "resume from calling, the write applied", crash: leaving(store.StateCalling),
-			runs: []runWant{uncertain("interrupted"), converged()},
-			end:  retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result lost no-result-recorded", "resolution ours", "completion converged"}),
+			Name:  "resume from calling, the write applied",
+			Setup: given{crash: leaving(store.StateCalling), before: []runWant{uncertain("interrupted")}}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result lost no-result-recorded", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "resume from calling, the write not applied", crash: leaving(store.StateCalling),
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
-			runs:   []runWant{uncertain("interrupted"), completed()},
-			end:    retired, writes: 1, gets: 2, replaces: 2,
-			trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Name:  "resume from calling, the write not applied",
+			Setup: given{crash: leaving(store.StateCalling), script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) }, before: []runWant{uncertain("interrupted")}}.setup,
+			Want:  completed(),
+			Trail: join(begun, []string{"result lost no-result-recorded", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 2}.check,
 		},
 		{
-			name: "resume from calling, not applied and changed since", crash: leaving(store.StateCalling),
-			script: func(d *kubetest.Server) {
+			Name: "resume from calling, not applied and changed since",
+			Setup: given{crash: leaving(store.StateCalling), script: func(d *kubetest.Server) {
 				onReplace(d, kubetest.LostBefore())
 				onGet(d, kubetest.Pass(), kubetest.Theirs(annotate))
-			},
-			runs: []runWant{uncertain("interrupted"), refused(ReasonChangedConcurrent)},
-			end:  theirsOnly, gets: 2, replaces: 1,
-			trail: join(begun, []string{"result lost no-result-recorded", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			}, before: []runWant{uncertain("interrupted")}}.setup,
+			Want:  refused(ReasonChangedConcurrent),
+			Trail: join(begun, []string{"result lost no-result-recorded", "resolution theirs changed-concurrently", "refusal changed-concurrently"}),
+			Check: after{end: theirsOnly, gets: 2, replaces: 1}.check,
 		},
 		{
-			name: "resume from resolving, the write applied", crash: leaving(store.StateResolving),
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) },
-			runs:   []runWant{uncertain("interrupted"), converged()},
-			end:    retired, writes: 1, gets: 3, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			Name:  "resume from resolving, the write applied",
+			Setup: given{crash: leaving(store.StateResolving), script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) }, before: []runWant{uncertain("interrupted")}}.setup,
+			Want:  converged(),
+			Trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 3, replaces: 1}.check,
 		},
 		{
-			name: "resume from resolving, the write not applied", crash: leaving(store.StateResolving),
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) },
-			runs:   []runWant{uncertain("interrupted"), completed()},
-			end:    retired, writes: 1, gets: 3, replaces: 2,
-			trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Name:  "resume from resolving, the write not applied",
+			Setup: given{crash: leaving(store.StateResolving), script: func(d *kubetest.Server) { onReplace(d, kubetest.LostBefore()) }, before: []runWant{uncertain("interrupted")}}.setup,
+			Want:  completed(),
+			Trail: join(begun, []string{"result unknown lost", "resolution not-applied resource-version-unchanged", "call 2"}, appliedT),
+			Check: after{end: retired, writes: 1, gets: 3, replaces: 2}.check,
 		},
 
 		// Replays.
 		{
-			name: "replay of a completed operation: one read confirms it, nothing written",
-			runs: []runWant{completed(), replayed(completed())},
-			end:  retired, writes: 1, gets: 2, replaces: 1,
-			trail: join(begun, appliedT),
+			Name:  "replay of a completed operation: one read confirms it, nothing written",
+			Setup: given{before: []runWant{completed()}}.setup,
+			Want:  replayed(completed()),
+			Trail: join(begun, appliedT),
+			Check: after{end: retired, writes: 1, gets: 2, replaces: 1}.check,
 		},
 		{
-			name:   "replay of a converged operation",
-			script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) },
-			runs:   []runWant{converged(), replayed(converged())},
-			end:    retired, writes: 1, gets: 3, replaces: 1,
-			trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			Name:  "replay of a converged operation",
+			Setup: given{script: func(d *kubetest.Server) { onReplace(d, kubetest.AppliedLost()) }, before: []runWant{converged()}}.setup,
+			Want:  replayed(converged()),
+			Trail: join(begun, []string{"result unknown lost", "resolution ours", "completion converged"}),
+			Check: after{end: retired, writes: 1, gets: 3, replaces: 1}.check,
 		},
 		{
-			name: "replay of a refused operation",
-			spec: func(s *Spec) { s.KeyID = "k-2026-08" },
-			runs: []runWant{refused(keyring.ReasonKeyActive), replayed(refused(keyring.ReasonKeyActive))},
-			end:  unchanged, gets: 1,
-			trail: []string{"preparation", "observation", "refusal key-active"},
+			Name:  "replay of a refused operation",
+			Setup: given{spec: func(s *Spec) { s.KeyID = "k-2026-08" }, before: []runWant{refused(keyring.ReasonKeyActive)}}.setup,
+			Want:  replayed(refused(keyring.ReasonKeyActive)),
+			Trail: []string{"preparation", "observation", "refusal key-active"},
+			Check: after{end: unchanged, gets: 1}.check,
 		},
 		{
-			name: "our receipt already in place (the journal was lost): existing, nothing written",
-			manifest: func(t testing.TB) *keyring.Manifest {
+			Name: "our receipt already in place (the journal was lost): existing, nothing written",
+			Setup: given{manifest: func(t testing.TB) *keyring.Manifest {
 				return retiredBy(t, standardKeyring(), fxMutation, fxKey)
-			},
-			runs: []runWant{existing()},
-			end:  unchanged, gets: 1,
-			trail: []string{"preparation", "observation", "completion existing"},
+			}}.setup,
+			Want:  existing(),
+			Trail: []string{"preparation", "observation", "completion existing"},
+			Check: after{end: unchanged, gets: 1}.check,
 		},
 		{
-			name: "someone else's receipt already in place: receipt-conflict",
-			manifest: func(t testing.TB) *keyring.Manifest {
+			Name: "someone else's receipt already in place: receipt-conflict",
+			Setup: given{manifest: func(t testing.TB) *keyring.Manifest {
 				return retiredBy(t, standardKeyring(), "mut-other", fxKey)
-			},
-			runs: []runWant{refused(ReasonReceiptConflict)},
-			end:  unchanged, gets: 1,
-			trail: []string{"preparation", "observation", "refusal receipt-conflict"},
+			}}.setup,
+			Want:  refused(ReasonReceiptConflict),
+			Trail: []string{"preparation", "observation", "refusal receipt-conflict"},
+			Check: after{end: unchanged, gets: 1}.check,
 		},
 	}
 }
@@ -465,9 +579,11 @@ func refusalRows() []row {
 	observed := []string{"preparation", "observation"}
 	refusal := func(name, reason string, before []string, m func(testing.TB) *keyring.Manifest, spec func(*Spec), secret ...secretOption) row {
 		return row{
-			name: name + ": " + reason, manifest: m, spec: spec, secret: secret,
-			runs: []runWant{refused(reason)}, end: unchanged, gets: 1,
-			trail: join(before, []string{"refusal " + reason}),
+			Name:  name + ": " + reason,
+			Setup: given{manifest: m, spec: spec, secret: secret}.setup,
+			Want:  refused(reason),
+			Trail: join(before, []string{"refusal " + reason}),
+			Check: after{end: unchanged, gets: 1}.check,
 		}
 	}
 	other := func(keyID string) func(*Spec) {
@@ -489,9 +605,11 @@ func refusalRows() []row {
 	}
 	rows := []row{
 		{
-			name: "absent Secret: secret-absent", missing: true,
-			runs: []runWant{refused(ReasonSecretAbsent)}, end: absent, gets: 1,
-			trail: []string{"preparation", "refusal secret-absent"},
+			Name:  "absent Secret: secret-absent",
+			Setup: given{missing: true}.setup,
+			Want:  refused(ReasonSecretAbsent),
+			Trail: []string{"preparation", "refusal secret-absent"},
+			Check: after{end: absent, gets: 1}.check,
 		},
 		refusal("re-created Secret", ReasonUIDChanged, shape, nil, func(s *Spec) { s.ExpectedUID = "00000000-0000-4000-8000-00000000beef" }),
 		refusal("deletion pending", ReasonTerminating, shape, nil, nil, func(s *corev1.Secret) {
@@ -593,14 +711,15 @@ func refusalRows() []row {
 // with one field changed by off: receipt-conflict, nothing written.
 func receiptOff(field string, off func(r *keyring.Retirement)) row {
 	return row{
-		name: "receipt with another " + field + ": receipt-conflict",
-		manifest: func(t testing.TB) *keyring.Manifest {
+		Name: "receipt with another " + field + ": receipt-conflict",
+		Setup: given{manifest: func(t testing.TB) *keyring.Manifest {
 			m := retiredBy(t, standardKeyring(), fxMutation, fxKey)
 			off(&m.Retirements[len(m.Retirements)-1])
 			return m
-		},
-		runs: []runWant{refused(ReasonReceiptConflict)}, end: unchanged, gets: 1,
-		trail: []string{"preparation", "observation", "refusal receipt-conflict"},
+		}}.setup,
+		Want:  refused(ReasonReceiptConflict),
+		Trail: []string{"preparation", "observation", "refusal receipt-conflict"},
+		Check: after{end: unchanged, gets: 1}.check,
 	}
 }
 
@@ -624,68 +743,7 @@ func standardOptions() []keyringtest.Option {
 // journal against the API double, row by row.
 func TestRetireTable(t *testing.T) {
 	t.Parallel()
-	for _, tc := range append(append(retireRows(t), refusalRows()...), replayRows()...) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.check(t)
-		})
-	}
-}
-
-func (tc row) check(t *testing.T) {
-	m := standardKeyring()
-	if tc.manifest != nil {
-		m = tc.manifest(t)
-	}
-	var s *corev1.Secret
-	if !tc.missing {
-		s = keyringSecret(m, tc.secret...)
-	}
-	var spec []func(*Spec)
-	if tc.spec != nil {
-		spec = append(spec, tc.spec)
-	}
-	sc := newScene(t, m, s, spec...)
-	if tc.script != nil {
-		tc.script(sc.api)
-	}
-	if tc.with != nil {
-		tc.with(sc)
-	}
-	require.NotEmpty(t, tc.runs, "a row says what each run ends with")
-	for i, want := range tc.runs {
-		var j workflow.Store = sc.journal
-		if i == 0 && tc.crash != nil {
-			j = &crashingJournal{Store: sc.journal, crash: tc.crash}
-		}
-		res, err := sc.run(j)
-		requireRun(t, i, want, res, err)
-	}
-
-	op, records := sc.operation()
-	require.Equal(t, tc.trail, trail(records), "the journal's records")
-	require.Len(t, replaced(sc.api), tc.writes, "writes this operation stored")
-	require.Equal(t, tc.gets, gets(sc.api), "gets received")
-	require.Equal(t, tc.replaces, replaces(sc.api), "replaces received")
-	now := now(sc.api)
-	switch tc.end {
-	case unchanged:
-		require.Equal(t, sc.start, now, "the Secret is untouched")
-	case retired:
-		requireRetired(t, now, m, op.CreatedAt)
-		if tc.writes == 1 {
-			require.Equal(t, replaced(sc.api)[0].Data, now.Data, "the one write stored the keyring")
-		}
-	case absent:
-		require.Nil(t, now, "the Secret is absent")
-	case theirsOnly:
-		require.NotNil(t, now)
-		require.NotEqual(t, sc.start, now, "someone else changed the Secret")
-		if got, err := keyring.Parse(now.Data[fxDataKey]); err == nil {
-			r, ok := got.Receipt(fxKey)
-			require.False(t, ok && r.MutationID == fxMutation, "no receipt of this operation")
-		}
-	}
+	workflowtest.RunRows(t, newEnv, append(append(retireRows(t), refusalRows()...), replayRows()...))
 }
 
 // requireRun checks what the i-th run ended with.

@@ -28,11 +28,11 @@ func TestHistoryTooLargeFailsClosed(t *testing.T) {
 			claimants := extra + 1
 			o := e.run(e.update(e.rv(), "password", "v3"))
 			if claimants+1 <= MaxHistoryClaims { // the write's own snapshot of v2 is one more
-				require.Equal(t, "completed", o.word())
+				require.Equal(t, "completed", o.Ending())
 				require.NoError(t, o.err, "%d claimants before the write", claimants)
 				return
 			}
-			require.Equal(t, "refused/"+ReasonHistoryTooLarge, o.word())
+			require.Equal(t, "refused/"+ReasonHistoryTooLarge, o.Ending())
 			require.Equal(t, live.ResourceVersion, e.live().ResourceVersion, "nothing written")
 			ending := o.records[len(o.records)-1]
 			require.Equal(t, ReasonHistoryTooLarge, ending.Reason)

@@ -39,7 +39,20 @@ type env struct {
 	// matches (the process "crashes" before committing it): the operation
 	// stays where it was.
 	failMove func(p store.TransitionParams) bool
+	// cmd is the command a row's Setup made (see given).
+	cmd *Command
 }
+
+// Run runs the row's command, counting the double's calls of this run
+// only.
+func (e *env) Run() outcome {
+	e.t.Helper()
+	e.api.ResetCounts()
+	return e.run(e.cmd)
+}
+
+// Finish: nothing beyond each row's Check.
+func (e *env) Finish(*testing.T) {}
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -161,12 +174,12 @@ func (f *failingJournal) Transition(ctx context.Context, p store.TransitionParam
 	return f.Journal.Transition(ctx, p)
 }
 
-// word is the run's ending, in workflowtest.Ending's spelling.
-func (o outcome) word() string { return workflowtest.Ending(o.res, o.err) }
+// Ending is the run's ending, in workflowtest.Ending's spelling.
+func (o outcome) Ending() string { return workflowtest.Ending(o.res, o.err) }
 
-// trace is the operation's journal in short: calls, answers, resolutions
+// Trail is the operation's journal in short: calls, answers, resolutions
 // and the ending. Snapshot targets are named by their version ("v3").
-func (o outcome) trace() []string {
+func (o outcome) Trail() []string {
 	out := []string{}
 	for _, r := range o.records {
 		target := ""

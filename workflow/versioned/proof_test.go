@@ -40,52 +40,52 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 		t.Helper()
 		requireLive(t, e, "1", "password", "old")
 		require.Equal(t, 1, e.api.Calls(kubetest.Update), "the live write is not sent again")
-		require.NotEqual(t, "converged", o.word())
+		require.NotEqual(t, "converged", o.Ending())
 	}
 	restoreArchive := func(e *env) *Command {
 		restoreSetup(e)
 		return e.restore(e.rv(), 1)
 	}
-	runRows(t, []famRow{{
-		name:  "update: the archive deleted since: archive-missing",
-		setup: lostAfterArchiveChange(seedV1, 1, removed),
-		want:  "refused/archive-missing", trace: trace(ReasonArchiveMissing),
-		check: notResent,
+	runRows(t, []row{{
+		Name:  "update: the archive deleted since: archive-missing",
+		Setup: given(lostAfterArchiveChange(seedV1, 1, removed)),
+		Want:  "refused/archive-missing", Trail: trace(ReasonArchiveMissing),
+		Check: notResent,
 	}, {
-		name:  "update: the archive being deleted since: snapshot-terminating",
-		setup: lostAfterArchiveChange(seedV1, 1, deleting),
-		want:  "refused/snapshot-terminating", trace: trace(ReasonSnapshotTerminating),
-		check: notResent,
+		Name:  "update: the archive being deleted since: snapshot-terminating",
+		Setup: given(lostAfterArchiveChange(seedV1, 1, deleting)),
+		Want:  "refused/snapshot-terminating", Trail: trace(ReasonSnapshotTerminating),
+		Check: notResent,
 	}, {
-		name:  "update: the archive given a finalizer since: snapshot-finalizers",
-		setup: lostAfterArchiveChange(seedV1, 1, finalized),
-		want:  "refused/snapshot-finalizers", trace: trace(ReasonSnapshotFinalizers),
-		check: notResent,
+		Name:  "update: the archive given a finalizer since: snapshot-finalizers",
+		Setup: given(lostAfterArchiveChange(seedV1, 1, finalized)),
+		Want:  "refused/snapshot-finalizers", Trail: trace(ReasonSnapshotFinalizers),
+		Check: notResent,
 	}, {
-		name: "update: the archive replaced by a look-alike since: archive-missing",
-		setup: lostAfterArchiveChange(seedV1, 1, func(d *kubetest.Server, name string) {
+		Name: "update: the archive replaced by a look-alike since: archive-missing",
+		Setup: given(lostAfterArchiveChange(seedV1, 1, func(d *kubetest.Server, name string) {
 			d.Remove(kubetest.Secrets, name)
 			d.SeedSecret(lookalike(d.Secret(testName), 1))
-		}),
-		want: "refused/archive-missing", trace: trace(ReasonArchiveMissing),
-		check: notResent,
+		})),
+		Want: "refused/archive-missing", Trail: trace(ReasonArchiveMissing),
+		Check: notResent,
 	}, {
-		name: "restore: the archive of the live state deleted since: archive-missing",
-		setup: func(e *env) *Command {
+		Name: "restore: the archive of the live state deleted since: archive-missing",
+		Setup: given(func(e *env) *Command {
 			cmd := restoreArchive(e)
 			e.api.On(kubetest.Update, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(3)) }))
 			return cmd
-		},
-		want: "refused/archive-missing",
-		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live unknown/lost",
+		}),
+		Want: "refused/archive-missing",
+		Trail: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live unknown/lost",
 			"resolve replace-live theirs/archive-missing", "refuse archive-missing"},
-		check: func(t *testing.T, e *env, o outcome) {
+		Check: func(t *testing.T, e *env, o outcome) {
 			requireLive(t, e, "3", "password", "v3")
 			require.Equal(t, 1, e.api.Calls(kubetest.Update), "the restore is not sent again")
 		},
 	}, {
-		name: "interrupted in calling, the archive deleted before the rerun: archive-missing, never sent",
-		setup: func(e *env) *Command {
+		Name: "interrupted in calling, the archive deleted before the rerun: archive-missing, never sent",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			// The process dies after the call record, before the send
 			// (KEYLEDGER_FAILPOINT=after-call): the answer never journaled.
@@ -97,58 +97,58 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 			e.failMove = nil
 			e.api.Remove(kubetest.Secrets, snapName(1))
 			return cmd
-		},
-		want: "refused/archive-missing",
-		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live",
+		}),
+		Want: "refused/archive-missing",
+		Trail: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live",
 			"result replace-live lost/no-result-recorded", "resolve replace-live theirs/archive-missing", "refuse archive-missing"},
-		check: func(t *testing.T, e *env, o outcome) {
+		Check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, store.StateCalling, e.first.res.Run.Op.State)
 			requireLive(t, e, "1", "password", "old")
 			require.Zero(t, e.api.Calls(kubetest.Update), "the rerun sends nothing")
 		},
 	}, {
-		name: "interrupted in calling, rerun with a lower limit while the oldest snapshot is being deleted: prune-pending, not sent",
-		setup: func(e *env) *Command {
+		Name: "interrupted in calling, rerun with a lower limit while the oldest snapshot is being deleted: prune-pending, not sent",
+		Setup: given(func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
 			e.limit = 1
 			edit(e.api.Server, snapName(1), kubetest.BeingDeleted)
 			return cmd
-		},
-		want: "uncertain/prune-pending",
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want: "uncertain/prune-pending",
+		Check: func(t *testing.T, e *env, o outcome) {
 			require.Zero(t, e.api.Calls(kubetest.Update), "not sent again while a prune is pending")
 			require.Equal(t, store.StateResolving, o.res.Run.Op.State, "a rerun checks again")
 		},
 	}, {
-		name: "interrupted in calling, rerun with a lower limit: sent again (the next write prunes)",
-		setup: func(e *env) *Command {
+		Name: "interrupted in calling, rerun with a lower limit: sent again (the next write prunes)",
+		Setup: given(func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
 			e.limit = 1
 			return cmd
-		},
-		want: "completed",
-		check: func(t *testing.T, e *env, _ outcome) {
+		}),
+		Want: "completed",
+		Check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "3", "password", "v3")
 			require.Equal(t, 1, e.api.Calls(kubetest.Update))
 		},
 	}, {
-		name: "interrupted in calling, the history unreadable on the rerun: uncertain, not sent",
-		setup: func(e *env) *Command {
+		Name: "interrupted in calling, the history unreadable on the rerun: uncertain, not sent",
+		Setup: given(func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
 			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
-		},
-		want: "uncertain/read-failed",
-		check: func(t *testing.T, e *env, _ outcome) {
+		}),
+		Want: "uncertain/read-failed",
+		Check: func(t *testing.T, e *env, _ outcome) {
 			require.Zero(t, e.api.Calls(kubetest.Update))
 		},
 	}, {
-		name:  "update: the archive still there: sent again",
-		setup: lostAfterArchiveChange(seedV1, 1, func(*kubetest.Server, string) {}),
-		want:  "completed",
-		trace: append(append([]string{}, archived...), "resolve replace-live not-applied/resource-version-unchanged",
+		Name:  "update: the archive still there: sent again",
+		Setup: given(lostAfterArchiveChange(seedV1, 1, func(*kubetest.Server, string) {})),
+		Want:  "completed",
+		Trail: append(append([]string{}, archived...), "resolve replace-live not-applied/resource-version-unchanged",
 			"call replace-live", "result replace-live applied", "complete completed"),
-		check: updated,
+		Check: updated,
 	}})
 }
 
@@ -173,19 +173,19 @@ func interruptedSecondUpdate(e *env) *Command {
 // is sent again only when the slots are still free of look-alikes.
 func TestFamilyRecheckSlotsBeforeResend(t *testing.T) {
 	t.Parallel()
-	runRows(t, []famRow{{
-		name: "a look-alike planted above the counter while the create was lost: slot-occupied",
-		setup: func(e *env) *Command {
+	runRows(t, []row{{
+		Name: "a look-alike planted above the counter while the create was lost: slot-occupied",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.LostBefore().First(func(d *kubetest.Server) {
 				d.SeedSecret(lookalike(d.Secret(testName), 2))
 			}))
 			return cmd
-		},
-		want: "refused/slot-occupied",
-		trace: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/slot-occupied",
+		}),
+		Want: "refused/slot-occupied",
+		Trail: []string{"call create-snapshot v1", "result create-snapshot v1 unknown/lost", "resolve create-snapshot v1 theirs/slot-occupied",
 			"refuse slot-occupied"},
-		check: func(t *testing.T, e *env, _ outcome) {
+		Check: func(t *testing.T, e *env, _ outcome) {
 			requireLive(t, e, "1", "password", "old")
 			require.Equal(t, 1, e.api.Calls(kubetest.Create), "not sent again")
 		},
@@ -197,31 +197,31 @@ func TestFamilyRecheckSlotsBeforeResend(t *testing.T) {
 // however exact, leaves it stale.
 func TestFamilyStaleWithPlantedPredecessor(t *testing.T) {
 	t.Parallel()
-	runRows(t, []famRow{{
-		name: "a look-alike predecessor with the right source-resource-version: stale, and no snapshot is read",
-		setup: func(e *env) *Command {
+	runRows(t, []row{{
+		Name: "a look-alike predecessor with the right source-resource-version: stale, and no snapshot is read",
+		Setup: given(func(e *env) *Command {
 			live := e.seedLive("2", "password", "new")
 			before := live.DeepCopy()
 			before.ResourceVersion, before.Data = "rv-before", kubetest.Data("password", "old")
 			e.api.SeedSecret(lookalike(before, 1))
 			return e.update("rv-before", "password", "new")
-		},
-		want:  "refused/stale-resource-version",
-		trace: []string{"refuse stale-resource-version"},
-		check: func(t *testing.T, e *env, _ outcome) {
+		}),
+		Want:  "refused/stale-resource-version",
+		Trail: []string{"refuse stale-resource-version"},
+		Check: func(t *testing.T, e *env, _ outcome) {
 			requireWrites(t, e, nil)
 			require.Zero(t, e.api.Count(kubetest.Get, kubetest.Secrets, snapName(1)), "an unproven snapshot is never read")
 		},
 	}, {
-		name: "keyledger's own predecessor: existing",
-		setup: func(e *env) *Command {
+		Name: "keyledger's own predecessor: existing",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
-			require.Equal(t, "completed", e.run(cmd).word())
+			require.Equal(t, "completed", e.run(cmd).Ending())
 			return e.update(cmd.ExpectedResourceVersion, "password", "new")
-		},
-		want:  "existing",
-		trace: []string{"complete existing"},
-		check: func(t *testing.T, e *env, _ outcome) { requireWrites(t, e, nil) },
+		}),
+		Want:  "existing",
+		Trail: []string{"complete existing"},
+		Check: func(t *testing.T, e *env, _ outcome) { requireWrites(t, e, nil) },
 	}})
 }
 
@@ -230,44 +230,44 @@ func TestFamilyStaleWithPlantedPredecessor(t *testing.T) {
 // the versions already purged.
 func TestFamilyPurgeThenRefusedSaysWhatIsGone(t *testing.T) {
 	t.Parallel()
-	runRows(t, []famRow{{
-		name: "the live Secret changed after the purge: changed-concurrently, purgedVersions 1 and 2",
-		setup: func(e *env) *Command {
+	runRows(t, []row{{
+		Name: "the live Secret changed after the purge: changed-concurrently, purgedVersions 1 and 2",
+		Setup: given(func(e *env) *Command {
 			cmd := purgeSetup(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(2), kubetest.Theirs(func(d *kubetest.Server) {
 				edit(d, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			}))
 			return cmd
-		},
-		want: "refused/changed-concurrently",
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want: "refused/changed-concurrently",
+		Check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"], "the refusal says the history is gone")
 			require.NotNil(t, e.live(), "the live Secret stays")
 			require.Nil(t, e.snap("uid-0001", 1))
 		},
 	}, {
-		name: "the live delete rejected (422) after the purge: purgedVersions in the refusal",
-		setup: func(e *env) *Command {
+		Name: "the live delete rejected (422) after the purge: purgedVersions in the refusal",
+		Setup: given(func(e *env) *Command {
 			cmd := purgeSetup(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.Status(kubetest.Invalid("Secret", testName)))
 			return cmd
-		},
-		want: "refused/invalid",
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want: "refused/invalid",
+		Check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"])
 			require.NotNil(t, e.live())
 		},
 	}, {
-		name: "the live Secret changed while the live delete was lost: the resolution's refusal names them too",
-		setup: func(e *env) *Command {
+		Name: "the live Secret changed while the live delete was lost: the resolution's refusal names them too",
+		Setup: given(func(e *env) *Command {
 			cmd := purgeSetup(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, testName, kubetest.LostBefore().First(func(d *kubetest.Server) {
 				edit(d, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			}))
 			return cmd
-		},
-		want: "refused/changed-concurrently",
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want: "refused/changed-concurrently",
+		Check: func(t *testing.T, e *env, o outcome) {
 			require.Equal(t, "resolution", string(o.records[len(o.records)-2].Kind))
 			require.Equal(t, []any{1.0, 2.0}, o.ending()["purgedVersions"])
 		},

@@ -71,7 +71,7 @@ func contradicted(t *testing.T, e *env, o outcome, before []string) {
 	t.Helper()
 	require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete), "only reads are sent")
 	requireWrites(t, e, nil)
-	require.Equal(t, before, o.trace(), "nothing is appended to the final operation")
+	require.Equal(t, before, o.Trail(), "nothing is appended to the final operation")
 	require.True(t, o.res.Replayed)
 	require.Nil(t, o.res.Run, "the journaled ending is not reported")
 }
@@ -86,7 +86,7 @@ func TestFamilyReplayAgreement(t *testing.T) {
 	forgedTrace := []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live applied", "complete completed"}
 	forged := func(t *testing.T, e *env, o outcome) { contradicted(t, e, o, forgedTrace) }
 	bare := func(t *testing.T, e *env, o outcome) { contradicted(t, e, o, []string{"complete completed"}) }
-	afterGenuine := func(t *testing.T, e *env, o outcome) { contradicted(t, e, o, e.first.trace()) }
+	afterGenuine := func(t *testing.T, e *env, o outcome) { contradicted(t, e, o, e.first.Trail()) }
 	existing := func(t *testing.T, e *env, o outcome) {
 		t.Helper()
 		require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete))
@@ -98,274 +98,274 @@ func TestFamilyReplayAgreement(t *testing.T) {
 		e.forge(cmd, forgedUpdate(e.live(), 1)...)
 		return cmd
 	}
-	runRows(t, []famRow{{
-		name: "a forged completion without calls of a pending update: replay-not-applied",
-		setup: func(e *env) *Command {
+	runRows(t, []row{{
+		Name: "a forged completion without calls of a pending update: replay-not-applied",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			e.forge(cmd)
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplayNotApplied, trace: []string{"complete completed"}, check: bare,
+		}),
+		Want: "replayed refused/" + ReasonReplayNotApplied, Trail: []string{"complete completed"}, Check: bare,
 	}, {
-		name:  "a forged completion with a run's calls, the live Secret untouched: replay-live-unchanged",
-		setup: forgeUpdate,
-		want:  "replayed refused/" + ReasonReplayLiveUnchanged, trace: forgedTrace, check: forged,
+		Name:  "a forged completion with a run's calls, the live Secret untouched: replay-live-unchanged",
+		Setup: given(forgeUpdate),
+		Want:  "replayed refused/" + ReasonReplayLiveUnchanged, Trail: forgedTrace, Check: forged,
 	}, {
-		name: "a forged completion, someone else's write since (counter unchanged): replay-version-behind",
-		setup: func(e *env) *Command {
+		Name: "a forged completion, someone else's write since (counter unchanged): replay-version-behind",
+		Setup: given(func(e *env) *Command {
 			cmd := forgeUpdate(e)
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplayVersionBehind, trace: forgedTrace, check: forged,
+		}),
+		Want: "replayed refused/" + ReasonReplayVersionBehind, Trail: forgedTrace, Check: forged,
 	}, {
-		name: "a forged completion, the counter raised by hand, no archive: replay-snapshot-missing",
-		setup: func(e *env) *Command {
+		Name: "a forged completion, the counter raised by hand, no archive: replay-snapshot-missing",
+		Setup: given(func(e *env) *Command {
 			cmd := forgeUpdate(e)
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
+		}),
+		Want: "replayed refused/" + ReasonReplaySnapshotMissing, Trail: forgedTrace, Check: forged,
 	}, {
-		name: "a forged completion with a look-alike in the archive's slot: replay-snapshot-missing",
-		setup: func(e *env) *Command {
+		Name: "a forged completion with a look-alike in the archive's slot: replay-snapshot-missing",
+		Setup: given(func(e *env) *Command {
 			cmd := forgeUpdate(e)
 			live := e.live()
 			e.plant(live, 1)
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: forgedTrace, check: forged,
+		}),
+		Want: "replayed refused/" + ReasonReplaySnapshotMissing, Trail: forgedTrace, Check: forged,
 	}, {
-		name: "a forged completion bound to another UID: replay-uid-changed",
-		setup: func(e *env) *Command {
+		Name: "a forged completion bound to another UID: replay-uid-changed",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			other := e.live()
 			other.UID = types.UID("uid-9999")
 			e.forge(cmd, forgedUpdate(other, 1)...)
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplayUIDChanged, trace: forgedTrace, check: forged,
+		}),
+		Want: "replayed refused/" + ReasonReplayUIDChanged, Trail: forgedTrace, Check: forged,
 	}, {
-		name:  "a genuine update: existing",
-		setup: func(e *env) *Command { return genuine(e, seedV1(e)) },
-		want:  "replayed existing", trace: traceUpdate, check: existing,
+		Name:  "a genuine update: existing",
+		Setup: given(func(e *env) *Command { return genuine(e, seedV1(e)) }),
+		Want:  "replayed existing", Trail: traceUpdate, Check: existing,
 	}, {
-		name: "a genuine update whose archive was deleted since: replay-snapshot-missing",
-		setup: func(e *env) *Command {
+		Name: "a genuine update whose archive was deleted since: replay-snapshot-missing",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			e.api.Remove(kubetest.Secrets, SnapshotName("uid-0001", 1))
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed refused/" + ReasonReplaySnapshotMissing, Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine update whose archive was replaced by a look-alike: replay-snapshot-missing",
-		setup: func(e *env) *Command {
+		Name: "a genuine update whose archive was replaced by a look-alike: replay-snapshot-missing",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			archive := e.snap("uid-0001", 1)
 			e.api.Remove(kubetest.Secrets, archive.Name)
 			e.api.SeedSecret(archive) // same name and bytes, another UID
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplaySnapshotMissing, trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed refused/" + ReasonReplaySnapshotMissing, Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine update whose archive's metadata was edited: replay-snapshot-invalid",
-		setup: func(e *env) *Command {
+		Name: "a genuine update whose archive's metadata was edited: replay-snapshot-invalid",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			edit(e.api.Server, SnapshotName("uid-0001", 1), func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "7" })
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplaySnapshotInvalid, trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed refused/" + ReasonReplaySnapshotInvalid, Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine update, the live Secret deleted since: replay-secret-absent",
-		setup: func(e *env) *Command {
+		Name: "a genuine update, the live Secret deleted since: replay-secret-absent",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			e.api.Remove(kubetest.Secrets, testName)
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplaySecretAbsent, trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed refused/" + ReasonReplaySecretAbsent, Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine update, the live Secret re-created since: replay-uid-changed",
-		setup: func(e *env) *Command {
+		Name: "a genuine update, the live Secret re-created since: replay-uid-changed",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			e.api.Remove(kubetest.Secrets, testName)
 			e.seedLive("2", "password", "new")
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplayUIDChanged, trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed refused/" + ReasonReplayUIDChanged, Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine update, the live read fails: unavailable, never existing",
-		setup: func(e *env) *Command {
+		Name: "a genuine update, the live read fails: unavailable, never existing",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Pass()) // the precheck's read
 			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
 			return cmd
-		},
-		want: "replayed unavailable/kubernetes", trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed unavailable/kubernetes", Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine restore: existing",
-		setup: func(e *env) *Command {
+		Name: "a genuine restore: existing",
+		Setup: given(func(e *env) *Command {
 			restoreSetup(e)
 			return genuine(e, e.restore(e.rv(), 1))
-		},
-		want: "replayed existing",
-		trace: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live applied",
+		}),
+		Want: "replayed existing",
+		Trail: []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call replace-live", "result replace-live applied",
 			"complete completed"},
-		check: existing,
+		Check: existing,
 	}, {
-		name:  "a genuine create: existing",
-		setup: func(e *env) *Command { return genuine(e, e.update("", "password", "v1")) },
-		want:  "replayed existing", trace: []string{"call create-live", "result create-live applied", "complete completed"}, check: existing,
+		Name:  "a genuine create: existing",
+		Setup: given(func(e *env) *Command { return genuine(e, e.update("", "password", "v1")) }),
+		Want:  "replayed existing", Trail: []string{"call create-live", "result create-live applied", "complete completed"}, Check: existing,
 	}, {
-		name: "a forged create: replay-not-applied",
-		setup: func(e *env) *Command {
+		Name: "a forged create: replay-not-applied",
+		Setup: given(func(e *env) *Command {
 			cmd := e.update("", "password", "v1")
 			e.forge(cmd)
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplayNotApplied, trace: []string{"complete completed"}, check: bare,
+		}),
+		Want: "replayed refused/" + ReasonReplayNotApplied, Trail: []string{"complete completed"}, Check: bare,
 	}, {
-		name: "a genuine existing (the result was in place): existing",
-		setup: func(e *env) *Command {
+		Name: "a genuine existing (the result was in place): existing",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			require.NoError(e.t, e.run(cmd).err)
 			// The same update under another mutation ID (its journal lost):
 			// the result is found in place, nothing is written.
 			return genuine(e, e.update(cmd.ExpectedResourceVersion, "password", "new"))
-		},
-		want: "replayed existing", trace: []string{"complete existing"}, check: existing,
+		}),
+		Want: "replayed existing", Trail: []string{"complete existing"}, Check: existing,
 	}, {
-		name: "a genuine delete without history: existing",
-		setup: func(e *env) *Command {
+		Name: "a genuine delete without history: existing",
+		Setup: given(func(e *env) *Command {
 			return genuine(e, purgeSetup(e))
-		},
-		want: "replayed existing", check: existing,
+		}),
+		Want: "replayed existing", Check: existing,
 	}, {
-		name: "a forged delete of a pending delete: replay-live-present",
-		setup: func(e *env) *Command {
+		Name: "a forged delete of a pending delete: replay-live-present",
+		Setup: given(func(e *env) *Command {
 			e.seedLive("1", "password", "v1")
 			cmd := e.delete(e.rv(), true)
 			e.forge(cmd, forgedDelete(e.live())...)
 			return cmd
-		},
-		want:  "replayed refused/" + ReasonReplayLivePresent,
-		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want:  "replayed refused/" + ReasonReplayLivePresent,
+		Trail: []string{"call delete-live", "result delete-live applied", "complete completed"},
+		Check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
 		},
 	}, {
-		name: "a forged delete of a pending delete, bound to a made-up UID: replay-live-present",
-		setup: func(e *env) *Command {
+		Name: "a forged delete of a pending delete, bound to a made-up UID: replay-live-present",
+		Setup: given(func(e *env) *Command {
 			e.seedLive("1", "password", "v1")
 			cmd := e.delete(e.rv(), true)
 			other := e.live()
 			other.UID, other.ResourceVersion = "uid-9999", "77"
 			e.forge(cmd, forgedDelete(other)...)
 			return cmd
-		},
-		want:  "replayed refused/" + ReasonReplayLivePresent,
-		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want:  "replayed refused/" + ReasonReplayLivePresent,
+		Trail: []string{"call delete-live", "result delete-live applied", "complete completed"},
+		Check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
 		},
 	}, {
-		name: "a forged delete without history, the live Secret gone by another hand, its history left: replay-snapshot-present",
-		setup: func(e *env) *Command {
+		Name: "a forged delete without history, the live Secret gone by another hand, its history left: replay-snapshot-present",
+		Setup: given(func(e *env) *Command {
 			cmd := purgeSetup(e)
 			live := e.live()
 			e.api.Remove(kubetest.Secrets, testName)
 			e.forge(cmd, forgedDelete(live)...)
 			return cmd
-		},
-		want:  "replayed refused/" + ReasonReplaySnapshotPresent,
-		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want:  "replayed refused/" + ReasonReplaySnapshotPresent,
+		Trail: []string{"call delete-live", "result delete-live applied", "complete completed"},
+		Check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
 			require.NotNil(t, e.snap("uid-0001", 1), "the history is left alone")
 		},
 	}, {
-		name: "a genuine delete keeping history, the name re-created since: existing",
-		setup: func(e *env) *Command {
+		Name: "a genuine delete keeping history, the name re-created since: existing",
+		Setup: given(func(e *env) *Command {
 			e.history(1)
 			cmd := genuine(e, e.delete(e.rv(), true))
 			e.seedLive("1", "password", "another lifetime")
 			return cmd
-		},
-		want: "replayed existing", check: existing,
+		}),
+		Want: "replayed existing", Check: existing,
 	}, {
-		name: "a genuine create, the live Secret deleted since: replay-secret-absent",
-		setup: func(e *env) *Command {
+		Name: "a genuine create, the live Secret deleted since: replay-secret-absent",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, e.update("", "password", "v1"))
 			e.api.Remove(kubetest.Secrets, testName)
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplaySecretAbsent, trace: []string{"call create-live", "result create-live applied", "complete completed"},
-		check: afterGenuine,
+		}),
+		Want: "replayed refused/" + ReasonReplaySecretAbsent, Trail: []string{"call create-live", "result create-live applied", "complete completed"},
+		Check: afterGenuine,
 	}, {
-		name: "a genuine create, the live Secret re-created since: replay-uid-changed",
-		setup: func(e *env) *Command {
+		Name: "a genuine create, the live Secret re-created since: replay-uid-changed",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, e.update("", "password", "v1"))
 			e.api.Remove(kubetest.Secrets, testName)
 			e.seedLive("1", "password", "v1")
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplayUIDChanged, trace: []string{"call create-live", "result create-live applied", "complete completed"},
-		check: afterGenuine,
+		}),
+		Want: "replayed refused/" + ReasonReplayUIDChanged, Trail: []string{"call create-live", "result create-live applied", "complete completed"},
+		Check: afterGenuine,
 	}, {
-		name: "a forged completion with an archive and no live write: replay-write-unsettled",
-		setup: func(e *env) *Command {
+		Name: "a forged completion with an archive and no live write: replay-write-unsettled",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			e.forge(cmd, forgedUpdate(e.live(), 1)[:2]...)
 			return cmd
-		},
-		want:  "replayed refused/" + ReasonReplayWriteUnsettled,
-		trace: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "complete completed"},
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want:  "replayed refused/" + ReasonReplayWriteUnsettled,
+		Trail: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "complete completed"},
+		Check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call create-snapshot v1", "result create-snapshot v1 applied", "complete completed"})
 		},
 	}, {
-		name: "a forged live write without an archive, the counter raised by hand: replay-snapshot-missing",
-		setup: func(e *env) *Command {
+		Name: "a forged live write without an archive, the counter raised by hand: replay-snapshot-missing",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			e.forge(cmd, forgedUpdate(e.live(), 1)[2:]...)
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "2" })
 			return cmd
-		},
-		want:  "replayed refused/" + ReasonReplaySnapshotMissing,
-		trace: []string{"call replace-live", "result replace-live applied", "complete completed"},
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want:  "replayed refused/" + ReasonReplaySnapshotMissing,
+		Trail: []string{"call replace-live", "result replace-live applied", "complete completed"},
+		Check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call replace-live", "result replace-live applied", "complete completed"})
 			require.Zero(t, e.api.Count(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 1)), "no journaled archive: nothing to read")
 		},
 	}, {
-		name: "a genuine update, the counter made malformed since: replay-version-malformed",
-		setup: func(e *env) *Command {
+		Name: "a genuine update, the counter made malformed since: replay-version-malformed",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Annotations[AnnotationVersion] = "07" })
 			return cmd
-		},
-		want: "replayed refused/" + workflow.ReplayPrefix + ReasonVersionMalformed, trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed refused/" + workflow.ReplayPrefix + ReasonVersionMalformed, Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine update, the archive's read fails: unavailable",
-		setup: func(e *env) *Command {
+		Name: "a genuine update, the archive's read fails: unavailable",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, seedV1(e))
 			e.api.On(kubetest.Get, kubetest.Secrets, SnapshotName("uid-0001", 1), kubetest.Status(kubetest.ServerError()))
 			return cmd
-		},
-		want: "replayed unavailable/kubernetes", trace: traceUpdate, check: afterGenuine,
+		}),
+		Want: "replayed unavailable/kubernetes", Trail: traceUpdate, Check: afterGenuine,
 	}, {
-		name: "a genuine existing, someone else's write since: replay-stale-resource-version",
-		setup: func(e *env) *Command {
+		Name: "a genuine existing, someone else's write since: replay-stale-resource-version",
+		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			require.NoError(e.t, e.run(cmd).err)
 			again := genuine(e, e.update(cmd.ExpectedResourceVersion, "password", "new"))
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Data["password"] = []byte("theirs") })
 			return again
-		},
-		want: "replayed refused/" + workflow.ReplayPrefix + ReasonStale, trace: []string{"complete existing"}, check: afterGenuine,
+		}),
+		Want: "replayed refused/" + workflow.ReplayPrefix + ReasonStale, Trail: []string{"complete existing"}, Check: afterGenuine,
 	}, {
-		name: "a genuine existing restore (immutable, the target's data), the list fails: unavailable",
-		setup: func(e *env) *Command {
+		Name: "a genuine existing restore (immutable, the target's data), the list fails: unavailable",
+		Setup: given(func(e *env) *Command {
 			restoreSetup(e)
 			edit(e.api.Server, testName, func(s *corev1.Secret) {
 				immutable := true
@@ -374,47 +374,47 @@ func TestFamilyReplayAgreement(t *testing.T) {
 			cmd := genuine(e, e.restore(e.rv(), 1))
 			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
-		},
-		want: "replayed unavailable/kubernetes", trace: []string{"complete existing"}, check: afterGenuine,
+		}),
+		Want: "replayed unavailable/kubernetes", Trail: []string{"complete existing"}, Check: afterGenuine,
 	}, {
-		name: "a forged delete without a live delete: replay-write-unsettled",
-		setup: func(e *env) *Command {
+		Name: "a forged delete without a live delete: replay-write-unsettled",
+		Setup: given(func(e *env) *Command {
 			e.seedLive("1", "password", "v1")
 			cmd := e.delete(e.rv(), true)
 			e.forge(cmd)
 			return cmd
-		},
-		want: "replayed refused/" + ReasonReplayWriteUnsettled, trace: []string{"complete completed"}, check: bare,
+		}),
+		Want: "replayed refused/" + ReasonReplayWriteUnsettled, Trail: []string{"complete completed"}, Check: bare,
 	}, {
-		name: "a forged delete, the live Secret edited since but still there: replay-live-present",
-		setup: func(e *env) *Command {
+		Name: "a forged delete, the live Secret edited since but still there: replay-live-present",
+		Setup: given(func(e *env) *Command {
 			e.seedLive("1", "password", "v1")
 			cmd := e.delete(e.rv(), true)
 			e.forge(cmd, forgedDelete(e.live())...)
 			edit(e.api.Server, testName, func(s *corev1.Secret) { s.Labels = map[string]string{"touched": "yes"} })
 			return cmd
-		},
-		want:  "replayed refused/" + ReasonReplayLivePresent,
-		trace: []string{"call delete-live", "result delete-live applied", "complete completed"},
-		check: func(t *testing.T, e *env, o outcome) {
+		}),
+		Want:  "replayed refused/" + ReasonReplayLivePresent,
+		Trail: []string{"call delete-live", "result delete-live applied", "complete completed"},
+		Check: func(t *testing.T, e *env, o outcome) {
 			contradicted(t, e, o, []string{"call delete-live", "result delete-live applied", "complete completed"})
 		},
 	}, {
-		name: "a genuine delete, the live read fails: unavailable",
-		setup: func(e *env) *Command {
+		Name: "a genuine delete, the live read fails: unavailable",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, purgeSetup(e))
 			e.api.On(kubetest.Get, kubetest.Secrets, testName, kubetest.Status(kubetest.ServerError()))
 			return cmd
-		},
-		want: "replayed unavailable/kubernetes", check: afterGenuine,
+		}),
+		Want: "replayed unavailable/kubernetes", Check: afterGenuine,
 	}, {
-		name: "a genuine delete without history, the list fails: unavailable",
-		setup: func(e *env) *Command {
+		Name: "a genuine delete without history, the list fails: unavailable",
+		Setup: given(func(e *env) *Command {
 			cmd := genuine(e, purgeSetup(e))
 			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
 			return cmd
-		},
-		want: "replayed unavailable/kubernetes", check: afterGenuine,
+		}),
+		Want: "replayed unavailable/kubernetes", Check: afterGenuine,
 	}})
 }
 

@@ -527,3 +527,18 @@ func (j *Journal) FindInRuns(ctx context.Context, p store.RunRecordParams) (*sto
 	}
 	return found, nil
 }
+
+// FindEachInRuns answers FindInRuns for each of ps, in order, as
+// store.Store.FindEachInRuns (one batch there); the first failing question
+// fails the batch.
+func (j *Journal) FindEachInRuns(ctx context.Context, ps []store.RunRecordParams) ([]*store.RunRecord, error) {
+	out := make([]*store.RunRecord, len(ps))
+	for i, p := range ps {
+		found, err := j.FindInRuns(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = found
+	}
+	return out, nil
+}
