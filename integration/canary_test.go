@@ -159,12 +159,13 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 	run("unreachable-journal", 69, []string{"journal", "list"}, withDatabase(unreachable))
 
 	// The database goes away mid-run: the first connection is cut at its
-	// second simple query (the preparation's BEGIN), its third (the
-	// preparation's COMMIT) or its fourth (the first move's BEGIN), and no
-	// new connection is accepted: pgx's reconnect fails.
+	// first simple query (the preparation's BEGIN: the journal is opened
+	// without a ping), its second (the preparation's COMMIT) or its third
+	// (the first move's BEGIN), and no new connection is accepted: pgx's
+	// reconnect fails.
 	// Before anything is sent it is a dependency failure (69); after the
 	// preparation, an interrupted run (75) that a rerun settles.
-	for cutAt, code := range map[int]int{2: 69, 3: 69, 4: 75} {
+	for cutAt, code := range map[int]int{1: 69, 2: 69, 3: 75} {
 		proxy := cuttingProxy(t, u.Host, cutAt)
 		run(fmt.Sprintf("reconnect-failure-%d", cutAt), code, []string{"run", command(fmt.Sprintf("mut-paths-cut-%d", cutAt))},
 			asKubeconfig(kubeconfig), withDatabase(withCanaryHost(t, e.journal.OperatorURL, proxy)))
