@@ -105,12 +105,17 @@ const (
 //     unfinished run of the older version is closed (refused,
 //     ReasonPlanSuperseded) and run n+1 is inserted; its preparation record
 //     names the digest it supersedes ("supersedes");
-//   - not terminal (a crash, exit 75, a retried pod): that run is resumed
+//   - not terminal, its driver gone (a crash, exit 75, a retried pod: no
+//     session holds its live lock): that run is resumed
 //     (created=false) with a resume record (StepResumeRun) appended, unless
 //     bound says it has been resumed or has lived long enough: then it is
 //     closed (refused, ReasonRunResumeLimit or ReasonRunAgeLimit) and run
 //     n+1 is inserted, its preparation record naming the run it replaces
 //     ("replaces", "replacedBecause");
+//   - not terminal, and live: another process drives it now (it holds the
+//     run's live lock, runLockClass): it is returned (created=false) with
+//     nothing appended, bounded by MaxAge alone, and this process drives it
+//     too;
 //   - terminal, or none: run n+1 is inserted with its preparation record
 //     (created=true). When a concurrent run inserted it first, that run is
 //     returned (created=false), so concurrent runs of one command drive one
