@@ -36,9 +36,14 @@ func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Deci
 	_, secrets := p.unsettled(f.cmd.Spec)
 	var reads []externalRead
 	var early []secretRead
-	if pf := f.takePrefetched(); pf != nil && p.freshRun() {
+	if pf := f.takePrefetched(); pf != nil {
+		// Waited for even when it is not decided from (a resumed run):
+		// none of its reads is still in flight when the run reads again,
+		// or when the process ends.
 		<-pf.done
-		reads, early = pf.external, pf.secrets
+		if p.freshRun() {
+			reads, early = pf.external, pf.secrets
+		}
 	}
 	if len(reads) != len(names) || len(early) != len(secrets) {
 		reads, early = f.readRound(ctx, names, secrets)
