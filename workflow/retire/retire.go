@@ -126,12 +126,16 @@ func (f *family) prefetch(ctx context.Context) {
 func (f *family) read(ctx context.Context, run *workflow.Run) (*corev1.Secret, keyringRead, error) {
 	e := f.early
 	f.early = nil
-	if e != nil && run.Op.State == store.StatePrepared {
+	if e != nil {
+		// Waited for even when it is not taken: none of its reads is still
+		// in flight when the decision reads again.
 		select {
 		case <-e.done:
-			return e.s, e.ring, e.err
 		case <-ctx.Done():
 			return nil, keyringRead{}, ctx.Err()
+		}
+		if run.Op.State == store.StatePrepared {
+			return e.s, e.ring, e.err
 		}
 	}
 	s, err := f.secret.Get(ctx)
