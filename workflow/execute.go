@@ -34,6 +34,12 @@ type Plan struct {
 	// that it travels while the journal connects. It only reads (the matrix
 	// allowed it), returns at once and is called at most once.
 	Prefetch func(ctx context.Context)
+	// Digest, when set, resolves Prepare.CommandDigest just before the
+	// operation is prepared (or, in a dry run, looked up): a digest that
+	// is slow to compute on purpose (the versioned family's PBKDF2 verifier
+	// of an update's values) is computed while the permission check and the
+	// journal connect run. It may block until the digest is ready.
+	Digest func() (string, error)
 	// Family decides and resolves.
 	Family Family
 	// MaxAttempts bounds the sends of one step (default 3).
@@ -197,6 +203,9 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	start := st.Transactions()
 	defer func() { res.Transactions = st.Transactions() - start }()
 
+	if err := plan.resolveDigest(); err != nil {
+		return res, err
+	}
 	prepare := st.Prepare
 	if plan.Runs {
 		prepare = st.PrepareRun
@@ -338,4 +347,18 @@ func (r *Run) Ending() store.Detail {
 func hasCall(run *Run) bool {
 	_, ok := run.LastCall()
 	return ok
+}
+
+// resolveDigest sets Prepare.CommandDigest from Digest, when set.
+func (p *Plan) resolveDigest() error {
+	if p.Digest == nil {
+		return nil
+	}
+	defer phase.Begin("command digest")()
+	d, err := p.Digest()
+	if err != nil {
+		return fmt.Errorf("computing the command digest: %w", err)
+	}
+	p.Prepare.CommandDigest = d
+	return nil
 }

@@ -11,7 +11,10 @@ import (
 // Load is the versioned writes' workflow.Loader: it reads the retention
 // limit from HistoryLimitEnv.
 func Load(f *command.File, lookup func(string) (string, bool)) (workflow.Builder, error) {
-	cmd, err := Decode(f)
+	// The digest's PBKDF2 (VerifierIterations) runs while the permission
+	// check and the journal connect do: the engine resolves it just
+	// before the preparation (workflow.Plan.Digest).
+	cmd, err := decode(f, true)
 	if err != nil {
 		return nil, err
 	}

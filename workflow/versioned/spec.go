@@ -54,7 +54,13 @@ type Command struct {
 	Kind     string
 	Metadata command.Metadata
 	// Digest is the canonical command digest journaled with the preparation.
+	// A command decoded by Load may hold it pending (see resolveDigest):
+	// it is then "" until the engine resolves it, before the preparation.
 	Digest string
+	// pending is the digest still being computed (Load's decode): the
+	// PBKDF2 verifier of an update's values runs while the permission check
+	// and the journal connect do.
+	pending *pendingDigest
 
 	Namespace, Name         string
 	ExpectedResourceVersion string
@@ -79,12 +85,23 @@ func (c *Command) Create() bool {
 // that was read). Errors are *command.FileError or *command.InvalidError,
 // naming fields, never values.
 func Decode(f *command.File) (*Command, error) {
+	cmd, err := decode(f, false)
+	if err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// decode is Decode; with deferDigest an update's digest is left pending
+// (computed in the background, resolved by resolveDigest), after every
+// check of the command has passed.
+func decode(f *command.File, deferDigest bool) (*Command, error) {
 	if err := f.RequirePrivate(); err != nil {
 		return nil, err
 	}
 	switch f.Envelope.Kind {
 	case command.KindSecretUpdate:
-		return decodeUpdate(f)
+		return decodeUpdate(f, deferDigest)
 	case command.KindSecretRestore:
 		return decodeRestore(f)
 	case command.KindSecretDelete:
@@ -94,7 +111,7 @@ func Decode(f *command.File) (*Command, error) {
 	}
 }
 
-func decodeUpdate(f *command.File) (*Command, error) {
+func decodeUpdate(f *command.File, deferDigest bool) (*Command, error) {
 	doc, err := command.Decode[UpdateSpec](f)
 	if err != nil {
 		return nil, err
@@ -150,14 +167,50 @@ func decodeUpdate(f *command.File) (*Command, error) {
 			return nil, command.Invalid(field, "key is also set in spec.data")
 		}
 	}
+	cmd := &Command{
+		Kind: doc.Kind, Metadata: doc.Metadata, Namespace: s.Namespace, Name: s.Name,
+		ExpectedResourceVersion: *s.ExpectedResourceVersion, Data: data, RemoveKeys: slices.Clone(s.RemoveKeys),
+	}
+	if deferDigest {
+		cmd.pending = startDigest(func() (string, error) { return updateDigest(doc, data) })
+		return cmd, nil
+	}
 	digest, err := updateDigest(doc, data)
 	if err != nil {
 		return nil, err
 	}
-	return &Command{
-		Kind: doc.Kind, Metadata: doc.Metadata, Digest: digest, Namespace: s.Namespace, Name: s.Name,
-		ExpectedResourceVersion: *s.ExpectedResourceVersion, Data: data, RemoveKeys: slices.Clone(s.RemoveKeys),
-	}, nil
+	cmd.Digest = digest
+	return cmd, nil
+}
+
+// pendingDigest is a command digest being computed in the background.
+type pendingDigest struct {
+	done  chan struct{}
+	value string
+	err   error
+}
+
+func startDigest(compute func() (string, error)) *pendingDigest {
+	p := &pendingDigest{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.value, p.err = compute()
+	}()
+	return p
+}
+
+// resolveDigest waits for a pending digest and sets Digest (the plan's
+// workflow.Plan.Digest): called once, before the operation is prepared and
+// before any decision reads Digest.
+func (c *Command) resolveDigest() (string, error) {
+	if p := c.pending; p != nil {
+		<-p.done
+		if p.err != nil {
+			return "", p.err
+		}
+		c.Digest, c.pending = p.value, nil
+	}
+	return c.Digest, nil
 }
 
 // MaxUpdateKeys bounds the keys one SecretUpdate names (data and

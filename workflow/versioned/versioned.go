@@ -115,6 +115,7 @@ func plan(cmd *Command, api secrets, limit int) workflow.Plan {
 		Rights:   &kube.Rights{Namespace: cmd.Namespace, Rules: Rules(cmd.Name)},
 		Precheck: f.precheck,
 		Family:   f,
+		Digest:   cmd.resolveDigest,
 	}
 }
 
