@@ -88,3 +88,40 @@ func TestACallLostToAnotherProcessIsNotASend(t *testing.T) {
 	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
 	require.Equal(t, 1, family.sent)
 }
+
+// endsEveryJoin ends every unfinished run it hands back, as a crowd of
+// processes finishing runs as fast as this one joins them would.
+type endsEveryJoin struct {
+	*workflowtest.Journal
+	t        *testing.T
+	prepares int
+}
+
+func (j *endsEveryJoin) PrepareRun(ctx context.Context, p store.PrepareParams) (*store.Operation, bool, error) {
+	j.prepares++
+	op, _, err := j.Journal.PrepareRun(ctx, p)
+	require.NoError(j.t, err)
+	if !op.State.Terminal() {
+		_, terr := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: op.State, To: store.StateCompleted,
+			Revision: op.Revision, Outcome: string(workflow.OutcomeExisting),
+			Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeExisting)}}})
+		require.NoError(j.t, terr)
+	}
+	return op, false, nil
+}
+
+// TestOperateJoinsABoundedNumberOfTimes: when every run handed back ends
+// before it is read, Operate prepares again at most maxRunJoins times and
+// then treats the last one as what it is, a run that ended (a replay the
+// family is asked to confirm): it never loops.
+func TestOperateJoinsABoundedNumberOfTimes(t *testing.T) {
+	t.Parallel()
+	j := &endsEveryJoin{Journal: workflowtest.NewJournal(), t: t}
+	family := &scripted{decide: func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		t.Fatal("no run is left to decide in")
+		return workflow.Decision{}
+	}, resolve: noResolve}
+	res, _ := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: family, Runs: true}, nil)
+	require.Equal(t, 4, j.prepares, "the first PrepareRun and maxRunJoins (3) more")
+	require.True(t, res.Replayed, "the last ended run is a replay, not joined again")
+}
