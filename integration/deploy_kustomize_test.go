@@ -125,8 +125,8 @@ func (o privateOverlay) write(t *testing.T, fsys filesys.FileSystem) string {
 	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-namespace: %[1]s
-nameSuffix: -%[2]s
+namespace: "%[1]s"
+nameSuffix: "-%[2]s"
 resources:
 - ../deploy/overlays/cloudnativepg
 %[3]sconfigMapGenerator:
@@ -261,3 +261,23 @@ func (a *applier) waitForKind(ctx context.Context, group, version, kind string) 
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// TestIntegrationDeployNameSuffixOfDigits: the private overlay as
+// deploy/README.md writes it renders for a namespace named only with
+// digits (a valid DNS label): its nameSuffix is quoted, since YAML reads
+// -123456789012 as a number, which kustomize refuses. The random hex
+// suffix of the deploy tests hit that about once in 300 runs.
+func TestIntegrationDeployNameSuffixOfDigits(t *testing.T) {
+	t.Parallel()
+	objs := renderPrivate(t, privateOverlay{
+		Namespace: "123456789012", NameSuffix: "123456789012", SecretName: "keyring", Canary: "192.0.2.10:443",
+		Command: []byte(`{"kind":"KeyRetirement"}`), APIServerIP: "10.0.0.1", APIServerPort: 6443,
+	})
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRoleBinding" {
+			require.True(t, strings.HasSuffix(o.GetName(), "-123456789012"), o.GetName())
+			return
+		}
+	}
+	t.Fatal("no ClusterRoleBinding rendered")
+}

@@ -52,8 +52,8 @@ func writeVersionedOverlay(t *testing.T, fsys filesys.FileSystem, o versionedOve
 	require.NoError(t, fsys.WriteFile("/my-write/command.json", o.Command))
 	require.NoError(t, fsys.WriteFile("/my-write/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-namespace: %[1]s
-nameSuffix: -%[2]s
+namespace: "%[1]s"
+nameSuffix: "-%[2]s"
 resources:
 - ../deploy/overlays/cloudnativepg-versioned
 components:
