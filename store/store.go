@@ -89,8 +89,14 @@ func (s *Store) Close() {
 	defer phase.Begin("journal close")()
 	s.driver.mu.Lock()
 	if s.driver.conn != nil {
-		// Back in the pool, the session (and the run locks it holds) ends
-		// as the pool closes it.
+		// The run locks are released before Close returns: a closed
+		// socket ends the session only when the server notices, and until
+		// then the next process would see the runs as live. (A crash
+		// still releases them as its session ends.) Then back in the
+		// pool, which closes it.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = s.driver.conn.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
+		cancel()
 		s.driver.conn.Release()
 		s.driver.conn = nil
 	}
