@@ -107,7 +107,10 @@ func (f *batchFamily) Decide(_ context.Context, run *workflow.Run) (workflow.Dec
 				}
 				f.mu.Unlock()
 				if f.hold != nil {
-					<-f.hold
+					select {
+					case <-f.hold:
+					case <-time.After(10 * time.Second): // a build that never fails the commit must not hang
+					}
 				}
 				f.finished.Add(1)
 				return workflow.Answer{Status: workflow.Applied, Code: 201, Reason: "created"}
