@@ -241,10 +241,11 @@ func TestIntegrationCredentialsCrashAtEveryTransition(t *testing.T) {
 }
 
 // Crashed in the middle of a batch of creates sent in chunks (the engine
-// journals and sends a batch of more than 8 calls 8 at a time): right after
-// the second chunk's records were committed, the first chunk's POSTs in
-// flight. The rerun settles every journaled call (the nonce decides) and
-// creates the rest: each Secret is created once.
+// journals and sends a batch of more than 8 calls in chunks: 8, then the
+// 12 others here): right after the second chunk's records were committed,
+// before it was sent, the first chunk's POSTs in flight. The rerun settles
+// every journaled call (the nonce decides: ours, or absent and created
+// again): each Secret is created once.
 func TestIntegrationCredentialsCrashMidPipeline(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -263,7 +264,7 @@ func TestIntegrationCredentialsCrashMidPipeline(t *testing.T) {
 	require.Equal(t, 137, r.Code, "must die at after-chunk: %s %s", r.Stdout, r.Stderr)
 	op, records := e.journalOf("mut-chunked:run-1")
 	require.Equal(t, store.StateCalling, op.State)
-	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), 16, "two chunks journaled")
+	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), n, "both chunks journaled")
 	r = e.keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
 	require.Equal(t, "completed", outcome(t, r)["outcome"])

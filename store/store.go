@@ -36,7 +36,7 @@ type Store struct {
 	txs  atomic.Int64
 	// driver is the connection whose session holds the live locks of the
 	// runs this process drives (PrepareRun, runLockClass), from the first
-	// PrepareRun to Close.
+	// PrepareRun to Close; their moves are committed on it (inRunTx).
 	driver struct {
 		mu   sync.Mutex
 		conn *pgxpool.Conn
@@ -330,7 +330,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	}
 	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inRunTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		op, err = scanOperation(tx.QueryRow(ctx, `
 			UPDATE keyledger.operations
@@ -528,6 +528,28 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.inTxOn(ctx, s.pool, fn)
+}
+
+// inRunTx runs fn in a transaction on the run driver's connection once
+// PrepareRun took one, else on the pool: a run's moves then go on the
+// session that prepared it, which is open and has run the journal's
+// statements already, instead of making the pool open a second session (a
+// connect, its authentication and its first statements' planning) on the
+// run's way to its first call.
+func (s *Store) inRunTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	s.driver.mu.Lock()
+	defer s.driver.mu.Unlock()
+	if s.driver.conn == nil {
+		return s.inTx(ctx, fn)
+	}
+	err := s.inTxOn(ctx, s.driver.conn, fn)
+	if s.driver.conn.Conn().IsClosed() {
+		// The session ended (its run locks with it): the next PrepareRun
+		// drives on a new one, and moves go on the pool until then.
+		s.driver.conn.Release()
+		s.driver.conn = nil
+	}
+	return err
 }
 
 // beginner is what a pool and one of its connections share.
