@@ -16,7 +16,7 @@ import (
 const ReasonAttemptLimit = "attempt-limit"
 
 // sendConcurrency bounds the calls of one batch in flight at once.
-const sendConcurrency = 16
+const sendConcurrency = 32
 
 // calls commits the records of a batch of calls (after notes) in one
 // transition, sends the calls concurrently, and commits every answer in one
