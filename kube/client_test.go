@@ -78,12 +78,19 @@ func exercise(ctx context.Context, c kube.Interface) []string {
 	_, err = c.Pods("ns").Get(ctx, "x", metav1.GetOptions{})
 	note(err)
 	note(c.Pods("ns").Delete(ctx, "x", metav1.DeleteOptions{Preconditions: pre}))
-	hook := func(get func() error, create func() error, del func() error) { note(get()); note(create()); note(del()) }
+	hook := func(get func() error, create func() error, del func() error) {
+		note(get())
+		note(create())
+		note(del())
+	}
 	opts := metav1.DeleteOptions{PropagationPolicy: &background}
 	sa, role, binding := c.ServiceAccounts("ns"), c.Roles("ns"), c.RoleBindings("ns")
 	cm, np, job := c.ConfigMaps("ns"), c.NetworkPolicies("ns"), c.Jobs("ns")
 	hook(func() error { _, err := sa.Get(ctx, "x", metav1.GetOptions{}); return err },
-		func() error { _, err := sa.Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta}, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := sa.Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta}, metav1.CreateOptions{})
+			return err
+		},
 		func() error { return sa.Delete(ctx, "x", opts) })
 	hook(func() error { _, err := role.Get(ctx, "x", metav1.GetOptions{}); return err },
 		func() error {
@@ -92,7 +99,10 @@ func exercise(ctx context.Context, c kube.Interface) []string {
 		},
 		func() error { return role.Delete(ctx, "x", opts) })
 	hook(func() error { _, err := binding.Get(ctx, "x", metav1.GetOptions{}); return err },
-		func() error { _, err := binding.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: meta}, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := binding.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: meta}, metav1.CreateOptions{})
+			return err
+		},
 		func() error { return binding.Delete(ctx, "x", opts) })
 	hook(func() error { _, err := cm.Get(ctx, "x", metav1.GetOptions{}); return err },
 		func() error {
@@ -101,10 +111,16 @@ func exercise(ctx context.Context, c kube.Interface) []string {
 		},
 		func() error { return cm.Delete(ctx, "x", opts) })
 	hook(func() error { _, err := np.Get(ctx, "x", metav1.GetOptions{}); return err },
-		func() error { _, err := np.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: meta}, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := np.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: meta}, metav1.CreateOptions{})
+			return err
+		},
 		func() error { return np.Delete(ctx, "x", opts) })
 	hook(func() error { _, err := job.Get(ctx, "x", metav1.GetOptions{}); return err },
-		func() error { _, err := job.Create(ctx, &batchv1.Job{ObjectMeta: meta}, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := job.Create(ctx, &batchv1.Job{ObjectMeta: meta}, metav1.CreateOptions{})
+			return err
+		},
 		func() error { return job.Delete(ctx, "x", opts) })
 	_, err = c.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "ns", Verb: "get", Resource: "secrets", Name: "x"}}}, metav1.CreateOptions{})
