@@ -1,5 +1,6 @@
--- Back to migration 8: the policies' namespace subquery, the bounded
--- patterns, and the stamp_row and guard_operation_insert triggers.
+-- Back to migration 8: the policies' namespace subquery, the SQL owner
+-- check, the bounded patterns, and the stamp_row and
+-- guard_operation_insert triggers.
 DROP POLICY records_namespace ON keyledger.records;
 CREATE POLICY records_namespace ON keyledger.records FOR ALL
   USING (EXISTS (SELECT 1 FROM keyledger.operations o
@@ -13,6 +14,10 @@ CREATE POLICY operations_namespace ON keyledger.operations FOR ALL
   USING (target_namespace IN (SELECT g.namespace FROM keyledger.namespace_grants g WHERE g.role = current_user))
   WITH CHECK (target_namespace IN (SELECT g.namespace FROM keyledger.namespace_grants g WHERE g.role = current_user));
 DROP FUNCTION keyledger.granted_namespaces();
+CREATE OR REPLACE FUNCTION keyledger.acting_as_owner() RETURNS boolean LANGUAGE sql STABLE
+  SET search_path = pg_catalog, pg_temp AS $$
+  SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = 'keyledger.operations'::regclass
+$$;
 
 ALTER TABLE keyledger.records
   DROP CONSTRAINT records_step_check,

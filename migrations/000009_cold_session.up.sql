@@ -21,7 +21,10 @@
 --    written as an unbounded pattern and a length: the same constraint
 --    names, the same rows accepted and refused. (Every character they
 --    allow is one byte, so the byte length is the character count.)
--- 3. The namespace policies read the role's granted namespaces through
+-- 3. The owner check (keyledger.acting_as_owner(), in every owner policy)
+--    is PL/pgSQL: the same query, whose plan the session keeps, where a
+--    SQL function with SET options is planned again in every statement.
+-- 4. The namespace policies read the role's granted namespaces through
 --    keyledger.granted_namespaces(), once per statement, as an array:
 --    a PL/pgSQL function (SECURITY INVOKER: namespace_grants' own policy
 --    applies in it as before) whose plan the session keeps, instead of a
@@ -95,7 +98,15 @@ ALTER TABLE keyledger.records
   DROP CONSTRAINT records_reason_check,
   ADD CONSTRAINT records_reason_check CHECK (reason ~ '^[a-z0-9-]*$' AND octet_length(reason) <= 64);
 
--- 3. The granted namespaces, once per statement.
+-- 3. The owner check, planned once per session.
+CREATE OR REPLACE FUNCTION keyledger.acting_as_owner() RETURNS boolean LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN (SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = 'keyledger.operations'::regclass);
+END;
+$$;
+
+-- 4. The granted namespaces, once per statement.
 CREATE FUNCTION keyledger.granted_namespaces() RETURNS text[] LANGUAGE plpgsql STABLE
   SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
