@@ -42,16 +42,16 @@ func (f *family) prefetch(ctx context.Context) {
 
 // digest is the plan's workflow.Plan.Digest: it waits for the command's
 // digest (an update's PBKDF2 verifier, computed since Load). The journal
-// is open then, and the operation not yet prepared: while the digest is
-// still being computed, the wait is spent on the reads the first decision
-// makes, in the order it makes them: the prefetched listing is waited for,
-// then the journal's provenance of the listed history is read (the list
-// before the journal, as readInventory). The first decision takes both
-// (runReads) when the operation has journaled nothing but its preparation,
-// exactly as it takes the precheck's read of the live Secret: every write
-// it sends carries the precondition that catches a change since (see
-// runReads). A listing or a journal read that failed is dropped: the
-// decision reads again, and ends the run as that read tells it.
+// is open then, and the operation not yet prepared: the reads the first
+// decision makes first are made now, in the order it makes them, while the
+// digest may still be computed: the prefetched listing is waited for, then
+// the journal's provenance of the listed history is read (the list before
+// the journal, as readInventory). The first decision takes both (runReads)
+// when the operation has journaled nothing but its preparation, exactly as
+// it takes the precheck's read of the live Secret: every write it sends
+// carries the precondition that catches a change since (see runReads). A
+// listing or a journal read that failed is dropped: the decision reads
+// again, and ends the run as that read tells it.
 func (f *family) digest(ctx context.Context) (string, error) {
 	if a := f.ahead; a != nil {
 		f.ahead = nil
@@ -63,13 +63,8 @@ func (f *family) digest(ctx context.Context) (string, error) {
 			return "", ctx.Err()
 		}
 		if m := f.seen; a.err == nil && m != nil && m.run == nil {
-			m.listed, m.metas, m.journal, m.journaled = a.uid, a.metas, nil, false
-			if !f.cmd.digestReady() {
-				if journal, err := f.journalProvenance(ctx, a.uid); err == nil {
-					m.journal, m.journaled = journal, true
-				} else {
-					m.listed, m.metas = "", nil
-				}
+			if journal, err := f.journalProvenance(ctx, a.uid); err == nil {
+				m.listed, m.metas, m.journal = a.uid, a.metas, journal
 			}
 		}
 	}

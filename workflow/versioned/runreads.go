@@ -52,10 +52,9 @@ type runReads struct {
 	liveRead bool
 	live     *corev1.Secret // the live Secret as read; nil when absent
 
-	listed    types.UID                      // the live UID the history was listed for ("" when not listed)
-	metas     []metav1.PartialObjectMetadata // that listing, with this run's applied answers folded in
-	journal   [][]store.Record               // the journal's provenance records, read right after the list
-	journaled bool                           // journal was read after that listing
+	listed  types.UID                      // the live UID the history was listed for ("" when not listed)
+	metas   []metav1.PartialObjectMetadata // that listing, with this run's applied answers folded in
+	journal [][]store.Record               // the journal's provenance records, read right after the list
 
 	// confirming: the next decision reads the archive again (confirm);
 	// relisting: it lists the history again (see refresh).
@@ -260,18 +259,13 @@ func (m *runReads) listing(ctx context.Context, f *family, live *corev1.Secret) 
 	case m.relisting:
 		// What this run's deletes intended: the listing with them folded in.
 		h, err = workflow.Verify(ctx, history{metas: m.metas, journal: m.journal}, list)
-	case !m.journaled:
-		// Listed ahead (digest), the journal not read yet: read it now,
-		// after the list.
-		h.metas = m.metas
-		h.journal, err = f.journalProvenance(ctx, live.UID)
 	default:
 		return m.metas, m.journal, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	m.listed, m.metas, m.journal, m.journaled, m.relisting = live.UID, h.metas, h.journal, true, false
+	m.listed, m.metas, m.journal, m.relisting = live.UID, h.metas, h.journal, false
 	return m.metas, m.journal, nil
 }
 

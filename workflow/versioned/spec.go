@@ -199,19 +199,6 @@ func startDigest(compute func() (string, error)) *pendingDigest {
 	return p
 }
 
-// digestReady reports whether Digest can be resolved without waiting.
-func (c *Command) digestReady() bool {
-	if c.pending == nil {
-		return true
-	}
-	select {
-	case <-c.pending.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // resolveDigest waits for a pending digest and sets Digest (the plan's
 // workflow.Plan.Digest): called once, before the operation is prepared and
 // before any decision reads Digest.
