@@ -67,7 +67,12 @@
 //     password the Secret holds, only when the pod is Running and Ready, not
 //     terminating, not host-network, its IP listed in status.podIPs and its
 //     controller the one the plan expects (unprobeable: otherwise unknown,
-//     nothing sent); a refusing pod is deleted once (UID precondition), its
+//     nothing sent); a probe that never reached the server's answer
+//     (connection refused, timeout, reset: a restarted server is Ready
+//     before the network lets the hook reach its new address) is sent
+//     again for at most reprobeBound, the pod read again before each send
+//     (same UID, same IP, still probeable; otherwise the last answer
+//     stands), and only its last answer is journaled; a refusing pod is deleted once (UID precondition), its
 //     replacement (same name, new UID, Ready) awaited and probed again; still
 //     refused is exit 2. The delete-pod call's Digest is its cause (the
 //     Secret's resourceVersion, the controller and its revision, the

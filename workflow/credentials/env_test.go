@@ -112,7 +112,7 @@ func newEnv(t *testing.T, spec Spec) *env {
 // family is what Plan builds, on the double's seams.
 func (e *env) family() *family {
 	f := newFamily(e.cmd, e.k)
-	f.probe, f.poll, f.random = e.k.probe, pollAtOnce, e.random
+	f.probe, f.poll, f.reprobe, f.random = e.k.probe, pollAtOnce, pollAtOnce, e.random
 	return f
 }
 

@@ -71,6 +71,18 @@ const (
 	waitPoll  = 100 * time.Millisecond
 )
 
+// reprobeBound bounds how long a probe whose server could not be reached
+// (refused connection, timeout, reset: ProbeResult.unreachable) is sent
+// again; reprobePoll is how often. A server is often Ready before the
+// network lets the hook reach it: a restarted server's new address is
+// allowed by the hook's NetworkPolicy only once the node's policy agent
+// has seen the new pod. The bound keeps a server that is never reachable
+// from holding every sync for longer than this.
+const (
+	reprobeBound = 20 * time.Second
+	reprobePoll  = 250 * time.Millisecond
+)
+
 // authority is the family's whole view of the API server: exactly the
 // methods of kube.Credentials it calls. Unit tests put a scripted double
 // behind it; a run always has the real adapter (Plan).
@@ -106,6 +118,8 @@ type family struct {
 	kube  authority
 	probe prober
 	poll  waiter
+	// reprobe is the waiter of a probe sent again (reprobeBound).
+	reprobe waiter
 	// random is where values and nonces come from: crypto/rand.
 	random io.Reader
 	// journal reads the records of the plan's other runs (authorship); it
@@ -117,7 +131,8 @@ type family struct {
 }
 
 func newFamily(cmd *Command, client authority) *family {
-	return &family{cmd: cmd, kube: client, probe: Probe, poll: bounded(waitBound, waitPoll), random: rand.Reader}
+	return &family{cmd: cmd, kube: client, probe: Probe, poll: bounded(waitBound, waitPoll),
+		reprobe: bounded(reprobeBound, reprobePoll), random: rand.Reader}
 }
 
 // step is one phase of a plan. It returns a decision when something is left

@@ -36,6 +36,20 @@ type ProbeResult struct {
 	Reason string
 }
 
+// unreachable says the probe never reached the server's answer: the
+// connection was refused, timed out or broke. Such a probe may be sent
+// again (reprobeBound); any answer the server gave is final.
+func (r ProbeResult) unreachable() bool {
+	if r.Status != ProbeUnknown {
+		return false
+	}
+	switch r.Reason {
+	case "connection-refused", "timeout", "connection-reset", "io-error":
+		return true
+	}
+	return false
+}
+
 // probeTimeout bounds one probe (dial, write and read).
 const probeTimeout = 3 * time.Second
 

@@ -93,7 +93,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	var secretRV string
 	probe, err := workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
 		Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})}, func(ctx context.Context, probe store.Record) (store.Record, error) {
-		res, rv, err := f.probeServer(ctx, srv, pod)
+		res, rv, err := f.probeUntilReached(ctx, srv, pod)
 		secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
 		return probe, err
 	})
@@ -193,6 +193,40 @@ func (c cause) digest() string {
 	b, _ := json.Marshal([]string{c.Secret, c.SecretResourceVersion, c.Controller, c.Revision, c.Spec})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// probeUntilReached probes pod; while the server cannot be reached
+// (ProbeResult.unreachable) it probes again, bounded by f.reprobe, each
+// time only after reading the pod again: the password goes to the same
+// pod (UID) at the same address, still probeable, or the last answer
+// stands. Only the last answer is journaled: one probe record per probe
+// of a server, as before.
+func (f *family) probeUntilReached(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, string, error) {
+	res, rv, err := f.probeServer(ctx, srv, pod)
+	if err != nil || !res.unreachable() {
+		return res, rv, err
+	}
+	_, err = f.reprobe(ctx, func(ctx context.Context) (bool, error) {
+		cur, err := f.kube.GetPod(ctx, srv.Pod)
+		switch {
+		case isNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, kubeErr(err)
+		case cur.UID != pod.UID || cur.Status.PodIP != pod.Status.PodIP || f.unprobeable(srv, cur) != "":
+			return true, nil // another pod, or not to be probed: the last answer stands
+		}
+		again, againRV, err := f.probeServer(ctx, srv, cur)
+		if err != nil {
+			return false, err
+		}
+		res, rv = again, againRV
+		return !res.unreachable(), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return ProbeResult{}, "", err
+	}
+	return res, rv, nil
 }
 
 // probeServer reads the server's Secret and probes the pod's IP; it says

@@ -121,22 +121,63 @@ func TestDeletePodTable(t *testing.T) {
 		}},
 		{Name: "an unknown probe answer restarts nothing", Setup: respec(withServers, func(e *env) {
 			start(e)
-			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "timeout"}}
+			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "unexpected-reply"}}
 		}), Check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
-			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 skipped/pod-absent"},
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/unexpected-reply", "probe-server pod/shop-bus-0 skipped/pod-absent"},
 				r.trail(store.RecordProbe, ""), "every probe journaled before the run ends")
 			require.Zero(t, e.k.count(opDeletePod, podApp))
 			again := e.run()
 			require.Equal(t, r.op.MutationID, again.op.MutationID)
 			require.Equal(t, 3, e.k.probed[podApp], "the rerun probes again (refused), then the replacement")
 			require.Equal(t, "completed", again.Ending())
-			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 skipped/pod-absent",
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/unexpected-reply", "probe-server pod/shop-bus-0 skipped/pod-absent",
 				"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 accepted/ok"},
 				again.trail(store.RecordProbe, ""), "the skipped server's probe is in the journal: not probed again")
 			require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, again.summary()["servers"],
 				"the summary counts each server's newest probe")
 			require.Equal(t, 1, e.k.written(pod))
+		}},
+		{Name: "the replacement is not reachable at first: probed again until it answers", Setup: respec(withServers, func(e *env) {
+			start(e)
+			// A restarted server is Ready before the node's policy agent
+			// lets the hook reach its new address: refused connections,
+			// then the server's own answer.
+			unreachable := ProbeResult{Status: ProbeUnknown, Reason: "connection-refused"}
+			e.k.probes[podApp] = []ProbeResult{{Status: ProbeRefused, Reason: "wrongpass"}, unreachable, unreachable, {Status: ProbeRefused, Reason: "wrongpass"}}
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonServerStillRefuses, r.Ending())
+			require.Equal(t, 1, e.k.count(opDeletePod, podApp), "deleted once, never twice")
+			require.Equal(t, 4, e.k.probed[podApp], "the first pod once, its replacement until it answered")
+			require.Equal(t, []string{"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 refused/wrongpass"},
+				r.trail(store.RecordProbe, ""), "one probe record per probe of a server: its last answer")
+		}},
+		{Name: "a server never reachable within the bound: unknown, nothing restarted", Setup: respec(withServers, func(e *env) {
+			start(e)
+			unreachable := ProbeResult{Status: ProbeUnknown, Reason: "timeout"}
+			e.k.probes[podApp] = []ProbeResult{unreachable, unreachable, unreachable, unreachable}
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
+			require.Equal(t, 4, e.k.probed[podApp], "probed once, then again as often as the bound lets it")
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 skipped/pod-absent"},
+				r.trail(store.RecordProbe, ""))
+			require.Zero(t, e.k.count(opDeletePod, podApp))
+		}},
+		{Name: "a pod replaced while it could not be reached: its successor gets no password", Setup: respec(withServers, func(e *env) {
+			start(e)
+			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "connection-refused"}}
+			// The pod is replaced (new UID and address) before the probe
+			// is sent again: the re-read of the pod sees it.
+			e.k.script(on(opGetPod, podApp, kubetest.Theirs(e.k.their(func(k *credentialsAPI) {
+				k.Remove(kubetest.Pods, podApp)
+				k.replace(podApp)
+			})).After(1)))
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "uncertain/"+ReasonProbeUnknown, r.Ending())
+			require.Equal(t, []string{`valkey shop-app-0 6379 user=""`}, e.k.probeLog, "one probe, to the pod that was read")
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/connection-refused", "probe-server pod/shop-bus-0 skipped/pod-absent"},
+				r.trail(store.RecordProbe, ""))
+			require.Zero(t, e.k.count(opDeletePod, podApp))
 		}},
 		{Name: "unknown, then another server's repair: probed again by the next decision", Setup: respec(withServers, func(e *env) {
 			e.k.putSecret(theirSecret(secretApp, map[string]string{"password": "in-place"}, func(s *corev1.Secret) {
@@ -144,10 +185,10 @@ func TestDeletePodTable(t *testing.T) {
 			}))
 			e.k.putPod(podApp, "in-place")
 			e.k.putPod(podBus, "stale")
-			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "timeout"}}
+			e.k.probes[podApp] = []ProbeResult{{Status: ProbeUnknown, Reason: "unexpected-reply"}}
 		}), Check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.Ending())
-			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/timeout", "probe-server pod/shop-bus-0 refused/wrongpass",
+			require.Equal(t, []string{"probe-server pod/shop-app-0 unknown/unexpected-reply", "probe-server pod/shop-bus-0 refused/wrongpass",
 				"probe-server pod/shop-app-0 accepted/ok", "probe-server pod/shop-bus-0 accepted/ok"}, r.trail(store.RecordProbe, ""))
 			require.Equal(t, map[string]any{"accepted": 2.0, "skipped": 0.0, "repaired": 1.0}, r.summary()["servers"])
 			require.Zero(t, e.k.count(opDeletePod, podApp), "an unknown answer deletes nothing")

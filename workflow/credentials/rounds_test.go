@@ -95,7 +95,7 @@ func TestSecretReadsShareTheExternalSecretsRound(t *testing.T) {
 	for _, want := range []string{"completed", "existing"} {
 		o := newOverlapKube(e.k)
 		f := newFamily(e.cmd, o)
-		f.probe, f.poll, f.random = e.k.probe, pollAtOnce, e.random
+		f.probe, f.poll, f.reprobe, f.random = e.k.probe, pollAtOnce, pollAtOnce, e.random
 		plan := e.plan()
 		plan.Family = f
 		before := e.k.count(opGetSecret, "shop-00")
