@@ -131,9 +131,13 @@
 // restore's target and retention both need it). A live read is journaled
 // (read-live) when it differs from the newest one the operation
 // journaled. The precheck's read of the live Secret (the size guard, before
-// the journal is opened) is the run's first, and serves the first decision
-// of an operation that has journaled nothing but its preparation; a resumed
-// operation reads afresh.
+// the journal is opened) is the run's first. When it shows the expected
+// resourceVersion, the history is listed while the journal connects
+// (Prefetch), and the journal's provenance of it is read once the journal
+// is open, before the preparation, while the PBKDF2 digest may still be
+// computed (Digest). These reads serve the first decision of an operation
+// that has journaled nothing but its preparation; a resumed operation reads
+// afresh. A failed read ahead is dropped: the decision reads again.
 //
 // # Unit tests
 //
