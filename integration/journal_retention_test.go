@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
@@ -209,8 +210,10 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
 
 	// migrate down keeps the prune events unless told to destroy them
-	// (migrations 8, the namespace list index, and 7, the run numbers, go
-	// down first without the flag).
+	// (migrations 9, a new session's cheaper checks, 8, the namespace list
+	// index, and 7, the run numbers, go down first without the flag).
+	r = e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 8, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 7, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
@@ -377,7 +380,9 @@ func TestIntegrationEngineAttemptLimit(t *testing.T) {
 	ctx := t.Context()
 	cm := e.newConfigMap("attempts")
 	const mutation = "mut-attempts"
-	plan := toyPlan(e.kube.Client(), e.ns, cm.Name, mutation)
+	client, err := kube.NewClient(e.kube.Config())
+	require.NoError(t, err)
+	plan := toyPlan(client, e.ns, cm.Name, mutation)
 	st := e.operatorStore()
 	op, _, err := st.Prepare(ctx, plan.Prepare)
 	require.NoError(t, err)
@@ -392,7 +397,7 @@ func TestIntegrationEngineAttemptLimit(t *testing.T) {
 		Records: []store.Record{{Kind: store.RecordAuthorityResult, Step: toyStep, Status: "lost", Reason: "no-result-recorded"}}})
 	require.NoError(t, err)
 
-	_, err = runToy(ctx, e.kube.Client(), e.journal.OperatorURL, e.ns, cm.Name, mutation)
+	_, err = runToy(ctx, client, e.journal.OperatorURL, e.ns, cm.Name, mutation)
 	var refused *workflow.Refused
 	require.ErrorAs(t, err, &refused, "%v", err)
 	require.Equal(t, workflow.ReasonAttemptLimit, refused.Reason)

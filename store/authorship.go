@@ -67,7 +67,15 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 	for _, p := range ps {
 		batch.Queue(findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
 	}
-	results := s.pool.SendBatch(ctx, batch)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, wrap("reading the command's runs", err)
+	}
+	defer conn.Release()
+	if err := prepareForBatch(ctx, conn.Conn(), findInRunsQuery, len(ps)); err != nil {
+		return nil, wrap("reading the command's runs", err)
+	}
+	results := conn.SendBatch(ctx, batch)
 	defer results.Close() // read-only: every result is read below
 	for i, p := range ps {
 		var found RunRecord

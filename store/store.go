@@ -36,7 +36,7 @@ type Store struct {
 	txs  atomic.Int64
 	// driver is the connection whose session holds the live locks of the
 	// runs this process drives (PrepareRun, runLockClass), from the first
-	// PrepareRun to Close; their moves are committed on it (inRunTx).
+	// PrepareRun to Close; their moves are committed on it (onRunConn).
 	driver struct {
 		mu   sync.Mutex
 		conn *pgxpool.Conn
@@ -67,6 +67,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	cfg.MaxConns = 4
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	timeouts.apply(&cfg.ConnConfig.Config)
+	oneShot(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("opening database pool", err)
@@ -261,9 +262,12 @@ func scanOperation(row pgx.Row) (*Operation, error) {
 // journal, see docs/tenancy.md).
 func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
 	defer phase.Begin("tx prepare")()
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		op, created, err = prepareIn(ctx, tx, p)
-		return err
+	err = s.writeTx(ctx, nil, func(b *pgx.Batch) { queuePrepare(b, p) }, func(ctx context.Context, in rowQuerier, head pgx.Row) (int64, []Record, error) {
+		op, created, err = readPrepare(ctx, in, p, head)
+		if err != nil || !created {
+			return 0, nil, err
+		}
+		return op.ID, []Record{preparationRecord(p)}, nil
 	})
 	if err != nil {
 		return nil, false, err
@@ -273,18 +277,43 @@ func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, cr
 
 // prepareIn is Prepare inside the caller's transaction.
 func prepareIn(ctx context.Context, tx pgx.Tx, p PrepareParams) (op *Operation, created bool, err error) {
-	op, err = scanOperation(tx.QueryRow(ctx, `
+	var b pgx.Batch
+	queuePrepare(&b, p)
+	q := b.QueuedQueries[0]
+	op, created, err = readPrepare(ctx, tx, p, tx.QueryRow(ctx, q.SQL, q.Arguments...))
+	if err != nil || !created {
+		return op, created, err
+	}
+	return op, true, insertRecords(ctx, tx, op.ID, []Record{preparationRecord(p)})
+}
+
+// insertOperationSQL journals a new operation, or nothing when its
+// mutation ID is taken.
+const insertOperationSQL = `
 		INSERT INTO keyledger.operations
 		  (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (mutation_id) DO NOTHING
-		RETURNING `+operationColumns,
-		p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID))
+		RETURNING ` + operationColumns
+
+// queuePrepare queues the insert of p's operation.
+func queuePrepare(b *pgx.Batch, p PrepareParams) {
+	b.Queue(insertOperationSQL, p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID)
+}
+
+// preparationRecord is the record a new operation is prepared with.
+func preparationRecord(p PrepareParams) Record {
+	return Record{Kind: RecordPreparation, Step: string(RecordPreparation), Digest: p.CommandDigest, UID: p.ExpectedUID, Detail: p.Detail}
+}
+
+// readPrepare reads the answer to queuePrepare's insert: the new
+// operation (created), or, when its mutation ID was taken, the operation
+// journaled under it (read in tx), if it is the same command.
+func readPrepare(ctx context.Context, tx rowQuerier, p PrepareParams, inserted pgx.Row) (op *Operation, created bool, err error) {
+	op, err = scanOperation(inserted)
 	switch {
 	case err == nil:
-		return op, true, insertRecords(ctx, tx, op.ID, []Record{{
-			Kind: RecordPreparation, Step: string(RecordPreparation), Digest: p.CommandDigest, UID: p.ExpectedUID, Detail: p.Detail,
-		}})
+		return op, true, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		op, err = scanOperation(tx.QueryRow(ctx,
 			`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, p.MutationID))
@@ -330,23 +359,20 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	}
 	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
-	err := s.inRunTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		op, err = scanOperation(tx.QueryRow(ctx, `
-			UPDATE keyledger.operations
-			SET state = $3,
-			    outcome = nullif($4, ''),
-			    reason = nullif($5, '')
-			WHERE id = $1 AND state = $2 AND revision = $6
-			RETURNING `+operationColumns,
-			p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrStateMoved
-		}
-		if err != nil {
-			return wrap(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
-		}
-		return insertRecords(ctx, tx, p.OperationID, p.Records)
+	err := s.onRunConn(func(on *pgxpool.Conn) error {
+		return s.writeTx(ctx, on, func(b *pgx.Batch) {
+			b.Queue(moveOperationSQL, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
+		}, func(_ context.Context, _ rowQuerier, head pgx.Row) (int64, []Record, error) {
+			var err error
+			op, err = scanOperation(head)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return 0, nil, ErrStateMoved
+			}
+			if err != nil {
+				return 0, nil, wrap(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
+			}
+			return p.OperationID, p.Records, nil
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -354,15 +380,25 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	return op, nil
 }
 
-// insertRecords appends records in order, as one pipelined batch: one
-// round trip for all of them instead of one each. The statements run in
-// the transaction in the same order as one by one; the first that fails
-// fails the batch (and the transaction) with the same error.
-func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record) error {
-	var b pgx.Batch
+// moveOperationSQL is Transition's compare-and-set.
+const moveOperationSQL = `
+			UPDATE keyledger.operations
+			SET state = $3,
+			    outcome = nullif($4, ''),
+			    reason = nullif($5, '')
+			WHERE id = $1 AND state = $2 AND revision = $6
+			RETURNING ` + operationColumns
+
+// insertRecordSQL appends one record.
+const insertRecordSQL = `
+			INSERT INTO keyledger.records
+			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+
+// queueRecords queues the inserts of records, in order.
+func queueRecords(b *pgx.Batch, opID int64, records []Record) {
 	for i := range records {
 		r := &records[i]
-		raw := r.Detail.JSON()
 		var attempt, batch *int
 		if r.Attempt > 0 {
 			attempt = &r.Attempt
@@ -370,22 +406,42 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 		if r.Kind == RecordAuthorityCall {
 			batch = &r.Batch
 		}
-		b.Queue(`
-			INSERT INTO keyledger.records
-			  (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		// The detail as text: the column's type (jsonb) decides how the
+		// server reads it, whether the statement was prepared or not.
+		b.Queue(insertRecordSQL,
 			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
-			batch, r.Final, raw)
+			batch, r.Final, string(r.Detail.JSON()))
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	results := tx.SendBatch(ctx, &b)
+}
+
+// readRecords reads the answers to queueRecords' inserts: the first that
+// failed fails the batch (and the transaction) with its error.
+func readRecords(results pgx.BatchResults, records []Record) error {
 	for i := range records {
 		if _, err := results.Exec(); err != nil {
-			_ = results.Close()
 			return wrap(fmt.Sprintf("appending %s record", records[i].Kind), err)
 		}
+	}
+	return nil
+}
+
+// insertRecords appends records in order, as one pipelined batch: one
+// round trip for all of them instead of one each. The statements run in
+// the transaction in the same order as one by one; the first that fails
+// fails the batch (and the transaction) with the same error.
+func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	if err := prepareForBatch(ctx, tx.Conn(), insertRecordSQL, len(records)); err != nil {
+		return wrap("appending records", err)
+	}
+	var b pgx.Batch
+	queueRecords(&b, opID, records)
+	results := tx.SendBatch(ctx, &b)
+	if err := readRecords(results, records); err != nil {
+		_ = results.Close()
+		return err
 	}
 	if err := results.Close(); err != nil {
 		return wrap("appending records", err)
@@ -530,19 +586,19 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.inTxOn(ctx, s.pool, fn)
 }
 
-// inRunTx runs fn in a transaction on the run driver's connection once
-// PrepareRun took one, else on the pool: a run's moves then go on the
-// session that prepared it, which is open and has run the journal's
-// statements already, instead of making the pool open a second session (a
-// connect, its authentication and its first statements' planning) on the
-// run's way to its first call.
-func (s *Store) inRunTx(ctx context.Context, fn func(pgx.Tx) error) error {
+// onRunConn runs fn on the run driver's connection once PrepareRun took
+// one, else with nil (writeTx then takes one of the pool's): a run's moves
+// then go on the session that prepared it, which is open and has run the
+// journal's statements already, instead of making the pool open a second
+// session (a connect, its authentication and its first statements'
+// planning) on the run's way to its first call.
+func (s *Store) onRunConn(fn func(on *pgxpool.Conn) error) error {
 	s.driver.mu.Lock()
 	defer s.driver.mu.Unlock()
 	if s.driver.conn == nil {
-		return s.inTx(ctx, fn)
+		return fn(nil)
 	}
-	err := s.inTxOn(ctx, s.driver.conn, fn)
+	err := fn(s.driver.conn)
 	if s.driver.conn.Conn().IsClosed() {
 		// The session ended (its run locks with it): the next PrepareRun
 		// drives on a new one, and moves go on the pool until then.
