@@ -123,7 +123,7 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name string) {
 	}
 	benchLine("floor go-process-exits-at-once start_to_main=%s wall=%s", ms(median(startMain)), ms(median(goWall)))
 	// keyledger itself doing nothing: its runtime start and package inits
-	// (client-go's scheme, the API types) are what a run starts with.
+	// (the five API groups' types, pgx, ...) are what a run starts with.
 	var klMain, klWall []time.Duration
 	for range n {
 		s := measure(t, releaseBinary(t), []string{"version"}, []string{"PATH=" + os.Getenv("PATH")})

@@ -12,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -61,7 +61,7 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 			return next.RoundTrip(req)
 		})
 	})
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.NewClient(cfg)
 	require.NoError(t, err)
 	f, err := command.Read(path, command.ReadOptions{})
 	require.NoError(t, err)

@@ -14,8 +14,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -110,7 +110,7 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 			return resp, err
 		})
 	})
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.NewClient(cfg)
 	require.NoError(t, err)
 	f, err := command.Read(path, command.ReadOptions{})
 	require.NoError(t, err)

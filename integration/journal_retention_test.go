@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
@@ -379,7 +380,9 @@ func TestIntegrationEngineAttemptLimit(t *testing.T) {
 	ctx := t.Context()
 	cm := e.newConfigMap("attempts")
 	const mutation = "mut-attempts"
-	plan := toyPlan(e.kube.Client(), e.ns, cm.Name, mutation)
+	client, err := kube.NewClient(e.kube.Config())
+	require.NoError(t, err)
+	plan := toyPlan(client, e.ns, cm.Name, mutation)
 	st := e.operatorStore()
 	op, _, err := st.Prepare(ctx, plan.Prepare)
 	require.NoError(t, err)
@@ -394,7 +397,7 @@ func TestIntegrationEngineAttemptLimit(t *testing.T) {
 		Records: []store.Record{{Kind: store.RecordAuthorityResult, Step: toyStep, Status: "lost", Reason: "no-result-recorded"}}})
 	require.NoError(t, err)
 
-	_, err = runToy(ctx, e.kube.Client(), e.journal.OperatorURL, e.ns, cm.Name, mutation)
+	_, err = runToy(ctx, client, e.journal.OperatorURL, e.ns, cm.Name, mutation)
 	var refused *workflow.Refused
 	require.ErrorAs(t, err, &refused, "%v", err)
 	require.Equal(t, workflow.ReasonAttemptLimit, refused.Reason)

@@ -106,7 +106,7 @@ func toyPlan(client kube.Interface, namespace, name, mutation string) workflow.P
 			Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
 			CommandDigest: "sha256:" + fmt.Sprintf("%064x", len(mutation)), Namespace: namespace, Name: name,
 		},
-		Family: &toyFamily{cms: client.CoreV1().ConfigMaps(namespace), name: name, mutation: mutation},
+		Family: &toyFamily{cms: typedcorev1.New(client.CoreREST()).ConfigMaps(namespace), name: name, mutation: mutation},
 	}
 }
 

@@ -118,7 +118,7 @@ type accessAnswer struct {
 
 // review sends the SelfSubjectAccessReview of c.
 func review(ctx context.Context, client Interface, c AccessCheck) accessAnswer {
-	review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+	review, err := client.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: c.Namespace, Verb: c.Verb, Group: c.Group, Resource: c.Resource, Name: c.Name,
 		}},
@@ -262,7 +262,7 @@ func covers(have, want grant) bool {
 // r.Rules that is missing. An incomplete review is a mismatch (fail closed):
 // the identity may hold rights it cannot be shown.
 func CheckRules(ctx context.Context, client Interface, r Rights) (mismatches []string, err error) {
-	review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+	review, err := client.SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: r.Namespace},
 	}, metav1.CreateOptions{})
 	if err != nil {

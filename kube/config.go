@@ -8,14 +8,8 @@ import (
 	"os"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	typedauthorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	typednetworkingv1 "k8s.io/client-go/kubernetes/typed/networking/v1"
-	typedrbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -110,77 +104,6 @@ func checkKubeconfigFiles(rules *clientcmd.ClientConfigLoadingRules) error {
 		}
 	}
 	return nil
-}
-
-// Interface is the part of the Kubernetes API keyledger calls: the four
-// API groups its adapters use. A *kubernetes.Clientset satisfies it (tests
-// pass one); NewClient builds only these groups' clients, so a run neither
-// constructs nor pages in the fifty others a full clientset sets up.
-type Interface interface {
-	CoreV1() typedcorev1.CoreV1Interface
-	AuthorizationV1() typedauthorizationv1.AuthorizationV1Interface
-	RbacV1() typedrbacv1.RbacV1Interface
-	BatchV1() typedbatchv1.BatchV1Interface
-	NetworkingV1() typednetworkingv1.NetworkingV1Interface
-}
-
-type clients struct {
-	core  *typedcorev1.CoreV1Client
-	authz *typedauthorizationv1.AuthorizationV1Client
-	rbac  *typedrbacv1.RbacV1Client
-	batch *typedbatchv1.BatchV1Client
-	net   *typednetworkingv1.NetworkingV1Client
-}
-
-func (c *clients) CoreV1() typedcorev1.CoreV1Interface { return c.core }
-func (c *clients) AuthorizationV1() typedauthorizationv1.AuthorizationV1Interface {
-	return c.authz
-}
-func (c *clients) RbacV1() typedrbacv1.RbacV1Interface    { return c.rbac }
-func (c *clients) BatchV1() typedbatchv1.BatchV1Interface { return c.batch }
-func (c *clients) NetworkingV1() typednetworkingv1.NetworkingV1Interface {
-	return c.net
-}
-
-// NewClient builds the clients for cfg, sharing one HTTP client. No
-// mutating request is ever re-sent by client-go (see NoRetry). cfg's
-// credentials move into the transport keyledger owns (see Scrub), if
-// LoadConfig has not moved them already.
-func NewClient(cfg *rest.Config) (Interface, error) {
-	if err := own(cfg, false); err != nil {
-		return nil, fmt.Errorf("building Kubernetes client: %w", err)
-	}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		// The message may name certificate or token files.
-		return nil, fmt.Errorf("building Kubernetes client: %w: its TLS or credential files could not be loaded", ErrConfig)
-	}
-	// The typed clients speak protobuf, which every built-in type has:
-	// a keyring Secret of 48 KiB is decoded in a third of the time JSON
-	// takes, on both sides, and travels smaller. JSON stays accepted (an
-	// error a proxy writes, say). Other clients made from cfg keep theirs.
-	typed := rest.CopyConfig(cfg)
-	typed.ContentType = runtime.ContentTypeProtobuf
-	typed.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	var c clients
-	if c.core, err = typedcorev1.NewForConfigAndClient(typed, httpClient); err == nil {
-		if c.authz, err = typedauthorizationv1.NewForConfigAndClient(typed, httpClient); err == nil {
-			if c.rbac, err = typedrbacv1.NewForConfigAndClient(typed, httpClient); err == nil {
-				if c.batch, err = typedbatchv1.NewForConfigAndClient(typed, httpClient); err == nil {
-					c.net, err = typednetworkingv1.NewForConfigAndClient(typed, httpClient)
-				}
-			}
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("building Kubernetes client: %w", err)
-	}
-	c.core = typedcorev1.New(NoRetry(c.core.RESTClient()))
-	c.authz = typedauthorizationv1.New(NoRetry(c.authz.RESTClient()))
-	c.rbac = typedrbacv1.New(NoRetry(c.rbac.RESTClient()))
-	c.batch = typedbatchv1.New(NoRetry(c.batch.RESTClient()))
-	c.net = typednetworkingv1.New(NoRetry(c.net.RESTClient()))
-	return &c, nil
 }
 
 // NewDynamic builds a dynamic client for cfg whose mutating requests are

@@ -46,7 +46,7 @@ func TestMutatingRequestsAreSentOnce(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}}
-	secrets := client.CoreV1().Secrets("ns")
+	secrets := client.Secrets("ns")
 	gvr := schema.GroupVersionResource{Group: "external-secrets.io", Version: "v1", Resource: "externalsecrets"}
 	calls := map[string]func() error{
 		http.MethodPost: func() error { _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); return err },
@@ -63,7 +63,7 @@ func TestMutatingRequestsAreSentOnce(t *testing.T) {
 		require.Equal(t, 1, seen[method], "%s sent once", method)
 		mu.Unlock()
 	}
-	require.Error(t, client.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}))
+	require.Error(t, client.Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}))
 	mu.Lock()
 	require.Equal(t, 2, seen[http.MethodDelete], "a typed delete is sent once too")
 	mu.Unlock()

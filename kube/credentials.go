@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -50,8 +49,8 @@ type CredentialScope struct {
 // before any request.
 type Credentials struct {
 	scope      CredentialScope
-	secrets    typedcorev1.SecretInterface
-	pods       typedcorev1.PodInterface
+	secrets    Secrets
+	pods       Pods
 	external   dynamic.ResourceInterface
 	generators dynamic.ResourceInterface
 }
@@ -72,8 +71,8 @@ func NewCredentials(cfg *rest.Config, scope CredentialScope) (*Credentials, erro
 	}
 	return &Credentials{
 		scope:      scope,
-		secrets:    typed.CoreV1().Secrets(scope.Namespace),
-		pods:       typed.CoreV1().Pods(scope.Namespace),
+		secrets:    typed.Secrets(scope.Namespace),
+		pods:       typed.Pods(scope.Namespace),
 		external:   dyn.Resource(ExternalSecrets).Namespace(scope.Namespace),
 		generators: dyn.Resource(PasswordGenerators).Namespace(scope.Namespace),
 	}, nil

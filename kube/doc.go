@@ -1,5 +1,8 @@
 // Package kube holds keyledger's client-go adapters: loading the cluster
-// configuration, the permission matrix (SelfSubjectAccessReviews), request
+// configuration, keyledger's own narrow client (Client: REST clients of the
+// five API groups it calls over one scheme of their types, without
+// client-go's clientset, its all-groups scheme, discovery or apply
+// configurations), the permission matrix (SelfSubjectAccessReviews), request
 // counting, and the narrow per-workflow adapters that expose only the verbs a
 // workflow may use (a retirement gets Get and Replace on one Secret, nothing
 // else; `keyledger apply-hook` gets Hook: delete, wait until gone, create of

@@ -11,10 +11,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	typednetworkingv1 "k8s.io/client-go/kubernetes/typed/networking/v1"
-	typedrbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
 
 	"github.com/keyledger/keyledger/poll"
 )
@@ -68,24 +64,24 @@ const hookPoll = 250 * time.Millisecond
 // any request.
 type Hook struct {
 	namespace       string
-	serviceAccounts typedcorev1.ServiceAccountInterface
-	roles           typedrbacv1.RoleInterface
-	roleBindings    typedrbacv1.RoleBindingInterface
-	configMaps      typedcorev1.ConfigMapInterface
-	policies        typednetworkingv1.NetworkPolicyInterface
-	jobs            typedbatchv1.JobInterface
+	serviceAccounts HookResource[*corev1.ServiceAccount]
+	roles           HookResource[*rbacv1.Role]
+	roleBindings    HookResource[*rbacv1.RoleBinding]
+	configMaps      HookResource[*corev1.ConfigMap]
+	policies        HookResource[*networkingv1.NetworkPolicy]
+	jobs            HookResource[*batchv1.Job]
 }
 
 // NewHook binds the adapter to one namespace.
 func NewHook(client Interface, namespace string) *Hook {
 	return &Hook{
 		namespace:       namespace,
-		serviceAccounts: client.CoreV1().ServiceAccounts(namespace),
-		roles:           client.RbacV1().Roles(namespace),
-		roleBindings:    client.RbacV1().RoleBindings(namespace),
-		configMaps:      client.CoreV1().ConfigMaps(namespace),
-		policies:        client.NetworkingV1().NetworkPolicies(namespace),
-		jobs:            client.BatchV1().Jobs(namespace),
+		serviceAccounts: client.ServiceAccounts(namespace),
+		roles:           client.Roles(namespace),
+		roleBindings:    client.RoleBindings(namespace),
+		configMaps:      client.ConfigMaps(namespace),
+		policies:        client.NetworkPolicies(namespace),
+		jobs:            client.Jobs(namespace),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -90,7 +91,7 @@ func noAnswerMessage(err error) string {
 
 // resourceWord is a Kubernetes resource name (plural, lower case, maybe
 // with a subresource).
-var resourceWord = regexp.MustCompile(`^[a-z][a-z0-9]{0,62}(/[a-z]{1,32})?$`)
+var resourceWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9]{0,62}(/[a-z]{1,32})?$`) })
 
 // requestResource reads the resource a request URL addresses (secrets,
 // pods/eviction, selfsubjectaccessreviews), and nothing else of it: not the
@@ -108,7 +109,7 @@ func requestResource(raw string) string {
 	if p.subresource != "" {
 		r += "/" + p.subresource
 	}
-	if !resourceWord.MatchString(r) {
+	if !resourceWord().MatchString(r) {
 		return ""
 	}
 	return r
@@ -117,7 +118,9 @@ func requestResource(raw string) string {
 // addressLike matches what an API server's status message may quote about
 // a third party (an admission webhook's failure names its URL): URLs and
 // host:port pairs.
-var addressLike = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"']+|\[[0-9a-fA-F:.]+\](:\d+)?|\b(\d{1,3}\.){3}\d{1,3}(:\d+)?\b|\b[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}:\d+\b`)
+var addressLike = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"']+|\[[0-9a-fA-F:.]+\](:\d+)?|\b(\d{1,3}\.){3}\d{1,3}(:\d+)?\b|\b[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}:\d+\b`)
+})
 
 // scrubAddresses replaces every URL and address in msg.
-func scrubAddresses(msg string) string { return addressLike.ReplaceAllString(msg, "(address)") }
+func scrubAddresses(msg string) string { return addressLike().ReplaceAllString(msg, "(address)") }

@@ -6,21 +6,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // SecretReplacer is the key retirement's whole view of the API server: get
 // and replace (update, with the object's resourceVersion as compare-and-set)
 // of one named Secret. No list, watch, patch, create or delete exists here.
 type SecretReplacer struct {
-	secrets   typedcorev1.SecretInterface
+	secrets   Secrets
 	namespace string
 	name      string
 }
 
 // NewSecretReplacer binds the adapter to one Secret.
 func NewSecretReplacer(client Interface, namespace, name string) *SecretReplacer {
-	return &SecretReplacer{secrets: client.CoreV1().Secrets(namespace), namespace: namespace, name: name}
+	return &SecretReplacer{secrets: client.Secrets(namespace), namespace: namespace, name: name}
 }
 
 // Get reads the Secret.

@@ -57,7 +57,7 @@ func TestScrubReachesTheTransport(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	get := func() error {
-		_, err := client.CoreV1().Secrets("ns").Get(ctx, "s", metav1.GetOptions{})
+		_, err := client.Secrets("ns").Get(ctx, "s", metav1.GetOptions{})
 		return err
 	}
 	getDynamic := func() error {

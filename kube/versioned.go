@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -33,7 +32,7 @@ const SnapshotPrefix = "keyledger-h-"
 // No patch, watch or deletecollection exists here, and no other name can be
 // written.
 type VersionedSecrets struct {
-	secrets   typedcorev1.SecretInterface
+	secrets   Secrets
 	rest      rest.Interface
 	namespace string
 	name      string
@@ -42,7 +41,7 @@ type VersionedSecrets struct {
 // NewVersionedSecrets binds the adapter to the live Secret namespace/name.
 func NewVersionedSecrets(client Interface, namespace, name string) *VersionedSecrets {
 	return &VersionedSecrets{
-		secrets: client.CoreV1().Secrets(namespace), rest: client.CoreV1().RESTClient(),
+		secrets: client.Secrets(namespace), rest: client.CoreREST(),
 		namespace: namespace, name: name,
 	}
 }

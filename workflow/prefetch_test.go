@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/kube/kubefake"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
@@ -21,8 +21,8 @@ import (
 func TestExecutePrefetchesOnceThePermissionMatrixHeld(t *testing.T) {
 	t.Parallel()
 	for _, allowed := range []bool{true, false} {
-		client := fake.NewClientset()
-		client.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		fake, client := kubefake.NewClientset()
+		fake.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
 			review.Status.Allowed = allowed
 			return true, review, nil

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
@@ -26,19 +25,12 @@ type oneSecretClient struct {
 	asked  []string
 }
 
-func (c *oneSecretClient) CoreV1() typedcorev1.CoreV1Interface { return coreOf{c: c} }
-
-type coreOf struct {
-	typedcorev1.CoreV1Interface
-	c *oneSecretClient
-}
-
-func (s coreOf) Secrets(namespace string) typedcorev1.SecretInterface {
-	return secretsOf{c: s.c, namespace: namespace}
+func (c *oneSecretClient) Secrets(namespace string) kube.Secrets {
+	return secretsOf{c: c, namespace: namespace}
 }
 
 type secretsOf struct {
-	typedcorev1.SecretInterface
+	kube.Secrets
 	c         *oneSecretClient
 	namespace string
 }
