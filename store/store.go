@@ -358,6 +358,11 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 		return nil, &localError{fmt.Errorf("transition to %s needs an outcome", p.To)}
 	}
 	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
+	if len(p.Records) <= moveInOneMax {
+		if op, handled, err := s.moveInOne(ctx, p); handled {
+			return op, err
+		}
+	}
 	var op *Operation
 	err := s.writeTx(ctx, nil, func(b *pgx.Batch) {
 		b.Queue(moveOperationSQL, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
