@@ -27,9 +27,7 @@ image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch 
 
 .PHONY: demo-platform
 demo-platform: ## Only what `make demo` uses: Docker engine, the control-plane binaries and the PostgreSQL image (the node, the server images and the operators are built by the targets that need them).
-	KEYLEDGER_DEPS=demo bash hack/deps.sh
-	bash hack/controlplane.sh >/dev/null
-	bash hack/postgres-image.sh >/dev/null
+	bash hack/demo-platform.sh
 
 .PHONY: platform
 platform: demo-platform ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them).

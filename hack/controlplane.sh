@@ -24,6 +24,13 @@ export GOFLAGS=-mod=mod CGO_ENABLED=0 GOWORK=off
 start=$(date +%s)
 log "building Kubernetes v$KUBERNETES_VERSION control plane from the Go module proxy (first run only, about 6-13 minutes on 2 cores)"
 # shellcheck source=lib/k8s-module.sh
+# etcd's modules download while Kubernetes compiles (network beside CPU).
+(
+  mkdir -p "$work/etcd" && cd "$work/etcd"
+  go mod init keyledger.local/etcd >/dev/null 2>&1
+  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2
+) &
+etcd_modules=$!
 source "$root/hack/lib/k8s-module.sh"
 k8s_module "$work/k8s"
 ldflags=$(k8s_ldflags)
@@ -32,9 +39,8 @@ go build -trimpath -ldflags "$ldflags" -o "$work/bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager >&2
 
 log "building etcd v$ETCD_VERSION"
-mkdir -p "$work/etcd" && cd "$work/etcd"
-go mod init keyledger.local/etcd >/dev/null 2>&1
-go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2
+wait "$etcd_modules" || { log "cannot download etcd v$ETCD_VERSION's modules"; exit 1; }
+cd "$work/etcd"
 go build -trimpath -ldflags "-s -w" -o "$work/bin/etcd" go.etcd.io/etcd/server/v3 >&2
 
 mv "$work/bin/kube-apiserver" "$work/bin/kube-controller-manager" "$work/bin/etcd" "$dir/"

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keyledger/keyledger/phase"
 )
 
 // TestBenchCredentials measures, as processes, a plan of 64 Secrets created
@@ -27,6 +29,9 @@ import (
 // issue 9 every run also reads the ExternalSecret of each planned Secret's
 // name (GET externalsecrets, counted in all_requests_per_secret, not in
 // secret_requests_per_secret), and each run of the plan is a new operation.
+// The create row's median run is broken down by phase (package phase), and
+// with KEYLEDGER_BENCH_COMPARE each round runs the three rows with that
+// build too, interleaved, and prints its medians beside this build's.
 func TestBenchCredentials(t *testing.T) {
 	benchEnabled(t)
 	e := setup(t)
@@ -38,7 +43,7 @@ func TestBenchCredentials(t *testing.T) {
 		secrets[i] = standardSecret(names[i])
 	}
 	runner := e.asCredentialRunner(credentialPlan(e.ns, "mut-bench", secrets))
-	release := withBinary(releaseBinary(t))
+	release := releaseBinary(t)
 	deleteAll := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -67,16 +72,17 @@ func TestBenchCredentials(t *testing.T) {
 		secretRequests  int
 		allRequests     int
 		secretWritesRun int
+		phases          *phase.Line
 	}
-	keyledger := func(mutation string) run {
+	keyledgerWith := func(binary, mutation string) run {
 		t.Helper()
 		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
 		start := time.Now()
-		r := e.keyledger([]string{"run", path}, runner, release)
+		r := e.keyledger([]string{"run", path}, runner, withBinary(binary), withEnv(traceEnv()...))
 		wall := time.Since(start)
 		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 		reqs := apiRequests(t, r)
-		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"]}
+		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"], phases: phasesOf(r.Stderr)}
 		for k, v := range reqs {
 			out.allRequests += v
 			if strings.HasSuffix(k, " secrets") {
@@ -94,15 +100,29 @@ func TestBenchCredentials(t *testing.T) {
 		}
 		return out
 	}
+	keyledger := func(mutation string) run { return keyledgerWith(release, mutation) }
 
-	var create, rerun, resync []run
-	for i := range credBenchRuns {
+	// With KEYLEDGER_BENCH_COMPARE, every round also runs the three rows
+	// with the other build (its own mutationIds, the same Secrets), the
+	// two builds taking turns to go first.
+	other := compareBinary()
+	var create, rerun, resync, otherCreate, otherRerun, otherResync []run
+	rows := func(binary, prefix string, i int, create, rerun, resync *[]run) {
 		deleteAll()
-		create = append(create, keyledger(fmt.Sprintf("mut-bench-create-%d", i)))
-		rerun = append(rerun, keyledger(fmt.Sprintf("mut-bench-rerun-%d", i)))
+		*create = append(*create, keyledgerWith(binary, fmt.Sprintf("%s-create-%d", prefix, i)))
+		*rerun = append(*rerun, keyledgerWith(binary, fmt.Sprintf("%s-rerun-%d", prefix, i)))
 		// The next sync of the plan that created them (its run 2): each
 		// Secret proven by the nonce its run 1 journaled.
-		resync = append(resync, keyledger(fmt.Sprintf("mut-bench-create-%d", i)))
+		*resync = append(*resync, keyledgerWith(binary, fmt.Sprintf("%s-create-%d", prefix, i)))
+	}
+	for i := range credBenchRuns {
+		if other != "" && i%2 == 1 {
+			rows(other, "mut-compare", i, &otherCreate, &otherRerun, &otherResync)
+		}
+		rows(release, "mut-bench", i, &create, &rerun, &resync)
+		if other != "" && i%2 == 0 {
+			rows(other, "mut-compare", i, &otherCreate, &otherRerun, &otherResync)
+		}
 	}
 	report := func(label string, runs []run) time.Duration {
 		walls, rss, perSecret, all := make([]time.Duration, len(runs)), make([]int64, len(runs)), make([]float64, len(runs)), make([]float64, len(runs))
@@ -114,9 +134,25 @@ func TestBenchCredentials(t *testing.T) {
 			label, n, len(runs), float64(m.Microseconds())/1000, median(perSecret), median(all), median(rss))
 		return m
 	}
+	samples := func(runs []run) []sample {
+		out := make([]sample, len(runs))
+		for i, r := range runs {
+			out[i] = sample{wall: r.wall, phases: r.phases}
+		}
+		return out
+	}
 	createWall := report("keyledger-create", create)
 	report("keyledger-rerun", rerun)
 	report("keyledger-resync", resync)
+	benchPhases("credentials keyledger-create", samples(create))
+	if other != "" {
+		for _, row := range []struct {
+			label       string
+			ours, their []run
+		}{{"keyledger-create", create, otherCreate}, {"keyledger-rerun", rerun, otherRerun}, {"keyledger-resync", resync, otherResync}} {
+			benchCompare("credentials "+row.label, samples(row.ours), samples(row.their), nil)
+		}
+	}
 
 	// Writes per present Secret: the API server's own record, over one rerun.
 	before := e.getSecret(names[0]).ResourceVersion

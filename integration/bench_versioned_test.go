@@ -76,7 +76,7 @@ func TestBenchVersioned(t *testing.T) {
 	last := summaries[len(summaries)-1]
 	benchLine("versioned-update retained=20 limit=20 runs=%d", runs)
 	benchLine("versioned-update api_requests=%v by_verb=%q pg_transactions=%v", last["api_requests"], last["api_requests_by_verb"], last["pg_transactions"])
-	benchLine("versioned-update target: POST secrets=1 (snapshot create), DELETE secrets=1 (prune), PUT secrets=1 (replace), LIST secrets=1 (metadata only: one history listing per run) and GET secrets=3: the precheck's live read (it serves the first decision), then the live write's decision reads the live Secret and the archive again; plus the permission matrix")
+	benchLine("versioned-update target: POST secrets=1 (snapshot create), DELETE secrets=1 (prune), PUT secrets=1 (replace), LIST secrets=1 (metadata only: one history listing per run) and GET secrets=2: the precheck's live read (it serves the first decision; the replace's resourceVersion precondition catches any write since), then the live write's decision reads the archive again; plus the permission matrix")
 	benchLine("versioned-update wall_median=%s", ms(median(wall)))
 	if len(base) > 0 {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))

@@ -240,6 +240,48 @@ func TestIntegrationCredentialsCrashAtEveryTransition(t *testing.T) {
 	}
 }
 
+// Crashed in the middle of a batch of creates sent in chunks (the engine
+// journals and sends a batch of more than 8 calls in chunks: 8, then the
+// 12 others here): right after the second chunk's records were committed,
+// before it was sent, the first chunk's POSTs in flight. The rerun settles
+// every journaled call (the nonce decides: ours, or absent and created
+// again): each Secret is created once.
+func TestIntegrationCredentialsCrashMidPipeline(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const n = 20
+	from := e.secretsRV()
+	var secrets []planSecret
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("chunked-%02d", i))
+		secrets = append(secrets, standardSecret(names[i]))
+	}
+	plan := credentialPlan(e.ns, "mut-chunked", secrets)
+	path := e.writeCommand("chunked.json", plan)
+	as := e.asCredentialRunner(plan)
+	r := e.keyledger([]string{"run", path}, as, withFailpoint("after-chunk"))
+	require.Equal(t, 137, r.Code, "must die at after-chunk: %s %s", r.Stdout, r.Stderr)
+	op, records := e.journalOf("mut-chunked:run-1")
+	require.Equal(t, store.StateCalling, op.State)
+	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), n, "both chunks journaled")
+	r = e.keyledger([]string{"run", path}, as)
+	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
+	require.Equal(t, "completed", outcome(t, r)["outcome"])
+	creates := e.secretCreates(from)
+	for _, name := range names {
+		s := e.getSecret(name)
+		require.Equal(t, 1, creates[name], "%s created once", name)
+		require.Equal(t, 1, e.secretWrites(name, from, s.ResourceVersion), "%s: values written once", name)
+		require.Len(t, s.Data["password"], 32)
+	}
+	_, records = e.journalOf("mut-chunked:run-1")
+	for _, res := range recordsOf(records, store.RecordResolution, "create-secret") {
+		require.Contains(t, []string{"created-by-this-mutation", "absent"}, res.Reason, res.Target)
+	}
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-chunked:run-1"), e.secretValues(names...))
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1

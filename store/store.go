@@ -36,7 +36,7 @@ type Store struct {
 	txs  atomic.Int64
 	// driver is the connection whose session holds the live locks of the
 	// runs this process drives (PrepareRun, runLockClass), from the first
-	// PrepareRun to Close.
+	// PrepareRun to Close; their moves are committed on it (onRunConn).
 	driver struct {
 		mu   sync.Mutex
 		conn *pgxpool.Conn
@@ -364,18 +364,20 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 		}
 	}
 	var op *Operation
-	err := s.writeTx(ctx, nil, func(b *pgx.Batch) {
-		b.Queue(moveOperationSQL, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
-	}, func(_ context.Context, _ rowQuerier, head pgx.Row) (int64, []Record, error) {
-		var err error
-		op, err = scanOperation(head)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, nil, ErrStateMoved
-		}
-		if err != nil {
-			return 0, nil, wrap(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
-		}
-		return p.OperationID, p.Records, nil
+	err := s.onRunConn(func(on *pgxpool.Conn) error {
+		return s.writeTx(ctx, on, func(b *pgx.Batch) {
+			b.Queue(moveOperationSQL, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
+		}, func(_ context.Context, _ rowQuerier, head pgx.Row) (int64, []Record, error) {
+			var err error
+			op, err = scanOperation(head)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return 0, nil, ErrStateMoved
+			}
+			if err != nil {
+				return 0, nil, wrap(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
+			}
+			return p.OperationID, p.Records, nil
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -587,6 +589,28 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Operation, error) {
 
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.inTxOn(ctx, s.pool, fn)
+}
+
+// onRunConn runs fn on the run driver's connection once PrepareRun took
+// one, else with nil (writeTx then takes one of the pool's): a run's moves
+// then go on the session that prepared it, which is open and has run the
+// journal's statements already, instead of making the pool open a second
+// session (a connect, its authentication and its first statements'
+// planning) on the run's way to its first call.
+func (s *Store) onRunConn(fn func(on *pgxpool.Conn) error) error {
+	s.driver.mu.Lock()
+	defer s.driver.mu.Unlock()
+	if s.driver.conn == nil {
+		return fn(nil)
+	}
+	err := fn(s.driver.conn)
+	if s.driver.conn.Conn().IsClosed() {
+		// The session ended (its run locks with it): the next PrepareRun
+		// drives on a new one, and moves go on the pool until then.
+		s.driver.conn.Release()
+		s.driver.conn = nil
+	}
+	return err
 }
 
 // beginner is what a pool and one of its connections share.

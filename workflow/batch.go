@@ -61,31 +61,40 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Batch: batchNo, Final: c.Final, Detail: c.Detail,
 		})
 	}
-	if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
-		return err
-	}
-	// Counted once the call records are committed: a batch whose commit
-	// lost to another process (the state moved) was never sent, and
-	// deciding it again after the reload is not another send.
-	for _, c := range batch {
-		m.sent[callKey(c.Step, c.Target.String())]++
-	}
-	answers := planned
-	if m.e.dry == nil {
-		answers = send(ctx, batch)
-		failpoint.Hit("after-send")
+	var answers []Answer
+	var results []store.Record
+	switch {
+	case m.e.dry == nil && len(batch) > pipelineChunk:
+		var err error
+		if answers, results, err = m.pipeline(ctx, batch, len(notes), records); err != nil {
+			return err
+		}
+	default:
+		if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
+			return err
+		}
+		// Counted once the call records are committed: a batch whose commit
+		// lost to another process (the state moved) was never sent, and
+		// deciding it again after the reload is not another send.
+		for _, c := range batch {
+			m.sent[callKey(c.Step, c.Target.String())]++
+		}
+		answers = planned
+		if m.e.dry == nil {
+			answers = send(ctx, batch)
+			failpoint.Hit("after-send")
+		}
+		results = make([]store.Record, len(batch))
+		for i, a := range answers {
+			results[i] = resultRecord(batch[i], a) //nolint:gosec // G602: send and the dry run answer each call of batch, in order
+		}
 	}
 
-	results := make([]store.Record, len(batch))
 	var rejected, unknown bool
 	var rejection Answer
 	var rejectedCall *Call
 	for i, a := range answers {
 		c := batch[i] //nolint:gosec // G602: send and the dry run answer each call of batch, in order
-		results[i] = store.Record{
-			Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target.String(), UID: a.UID, ResourceVersion: a.ResourceVersion,
-			Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
-		}
 		switch a.Status {
 		case Applied:
 		case Rejected:
@@ -118,6 +127,14 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: summary}, results)
 	default:
 		return m.fire(ctx, eventAnswer, move{records: results})
+	}
+}
+
+// resultRecord is the authority_result record of call c answered a.
+func resultRecord(c *Call, a Answer) store.Record {
+	return store.Record{
+		Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target.String(), UID: a.UID, ResourceVersion: a.ResourceVersion,
+		Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
 	}
 }
 

@@ -170,7 +170,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 // nil or terminal operation when the run would end at once (a replay, a
 // reused mutation ID); res then says how.
 func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*store.Operation, []store.Record, error) {
-	if err := plan.resolveDigest(); err != nil {
+	if err := plan.resolveDigest(ctx); err != nil {
 		return nil, nil, err
 	}
 	p := plan.Prepare

@@ -38,8 +38,11 @@ type Plan struct {
 	// operation is prepared (or, in a dry run, looked up): a digest that
 	// is slow to compute on purpose (the versioned family's PBKDF2 verifier
 	// of an update's values) is computed while the permission check and the
-	// journal connect run. It may block until the digest is ready.
-	Digest func() (string, error)
+	// journal connect run. It may block until the digest is ready, and
+	// times its wait itself (phase "command digest"). The journal is open
+	// and bound (JournalBound) when it is called: a family may spend the
+	// wait on journal reads its first decision makes (reads only).
+	Digest func(ctx context.Context) (string, error)
 	// Family decides and resolves.
 	Family Family
 	// MaxAttempts bounds the sends of one step (default 3).
@@ -203,7 +206,7 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	start := st.Transactions()
 	defer func() { res.Transactions = st.Transactions() - start }()
 
-	if err := plan.resolveDigest(); err != nil {
+	if err := plan.resolveDigest(ctx); err != nil {
 		return res, err
 	}
 	prepare := st.Prepare
@@ -350,12 +353,11 @@ func hasCall(run *Run) bool {
 }
 
 // resolveDigest sets Prepare.CommandDigest from Digest, when set.
-func (p *Plan) resolveDigest() error {
+func (p *Plan) resolveDigest(ctx context.Context) error {
 	if p.Digest == nil {
 		return nil
 	}
-	defer phase.Begin("command digest")()
-	d, err := p.Digest()
+	d, err := p.Digest(ctx)
 	if err != nil {
 		return fmt.Errorf("computing the command digest: %w", err)
 	}

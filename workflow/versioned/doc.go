@@ -79,10 +79,13 @@
 // A run lists the history once and reads the live Secret once (runReads):
 // each later decision folds in what this run's applied answers said (the
 // archive created, a snapshot deleted), and only the decision that writes
-// the live Secret reads it, and the archive, again (a delete without
-// history lists afresh). Another writer between decisions is caught by the
-// writes' preconditions (a create's AlreadyExists, a delete's UID and
-// resourceVersion, the live write's resourceVersion), not by that memory.
+// the live Secret reads the archive again (a delete without history reads
+// the live Secret again and lists afresh). Another writer between
+// decisions is caught by the writes' preconditions (a create's
+// AlreadyExists, a delete's UID and resourceVersion, the live write's UID
+// and resourceVersion), not by that memory: a live Secret changed after
+// this run read it answers the replace 409, and the resolution's fresh
+// read refuses changed-concurrently (uid-changed, secret-absent).
 // The family never asks whether it is in a dry run (keyledger plan): a
 // planned answer folds in as an applied one (the archive counts as present,
 // so retention prunes what the run will prune; a purge's deletes as gone),
@@ -120,22 +123,21 @@
 // without history, none of its proven snapshots left. Otherwise the run
 // refuses with a replay- reason and writes nothing.
 //
-// # No memory between decisions
+// # What a decision reads
 //
-// The family keeps nothing it read from the API server from one decision
-// to the next: every Decide and every Resolve reads the live Secret (and,
-// where it needs them, the history list and the journal's proof) afresh,
-// and memoizes only within that one call (reads: the history list, read
-// once when a restore's target and retention both need it). A live read
-// is journaled (read-live) when it differs from the newest one the
-// operation journaled. The precheck's read of the live Secret (the size
-// guard, before the journal is opened) is its own; Decide never relies on
-// it. This costs a read of the live Secret per decision and a list per
-// decision that needs the history (an update: three GETs and two LISTs
-// instead of one GET and two LISTs); in exchange no decision acts on a
-// state older than the one before it (a live Secret changed after its
-// archive was taken is refused changed-concurrently before the live write
-// is sent, rather than by the write's 409 and a resolution).
+// A decision reads what the journal does not vouch for afresh, except one
+// run's own reads (above); a resolution always reads afresh, and memoizes
+// only within that one call (reads: the history list, read once when a
+// restore's target and retention both need it). A live read is journaled
+// (read-live) when it differs from the newest one the operation
+// journaled. The precheck's read of the live Secret (the size guard, before
+// the journal is opened) is the run's first. When it shows the expected
+// resourceVersion, the history is listed while the journal connects
+// (Prefetch), and the journal's provenance of it is read once the journal
+// is open, before the preparation, while the PBKDF2 digest may still be
+// computed (Digest). These reads serve the first decision of an operation
+// that has journaled nothing but its preparation; a resumed operation reads
+// afresh. A failed read ahead is dropped: the decision reads again.
 //
 // # Unit tests
 //

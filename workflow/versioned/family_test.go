@@ -326,9 +326,12 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			requireWrites(t, e, nil)
 		},
 	}, {
-		// The decision after the archive re-reads the live Secret: no
-		// replace is sent against a resourceVersion known to be gone.
-		Name: "someone else's write to the live Secret before the archive: refused before the live write",
+		// The live write's decision does not read the live Secret again:
+		// the replace carries the resourceVersion this run read, so the
+		// API server refuses it (409, nothing written) and the resolution
+		// reads the changed Secret and refuses with the reason a fresh
+		// read would have given.
+		Name: "someone else's write to the live Secret before the archive: the replace's precondition fails, changed-concurrently",
 		Setup: given(func(e *env) *Command {
 			cmd := seedV1(e)
 			e.api.On(kubetest.Create, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
@@ -336,12 +339,13 @@ func TestFamilyCreateSnapshot(t *testing.T) {
 			}))
 			return cmd
 		}),
-		Want:  "refused/changed-concurrently",
-		Trail: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "refuse changed-concurrently"},
+		Want: "refused/changed-concurrently",
+		Trail: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live unknown/conflict",
+			"resolve replace-live theirs/changed-concurrently", "refuse changed-concurrently"},
 		Check: func(t *testing.T, e *env, o outcome) {
 			requireLive(t, e, "1", "password", "theirs")
-			require.Equal(t, 0, e.api.Calls(kubetest.Update), "no live write sent")
-			require.Equal(t, 2, o.observations(), "the changed live Secret is journaled")
+			require.Equal(t, 1, e.api.Calls(kubetest.Update), "one live write sent, refused by its precondition")
+			require.Equal(t, e.rv(), o.last(store.RecordResolution, StepReplaceLive).ResourceVersion, "the resolution names the changed Secret")
 			requireWrites(t, e, map[string]int{snapName(1): 1})
 		},
 	}, {
@@ -1319,11 +1323,21 @@ func TestFamilyDecisions(t *testing.T) {
 		Trail: []string{"refuse terminating"},
 		Check: none,
 	}, {
+		// Every list fails: the prefetch's, then the first decision's.
 		Name:  "the history list fails before any call: unavailable, nothing journaled but the preparation",
-		Setup: given(scripted(seedV1, kubetest.List, "", kubetest.Status(kubetest.ServerError()))),
+		Setup: given(scripted(seedV1, kubetest.List, "", kubetest.Status(kubetest.ServerError()).Always())),
 		Want:  "unavailable/kubernetes",
 		Trail: []string{},
 		Check: none,
+	}, {
+		Name:  "the listing made ahead fails: the first decision lists again",
+		Setup: given(scripted(seedV1, kubetest.List, "", kubetest.Status(kubetest.ServerError()))),
+		Want:  "completed",
+		Trail: []string{"call create-snapshot v1", "result create-snapshot v1 applied", "call replace-live", "result replace-live applied", "complete completed"},
+		Check: func(t *testing.T, e *env, _ outcome) {
+			require.Equal(t, 2, e.api.Calls(kubetest.List), "the prefetch's list, then the decision's")
+			requireLive(t, e, "2", "password", "new")
+		},
 	}, {
 		Name: "resume from answered after a recreate under the same name: uid-changed",
 		Setup: given(func(e *env) *Command {
@@ -1732,26 +1746,26 @@ func TestCallVersion(t *testing.T) {
 }
 
 // TestFamilyReadsPerDecision counts the API reads of one update, prune
-// included: every decision reads the live Secret and lists the history
-// afresh (nothing is carried from one decision to the next), the precheck
-// reads the live Secret once more for itself.
+// included: one read of the live Secret and one history listing per run
+// (runReads), and the archive read again before the live write.
 func TestFamilyReadsPerDecision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cmd := seedV1(e)
 	require.Equal(t, "completed", e.run(cmd).Ending())
 	// One history listing per run: the precheck's GET serves decision 1
-	// (archive: LIST); decision 2 (write) reads the live Secret and the
-	// archive again (GET, GET), the listing it reuses.
-	require.Equal(t, map[kubetest.Verb]int{kubetest.Get: 3, kubetest.List: 1, kubetest.Create: 1, kubetest.Update: 1}, e.api.VerbCounts())
+	// (archive: LIST); decision 2 (write) reads the archive again (GET),
+	// the live Secret and the listing it reuses (the replace's
+	// resourceVersion precondition stands for a second live read).
+	require.Equal(t, map[kubetest.Verb]int{kubetest.Get: 2, kubetest.List: 1, kubetest.Create: 1, kubetest.Update: 1}, e.api.VerbCounts())
 
 	e = newEnv(t)
 	cmd = twoVersions(e)
 	e.api.ResetCounts()
 	require.Equal(t, "completed", e.run(cmd).Ending())
 	// precheck GET; archive: LIST; prune: the run's reads, with the
-	// archive's create answer folded in; write: GET live, GET archive.
-	require.Equal(t, map[kubetest.Verb]int{kubetest.Get: 3, kubetest.List: 1, kubetest.Create: 1, kubetest.Delete: 1, kubetest.Update: 1}, e.api.VerbCounts())
+	// archive's create answer folded in; write: GET archive.
+	require.Equal(t, map[kubetest.Verb]int{kubetest.Get: 2, kubetest.List: 1, kubetest.Create: 1, kubetest.Delete: 1, kubetest.Update: 1}, e.api.VerbCounts())
 }
 
 // TestPlanBuildsTheRealAdapter: Plan wires the family to kube's adapter,

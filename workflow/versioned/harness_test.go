@@ -137,7 +137,7 @@ type outcome struct {
 }
 
 // run runs cmd as `keyledger run` does after the permission matrix: the
-// precheck, then the operation on the env's journal.
+// precheck, the prefetch, then the operation on the env's journal.
 func (e *env) run(cmd *Command) outcome {
 	e.t.Helper()
 	p := plan(cmd, e.api, e.limit)
@@ -145,6 +145,7 @@ func (e *env) run(cmd *Command) outcome {
 	if err := p.Precheck(ctx); err != nil {
 		return outcome{mutationID: cmd.Metadata.MutationID, err: err}
 	}
+	p.Prefetch(ctx)
 	var st workflow.Store = e.j
 	if e.failMove != nil {
 		st = &failingJournal{Journal: e.j, fail: e.failMove}

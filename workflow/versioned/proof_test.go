@@ -135,7 +135,8 @@ func TestFamilyRecheckBeforeResend(t *testing.T) {
 		Name: "interrupted in calling, the history unreadable on the rerun: uncertain, not sent",
 		Setup: given(func(e *env) *Command {
 			cmd := interruptedSecondUpdate(e)
-			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()))
+			// Every list fails: the prefetch's, then the resolution's.
+			e.api.On(kubetest.List, kubetest.Secrets, "", kubetest.Status(kubetest.ServerError()).Always())
 			return cmd
 		}),
 		Want: "uncertain/read-failed",

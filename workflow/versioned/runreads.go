@@ -74,14 +74,23 @@ func callKey(step, target string) string { return step + " " + target }
 func (f *family) runReads(run *workflow.Run) *runReads {
 	m := f.seen
 	switch {
-	case m != nil && m.run == nil:
-		m.run, m.asOf = run, len(run.Records) // the precheck's read of this run
+	case m != nil && m.run == nil && preparedOnly(run):
+		// The precheck's read of this run (and the listing made while the
+		// digest was computed): nothing is journaled but the preparation,
+		// so nothing has happened since that the reads must account for.
+		m.run, m.asOf = run, len(run.Records)
 	case m == nil, m.run != run, !m.fold(run.Records):
 		m = &runReads{run: run, asOf: len(run.Records)}
 	}
 	m.calls = map[string]*metav1.ObjectMeta{}
 	f.seen = m
 	return m
+}
+
+// preparedOnly: run has journaled nothing but its preparation (a fresh
+// operation, or one resumed before its first decision).
+func preparedOnly(run *workflow.Run) bool {
+	return len(run.Records) == 1 && run.Records[0].Kind == store.RecordPreparation
 }
 
 // fold brings the reads up to date with the records journaled since asOf:
@@ -201,13 +210,21 @@ func (m *runReads) getLive(ctx context.Context, api secrets) (live *corev1.Secre
 }
 
 // refresh drops what a decision that writes the live Secret must read
-// afresh: the live Secret itself, and the archive its replace relies on
-// (confirm), or, for a delete without history, the whole history listing:
-// its live delete waits for a fresh list to show no snapshot left. The
-// fresh list is a read of the purge's effect (workflow.Verify).
+// afresh. A replace reads again only the archive it relies on (confirm): a
+// precondition on another object cannot be had, and the archive is the one
+// thing the replace stands on that the replace itself does not carry. The
+// live Secret is not read again: the replace carries the live UID and the
+// resourceVersion this run read (the precheck's read, or the first
+// decision's), and the API server compares them with what is there when
+// the write arrives, so a write by anyone since answers 409, which
+// resolution settles from a fresh read (changed-concurrently, uid-changed,
+// secret-absent), never overwritten. A delete without history reads the
+// live Secret again and lists the whole history afresh: its live delete
+// waits for a fresh list to show no snapshot left (a read of the purge's
+// effect, workflow.Verify).
 func (m *runReads) refresh(purge bool) {
-	m.liveRead, m.live = false, nil
 	if purge {
+		m.liveRead, m.live = false, nil
 		m.relisting = true
 	} else {
 		m.confirming = true

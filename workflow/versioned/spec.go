@@ -1,8 +1,6 @@
 package versioned
 
 import (
-	"crypto/pbkdf2"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -260,7 +258,7 @@ func valuesVerifier(mutationID string, data map[string][]byte) (string, error) {
 		input = append(input, data[k]...)
 	}
 	salt := []byte("keyledger.dev/secret-update/v2\x00" + mutationID)
-	dk, err := pbkdf2.Key(sha256.New, string(input), salt, VerifierIterations, 32)
+	dk, err := pbkdf2SHA256(string(input), salt, VerifierIterations)
 	if err != nil {
 		return "", fmt.Errorf("computing the command digest: %w", err)
 	}

@@ -114,8 +114,9 @@ func plan(cmd *Command, api secrets, limit int) workflow.Plan {
 		// (patch, watch, another resource, a ClusterRole grant) is held.
 		Rights:   &kube.Rights{Namespace: cmd.Namespace, Rules: Rules(cmd.Name)},
 		Precheck: f.precheck,
+		Prefetch: f.prefetch,
 		Family:   f,
-		Digest:   cmd.resolveDigest,
+		Digest:   f.digest,
 	}
 }
 
@@ -188,7 +189,8 @@ type family struct {
 	limit   int
 	api     secrets
 	journal workflow.JournalReader
-	seen    *runReads // what this run has read (runReads)
+	seen    *runReads  // what this run has read (runReads)
+	ahead   *listAhead // the history listing the prefetch started, until digest takes it
 }
 
 // BindJournal implements workflow.JournalBound: provenance is proven from
