@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/keyledger/keyledger/phase"
 )
@@ -59,21 +60,24 @@ func moveSQL(n int) string {
 }
 
 // moveInOne runs Transition in one round trip: BEGIN, moveSQL and COMMIT
-// pipelined. handled is false when the journal refused the statement:
+// pipelined, on on (nil: one of the pool's). handled is false when the journal refused the statement:
 // which of its parts was refused (the move, or which record) is then
 // told by running the same transaction again as writeTx does, statement
 // by statement, whose error names it (the refused attempt committed
 // nothing). A wait that ran out (a lock or statement timeout) is the
 // move's: the operation's row lock is the only one the statement waits
 // for, since its records' guard locks the row the move holds.
-func (s *Store) moveInOne(ctx context.Context, p TransitionParams) (op *Operation, handled bool, err error) {
+func (s *Store) moveInOne(ctx context.Context, on *pgxpool.Conn, p TransitionParams) (op *Operation, handled bool, err error) {
 	defer phase.Begin("tx")()
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, true, unreachable("beginning transaction", err)
+	if on == nil {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, true, unreachable("beginning transaction", err)
+		}
+		defer c.Release()
+		on = c
 	}
-	defer c.Release()
-	conn := c.Conn()
+	conn := on.Conn()
 	tx := &pipelinedTx{conn: conn}
 	defer tx.rollback(ctx)
 

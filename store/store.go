@@ -358,13 +358,15 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 		return nil, &localError{fmt.Errorf("transition to %s needs an outcome", p.To)}
 	}
 	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
-	if len(p.Records) <= moveInOneMax {
-		if op, handled, err := s.moveInOne(ctx, p); handled {
-			return op, err
-		}
-	}
 	var op *Operation
 	err := s.onRunConn(func(on *pgxpool.Conn) error {
+		if len(p.Records) <= moveInOneMax {
+			var handled bool
+			var err error
+			if op, handled, err = s.moveInOne(ctx, on, p); handled {
+				return err
+			}
+		}
 		return s.writeTx(ctx, on, func(b *pgx.Batch) {
 			b.Queue(moveOperationSQL, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
 		}, func(_ context.Context, _ rowQuerier, head pgx.Row) (int64, []Record, error) {
