@@ -100,7 +100,7 @@ func (s *Store) moveInOne(ctx context.Context, on *pgxpool.Conn, p TransitionPar
 	b.Queue(moveSQL(len(p.Records)), args...)
 	b.Queue("COMMIT")
 	results := conn.SendBatch(ctx, &b)
-	defer results.Close() //nolint:errcheck // every result is read below
+	defer results.Close() // a no-op once closed below; on a refusal it reads what is left
 	if _, err := results.Exec(); err != nil {
 		return nil, true, unreachable("beginning transaction", err)
 	}
