@@ -117,7 +117,7 @@ func (s *Store) moveInOne(ctx context.Context, on *pgxpool.Conn, p TransitionPar
 	case errors.As(err, &pgErr) && !waitedOut(pgErr.Code):
 		return nil, false, nil
 	case err != nil:
-		return nil, true, wrap(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
+		return nil, true, unreachable(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
 	}
 	if _, err := results.Exec(); err != nil {
 		// The commit may or may not have applied; a rerun reads the journal.
