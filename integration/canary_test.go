@@ -46,8 +46,10 @@ func withCanaryHost(t *testing.T, dbURL, realHost string) string {
 }
 
 // cuttingProxy stands between keyledger and PostgreSQL: it forwards the
-// first connection until the client sends its cutAt-th simple query, then
-// closes that connection and refuses every later one. The database is
+// first connection until the client sends its cutAt-th request (a simple
+// query, or the Sync that ends an extended-protocol request: one statement,
+// or a pipelined batch of them), then closes that connection and refuses
+// every later one. The database is
 // there when the run connects and gone when it next needs it.
 func cuttingProxy(t *testing.T, target string, cutAt int) string {
 	t.Helper()
@@ -89,7 +91,7 @@ func cuttingProxy(t *testing.T, target string, cutAt int) string {
 			if _, err := io.ReadFull(client, body); err != nil {
 				return
 			}
-			if head[0] == 'Q' {
+			if head[0] == 'Q' || head[0] == 'S' {
 				queries++
 				if queries == cutAt {
 					stop()
@@ -159,10 +161,10 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 	run("unreachable-journal", 69, []string{"journal", "list"}, withDatabase(unreachable))
 
 	// The database goes away mid-run: the first connection is cut at its
-	// first simple query (the preparation's BEGIN: the journal is opened
-	// without a ping), its second (the preparation's COMMIT) or its third
-	// (the first move's BEGIN), and no new connection is accepted: pgx's
-	// reconnect fails.
+	// first request (the preparation's BEGIN and operation insert: the
+	// journal is opened without a ping), its second (the preparation's
+	// records and COMMIT) or its third (the first move's BEGIN and
+	// update), and no new connection is accepted: pgx's reconnect fails.
 	// Before anything is sent it is a dependency failure (69); after the
 	// preparation, an interrupted run (75) that a rerun settles.
 	for cutAt, code := range map[int]int{1: 69, 2: 69, 3: 75} {

@@ -446,3 +446,89 @@ func TestIntegrationJournalFunctionsPinSearchPath(t *testing.T) {
 	_, err = operator.Exec(ctx, `UPDATE keyledger.operations SET state = 'answered' WHERE id = $1`, op.ID)
 	require.Equal(t, "23514", sqlState(err), "prepared -> answered is still no edge: %v", err)
 }
+
+// A write the journal refuses ends its transaction on the session that
+// sent it, which stays open for the next one: a Transition whose
+// compare-and-set matches nothing (its head), one whose record is refused
+// (its tail, whose COMMIT is then never run), one refused at COMMIT (the
+// deferred ending check) and a Prepare of a taken mutation ID each leave
+// the store's session idle, not in a transaction, and the same session
+// (no reconnect) carries the next write. Each failure commits nothing.
+func TestIntegrationJournalFailedWriteEndsItsTransaction(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st := e.operatorStore()
+	watch := connect(t, e.journal.OperatorURL)
+	// The store's sessions (the role's in this database, but this one) and
+	// whether any is inside a transaction.
+	sessions := func() (pids []int32, inTx int) {
+		t.Helper()
+		rows, err := watch.Query(ctx, `SELECT pid, coalesce(state, '') LIKE 'idle in transaction%'
+			FROM pg_stat_activity WHERE datname = current_database() AND usename = current_user AND pid <> pg_backend_pid() ORDER BY pid`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var pid int32
+			var open bool
+			require.NoError(t, rows.Scan(&pid, &open))
+			pids = append(pids, pid)
+			if open {
+				inTx++
+			}
+		}
+		require.NoError(t, rows.Err())
+		return pids, inTx
+	}
+	op, _, err := st.Prepare(ctx, toyPreparation("mut-failed-write", 1))
+	require.NoError(t, err)
+	before, _ := sessions()
+	require.Len(t, before, 1, "one session serves the store")
+	committed := st.Transactions()
+
+	failures := []struct {
+		name string
+		do   func() error
+		want func(error)
+	}{
+		{"stale revision", func() error {
+			_, err := st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling, Revision: op.Revision + 1,
+				Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: 1}}})
+			return err
+		}, func(err error) { require.ErrorIs(t, err, store.ErrStateMoved) }},
+		{"refused record", func() error {
+			_, err := st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling, Revision: op.Revision,
+				Records: []store.Record{{Kind: store.RecordObservation, Step: "read"}, {Kind: store.RecordAuthorityCall, Step: "Not-A-Step", Attempt: 1}}})
+			return err
+		}, func(err error) {
+			require.EqualError(t, err, "appending authority_call record: server error 23514 (ERROR) on records_step_check")
+		}},
+		{"refused at commit", func() error {
+			_, err := st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted, Revision: op.Revision,
+				Outcome: "done", Records: []store.Record{{Kind: store.RecordObservation, Step: "read"}}})
+			return err
+		}, func(err error) { require.Contains(t, err.Error(), "committing transaction: server error 23000") }},
+		{"taken mutation ID", func() error {
+			_, _, err := st.Prepare(ctx, toyPreparation("mut-failed-write", 2))
+			return err
+		}, func(err error) { require.ErrorIs(t, err, store.ErrDigestMismatch) }},
+	}
+	for _, f := range failures {
+		f.want(f.do())
+		pids, inTx := sessions()
+		require.Equal(t, before, pids, "%s: the same session, not a new one", f.name)
+		require.Zero(t, inTx, "%s: the session is not left in a transaction", f.name)
+		require.Equal(t, committed, st.Transactions(), "%s: nothing committed", f.name)
+	}
+	records, err := st.Records(ctx, op.ID)
+	require.NoError(t, err)
+	require.Len(t, records, 1, "only the preparation")
+
+	moved, err := st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling, Revision: op.Revision,
+		Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: 1}}})
+	require.NoError(t, err)
+	require.Equal(t, op.Revision+1, moved.Revision)
+	pids, inTx := sessions()
+	require.Equal(t, before, pids)
+	require.Zero(t, inTx)
+	require.Equal(t, committed+1, st.Transactions())
+}

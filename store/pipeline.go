@@ -82,14 +82,14 @@ func (s *Store) writeTx(ctx context.Context, on *pgxpool.Conn, queueHead func(*p
 	rest := &afterBatch{results: results, conn: conn}
 	opID, records, err := readHead(ctx, rest, results.QueryRow())
 	if closeErr := rest.close(); err == nil && closeErr != nil {
-		err = wrap("reading the transaction's first statement", closeErr)
+		err = unreachable("reading the transaction's first statement", closeErr)
 	}
 	if err != nil {
 		return err
 	}
 
 	if err := prepareForBatch(ctx, conn, insertRecordSQL, len(records)); err != nil {
-		return wrap("appending records", err)
+		return unreachable("appending records", err)
 	}
 	var tail pgx.Batch
 	queueRecords(&tail, opID, records)

@@ -162,8 +162,9 @@ type localError struct{ err error }
 func (e *localError) Error() string { return e.err.Error() }
 func (e *localError) Unwrap() error { return e.err }
 
-// unreachable is wrap for a failure to start talking to the database (a
-// transaction could not begin): an UnreachableError unless the server
+// unreachable is wrap for a statement of a write that may have failed on
+// the way to the database (a transaction could not begin, the connection
+// was lost under a pipelined batch): an UnreachableError unless the server
 // answered or the context ended.
 func unreachable(what string, err error) error {
 	r := redact(err)
@@ -331,7 +332,7 @@ func readPrepare(ctx context.Context, tx rowQuerier, p PrepareParams, inserted p
 		}
 		return op, false, nil
 	default:
-		return nil, false, wrap("inserting operation", err)
+		return nil, false, unreachable("inserting operation", err)
 	}
 }
 
@@ -360,6 +361,13 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
 	err := s.onRunConn(func(on *pgxpool.Conn) error {
+		if len(p.Records) <= moveInOneMax {
+			var handled bool
+			var err error
+			if op, handled, err = s.moveInOne(ctx, on, p); handled {
+				return err
+			}
+		}
 		return s.writeTx(ctx, on, func(b *pgx.Batch) {
 			b.Queue(moveOperationSQL, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
 		}, func(_ context.Context, _ rowQuerier, head pgx.Row) (int64, []Record, error) {
@@ -369,7 +377,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 				return 0, nil, ErrStateMoved
 			}
 			if err != nil {
-				return 0, nil, wrap(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
+				return 0, nil, unreachable(fmt.Sprintf("moving operation %s -> %s", p.From, p.To), err)
 			}
 			return p.OperationID, p.Records, nil
 		})
@@ -419,7 +427,7 @@ func queueRecords(b *pgx.Batch, opID int64, records []Record) {
 func readRecords(results pgx.BatchResults, records []Record) error {
 	for i := range records {
 		if _, err := results.Exec(); err != nil {
-			return wrap(fmt.Sprintf("appending %s record", records[i].Kind), err)
+			return unreachable(fmt.Sprintf("appending %s record", records[i].Kind), err)
 		}
 	}
 	return nil

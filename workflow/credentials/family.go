@@ -545,22 +545,36 @@ func (f *family) wait(ctx context.Context, cond func(ctx context.Context) (bool,
 	return workflow.Verify(ctx, true, func(ctx context.Context) (bool, error) { return f.poll(ctx, cond) })
 }
 
+// lookGrace is how much longer than the bound a look in flight when the
+// bound passes may take: a look is not cut at the bound (a request cut short
+// there, or given up by a client or server that works to the look's
+// deadline a moment before it, would read as a failure of the look), only
+// after this.
+const lookGrace = 5 * time.Second
+
 // bounded is the run's waiter: poll.Poll looks at cond every interval
 // until it is done or fails; when bound passes first, the wait ends not done
-// and without an error.
+// and without an error. A look that fails once the bound has passed is the
+// bound passing, not a failure.
 func bounded(bound, interval time.Duration) waiter {
 	return func(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
-		within, cancel := context.WithTimeout(ctx, bound)
+		deadline := time.Now().Add(bound)
+		within, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
+		look, cancelLook := context.WithDeadline(ctx, deadline.Add(lookGrace))
+		defer cancelLook()
 		done := false
-		err := poll.Poll(within, interval, func(ctx context.Context) (bool, error) {
-			var err error
-			done, err = cond(ctx)
-			return done, err
+		var lookErr error
+		err := poll.Poll(within, interval, func(context.Context) (bool, error) {
+			done, lookErr = cond(look)
+			return done, lookErr
 		})
-		if err != nil && !done && within.Err() != nil && ctx.Err() == nil {
-			return false, nil // the bound passed
+		switch {
+		case done || ctx.Err() != nil:
+			return done, err
+		case lookErr != nil && time.Now().Before(deadline):
+			return false, lookErr
 		}
-		return done, err
+		return false, nil // the bound passed
 	}
 }

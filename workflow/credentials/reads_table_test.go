@@ -316,8 +316,8 @@ func TestForeseeCreate(t *testing.T) {
 }
 
 // TestBoundedWait: the run's waiter stops when the condition holds, fails,
-// the bound passes (not done, no error) or the run's context ends; no test
-// sleeps (a bound of zero has passed at once).
+// the bound passes (not done, no error) or the run's context ends; only
+// the look that runs into the bound waits (100 ms).
 func TestBoundedWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -337,6 +337,20 @@ func TestBoundedWait(t *testing.T) {
 	cancel()
 	_, err = wait(canceled, func(context.Context) (bool, error) { return false, nil })
 	require.ErrorIs(t, err, context.Canceled, "the run ending is not the bound passing")
+	// A look is not cut at the bound: a client (or server) that gives up a
+	// moment before its request's deadline would fail the look before the
+	// bound had passed, and the wait with it.
+	looks = 0
+	done, err = bounded(100*time.Millisecond, 10*time.Millisecond)(ctx, func(look context.Context) (bool, error) {
+		looks++
+		if deadline, ok := look.Deadline(); ok && time.Until(deadline) < 50*time.Millisecond {
+			return false, errors.New("gave up just before the deadline")
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "the bound passed: not done, no error")
+	require.False(t, done)
+	require.Greater(t, looks, 1)
 	require.EqualError(t, errReplaced, "replaced by another object of the same name")
 }
 
