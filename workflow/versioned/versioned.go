@@ -547,11 +547,11 @@ func (r *reads) alreadyApplied(ctx context.Context, live *corev1.Secret) (bool, 
 	if err != nil || m < 2 {
 		return false, nil
 	}
-	prov, err := f.provenance(ctx, r.run, live.UID)
+	name := SnapshotName(live.UID, m-1)
+	prov, err := f.provenance(ctx, r.run, live.UID, []string{name})
 	if err != nil {
 		return false, err
 	}
-	name := SnapshotName(live.UID, m-1)
 	if !prov.provenSlot(name) {
 		return false, nil
 	}
