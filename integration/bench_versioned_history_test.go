@@ -81,6 +81,26 @@ func TestBenchVersionedHistory(t *testing.T) {
 			}
 		}
 	}
+	// What records_snapshot_target costs an insert: the same load of
+	// create-snapshot records (2000 updates' calls and results) with and
+	// without it, interleaved, each in a transaction rolled back.
+	insert := map[bool][]time.Duration{}
+	for i := range 2 * runs {
+		withIndex := i%2 == 0
+		tx, err := owner.Begin(t.Context())
+		require.NoError(t, err)
+		if !withIndex {
+			_, err = tx.Exec(t.Context(), `DROP INDEX keyledger.records_snapshot_target`)
+			require.NoError(t, err)
+		}
+		start := time.Now()
+		_, err = tx.Exec(t.Context(), historyLoadSQL, e.ns, "insert-cost", 2000, "uid-insert-cost", "keyledger-h-insert-cost-v")
+		insert[withIndex] = append(insert[withIndex], time.Since(start))
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(t.Context()))
+	}
+	benchLine("versioned-history insert of 4000 create-snapshot records: with records_snapshot_target wall_median=%s without=%s ratio=%.2f (runs=%d, interleaved)",
+		ms(median(insert[true])), ms(median(insert[false])), float64(median(insert[true]))/float64(median(insert[false])), runs)
 	for _, which := range []string{"this", "compare"} {
 		if _, ok := bins[which]; !ok {
 			continue
