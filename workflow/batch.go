@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/keyledger/keyledger/store"
@@ -16,7 +17,7 @@ import (
 const ReasonAttemptLimit = "attempt-limit"
 
 // sendConcurrency bounds the calls of one batch in flight at once.
-const sendConcurrency = 16
+const sendConcurrency = 32
 
 // calls commits the records of a batch of calls (after notes) in one
 // transition, sends the calls concurrently, and commits every answer in one
@@ -63,8 +64,9 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	}
 	var answers []Answer
 	var results []store.Record
+	pipelined := m.e.dry == nil && len(batch) > pipelineChunk
 	switch {
-	case m.e.dry == nil && len(batch) > pipelineChunk:
+	case pipelined:
 		var err error
 		if answers, results, err = m.pipeline(ctx, batch, len(notes), records); err != nil {
 			return err
@@ -125,9 +127,34 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 			summary = answers[0].Summary
 		}
 		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: summary}, results)
+	case pipelined:
+		return m.answerAhead(ctx, results)
 	default:
 		return m.fire(ctx, eventAnswer, move{records: results})
 	}
+}
+
+// answerAhead ends a pipelined batch whose every call was applied, given
+// the result records not journaled yet: the family's next decision is
+// asked with them in view before they are committed (the view the
+// answered state would show it). A decision to complete commits them with
+// the completion, in one move from calling; any other decision is carried
+// out in the answered state, once they are committed (machine.next),
+// instead of being asked again.
+func (m *machine) answerAhead(ctx context.Context, results []store.Record) error {
+	view := &Run{Op: m.run.Op, Records: append(slices.Clip(m.run.Records), results...)}
+	d, err := m.e.Family.Decide(ctx, view)
+	if err == nil && d.Complete != nil && d.Refuse == nil && d.Call == nil && len(d.Calls) == 0 && d.End == nil {
+		return m.complete(ctx, *d.Complete, append(slices.Clip(results), d.Notes...))
+	}
+	if ferr := m.fire(ctx, eventAnswer, move{records: results}); ferr != nil {
+		return ferr
+	}
+	if err != nil {
+		return err
+	}
+	m.next = &d
+	return nil
 }
 
 // resultRecord is the authority_result record of call c answered a.

@@ -82,6 +82,10 @@ type machine struct {
 	// sent counts this run's sends per step and target: MaxAttempts bounds
 	// one run, so that a rerun after exit 75 can still settle the operation.
 	sent map[string]int
+	// next is the decision the family made for the answered state before
+	// the answers it saw were committed (answerAhead): the next step
+	// carries it out instead of asking again. A reload drops it.
+	next *Decision
 }
 
 func (e *Engine) newMachine(run *Run) *machine {
@@ -147,6 +151,7 @@ func (e *Engine) Drive(ctx context.Context, run *Run) (*Run, error) {
 			if err := e.reload(ctx, run); err != nil {
 				return run, err
 			}
+			m.next = nil
 			m.fsm.SetState(string(run.Op.State))
 			continue
 		}
@@ -179,6 +184,11 @@ func (m *machine) step(ctx context.Context) error {
 	run := m.run
 	switch run.Op.State {
 	case store.StatePrepared, store.StateAnswered:
+		if d := m.next; d != nil && run.Op.State == store.StateAnswered {
+			m.next = nil
+			return m.decide(ctx, *d)
+		}
+		m.next = nil
 		d, err := m.e.Family.Decide(ctx, run)
 		if err != nil {
 			return err

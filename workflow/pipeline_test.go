@@ -79,10 +79,18 @@ type batchFamily struct {
 	// hold, when set, is waited for by every send.
 	hold     chan struct{}
 	finished atomic.Int32
+	// then: after the batch, one more (final) call.
+	then    bool
+	decided int
 }
 
 func (f *batchFamily) Decide(_ context.Context, run *workflow.Run) (workflow.Decision, error) {
-	if _, ok := run.LastCall(); ok {
+	f.decided++
+	if last, ok := run.LastCall(); ok {
+		if f.then && last.Step != "then" {
+			return workflow.Decision{Call: &workflow.Call{Step: "then", Target: store.SecretTarget("ns", "last"), Verb: workflow.VerbCreate, Final: true,
+				Send: func(context.Context) workflow.Answer { return workflow.Answer{Status: workflow.Applied, Code: 201} }}}, nil
+		}
 		return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeCompleted}}, nil
 	}
 	calls := make([]*workflow.Call, f.n)
@@ -155,10 +163,12 @@ func TestPipelineSendsOnlyJournaledCalls(t *testing.T) {
 	require.Equal(t, store.StateCalling, j.txs[1].from)
 	require.Equal(t, store.StateCalling, j.txs[1].to)
 	require.Equal(t, 12, j.txs[1].calls, "the rest: less than two chunks")
-	last := j.txs[len(j.txs)-2] // before the completion
-	require.Equal(t, store.StateAnswered, last.to, "the batch ends as one")
+	last := j.txs[len(j.txs)-1]
+	require.Equal(t, store.StateCalling, last.from)
+	require.Equal(t, store.StateCompleted, last.to, "the batch's last answers go with the completion its next decision made")
 	require.Positive(t, last.results)
-	for _, tx := range j.txs[2 : len(j.txs)-2] {
+	require.Equal(t, 2, f.decided, "the batch, then the completion, asked once")
+	for _, tx := range j.txs[2 : len(j.txs)-1] {
 		require.Equal(t, pipelineTx{from: store.StateCalling, to: store.StateCalling, results: tx.results}, tx, "answers only, in calling")
 		require.GreaterOrEqual(t, tx.results, 8, "8 or more at a time")
 	}
@@ -170,6 +180,29 @@ func TestPipelineSendsOnlyJournaledCalls(t *testing.T) {
 			require.Equal(t, 1, r.Attempt)
 		}
 	}
+}
+
+// A pipelined batch whose next decision is not a completion: its answers
+// are committed (answered), and that decision, made with them in view, is
+// carried out without asking the family again.
+func TestPipelineCarriesOutTheDecisionAhead(t *testing.T) {
+	t.Parallel()
+	j := &pipelineJournal{Journal: workflowtest.NewJournal()}
+	f := &batchFamily{j: j, n: 20, sends: map[string]int{}, then: true}
+	res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
+	require.Equal(t, 2, f.decided, "the batch, then the final call: asked once each")
+	var moves []string
+	for _, tx := range j.txs {
+		if tx.from != tx.to {
+			moves = append(moves, string(tx.from)+"->"+string(tx.to))
+		}
+	}
+	require.Equal(t, []string{"prepared->calling", "calling->answered", "answered->calling", "calling->completed"}, moves)
+	_, records, err := j.Snapshot(t.Context(), "m")
+	require.NoError(t, err)
+	require.Equal(t, 21, count(records, store.RecordAuthorityResult))
 }
 
 // A chunk whose commit fails is never sent, and the run returns only once

@@ -14,7 +14,7 @@ import (
 
 // readConcurrency bounds the reads of one kind (ExternalSecrets, Secrets)
 // in flight at once.
-const readConcurrency = 16
+const readConcurrency = 32
 
 // checkAdoption reads the ExternalSecret of every planned Secret's name
 // (concurrently), listed in adopt or not, before anything is written.
