@@ -194,7 +194,8 @@ type family struct {
 }
 
 // BindJournal implements workflow.JournalBound: provenance is proven from
-// the records of every operation on this Secret.
+// the create-snapshot records, of every operation on this Secret, on the
+// snapshot names a listing returned (or the one slot a decision looks at).
 func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
 // liveTarget is the live Secret; secretTarget a Secret of the history.
