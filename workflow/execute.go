@@ -23,14 +23,13 @@ type Plan struct {
 	// must list exactly these rules in their namespace, beyond what every
 	// authenticated user holds (kube.CheckRules), checked beside Access.
 	Rights *kube.Rights
-	// Precheck, when set, runs after the permission matrix held, while the
-	// journal connects and before it is read: a read of the authority that
-	// can reject the command before anything is journaled or written (for
-	// example a size guard, exit 64). Its error ends the run unchanged (the
-	// journal, if it connected meanwhile, closed).
+	// Precheck, when set, runs after the permission matrix held and before
+	// the journal is opened: a read of the authority that can reject the
+	// command before anything is journaled or written (for example a size
+	// guard, exit 64). Its error ends the run unchanged.
 	Precheck func(ctx context.Context) error
 	// Prefetch, when set, is called once the permission matrix held and
-	// the precheck passed, while the journal connects: it may start,
+	// the precheck passed, just before the journal is opened: it may start,
 	// in the background, the read the family's first decision makes, so
 	// that it travels while the journal connects. It only reads (the matrix
 	// allowed it), returns at once and is called at most once.
@@ -132,11 +131,8 @@ type Result struct {
 }
 
 // begin is what Execute and DryRun do before the journal is read: the
-// permission matrix, then the family's precheck while the journal
-// connects (never before the matrix held: a refused run never contacts
-// PostgreSQL), then the journal open. A precheck that fails ends the run
-// with its error unchanged, and the journal, if it opened meanwhile, is
-// closed first. The caller closes the store.
+// permission matrix, the family's precheck, then the journal opened. The
+// caller closes the store.
 func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, error) {
 	log := orDiscard(deps.Log)
 	endPhase := phase.Begin("permission check")
@@ -145,13 +141,11 @@ func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	journal := openConcurrently(ctx, deps)
 	if plan.Precheck != nil {
 		endPhase = phase.Begin("precheck")
 		err := plan.Precheck(ctx)
 		endPhase()
 		if err != nil {
-			journal.abandon()
 			return nil, nil, err
 		}
 	}
@@ -159,49 +153,12 @@ func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, erro
 		plan.Prefetch(ctx)
 	}
 	endPhase = phase.Begin("journal connect")
-	st, err := journal.wait()
+	st, err := deps.OpenStore(ctx)
 	endPhase()
 	if err != nil {
 		return nil, nil, &Unavailable{Dependency: "postgresql", Err: err}
 	}
 	return st, log, nil
-}
-
-// openingJournal is deps.OpenStore running beside the precheck.
-type openingJournal struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	st     Store
-	err    error
-}
-
-// openConcurrently starts deps.OpenStore in the background.
-func openConcurrently(ctx context.Context, deps Deps) *openingJournal {
-	octx, cancel := context.WithCancel(ctx)
-	o := &openingJournal{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(o.done)
-		o.st, o.err = deps.OpenStore(octx)
-	}()
-	return o
-}
-
-// wait returns the open journal, or why it did not open. (The context
-// only bounds the open: a store does not keep it.)
-func (o *openingJournal) wait() (Store, error) {
-	<-o.done
-	o.cancel()
-	return o.st, o.err
-}
-
-// abandon stops the open and closes the journal if it opened anyway: once
-// it returns, the run holds no connection.
-func (o *openingJournal) abandon() {
-	o.cancel()
-	<-o.done
-	if o.err == nil && o.st != nil {
-		o.st.Close()
-	}
 }
 
 // bindJournal hands the open journal to a family that reads other
