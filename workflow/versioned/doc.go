@@ -135,8 +135,8 @@
 // only within that one call (reads: the history list, read once when a
 // restore's target and retention both need it). A live read is journaled
 // (read-live) when it differs from the newest one the operation
-// journaled. The precheck's read of the live Secret (the size guard, while
-// the journal connects) is the run's first. When it shows the expected
+// journaled. The precheck's read of the live Secret (the size guard, before
+// the journal is opened) is the run's first. When it shows the expected
 // resourceVersion, the history is listed while the journal connects
 // (Prefetch), and the journal's provenance of it is read once the journal
 // is open, before the preparation, while the PBKDF2 digest may still be
