@@ -45,7 +45,12 @@ import (
 //
 // Every refusal is an *InvalidError whose Field is the JSON path of the
 // offending member; no message contains a value from data.
-func DecodeStrict(data []byte, v any) error {
+func DecodeStrict(data []byte, v any) error { return decodeStrict(data, nil, v) }
+
+// decodeStrict is DecodeStrict with the scan of data made already (nil:
+// scanned here): a document decoded twice (its envelope, then the whole of
+// it) is scanned once.
+func decodeStrict(data []byte, s *scanned, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("command: DecodeStrict needs a non-nil pointer, got %T", v)
@@ -53,7 +58,9 @@ func DecodeStrict(data []byte, v any) error {
 	if len(data) > MaxSize {
 		return Invalid("", fmt.Sprintf("larger than %d bytes", MaxSize))
 	}
-	s := scan(data)
+	if s == nil {
+		s = scan(data)
+	}
 	// The first problem in the document: a duplicate, a bad string or the
 	// depth; a type, an unknown field or a null before the syntax error, if
 	// any (decoded from the document cut after the last complete value and

@@ -68,20 +68,31 @@ func (d *Document[S]) Digest() (string, error) {
 // APIVersion, kind is one of Kinds, requestId and mutationId are
 // identifiers, spec is an object. Errors are *InvalidError.
 func Parse(data []byte) (*Envelope, error) {
+	env, _, err := parse(data)
+	return env, err
+}
+
+// parse is Parse, and the scan of data it made (nil when data is too
+// large to scan), which decoding the same bytes again reuses.
+func parse(data []byte) (*Envelope, *scanned, error) {
+	var s *scanned
+	if len(data) <= MaxSize {
+		s = scan(data)
+	}
 	var env Envelope
-	if err := DecodeStrict(data, &env); err != nil {
-		return nil, err
+	if err := decodeStrict(data, s, &env); err != nil {
+		return nil, nil, err
 	}
 	if err := validateHeader(env.APIVersion, env.Kind, env.Metadata); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch spec := bytes.TrimSpace(env.Spec); {
 	case len(spec) == 0:
-		return nil, Required("spec")
+		return nil, nil, Required("spec")
 	case spec[0] != '{':
-		return nil, Invalid("spec", "want object, got "+rawKind(spec))
+		return nil, nil, Invalid("spec", "want object, got "+rawKind(spec))
 	}
-	return &env, nil
+	return &env, s, nil
 }
 
 func validateHeader(apiVersion, kind string, md Metadata) error {
@@ -130,14 +141,26 @@ func rawKind(raw []byte) string {
 // the envelope as Parse does; rules of the spec itself (required members,
 // names) are the family's, reported with Required and Invalid.
 func Decode[S any](f *File) (*Document[S], error) {
-	if _, err := Parse(f.Bytes); err != nil {
+	s, err := f.parsed()
+	if err != nil {
 		return nil, err
 	}
 	var doc Document[S]
-	if err := DecodeStrict(f.Bytes, &doc); err != nil {
+	if err := decodeStrict(f.Bytes, s, &doc); err != nil {
 		return nil, err
 	}
 	return &doc, nil
+}
+
+// parsed is the scan of f.Bytes with the envelope checked as Parse checks
+// it: Read's, while the bytes are still those Read read (their digest
+// unchanged), else made again.
+func (f *File) parsed() (*scanned, error) {
+	if f.scan != nil && f.Digest == digestBytes(f.Bytes) {
+		return f.scan, nil
+	}
+	_, s, err := parse(f.Bytes)
+	return s, err
 }
 
 // DecodeKind is Decode for a family of one kind: it also refuses a document
@@ -164,7 +187,8 @@ func (f *File) DecodeSpec(v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("command: DecodeSpec needs a non-nil pointer, got %T", v)
 	}
-	if _, err := Parse(f.Bytes); err != nil {
+	s, err := f.parsed()
+	if err != nil {
 		return err
 	}
 	docType := reflect.StructOf([]reflect.StructField{
@@ -174,7 +198,7 @@ func (f *File) DecodeSpec(v any) error {
 		{Name: "Spec", Type: rv.Type().Elem(), Tag: `json:"spec"`},
 	})
 	doc := reflect.New(docType)
-	if err := DecodeStrict(f.Bytes, doc.Interface()); err != nil {
+	if err := decodeStrict(f.Bytes, s, doc.Interface()); err != nil {
 		return err
 	}
 	rv.Elem().Set(doc.Elem().Field(3))

@@ -181,3 +181,27 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
+
+// TestDecodeReusesReadsScan: decoding a file Read returned reuses Read's
+// scan of its bytes, and only while they are those bytes: changed in place
+// after Read, the document is scanned and checked again.
+func TestDecodeReusesReadsScan(t *testing.T) {
+	t.Parallel()
+	good := doc(`{"keyId":"k1","note":"abc"}`)
+	f, err := Read(writeFile(t, t.TempDir(), "cmd.json", []byte(good), 0o600), ReadOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, f.scan, "Read keeps its scan")
+	d, err := Decode[testSpec](f)
+	require.NoError(t, err)
+	require.Equal(t, "k1", d.Spec.KeyID)
+
+	// The same length, now with a duplicate member: the stale scan would
+	// not see it.
+	bad := doc(`{"keyId":"k1","keyId":"k2"}`)
+	require.Len(t, bad, len(good))
+	copy(f.Bytes, bad)
+	_, err = Decode[testSpec](f)
+	requireInvalid(t, err, "spec.keyId", "")
+	var spec testSpec
+	requireInvalid(t, f.DecodeSpec(&spec), "spec.keyId", "")
+}
