@@ -436,16 +436,19 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 			return d.answer(nil)
 		}},
 		{"step records bound to uid-1", func(d *journalDriver) journalAnswer {
-			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-1"})
+			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-1", Targets: []string{"secret/y"}})
 		}},
 		{"step records bound to uid-9", func(d *journalDriver) journalAnswer {
-			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-9"})
+			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-9", Targets: []string{"secret/y", "secret/z"}})
 		}},
 		{"step records of another step", func(d *journalDriver) journalAnswer {
-			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "read", CallUID: "uid-1"})
+			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "read", CallUID: "uid-1", Targets: []string{"secret/y"}})
+		}},
+		{"step records of an unlisted target", func(d *journalDriver) journalAnswer {
+			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-1", Targets: []string{"secret/z"}})
 		}},
 		{"step records of no call", func(d *journalDriver) journalAnswer {
-			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-none"})
+			return d.stepRecords(store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-none", Targets: []string{"secret/y"}})
 		}},
 	}
 

@@ -60,7 +60,8 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		want   string
 		tables int
 	}{
-		{[]string{"migrate", "version"}, 0, `"version":9,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "version"}, 0, `"version":10,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "down"}, 0, `"version":9,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":8,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":7,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":6,"dirty":false,"changed":true`, 2},
@@ -73,8 +74,8 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		{[]string{"migrate", "down"}, 0, `"version":0,"dirty":false,"changed":true`, 0},
 		{[]string{"migrate", "version"}, 0, `"version":0,"dirty":false,"changed":false`, 0},
 		{[]string{"migrate", "down"}, 0, `"version":0,"dirty":false,"changed":false`, 0},
-		{[]string{"migrate", "up"}, 0, `"version":9,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "up"}, 0, `"version":9,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "up"}, 0, `"version":10,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "up"}, 0, `"version":10,"dirty":false,"changed":false`, 2},
 	}
 	conn := connect(t, e.journal.OwnerURL)
 	for _, s := range steps {

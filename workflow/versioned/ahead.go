@@ -63,7 +63,7 @@ func (f *family) digest(ctx context.Context) (string, error) {
 			return "", ctx.Err()
 		}
 		if m := f.seen; a.err == nil && m != nil && m.run == nil {
-			if journal, err := f.journalProvenance(ctx, a.uid); err == nil {
+			if journal, err := f.journalProvenance(ctx, a.uid, listedNames(a.metas)); err == nil {
 				m.listed, m.metas, m.journal = a.uid, a.metas, journal
 			}
 		}

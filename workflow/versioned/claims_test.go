@@ -64,7 +64,7 @@ func TestClaimantTrimsLargeMetadata(t *testing.T) {
 	require.ElementsMatch(t, []string{SnapshotName(live.UID, 1), SnapshotName(live.UID, 2), big.Name}, names)
 
 	f := &family{cmd: &Command{Namespace: testNamespace, Name: testName}, api: e.api, journal: e.j}
-	p, err := f.provenance(context.Background(), nil, live.UID)
+	p, err := f.provenance(context.Background(), nil, live.UID, listedNames(metas))
 	require.NoError(t, err)
 	inv := classify(metas, live, p)
 	require.Len(t, inv.genuine, 2)

@@ -22,8 +22,13 @@
 // created it: its UID is the UID journaled in the authority_result of an
 // applied create-snapshot call (or in an "ours" resolution of one) whose
 // call record was bound to that live UID and named that very slot
-// (provenance.go). Every Secret of the namespace is listed, metadata only;
-// anything else that claims to be history of the UID (a slot name, the
+// (provenance.go). The journal is asked only about the names the history
+// listing returned (store.StepRecords by target, migration 10), so a
+// decision reads the same few records whether the Secret was updated ten
+// times or ten thousand; what it proves of a name is what the whole
+// journal proves of it, since a call, its result and its resolutions are
+// all on the slot's target. Every Secret of the namespace is listed,
+// metadata only; anything else that claims to be history of the UID (a slot name, the
 // label or the annotation naming it) is foreign: never counted, pruned,
 // read or restored, and reported by `history` by name with its reason
 // (not-journaled, edited, or unsettled: see below). The proof lives in the

@@ -137,29 +137,47 @@ func (p provenance) provenSlot(name string) bool {
 func (p provenance) owns(m *metav1.ObjectMeta) bool { return p.journaled(m) || p.carriesNonce(m) }
 
 // provenance reads what the journal proves about the snapshots of
-// liveUID: every operation on this Secret, and this run's own records
-// (which may be newer than what the query saw).
-func (f *family) provenance(ctx context.Context, run *workflow.Run, liveUID types.UID) (provenance, error) {
-	journal, err := f.journalProvenance(ctx, liveUID)
+// liveUID named names (the objects a listing returned, or the one slot a
+// decision looks at): the create-snapshot records on those names of every
+// operation on this Secret, and this run's own records (which may be newer
+// than what the query saw). What it proves of a name is what the whole
+// journal proves of it: a name's records are all on its target, and the
+// call that binds them to liveUID is on the same target.
+func (f *family) provenance(ctx context.Context, run *workflow.Run, liveUID types.UID, names []string) (provenance, error) {
+	journal, err := f.journalProvenance(ctx, liveUID, names)
 	if err != nil {
 		return newProvenance(), err
 	}
 	return provenanceOf(journal, run, liveUID)
 }
 
-// journalProvenance reads the create-snapshot records of every operation
-// on this Secret bound to liveUID.
-func (f *family) journalProvenance(ctx context.Context, liveUID types.UID) ([][]store.Record, error) {
+// journalProvenance reads the create-snapshot records on names of every
+// operation on this Secret bound to liveUID: what it reads is bounded by
+// the names, never by the Secret's history.
+func (f *family) journalProvenance(ctx context.Context, liveUID types.UID, names []string) ([][]store.Record, error) {
 	if f.journal == nil {
 		return nil, nil
 	}
+	targets := make([]string, 0, len(names))
+	for _, n := range names {
+		targets = append(targets, f.secretTarget(n).String())
+	}
 	groups, err := f.journal.StepRecords(ctx, store.StepRecordsParams{
-		Namespace: f.cmd.Namespace, Name: f.cmd.Name, Step: StepCreateSnapshot, CallUID: string(liveUID),
+		Namespace: f.cmd.Namespace, Name: f.cmd.Name, Step: StepCreateSnapshot, CallUID: string(liveUID), Targets: targets,
 	})
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
 	}
 	return groups, nil
+}
+
+// listedNames are the names of a listing's objects.
+func listedNames(metas []metav1.PartialObjectMetadata) []string {
+	names := make([]string, 0, len(metas))
+	for i := range metas {
+		names = append(names, metas[i].Name)
+	}
+	return names
 }
 
 // provenanceOf folds the journal's records and run's own.
@@ -247,7 +265,7 @@ func readInventory(ctx context.Context, f *family, run *workflow.Run, live *core
 	if err != nil {
 		return inventory{}, err
 	}
-	p, err := f.provenance(ctx, run, live.UID)
+	p, err := f.provenance(ctx, run, live.UID, listedNames(metas))
 	if err != nil {
 		return inventory{}, err
 	}

@@ -225,7 +225,7 @@ func (f *family) confirmDelete(ctx context.Context, run *workflow.Run) (*workflo
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	p, err := f.provenance(ctx, run, types.UID(uid))
+	p, err := f.provenance(ctx, run, types.UID(uid), listedNames(metas))
 	if err != nil {
 		return nil, err
 	}

@@ -150,7 +150,7 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	// The occupant stands behind the live write only if keyledger made it
 	// (its UID or its call's nonce is journaled), it is exactly the state
 	// being archived, and nothing holds or deletes it.
-	prov, err := f.provenance(ctx, run, live.UID)
+	prov, err := f.provenance(ctx, run, live.UID, []string{name})
 	if err != nil {
 		return undetermined(err), nil
 	}
@@ -263,7 +263,7 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 			return undetermined(err), nil
 		}
 		meta, ok := checkSnapshot(prev, live.UID, live.Name)
-		prov, err := f.provenance(ctx, run, live.UID)
+		prov, err := f.provenance(ctx, run, live.UID, []string{snapName})
 		if err != nil {
 			return undetermined(err), nil
 		}

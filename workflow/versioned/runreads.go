@@ -246,7 +246,7 @@ func (m *runReads) listing(ctx context.Context, f *family, live *corev1.Secret) 
 		if err != nil {
 			return history{}, err
 		}
-		journal, err := f.journalProvenance(ctx, live.UID)
+		journal, err := f.journalProvenance(ctx, live.UID, listedNames(metas))
 		return history{metas: metas, journal: journal}, err
 	}
 	var (

@@ -194,7 +194,8 @@ type family struct {
 }
 
 // BindJournal implements workflow.JournalBound: provenance is proven from
-// the records of every operation on this Secret.
+// the create-snapshot records, of every operation on this Secret, on the
+// snapshot names a listing returned (or the one slot a decision looks at).
 func (f *family) BindJournal(j workflow.JournalReader) { f.journal = j }
 
 // liveTarget is the live Secret; secretTarget a Secret of the history.
@@ -547,11 +548,11 @@ func (r *reads) alreadyApplied(ctx context.Context, live *corev1.Secret) (bool, 
 	if err != nil || m < 2 {
 		return false, nil
 	}
-	prov, err := f.provenance(ctx, r.run, live.UID)
+	name := SnapshotName(live.UID, m-1)
+	prov, err := f.provenance(ctx, r.run, live.UID, []string{name})
 	if err != nil {
 		return false, err
 	}
-	name := SnapshotName(live.UID, m-1)
 	if !prov.provenSlot(name) {
 		return false, nil
 	}

@@ -443,21 +443,33 @@ func (j *Journal) Snapshot(ctx context.Context, mutationID string) (*store.Opera
 	return &o, records, nil
 }
 
-// StepRecords returns, as store.Store.StepRecords, the records of p.Step of
-// every operation on p.Namespace/p.Name holding an authority_call of p.Step
-// whose UID is p.CallUID, grouped by operation (oldest first), each group
-// in append order; nil when there is none.
+// StepRecords returns, as store.Store.StepRecords, the records of p.Step on
+// each of p.Targets of every operation on p.Namespace/p.Name holding an
+// authority_call of p.Step on that target whose UID is p.CallUID, grouped
+// by operation (oldest first), each group in append order; nil when there
+// is none (and when p.Targets is empty, before anything is checked, as the
+// store sends nothing then).
 func (j *Journal) StepRecords(ctx context.Context, p store.StepRecordsParams) ([][]store.Record, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	what := "reading " + p.Step + " records"
+	if len(p.Targets) > store.MaxStepTargets {
+		return nil, fmt.Errorf("%s: %d targets, at most %d", what, len(p.Targets), store.MaxStepTargets)
+	}
+	if len(p.Targets) == 0 {
+		return nil, nil
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if j.closed {
 		return nil, fmt.Errorf("%s: connection failed", what)
 	}
-	if err := firstErr(checkText(p.Namespace), checkText(p.Name), checkText(p.Step), checkText(p.CallUID)); err != nil {
+	errs := []error{checkText(p.Namespace), checkText(p.Name), checkText(p.Step), checkText(p.CallUID)}
+	for _, t := range p.Targets {
+		errs = append(errs, checkText(t))
+	}
+	if err := firstErr(errs...); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var out [][]store.Record
@@ -465,18 +477,21 @@ func (j *Journal) StepRecords(ctx context.Context, p store.StepRecordsParams) ([
 		if e.op.Namespace != p.Namespace || e.op.Name != p.Name {
 			continue
 		}
-		if !slices.ContainsFunc(e.records, func(s stored) bool {
-			return s.r.Kind == store.RecordAuthorityCall && s.r.Step == p.Step && s.r.UID == p.CallUID
-		}) {
-			continue
+		bound := map[string]bool{}
+		for _, s := range e.records {
+			if s.r.Kind == store.RecordAuthorityCall && s.r.Step == p.Step && s.r.UID == p.CallUID && slices.Contains(p.Targets, s.r.Target) {
+				bound[s.r.Target] = true
+			}
 		}
 		var group []store.Record
 		for _, s := range e.records {
-			if s.r.Step == p.Step {
+			if s.r.Step == p.Step && bound[s.r.Target] {
 				group = append(group, s.record())
 			}
 		}
-		out = append(out, group)
+		if group != nil {
+			out = append(out, group)
+		}
 	}
 	return out, nil
 }

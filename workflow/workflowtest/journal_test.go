@@ -273,6 +273,8 @@ func TestPrepareRunIgnoresBareIDOnceRunsExist(t *testing.T) {
 	require.Equal(t, "plan:run-2", next.MutationID)
 }
 
+// StepRecords returns, of the listed targets only, the step's records of
+// the operations whose call on that target is bound to the UID.
 func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -282,22 +284,37 @@ func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {
 		require.NoError(t, err)
 		_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
 			Records: []store.Record{
-				{Kind: store.RecordObservation, Step: "snapshot"},
-				{Kind: store.RecordAuthorityCall, Step: "snapshot", Attempt: 1, UID: uid, Detail: store.DetailOf(map[string]any{"n": i})},
-				{Kind: store.RecordAuthorityCall, Step: "other", Attempt: 1, UID: uid},
+				{Kind: store.RecordObservation, Step: "snapshot", Target: "secret/s1"},
+				{Kind: store.RecordAuthorityCall, Step: "snapshot", Target: "secret/s1", Attempt: 1, UID: uid, Detail: store.DetailOf(map[string]any{"n": i})},
+				{Kind: store.RecordAuthorityCall, Step: "snapshot", Target: "secret/s2", Attempt: 1, UID: uid},
+				{Kind: store.RecordAuthorityCall, Step: "other", Target: "secret/s1", Attempt: 1, UID: uid},
 			}})
 		require.NoError(t, err)
 	}
-	groups, err := j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a"})
+	one := []string{"secret/s1"}
+	groups, err := j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a", Targets: one})
 	require.NoError(t, err)
 	require.Len(t, groups, 2)
 	for i, g := range groups {
-		require.Len(t, g, 2)
+		require.Len(t, g, 2, "the records on secret/s1 only")
+		require.Equal(t, "secret/s1", g[1].Target)
 		require.JSONEq(t, fmt.Sprintf(`{"n": %d}`, 2*i), g[1].Detail.String())
 	}
-	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-c"})
+	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a", Targets: []string{"secret/s1", "secret/s2"}})
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	require.Len(t, groups[0], 3)
+	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-c", Targets: one})
 	require.NoError(t, err)
 	require.Nil(t, groups)
+	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a", Targets: []string{"secret/s3"}})
+	require.NoError(t, err)
+	require.Nil(t, groups, "no record on an unlisted target")
+	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a"})
+	require.NoError(t, err)
+	require.Nil(t, groups, "no target, nothing read")
+	_, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a", Targets: make([]string, store.MaxStepTargets+1)})
+	require.ErrorContains(t, err, "at most")
 }
 
 // Of two movers holding the same view, exactly one wins.
