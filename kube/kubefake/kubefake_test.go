@@ -1,11 +1,6 @@
 package kubefake_test
 
 import (
-	"go/parser"
-	"go/token"
-	"io/fs"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,32 +9,14 @@ import (
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/kube/kubefake"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // TestOnlyTestsImportIt: no non-test file outside this package imports
 // it, so no program links a clientset through it.
 func TestOnlyTestsImportIt(t *testing.T) {
 	t.Parallel()
-	const self = "github.com/keyledger/keyledger/kube/kubefake"
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-			strings.HasPrefix(path, filepath.Join(root, "kube", "kubefake")+string(filepath.Separator)) {
-			return err
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		for _, imp := range f.Imports {
-			if strings.Trim(imp.Path.Value, `"`) == self {
-				t.Errorf("%s imports %s", path, self)
-			}
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	workflowtest.RequireOnlyTestsImport(t, "../..", ".", "github.com/keyledger/keyledger/kube/kubefake")
 }
 
 // The adapter's views are the clientset's: what one writes, the clientset

@@ -1,12 +1,7 @@
 package kubetest
 
 import (
-	"go/parser"
-	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 func secretOf(t *testing.T) func(o Object, err error) *corev1.Secret {
@@ -221,26 +217,7 @@ func TestDelete(t *testing.T) {
 // No non-test code imports this package: it is test support only.
 func TestOnlyTestsImportIt(t *testing.T) {
 	t.Parallel()
-	const self = "github.com/keyledger/keyledger/workflow/kubetest"
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-			strings.HasPrefix(path, filepath.Join(root, "workflow", "kubetest")+string(filepath.Separator)) {
-			return err
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		for _, imp := range f.Imports {
-			if strings.Trim(imp.Path.Value, `"`) == self {
-				t.Errorf("%s imports %s", path, self)
-			}
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	workflowtest.RequireOnlyTestsImport(t, "../..", ".", "github.com/keyledger/keyledger/workflow/kubetest")
 }
 
 func metav1OwnerRef(o Object) metav1.OwnerReference {
