@@ -435,10 +435,12 @@ func TestIntegrationTenancyMigrateDownGuard(t *testing.T) {
 			AND table_name IN ('operations', 'records', 'namespace_grants', 'grant_history')`)
 	}
 	require.Equal(t, 4, tables())
-	// Migrations 9 (a new session's cheaper checks), 8 (the namespace list
-	// index), 7 (run numbers) and 6 (prune events, none yet) go down
-	// without the flag.
+	// Migrations 10 (the snapshot target index), 9 (a new session's cheaper
+	// checks), 8 (the namespace list index), 7 (run numbers) and 6 (prune
+	// events, none yet) go down without the flag.
 	r := e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 9, Changed: true}, migrateStatus(t, r))
+	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 8, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 7, Changed: true}, migrateStatus(t, r))

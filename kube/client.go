@@ -112,7 +112,8 @@ var clientScheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 // it calls, all on one HTTP client (one connection pool, so one HTTP/2
 // connection carries every request of a run), each speaking protobuf as
 // client-go's typed clients do, and none re-sending a mutating request
-// (see NoRetry).
+// (see NoRetry); the permission check's reviews, which write nothing, are
+// asked again after a 429 or 5xx with Retry-After, as a GET is.
 type Client struct {
 	core, authz, rbac, batch, net rest.Interface
 	params                        runtime.ParameterCodec
@@ -146,25 +147,33 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 	if typed.UserAgent == "" {
 		typed.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	group := func(gv schema.GroupVersion) (rest.Interface, error) {
+	group := func(gv schema.GroupVersion) (*rest.RESTClient, error) {
 		c := *typed
 		c.GroupVersion = &gv
 		c.APIPath = "/apis"
 		if gv.Group == "" {
 			c.APIPath = "/api"
 		}
-		rc, err := rest.RESTClientForConfigAndClient(&c, httpClient)
+		return rest.RESTClientForConfigAndClient(&c, httpClient)
+	}
+	noRetry := func(gv schema.GroupVersion) (rest.Interface, error) {
+		rc, err := group(gv)
 		if err != nil {
 			return nil, err
 		}
 		return NoRetry(rc), nil
 	}
 	c := Client{params: runtime.NewParameterCodec(scheme)}
-	if c.core, err = group(corev1.SchemeGroupVersion); err == nil {
+	if c.core, err = noRetry(corev1.SchemeGroupVersion); err == nil {
+		// The reviews of the permission check are POSTs that write nothing:
+		// one answered 429 or 5xx with Retry-After (the API server's
+		// concurrency limits, as when many runs start at once) is asked
+		// again as client-go asks a GET again, at most 10 times, each
+		// within the request timeout, instead of ending the run unavailable.
 		if c.authz, err = group(authorizationv1.SchemeGroupVersion); err == nil {
-			if c.rbac, err = group(rbacv1.SchemeGroupVersion); err == nil {
-				if c.batch, err = group(batchv1.SchemeGroupVersion); err == nil {
-					c.net, err = group(networkingv1.SchemeGroupVersion)
+			if c.rbac, err = noRetry(rbacv1.SchemeGroupVersion); err == nil {
+				if c.batch, err = noRetry(batchv1.SchemeGroupVersion); err == nil {
+					c.net, err = noRetry(networkingv1.SchemeGroupVersion)
 				}
 			}
 		}

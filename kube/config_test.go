@@ -6,10 +6,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,6 +69,45 @@ func TestMutatingRequestsAreSentOnce(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, 2, seen[http.MethodDelete], "a typed delete is sent once too")
 	mu.Unlock()
+}
+
+// The permission check's reviews write nothing: one answered 429 with
+// Retry-After (the API server's concurrency limit, when many runs start at
+// once) is asked again, as a GET is, and its answer is the second one. A
+// Secret's create on the same client is still sent once.
+func TestReviewsAreAskedAgainAfterTooManyRequests(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path]++
+		n := seen[r.URL.Path]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 || strings.HasSuffix(r.URL.Path, "/secrets") {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":429}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":true}}`))
+	}))
+	defer srv.Close()
+	client, err := NewClient(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	ctx := context.Background()
+	review, err := client.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.True(t, review.Status.Allowed)
+	_, err = client.Secrets("ns").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{})
+	require.Error(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{
+		"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews": 2,
+		"/api/v1/namespaces/ns/secrets":                          1,
+	}, seen)
 }
 
 // No failure to load the cluster configuration names a file: not the
