@@ -27,12 +27,7 @@ const moveInOneMax = 1000
 // which runs after the move, sees it moved.
 func moveSQL(n int) string {
 	var b strings.Builder
-	b.WriteString(`WITH moved AS (
-			UPDATE keyledger.operations
-			SET state = $3,
-			    outcome = nullif($4, ''),
-			    reason = nullif($5, '')
-			WHERE id = $1 AND state = $2 AND revision = $6
+	b.WriteString(`WITH moved AS (` + moveOperation + `
 			RETURNING *)`)
 	if n > 0 {
 		b.WriteString(`, appended AS (
@@ -84,16 +79,7 @@ func (s *Store) moveInOne(ctx context.Context, on *pgxpool.Conn, p TransitionPar
 	args := make([]any, 0, 6+12*len(p.Records))
 	args = append(args, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
 	for i := range p.Records {
-		r := &p.Records[i]
-		var attempt, batch *int
-		if r.Attempt > 0 {
-			attempt = &r.Attempt
-		}
-		if r.Kind == RecordAuthorityCall {
-			batch = &r.Batch
-		}
-		args = append(args, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
-			batch, r.Final, string(r.Detail.JSON()))
+		args = append(args, recordArgs(&p.Records[i])...)
 	}
 	var b pgx.Batch
 	b.Queue("BEGIN")

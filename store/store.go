@@ -388,13 +388,17 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	return op, nil
 }
 
-// moveOperationSQL is Transition's compare-and-set.
-const moveOperationSQL = `
+// moveOperation is Transition's compare-and-set, which moveOperationSQL
+// and moveSQL both send.
+const moveOperation = `
 			UPDATE keyledger.operations
 			SET state = $3,
 			    outcome = nullif($4, ''),
 			    reason = nullif($5, '')
-			WHERE id = $1 AND state = $2 AND revision = $6
+			WHERE id = $1 AND state = $2 AND revision = $6`
+
+// moveOperationSQL is the compare-and-set alone, returning the operation.
+const moveOperationSQL = moveOperation + `
 			RETURNING ` + operationColumns
 
 // insertRecordSQL appends one record.
@@ -406,20 +410,25 @@ const insertRecordSQL = `
 // queueRecords queues the inserts of records, in order.
 func queueRecords(b *pgx.Batch, opID int64, records []Record) {
 	for i := range records {
-		r := &records[i]
-		var attempt, batch *int
-		if r.Attempt > 0 {
-			attempt = &r.Attempt
-		}
-		if r.Kind == RecordAuthorityCall {
-			batch = &r.Batch
-		}
-		// The detail as text: the column's type (jsonb) decides how the
-		// server reads it, whether the statement was prepared or not.
-		b.Queue(insertRecordSQL,
-			opID, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
-			batch, r.Final, string(r.Detail.JSON()))
+		b.Queue(insertRecordSQL, append([]any{opID}, recordArgs(&records[i])...)...)
 	}
+}
+
+// recordArgs are r's twelve column values after operation_id, in
+// insertRecordSQL's order (moveSQL takes the same): attempt NULL when not
+// counted, batch only on a call, and the detail as text, whose column type
+// (jsonb) decides how the server reads it, whether the statement was
+// prepared or not.
+func recordArgs(r *Record) []any {
+	var attempt, batch *int
+	if r.Attempt > 0 {
+		attempt = &r.Attempt
+	}
+	if r.Kind == RecordAuthorityCall {
+		batch = &r.Batch
+	}
+	return []any{string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
+		batch, r.Final, string(r.Detail.JSON())}
 }
 
 // readRecords reads the answers to queueRecords' inserts: the first that
