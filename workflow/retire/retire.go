@@ -261,7 +261,7 @@ func (f *family) replace(run *workflow.Run, s *corev1.Secret, m *keyring.Manifes
 			}
 			// Verify the returned object is what was intended; anything
 			// else is settled by re-reading, never assumed.
-			_, gotDigest, err := readCatalog(got, spec)
+			gotDigest, err := writtenCatalog(got, desired, spec)
 			if err != nil || gotDigest != intended || got.ResourceVersion == s.ResourceVersion {
 				return workflow.Answer{Status: workflow.Unknown, Code: 200, Reason: ReasonResultMismatch,
 					UID: string(got.UID), ResourceVersion: got.ResourceVersion}

@@ -1,6 +1,7 @@
 package retire
 
 import (
+	"bytes"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,26 +57,9 @@ func readKeyring(s *corev1.Secret, spec Spec) (*keyring.Manifest, error) {
 // run needs it several times, and it costs a canonical encoding and a
 // SHA-256 of the whole manifest each time.
 func readCatalog(s *corev1.Secret, spec Spec) (*keyring.Manifest, string, error) {
-	switch {
-	case string(s.UID) != spec.ExpectedUID:
-		return nil, "", &refusal{ReasonUIDChanged}
-	case s.DeletionTimestamp != nil:
-		return nil, "", &refusal{ReasonTerminating}
-	case s.Type != corev1.SecretTypeOpaque:
-		return nil, "", &refusal{ReasonWrongType}
-	case s.Immutable != nil && *s.Immutable:
-		return nil, "", &refusal{ReasonImmutable}
-	case len(s.Data) != 1 || len(s.StringData) != 0:
-		return nil, "", &refusal{ReasonDataEntries}
-	case s.Labels[LabelKeyring] != LabelKeyringManaged:
-		return nil, "", &refusal{ReasonNotManaged}
-	}
-	if _, ok := s.Annotations[annotationLastApplied]; ok {
-		return nil, "", &refusal{ReasonLastApplied}
-	}
-	data, ok := s.Data[spec.DataKey]
-	if !ok {
-		return nil, "", &refusal{ReasonDataEntries}
+	data, err := keyringData(s, spec)
+	if err != nil {
+		return nil, "", err
 	}
 	m, err := keyring.Parse(data)
 	if err != nil {
@@ -87,6 +71,56 @@ func readCatalog(s *corev1.Secret, spec Spec) (*keyring.Manifest, string, error)
 		return nil, "", &refusal{ReasonCatalogDrifted}
 	}
 	return m, digest, nil
+}
+
+// writtenCatalog is readCatalog's digest for got, the Secret a replace of
+// sent (withManifest's) returned. When got passes readCatalog's checks of
+// the Secret and holds, byte for byte, the manifest sent and its two
+// annotations, the digest is the one sent, and the manifest is not
+// decoded again: sent's manifest was validated before it was encoded
+// (keyring.Manifest.Retire), a validated manifest's encoding is one
+// keyring.Parse accepts as that manifest, and the annotations are its
+// generation and catalog digest (withManifest). Otherwise got is read as
+// readCatalog reads it.
+func writtenCatalog(got, sent *corev1.Secret, spec Spec) (string, error) {
+	data, err := keyringData(got, spec)
+	if err != nil {
+		return "", err
+	}
+	if bytes.Equal(data, sent.Data[spec.DataKey]) &&
+		got.Annotations[AnnotationGeneration] == sent.Annotations[AnnotationGeneration] &&
+		got.Annotations[AnnotationCatalogDigest] == sent.Annotations[AnnotationCatalogDigest] {
+		return sent.Annotations[AnnotationCatalogDigest], nil
+	}
+	_, digest, err := readCatalog(got, spec)
+	return digest, err
+}
+
+// keyringData checks everything readCatalog checks of s but its manifest,
+// and returns the manifest's bytes.
+func keyringData(s *corev1.Secret, spec Spec) ([]byte, error) {
+	switch {
+	case string(s.UID) != spec.ExpectedUID:
+		return nil, &refusal{ReasonUIDChanged}
+	case s.DeletionTimestamp != nil:
+		return nil, &refusal{ReasonTerminating}
+	case s.Type != corev1.SecretTypeOpaque:
+		return nil, &refusal{ReasonWrongType}
+	case s.Immutable != nil && *s.Immutable:
+		return nil, &refusal{ReasonImmutable}
+	case len(s.Data) != 1 || len(s.StringData) != 0:
+		return nil, &refusal{ReasonDataEntries}
+	case s.Labels[LabelKeyring] != LabelKeyringManaged:
+		return nil, &refusal{ReasonNotManaged}
+	}
+	if _, ok := s.Annotations[annotationLastApplied]; ok {
+		return nil, &refusal{ReasonLastApplied}
+	}
+	data, ok := s.Data[spec.DataKey]
+	if !ok {
+		return nil, &refusal{ReasonDataEntries}
+	}
+	return data, nil
 }
 
 // withManifest returns a copy of s carrying m, its annotations updated in the

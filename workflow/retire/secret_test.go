@@ -146,3 +146,54 @@ func TestInspect(t *testing.T) {
 	require.Equal(t, ReasonSecretAbsent, refused.Reason)
 	require.Empty(t, replaced(d), "inspect only reads")
 }
+
+// writtenCatalog reads the Secret a replace returned as readCatalog
+// would, whatever came back: the same digest or the same refusal. When
+// the Secret holds what was sent it returns the digest sent without
+// decoding the manifest again.
+func TestWrittenCatalogReadsAsReadCatalog(t *testing.T) {
+	t.Parallel()
+	m := standardKeyring()
+	read := keyringSecret(m)
+	spec := retirement(string(read.UID)).Spec
+	next := retiredBy(t, m, fxMutation, fxKey)
+	sent := withManifest(read, fxDataKey, next)
+	other := retiredBy(t, m, "mut-other", fxKey)
+	cases := map[string]func(*corev1.Secret){
+		"as sent":                func(*corev1.Secret) {},
+		"another valid manifest": holding(other),
+		"another manifest, sent annotations": func(s *corev1.Secret) {
+			s.Data[fxDataKey] = other.Encode()
+		},
+		"a generation annotation changed": func(s *corev1.Secret) { s.Annotations[AnnotationGeneration] = "6" },
+		"a digest annotation changed":     func(s *corev1.Secret) { s.Annotations[AnnotationCatalogDigest] = m.CatalogDigest() },
+		"not canonical":                   func(s *corev1.Secret) { s.Data[fxDataKey] = append(s.Data[fxDataKey], ' ') },
+		"another UID":                     func(s *corev1.Secret) { s.UID = "other-uid" },
+		"label removed":                   func(s *corev1.Secret) { delete(s.Labels, LabelKeyring) },
+		"a second data entry":             func(s *corev1.Secret) { s.Data["more"] = []byte("x") },
+		"the data key gone": func(s *corev1.Secret) {
+			s.Data = map[string][]byte{"other.json": s.Data[fxDataKey]}
+		},
+	}
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := sent.DeepCopy()
+			change(got)
+			_, wantDigest, wantErr := readCatalog(got, spec)
+			digest, err := writtenCatalog(got, sent, spec)
+			require.Equal(t, wantDigest, digest)
+			require.Equal(t, reasonOrEmpty(wantErr), reasonOrEmpty(err))
+			if name == "as sent" {
+				require.NoError(t, err)
+				require.Equal(t, next.CatalogDigest(), digest)
+			}
+		})
+	}
+}
+
+func reasonOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return reasonOf(err)
+}

@@ -125,6 +125,7 @@ func (m *Manifest) Receipt(keyID string) (Retirement, bool) {
 
 func (m *Manifest) encode(catalog bool) []byte {
 	var b bytes.Buffer
+	b.Grow(m.encodedSizeHint())
 	b.WriteString(`{"schema":`)
 	writeString(&b, m.Schema)
 	b.WriteString(`,"generation":`)
@@ -173,6 +174,22 @@ func (m *Manifest) encode(catalog bool) []byte {
 	}
 	b.WriteString(`]}`)
 	return b.Bytes()
+}
+
+// encodedSizeHint is about the length of m's encoding (exactly it when no
+// string needs escaping), so that encode grows its buffer once.
+func (m *Manifest) encodedSizeHint() int {
+	n := 128 + len(m.Schema) + len(m.ActiveKeyID)
+	for _, k := range m.Keys {
+		// Member names and punctuation, and the longer of the material's
+		// base64 and its digest (71 bytes).
+		n += 48 + len(k.ID) + len(k.CreatedAt) + max(base64.StdEncoding.EncodedLen(len(k.Material)), 71)
+	}
+	for _, r := range m.Retirements {
+		n += 128 + len(r.KeyID) + len(r.RetirementID) + len(r.RequestID) + len(r.MutationID) +
+			len(r.MaterialDigest) + len(r.RetiredAt)
+	}
+	return n
 }
 
 // writeString writes s as a JSON string without HTML escaping.

@@ -20,7 +20,8 @@ func (m *Manifest) Validate() error {
 	return nil
 }
 
-func (m *Manifest) validate() *Error {
+// validateMembers is every rule of Validate but the size of the encoding.
+func (m *Manifest) validateMembers() *Error {
 	if m.Schema != Schema {
 		return refuse(ReasonUnsupportedSchema, "schema must be %q", Schema)
 	}
@@ -101,7 +102,15 @@ func (m *Manifest) validate() *Error {
 		}
 		retirementIDs[r.RetirementID] = true
 	}
+	return nil
+}
 
+// validate is every rule of Validate: the members' rules
+// (validateMembers), then the size of the encoding.
+func (m *Manifest) validate() *Error {
+	if err := m.validateMembers(); err != nil {
+		return err
+	}
 	if n := len(m.encode(false)); n > MaxManifestBytes {
 		return refuse(ReasonTooLarge, "%d bytes, at most %d", n, MaxManifestBytes)
 	}
