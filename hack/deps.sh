@@ -3,7 +3,8 @@
 # starts a Docker engine. Elsewhere it says what is missing.
 # KEYLEDGER_DEPS=demo installs only what `make demo` uses (mmdebstrap for
 # the PostgreSQL image, and the Docker engine): the host's redis-server and
-# nats-server (the credentials repair tests) and the node's packages are
+# nats-server (the credentials repair tests), pgbouncer (the journal through
+# a session pooler) and the node's packages are
 # installed by `make platform`, which runs this script again in full.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +15,9 @@ demo=false
 [[ ${KEYLEDGER_DEPS:-} == demo ]] && demo=true
 $demo || command -v redis-server >/dev/null || need+=(redis-server)
 $demo || command -v nats-server >/dev/null || need+=(nats-server)
+# The session pooler the journal tests and the retirement bench put in
+# front of the journal (Debian's pgbouncer; /usr/sbin is not always on PATH).
+$demo || command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || need+=(pgbouncer)
 command -v dockerd >/dev/null || need+=(docker.io)
 # The real node (integration tests; KEYLEDGER_NODE=off skips them): Debian's
 # CNI plugins, and what kube-proxy and kube-router call. containerd and runc

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 )
@@ -52,8 +53,12 @@ func TestBenchRetire(t *testing.T) {
 	bin := releaseBinary(t)
 	m := largestKeyring()
 	keyID := m.Keys[0].ID
-	var keyledgerSamples []sample
+	var keyledgerSamples, pooledSamples []sample
 	other, compared := compareBinary(), []sample(nil)
+	// The same runs through a session pooler in front of the journal
+	// (README, "A session pooler"), interleaved: a session the pooler
+	// hands on is warm, where a new one pays for its catalog caches.
+	pooledURL := e.pooled(platform.PgBouncerOptions{PoolSize: 8})
 	var wall, base []time.Duration
 	var rss, anon, file []int64
 	for i := range runs {
@@ -72,6 +77,14 @@ func TestBenchRetire(t *testing.T) {
 		anon = append(anon, ks.kib("rss_anon_kib"))
 		file = append(file, ks.kib("rss_file_kib"))
 
+		{
+			p := e.createSecret(keyringSecret(fmt.Sprintf("pooled-%d", i), m))
+			ppath := e.writeCommand(fmt.Sprintf("pooled-%d.json", i), retireCommand(p, keyID, fmt.Sprintf("mut-pooled-%d", i)))
+			pcmd := exec.Command(bin, "run", ppath)
+			e.asRetirerOf(p)(pcmd)
+			penv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + pooledURL}, pcmd.Env...)
+			pooledSamples = append(pooledSamples, measure(t, bin, []string{"run", ppath}, penv))
+		}
 		if other != "" {
 			c := e.createSecret(keyringSecret(fmt.Sprintf("compare-%d", i), m))
 			cpath := e.writeCommand(fmt.Sprintf("compare-%d.json", i), retireCommand(c, keyID, fmt.Sprintf("mut-compare-%d", i)))
@@ -95,6 +108,16 @@ func TestBenchRetire(t *testing.T) {
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases("retire", keyledgerSamples)
+	pooled := make([]time.Duration, len(pooledSamples))
+	for i, p := range pooledSamples {
+		pooled[i] = p.wall
+	}
+	benchLine("retire-pooled (through PgBouncer, session mode, DISCARD ALL between clients) wall_median=%s ratio this/direct=%.2f",
+		ms(median(pooled)), float64(median(pooled))/float64(median(wall)))
+	if len(base) > 0 {
+		benchLine("retire-pooled ratio keyledger/kubectl-pair=%.2f", float64(median(pooled))/float64(median(base)))
+	}
+	benchPhases("retire-pooled", pooledSamples)
 	benchCompare("retire", keyledgerSamples, compared, base)
 	floor := e.createSecret(keyringSecret("bench-floor", m))
 	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name)

@@ -23,12 +23,14 @@ import (
 // A batch that repeats one statement many times prepares it first
 // (prepareForBatch): there one Describe round trip is cheaper than
 // parsing each copy.
-func oneShot(cfg *pgxpool.Config) {
+// Every connection starts its session first (startSession: the
+// timeouts, and the check that it is fresh).
+func oneShot(cfg *pgxpool.Config, timeouts SessionTimeouts) {
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		conn.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
 			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.Local}})
-		return nil
+		return startSession(ctx, conn, timeouts)
 	}
 }
 

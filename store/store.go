@@ -66,8 +66,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	}
 	cfg.MaxConns = 4
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	timeouts.apply(&cfg.ConnConfig.Config)
-	oneShot(cfg)
+	oneShot(cfg, timeouts)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("opening database pool", err)
@@ -77,6 +76,10 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	// left idle for the first transaction. (A ping would add a round trip
 	// to a connection that has just proved itself.)
 	conn, err := pool.Acquire(ctx)
+	if errors.Is(err, ErrSessionNotFresh) {
+		pool.Close()
+		return nil, ErrSessionNotFresh
+	}
 	if err != nil {
 		pool.Close()
 		return nil, &UnreachableError{Err: redact(err)}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The environment settings of the journal's session timeouts (Go
@@ -78,20 +76,18 @@ func SessionTimeoutsFromEnv(lookup func(string) (string, bool)) (SessionTimeouts
 	return t, nil
 }
 
-// apply sets the timeouts as startup parameters of every connection of the
-// pool, so no session (and no statement, transaction or lock wait in it)
-// escapes them.
-func (t SessionTimeouts) apply(cfg *pgconn.Config) {
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
+// setSQL sets the timeouts for the session (milliseconds): the first
+// statements of every connection of the pool (startSession), so no
+// session (and no statement, transaction or lock wait in it) escapes
+// them. They are SET, not startup parameters: a session pooler passes a
+// SET on to the server, where it refuses (PgBouncer) or drops a startup
+// parameter it does not know.
+func (t SessionTimeouts) setSQL() string {
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-	cfg.RuntimeParams["statement_timeout"] = ms(t.Statement)
-	cfg.RuntimeParams["lock_timeout"] = ms(t.Lock)
-	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = ms(t.IdleInTransaction)
+	return "SET statement_timeout = " + ms(t.Statement) + "; SET lock_timeout = " + ms(t.Lock) +
+		"; SET idle_in_transaction_session_timeout = " + ms(t.IdleInTransaction)
 }
 
-// sessionTimeouts are the timeouts Open applies: the environment's.
 func sessionTimeouts() (SessionTimeouts, error) { return SessionTimeoutsFromEnv(os.LookupEnv) }
 
 // SessionTimeouts reads the timeouts the journal's sessions are held to, as

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,13 +32,12 @@ func TestSessionTimeoutsFromEnv(t *testing.T) {
 	}
 }
 
-// Every connection of the pool starts with the three timeouts as startup
-// parameters (milliseconds).
-func TestSessionTimeoutsApply(t *testing.T) {
+// Every connection of the pool starts by setting the three timeouts
+// (milliseconds).
+func TestSessionTimeoutsSetSQL(t *testing.T) {
 	t.Parallel()
-	var cfg pgconn.Config
-	SessionTimeouts{Statement: 30 * time.Second, Lock: 1500 * time.Millisecond, IdleInTransaction: time.Minute}.apply(&cfg)
-	require.Equal(t, map[string]string{"statement_timeout": "30000", "lock_timeout": "1500", "idle_in_transaction_session_timeout": "60000"}, cfg.RuntimeParams)
+	require.Equal(t, "SET statement_timeout = 30000; SET lock_timeout = 1500; SET idle_in_transaction_session_timeout = 60000",
+		SessionTimeouts{Statement: 30 * time.Second, Lock: 1500 * time.Millisecond, IdleInTransaction: time.Minute}.setSQL())
 }
 
 // A setting that is not valid fails Open before it connects anywhere.
