@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/phase"
 )
 
@@ -81,11 +82,11 @@ func TestBenchCredentials(t *testing.T) {
 		secretWritesRun int
 		phases          *phase.Line
 	}
-	keyledgerWith := func(binary, mutation string) run {
+	keyledgerWith := func(binary, mutation string, opts ...runOption) run {
 		t.Helper()
 		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
 		start := time.Now()
-		r := e.keyledger([]string{"run", path}, runner, withBinary(binary), withEnv(traceEnv()...))
+		r := e.keyledger([]string{"run", path}, append([]runOption{runner, withBinary(binary), withEnv(traceEnv()...)}, opts...)...)
 		wall := time.Since(start)
 		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 		reqs := apiRequests(t, r)
@@ -114,6 +115,10 @@ func TestBenchCredentials(t *testing.T) {
 	// two builds taking turns to go first.
 	other := compareBinary()
 	var create, rerun, resync, otherCreate, otherRerun, otherResync []run
+	// Each round also creates the plan through a session pooler in front
+	// of the journal (as TestBenchRetire).
+	pooledURL := e.pooled(platform.PgBouncerOptions{PoolSize: 8})
+	var pooledCreate []run
 	rows := func(binary, prefix string, i int, create, rerun, resync *[]run) {
 		deleteAll()
 		*create = append(*create, keyledgerWith(binary, fmt.Sprintf("%s-create-%d", prefix, i)))
@@ -127,6 +132,8 @@ func TestBenchCredentials(t *testing.T) {
 			rows(other, "mut-compare", i, &otherCreate, &otherRerun, &otherResync)
 		}
 		rows(release, "mut-bench", i, &create, &rerun, &resync)
+		deleteAll()
+		pooledCreate = append(pooledCreate, keyledgerWith(release, fmt.Sprintf("mut-pooled-create-%d", i), withDatabase(pooledURL)))
 		if other != "" && i%2 == 0 {
 			rows(other, "mut-compare", i, &otherCreate, &otherRerun, &otherResync)
 		}
@@ -151,6 +158,7 @@ func TestBenchCredentials(t *testing.T) {
 	createWall := report("keyledger-create", create)
 	report("keyledger-rerun", rerun)
 	report("keyledger-resync", resync)
+	pooledWall := report("keyledger-create-pooled", pooledCreate)
 	benchPhases("credentials keyledger-create", samples(create))
 	if other != "" {
 		for _, row := range []struct {
@@ -193,6 +201,7 @@ func TestBenchCredentials(t *testing.T) {
 	benchLine("credentials kubectl-loop secrets=%d runs=%d wall_ms=%.1f requests_per_secret>=1 peak_rss_kib=%d (largest child of the loop, rusage)",
 		n, len(loop), float64(loopWall.Microseconds())/1000, median(loopRSS))
 	benchLine("credentials ratio kubectl-loop/keyledger-create=%.1fx (target >= 40x, issue 23)", float64(loopWall)/float64(createWall))
+	benchLine("credentials ratio kubectl-loop/keyledger-create-pooled=%.1fx (through PgBouncer, session mode)", float64(loopWall)/float64(pooledWall))
 }
 
 // runnerKubeconfig recovers the kubeconfig path an asKubeconfig option sets.

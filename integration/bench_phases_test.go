@@ -84,19 +84,33 @@ func benchCompare(row string, ours, theirs []sample, pair []time.Duration) {
 	if len(theirs) == 0 {
 		return
 	}
-	wall := func(s []sample) []time.Duration {
-		out := make([]time.Duration, len(s))
-		for i, x := range s {
-			out[i] = x.wall
-		}
-		return out
-	}
 	benchLine("%s compare (KEYLEDGER_BENCH_COMPARE, interleaved) wall_median=%s this_build=%s ratio this/compare=%.2f",
-		row, ms(median(wall(theirs))), ms(median(wall(ours))), float64(median(wall(ours)))/float64(median(wall(theirs))))
+		row, ms(median(walls(theirs))), ms(median(walls(ours))), float64(median(walls(ours)))/float64(median(walls(theirs))))
 	if len(pair) > 0 {
-		benchLine("%s compare ratio compare/kubectl-pair=%.2f", row, float64(median(wall(theirs)))/float64(median(pair)))
+		benchLine("%s compare ratio compare/kubectl-pair=%.2f", row, float64(median(walls(theirs)))/float64(median(pair)))
 	}
 	benchPhases(row+" compare", theirs)
+}
+
+// walls are the samples' wall times.
+func walls(samples []sample) []time.Duration {
+	out := make([]time.Duration, len(samples))
+	for i, x := range samples {
+		out[i] = x.wall
+	}
+	return out
+}
+
+// benchPooled prints row's runs through the session pooler (interleaved
+// with the direct runs, whose wall times are direct): their median, its
+// ratio to the direct median and to the kubectl pair, and the phases.
+func benchPooled(row string, pooled []sample, direct, pair []time.Duration) {
+	benchLine("%s-pooled (through PgBouncer, session mode, DISCARD ALL between clients) wall_median=%s ratio this/direct=%.2f",
+		row, ms(median(walls(pooled))), float64(median(walls(pooled)))/float64(median(direct)))
+	if len(pair) > 0 {
+		benchLine("%s-pooled ratio keyledger/kubectl-pair=%.2f", row, float64(median(walls(pooled)))/float64(median(pair)))
+	}
+	benchPhases(row+"-pooled", pooled)
 }
 
 // benchFloors prints, measured now, the floor of each kind of phase: a Go

@@ -108,16 +108,7 @@ func TestBenchRetire(t *testing.T) {
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases("retire", keyledgerSamples)
-	pooled := make([]time.Duration, len(pooledSamples))
-	for i, p := range pooledSamples {
-		pooled[i] = p.wall
-	}
-	benchLine("retire-pooled (through PgBouncer, session mode, DISCARD ALL between clients) wall_median=%s ratio this/direct=%.2f",
-		ms(median(pooled)), float64(median(pooled))/float64(median(wall)))
-	if len(base) > 0 {
-		benchLine("retire-pooled ratio keyledger/kubectl-pair=%.2f", float64(median(pooled))/float64(median(base)))
-	}
-	benchPhases("retire-pooled", pooledSamples)
+	benchPooled("retire", pooledSamples, wall, base)
 	benchCompare("retire", keyledgerSamples, compared, base)
 	floor := e.createSecret(keyringSecret("bench-floor", m))
 	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name)

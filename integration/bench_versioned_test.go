@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/platform"
+
 	"github.com/keyledger/keyledger/workflow/command"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
@@ -45,6 +47,9 @@ func TestBenchVersioned(t *testing.T) {
 	var summaries []map[string]any
 	var samples []sample
 	other, compared := compareBinary(), []sample(nil)
+	// The same update through a session pooler (as TestBenchRetire).
+	pooledURL := e.pooled(platform.PgBouncerOptions{PoolSize: 8})
+	var pooled []sample
 	for i := range runs {
 		cur := e.getSecret("bench")
 		mutation := fmt.Sprintf("mut-bench-%d", i)
@@ -59,6 +64,16 @@ func TestBenchVersioned(t *testing.T) {
 		wall = append(wall, ks.wall)
 		summaries = append(summaries, ks.summary)
 		samples = append(samples, ks)
+		{
+			cur := e.getSecret("bench")
+			pm := fmt.Sprintf("mut-pooled-%d", i)
+			ppath := e.writeCommand(pm+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, pm, data(300+i)))
+			pcmd := exec.Command(bin, "run", ppath)
+			as(pcmd)
+			penv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + pooledURL}, pcmd.Env...)
+			pooled = append(pooled, measure(t, bin, []string{"run", ppath}, penv))
+			require.Equal(t, 1, e.secretWrites("bench", cur.ResourceVersion, e.getSecret("bench").ResourceVersion))
+		}
 		if other != "" {
 			cur := e.getSecret("bench")
 			cm := fmt.Sprintf("mut-compare-%d", i)
@@ -83,6 +98,7 @@ func TestBenchVersioned(t *testing.T) {
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases("versioned-update", samples)
+	benchPooled("versioned-update", pooled, wall, base)
 	benchCompare("versioned-update", samples, compared, base)
 	benchFloors(t, e, kubeconfigOf(as, e.ns, "bench"), e.ns, "bench")
 }
