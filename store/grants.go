@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,10 +48,10 @@ const (
 
 // roleName is the role names keyledger grants: lower-case, so that a name
 // means the same quoted or not, and never a pg_ (reserved) name.
-var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,62}$`)
+var roleName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,62}$`) })
 
 // dns1123Label is a Kubernetes namespace name.
-var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+var dns1123Label = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`) })
 
 // GrantChange is one namespace's change for one role. Changed is false when
 // the grant already was (or, for a revoke, was not) in place.
@@ -84,7 +85,7 @@ type GrantEvent struct {
 // CheckGrantArgs validates a role name and namespaces without connecting
 // anywhere, and returns the namespaces without repeats, in their order.
 func CheckGrantArgs(role string, namespaces []string) ([]string, error) {
-	if !roleName.MatchString(role) || len(role) >= 3 && role[:3] == "pg_" {
+	if !roleName().MatchString(role) || len(role) >= 3 && role[:3] == "pg_" {
 		return nil, &PreconditionError{Reason: ReasonInvalidRole,
 			Msg: fmt.Sprintf("role %q is not a role name keyledger grants: 1 to 63 characters of a-z 0-9 _ -, starting with a-z or _, not pg_", role),
 			Fix: "name the namespace's PostgreSQL role in lower case, as CREATE ROLE (or CloudNativePG managed.roles) declared it"}
@@ -95,7 +96,7 @@ func CheckGrantArgs(role string, namespaces []string) ([]string, error) {
 	}
 	var out []string
 	for _, ns := range namespaces {
-		if !dns1123Label.MatchString(ns) {
+		if !dns1123Label().MatchString(ns) {
 			return nil, &PreconditionError{Reason: ReasonInvalidNamespace,
 				Msg: fmt.Sprintf("namespace %q is not a DNS-1123 label: at most 63 characters of a-z 0-9 -, starting and ending with a-z or 0-9", ns),
 				Fix: "name the Kubernetes namespace exactly"}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -119,7 +120,7 @@ type Controller struct {
 // ControllerNone is the Controller kind of a pod without a controller.
 const ControllerNone = "None"
 
-var ordinal = regexp.MustCompile(`^(.+)-(0|[1-9][0-9]*)$`)
+var ordinal = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.+)-(0|[1-9][0-9]*)$`) })
 
 // ExpectedController is the controller srv's pod must have (see
 // Server.Controller); kind None for none.
@@ -127,7 +128,7 @@ func (srv Server) ExpectedController() Controller {
 	if srv.Controller != nil {
 		return *srv.Controller
 	}
-	if m := ordinal.FindStringSubmatch(srv.Pod); m != nil {
+	if m := ordinal().FindStringSubmatch(srv.Pod); m != nil {
 		return Controller{Kind: "StatefulSet", Name: m[1]}
 	}
 	return Controller{Kind: ControllerNone}
@@ -358,9 +359,9 @@ func (srv Server) validate(field string, planned map[string]*Secret, pods map[st
 	return nil
 }
 
-var kindPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
+var kindPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`) })
 
-func validKind(k string) bool { return kindPattern.MatchString(k) }
+func validKind(k string) bool { return kindPattern().MatchString(k) }
 
 // Alphabets lists the accepted alphabet names.
 func Alphabets() []string { return []string{AlphabetAlphanumeric, AlphabetHex, AlphabetBase64URL} }
