@@ -7,14 +7,23 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/phase"
 )
 
@@ -201,6 +210,10 @@ func TestBenchCredentials(t *testing.T) {
 	benchLine("credentials kubectl-loop secrets=%d runs=%d wall_ms=%.1f requests_per_secret>=1 peak_rss_kib=%d (largest child of the loop, rusage)",
 		n, len(loop), float64(loopWall.Microseconds())/1000, median(loopRSS))
 	benchLine("credentials ratio kubectl-loop/keyledger-create=%.1fx (target >= 40x, issue 23)", float64(loopWall)/float64(createWall))
+	benchLine("credentials target: keyledger-create at most %.1fms (the loop's median / 40)", float64(loopWall.Microseconds())/40/1000)
+	reads, writes := credentialsAPIFloor(t, kubeconfig, e.ns, names, credBenchRuns, deleteAll)
+	benchLine("credentials floor api (one client, one HTTP/2 connection, as the plan's identity, as keyledger sends them): read round (%d Secret GETs and %d ExternalSecret GETs, %d in flight each)=%s, %d Secret POSTs (%d in flight)=%s, sum=%s; keyledger-create/sum=%.2f",
+		n, n, credentialsFloorInFlight, ms(reads), n, credentialsFloorInFlight, ms(writes), ms(reads+writes), float64(createWall)/float64(reads+writes))
 	benchLine("credentials ratio kubectl-loop/keyledger-create-pooled=%.1fx (through PgBouncer, session mode)", float64(loopWall)/float64(pooledWall))
 }
 
@@ -216,4 +229,83 @@ func runnerKubeconfig(t *testing.T, opt runOption) string {
 	}
 	t.Fatal("no kubeconfig in the run option")
 	return ""
+}
+
+// credentialsFloorInFlight is the floor's requests in flight, as
+// keyledger's reads (readConcurrency) and writes (a chunk's POSTs).
+const credentialsFloorInFlight = 32
+
+// credentialsAPIFloor measures the API server's own pace for a create
+// run's requests, without keyledger: the read round (a GET of every
+// planned Secret and of the ExternalSecret of its name, all absent) and
+// the creates (a POST of every Secret), each with credentialsFloorInFlight
+// in flight from one client on one HTTP/2 connection (protobuf for
+// Secrets, as keyledger sends them), as the plan's own identity. It
+// returns the medians of runs rounds; deleteAll empties the namespace
+// before each.
+func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, runs int, deleteAll func()) (reads, writes time.Duration) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	hc, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+	secrets, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	require.NoError(t, err)
+	jsonCfg := rest.CopyConfig(cfg)
+	jsonCfg.ContentType = ""
+	external, err := dynamic.NewForConfigAndClient(jsonCfg, hc)
+	require.NoError(t, err)
+	each := func(fn func(name string)) time.Duration {
+		sem := make(chan struct{}, credentialsFloorInFlight)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for _, name := range names {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				fn(name)
+			}()
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	ctx := t.Context()
+	var readWalls, writeWalls []time.Duration
+	for range runs {
+		deleteAll()
+		var failed atomic.Int32
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			each(func(name string) {
+				if _, err := secrets.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					failed.Add(1)
+				}
+			})
+		}()
+		go func() {
+			defer wg.Done()
+			each(func(name string) {
+				if _, err := external.Resource(kube.ExternalSecrets).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					failed.Add(1)
+				}
+			})
+		}()
+		wg.Wait()
+		readWalls = append(readWalls, time.Since(start))
+		writeWalls = append(writeWalls, each(func(name string) {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"password": []byte("floor"), "username": []byte("app")}}
+			if _, err := secrets.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				failed.Add(1)
+			}
+		}))
+		require.Zero(t, failed.Load(), "every floor read found nothing and every create succeeded")
+	}
+	return median(readWalls), median(writeWalls)
 }

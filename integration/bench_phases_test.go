@@ -118,7 +118,10 @@ func benchPooled(row string, pooled []sample, direct, pair []time.Duration) {
 // request on a new loopback TLS connection and on a warm one (as the
 // identity of kubeconfig, reading the Secret ns/name), a PostgreSQL
 // connect as the journal's role and one write transaction's commit.
-func benchFloors(t *testing.T, e *env, kubeconfig, ns, name string) {
+//
+// pooledURL, when not empty, is the journal's URL through the session
+// pooler: its connect is measured too.
+func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 	t.Helper()
 	const n = 15
 	var startMain, goWall []time.Duration
@@ -182,15 +185,22 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name string) {
 	defer owner.Close(ctx)
 	_, err = owner.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.bench_floor (n int)`)
 	require.NoError(t, err)
-	var connect, commit, roundTrip []time.Duration
-	for range n {
+	var connect, pooledConnect, commit, roundTrip []time.Duration
+	connectTo := func(url string) time.Duration {
 		start := time.Now()
-		c, err := pgx.Connect(ctx, e.journal.OperatorURL)
+		c, err := pgx.Connect(ctx, url)
 		require.NoError(t, err)
-		connect = append(connect, time.Since(start))
+		took := time.Since(start)
 		require.NoError(t, c.Close(ctx))
+		return took
+	}
+	for range n {
+		connect = append(connect, connectTo(e.journal.OperatorURL))
+		if pooledURL != "" {
+			pooledConnect = append(pooledConnect, connectTo(pooledURL))
+		}
 
-		start = time.Now()
+		start := time.Now()
 		_, err = owner.Exec(ctx, `SELECT 1`)
 		require.NoError(t, err)
 		roundTrip = append(roundTrip, time.Since(start))
@@ -205,6 +215,9 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name string) {
 	}
 	benchLine("floor postgresql connect (as the journal's role)=%s, one round trip (SELECT 1)=%s, one write transaction (BEGIN, INSERT, COMMIT)=%s",
 		ms(median(connect)), ms(median(roundTrip)), ms(median(commit)))
+	if pooledURL != "" {
+		benchLine("floor postgresql connect through the session pooler (as the journal's role, a warm server session)=%s", ms(median(pooledConnect)))
+	}
 }
 
 // floorBinary builds a Go program that only prints the time from its

@@ -111,5 +111,5 @@ func TestBenchRetire(t *testing.T) {
 	benchPooled("retire", pooledSamples, wall, base)
 	benchCompare("retire", keyledgerSamples, compared, base)
 	floor := e.createSecret(keyringSecret("bench-floor", m))
-	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name)
+	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name, pooledURL)
 }

@@ -100,7 +100,7 @@ func TestBenchVersioned(t *testing.T) {
 	benchPhases("versioned-update", samples)
 	benchPooled("versioned-update", pooled, wall, base)
 	benchCompare("versioned-update", samples, compared, base)
-	benchFloors(t, e, kubeconfigOf(as, e.ns, "bench"), e.ns, "bench")
+	benchFloors(t, e, kubeconfigOf(as, e.ns, "bench"), e.ns, "bench", pooledURL)
 }
 
 // TestBenchVersionedDecode measures the CPU one decode of the largest valid

@@ -161,13 +161,14 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 	run("unreachable-journal", 69, []string{"journal", "list"}, withDatabase(unreachable))
 
 	// The database goes away mid-run: the first connection is cut at its
-	// first request (the preparation's BEGIN and operation insert: the
-	// journal is opened without a ping), its second (the preparation's
-	// records and COMMIT) or its third (the first move's BEGIN and
-	// update), and no new connection is accepted: pgx's reconnect fails.
-	// Before anything is sent it is a dependency failure (69); after the
-	// preparation, an interrupted run (75) that a rerun settles.
-	for cutAt, code := range map[int]int{1: 69, 2: 69, 3: 75} {
+	// first request (the session's start: its timeouts and the check that
+	// it is fresh), its second (the preparation's BEGIN and operation
+	// insert), its third (the preparation's records and COMMIT) or its
+	// fourth (the first move's BEGIN and update), and no new connection is
+	// accepted: pgx's reconnect fails. Before anything is sent it is a
+	// dependency failure (69); after the preparation, an interrupted run
+	// (75) that a rerun settles.
+	for cutAt, code := range map[int]int{1: 69, 2: 69, 3: 69, 4: 75} {
 		proxy := cuttingProxy(t, u.Host, cutAt)
 		run(fmt.Sprintf("reconnect-failure-%d", cutAt), code, []string{"run", command(fmt.Sprintf("mut-paths-cut-%d", cutAt))},
 			asKubeconfig(kubeconfig), withDatabase(withCanaryHost(t, e.journal.OperatorURL, proxy)))
