@@ -14,6 +14,7 @@ import (
 
 func main() {
 	phase.Main()
+	app.TuneCollector(os.LookupEnv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := app.Run(ctx, os.Args[1:], app.StdStreams())
 	stop()
