@@ -36,16 +36,10 @@ func (e *env) pooled(opts platform.PgBouncerOptions) string {
 func TestIntegrationJournalThroughSessionPooler(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx := t.Context()
 	url := e.pooled(platform.PgBouncerOptions{})
 
 	for range 2 {
-		st, err := store.Open(ctx, url)
-		require.NoError(t, err, "a session through the pooler")
-		got, err := st.SessionTimeouts(ctx)
-		st.Close()
-		require.NoError(t, err)
-		require.Equal(t, store.DefaultSessionTimeouts, got, "the session's timeouts, as the server reports them")
+		requireDefaultTimeouts(t, url)
 	}
 
 	before := standardKeyring()

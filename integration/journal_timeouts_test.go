@@ -21,12 +21,7 @@ func TestIntegrationJournalRowLockTimesOut(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 
-	st, err := store.Open(ctx, e.journal.OperatorURL)
-	require.NoError(t, err)
-	got, err := st.SessionTimeouts(ctx)
-	st.Close()
-	require.NoError(t, err)
-	require.Equal(t, store.DefaultSessionTimeouts, got, "the operator's sessions are held to the documented defaults")
+	requireDefaultTimeouts(t, e.journal.OperatorURL)
 
 	before := standardKeyring()
 	s := e.createSecret(keyringSecret("keyring-row-lock", before))
@@ -63,4 +58,17 @@ func TestIntegrationJournalRowLockTimesOut(t *testing.T) {
 	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write")
 	op, _ := e.journalOf(mutation)
 	require.Equal(t, store.StateCompleted, op.State)
+}
+
+// requireDefaultTimeouts opens a journal session at url, as a run does,
+// and checks that the server reports the documented default timeouts for
+// it.
+func requireDefaultTimeouts(t *testing.T, url string) {
+	t.Helper()
+	st, err := store.Open(t.Context(), url)
+	require.NoError(t, err)
+	got, err := st.SessionTimeouts(t.Context())
+	st.Close()
+	require.NoError(t, err)
+	require.Equal(t, store.DefaultSessionTimeouts, got, "the session is held to the documented default timeouts, as the server reports them")
 }
