@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/retire"
 )
 
@@ -53,6 +54,23 @@ func withCanaryHost(t *testing.T, dbURL, realHost string) string {
 // there when the run connects and gone when it next needs it.
 func cuttingProxy(t *testing.T, target string, cutAt int) string {
 	t.Helper()
+	return interceptingProxy(t, target, cutAt, false)
+}
+
+// stallingProxy is cuttingProxy that, at the client's stallAt-th request,
+// keeps the connection open and forwards nothing more either way (a
+// journal that stops answering, a pooler whose server sessions are all
+// taken) until the test ends.
+func stallingProxy(t *testing.T, target string, stallAt int) string {
+	t.Helper()
+	return interceptingProxy(t, target, stallAt, true)
+}
+
+// interceptingProxy is cuttingProxy, or with stall stallingProxy.
+func interceptingProxy(t *testing.T, target string, cutAt int, stall bool) string {
+	t.Helper()
+	ended := make(chan struct{})
+	t.Cleanup(func() { close(ended) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var once sync.Once
@@ -95,6 +113,9 @@ func cuttingProxy(t *testing.T, target string, cutAt int) string {
 				queries++
 				if queries == cutAt {
 					stop()
+					if stall {
+						<-ended
+					}
 					return
 				}
 			}
@@ -132,7 +153,7 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 	require.NoError(t, err)
 
 	var outputs strings.Builder
-	run := func(name string, wantCode int, args []string, opts ...runOption) {
+	run := func(name string, wantCode int, args []string, opts ...runOption) result {
 		t.Helper()
 		r := e.keyledger(args, append([]runOption{withEnv("KEYLEDGER_LOG_LEVEL=debug")}, opts...)...)
 		require.Equal(t, wantCode, r.Code, "%s: %s %s", name, r.Stdout, r.Stderr)
@@ -140,6 +161,7 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 			require.NotEmpty(t, r.Stdout, "%s: a run always prints its outcome line", name)
 		}
 		outputs.WriteString(name + ": " + r.Stdout + r.Stderr + "\n")
+		return r
 	}
 
 	// Success: the kubeconfig by flag, then by $KUBECONFIG (a replay).
@@ -172,6 +194,20 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 		proxy := cuttingProxy(t, u.Host, cutAt)
 		run(fmt.Sprintf("reconnect-failure-%d", cutAt), code, []string{"run", command(fmt.Sprintf("mut-paths-cut-%d", cutAt))},
 			asKubeconfig(kubeconfig), withDatabase(withCanaryHost(t, e.journal.OperatorURL, proxy)))
+	}
+
+	// The journal stops answering at the same four points (the connection
+	// stays open, nothing comes back): the run does not wait for TCP to give
+	// up, it ends once a read has had no byte for the statement timeout
+	// (1s here) and 3s more, with the same exit codes, saying so. Before
+	// the bound, a run waited here until something killed it.
+	for stallAt, code := range map[int]int{1: 69, 2: 69, 3: 69, 4: 75} {
+		proxy := stallingProxy(t, u.Host, stallAt)
+		name := fmt.Sprintf("journal-silent-%d", stallAt)
+		r := run(name, code, []string{"run", command(fmt.Sprintf("mut-paths-stall-%d", stallAt))},
+			asKubeconfig(kubeconfig), withDatabase(withCanaryHost(t, e.journal.OperatorURL, proxy)),
+			withEnv(store.EnvStatementTimeout+"=1s"))
+		require.Contains(t, r.Stdout+r.Stderr, "the journal stopped answering: no answer for 4s", name)
 	}
 
 	conn := connect(t, e.journal.OwnerURL)

@@ -32,11 +32,10 @@ func startSession(ctx context.Context, conn *pgx.Conn, t SessionTimeouts) error 
 	if err != nil {
 		return fmt.Errorf("starting the journal session: %w", redact(err))
 	}
-	last := results[len(results)-1]
-	if len(results) != 4 || len(last.Rows) != 1 || len(last.Rows[0]) != 1 {
+	if len(results) != 4 || len(results[3].Rows) != 1 || len(results[3].Rows[0]) != 1 {
 		return errors.New("starting the journal session: unexpected answer")
 	}
-	if string(last.Rows[0][0]) != "0" {
+	if string(results[3].Rows[0][0]) != "0" {
 		return ErrSessionNotFresh
 	}
 	return nil

@@ -67,6 +67,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	cfg.MaxConns = 4
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	oneShot(cfg, timeouts)
+	boundSilence(&cfg.ConnConfig.Config, answerBound(timeouts))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("opening database pool", err)
@@ -130,6 +131,11 @@ func redact(err error) error {
 	var local *localError
 	if errors.As(err, &local) {
 		return err
+	}
+	// A journal that stopped answering (boundSilence) says only that.
+	var silent *silentError
+	if errors.As(err, &silent) {
+		return silent
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

@@ -88,6 +88,7 @@ func (t SessionTimeouts) setSQL() string {
 		"; SET idle_in_transaction_session_timeout = " + ms(t.IdleInTransaction)
 }
 
+// sessionTimeouts are the timeouts Open applies: the environment's.
 func sessionTimeouts() (SessionTimeouts, error) { return SessionTimeoutsFromEnv(os.LookupEnv) }
 
 // SessionTimeouts reads the timeouts the journal's sessions are held to, as
