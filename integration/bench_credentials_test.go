@@ -126,7 +126,7 @@ func TestBenchCredentials(t *testing.T) {
 	var create, rerun, resync, otherCreate, otherRerun, otherResync []run
 	// Each round also creates the plan through a session pooler in front
 	// of the journal (as TestBenchRetire).
-	pooledURL := e.pooled(platform.PgBouncerOptions{PoolSize: 8})
+	pooledURL := e.pooledIfInstalled("credentials keyledger-create", platform.PgBouncerOptions{PoolSize: 8})
 	var pooledCreate []run
 	rows := func(binary, prefix string, i int, create, rerun, resync *[]run) {
 		deleteAll()
@@ -141,8 +141,10 @@ func TestBenchCredentials(t *testing.T) {
 			rows(other, "mut-compare", i, &otherCreate, &otherRerun, &otherResync)
 		}
 		rows(release, "mut-bench", i, &create, &rerun, &resync)
-		deleteAll()
-		pooledCreate = append(pooledCreate, keyledgerWith(release, fmt.Sprintf("mut-pooled-create-%d", i), withDatabase(pooledURL)))
+		if pooledURL != "" {
+			deleteAll()
+			pooledCreate = append(pooledCreate, keyledgerWith(release, fmt.Sprintf("mut-pooled-create-%d", i), withDatabase(pooledURL)))
+		}
 		if other != "" && i%2 == 0 {
 			rows(other, "mut-compare", i, &otherCreate, &otherRerun, &otherResync)
 		}
@@ -167,7 +169,10 @@ func TestBenchCredentials(t *testing.T) {
 	createWall := report("keyledger-create", create)
 	report("keyledger-rerun", rerun)
 	report("keyledger-resync", resync)
-	pooledWall := report("keyledger-create-pooled", pooledCreate)
+	var pooledWall time.Duration
+	if pooledURL != "" {
+		pooledWall = report("keyledger-create-pooled", pooledCreate)
+	}
 	benchPhases("credentials keyledger-create", samples(create))
 	if other != "" {
 		for _, row := range []struct {
@@ -214,7 +219,9 @@ func TestBenchCredentials(t *testing.T) {
 	reads, writes := credentialsAPIFloor(t, kubeconfig, e.ns, names, credBenchRuns, deleteAll)
 	benchLine("credentials floor api (one client, one HTTP/2 connection, as the plan's identity, as keyledger sends them): read round (%d Secret GETs and %d ExternalSecret GETs, %d in flight each)=%s, %d Secret POSTs (%d in flight)=%s, sum=%s; keyledger-create/sum=%.2f",
 		n, n, credentialsFloorInFlight, ms(reads), n, credentialsFloorInFlight, ms(writes), ms(reads+writes), float64(createWall)/float64(reads+writes))
-	benchLine("credentials ratio kubectl-loop/keyledger-create-pooled=%.1fx (through PgBouncer, session mode)", float64(loopWall)/float64(pooledWall))
+	if pooledURL != "" {
+		benchLine("credentials ratio kubectl-loop/keyledger-create-pooled=%.1fx (through PgBouncer, session mode)", float64(loopWall)/float64(pooledWall))
+	}
 }
 
 // runnerKubeconfig recovers the kubeconfig path an asKubeconfig option sets.

@@ -58,7 +58,7 @@ func TestBenchRetire(t *testing.T) {
 	// The same runs through a session pooler in front of the journal
 	// (README, "A session pooler"), interleaved: a session the pooler
 	// hands on is warm, where a new one pays for its catalog caches.
-	pooledURL := e.pooled(platform.PgBouncerOptions{PoolSize: 8})
+	pooledURL := e.pooledIfInstalled("retire", platform.PgBouncerOptions{PoolSize: 8})
 	var wall, base []time.Duration
 	var rss, anon, file []int64
 	for i := range runs {
@@ -77,7 +77,7 @@ func TestBenchRetire(t *testing.T) {
 		anon = append(anon, ks.kib("rss_anon_kib"))
 		file = append(file, ks.kib("rss_file_kib"))
 
-		{
+		if pooledURL != "" {
 			p := e.createSecret(keyringSecret(fmt.Sprintf("pooled-%d", i), m))
 			ppath := e.writeCommand(fmt.Sprintf("pooled-%d.json", i), retireCommand(p, keyID, fmt.Sprintf("mut-pooled-%d", i)))
 			pcmd := exec.Command(bin, "run", ppath)
@@ -108,7 +108,9 @@ func TestBenchRetire(t *testing.T) {
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases("retire", keyledgerSamples)
-	benchPooled("retire", pooledSamples, wall, base)
+	if pooledURL != "" {
+		benchPooled("retire", pooledSamples, wall, base)
+	}
 	benchCompare("retire", keyledgerSamples, compared, base)
 	floor := e.createSecret(keyringSecret("bench-floor", m))
 	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name, pooledURL)

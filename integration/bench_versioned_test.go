@@ -48,7 +48,7 @@ func TestBenchVersioned(t *testing.T) {
 	var samples []sample
 	other, compared := compareBinary(), []sample(nil)
 	// The same update through a session pooler (as TestBenchRetire).
-	pooledURL := e.pooled(platform.PgBouncerOptions{PoolSize: 8})
+	pooledURL := e.pooledIfInstalled("versioned-update", platform.PgBouncerOptions{PoolSize: 8})
 	var pooled []sample
 	for i := range runs {
 		cur := e.getSecret("bench")
@@ -64,7 +64,7 @@ func TestBenchVersioned(t *testing.T) {
 		wall = append(wall, ks.wall)
 		summaries = append(summaries, ks.summary)
 		samples = append(samples, ks)
-		{
+		if pooledURL != "" {
 			cur := e.getSecret("bench")
 			pm := fmt.Sprintf("mut-pooled-%d", i)
 			ppath := e.writeCommand(pm+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, pm, data(300+i)))
@@ -98,7 +98,9 @@ func TestBenchVersioned(t *testing.T) {
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases("versioned-update", samples)
-	benchPooled("versioned-update", pooled, wall, base)
+	if pooledURL != "" {
+		benchPooled("versioned-update", pooled, wall, base)
+	}
 	benchCompare("versioned-update", samples, compared, base)
 	benchFloors(t, e, kubeconfigOf(as, e.ns, "bench"), e.ns, "bench", pooledURL)
 }

@@ -13,7 +13,30 @@ import (
 // front of the test's server and returns this test's journal URL through
 // it. One server session (PoolSize 1) makes every client after the first
 // take the session the one before it used.
+//
+// Without pgbouncer installed the test is skipped, as the credential repair
+// tests are without redis-server (hack/deps.sh installs both).
 func (e *env) pooled(opts platform.PgBouncerOptions) string {
+	e.t.Helper()
+	if err := platform.PgBouncerInstalled(); err != nil {
+		e.t.Skip(err.Error())
+	}
+	return e.startPooler(opts)
+}
+
+// pooledIfInstalled is pooled for a benchmark: without pgbouncer it
+// prints why the pooled rows are missing and returns "".
+func (e *env) pooledIfInstalled(row string, opts platform.PgBouncerOptions) string {
+	e.t.Helper()
+	if err := platform.PgBouncerInstalled(); err != nil {
+		benchLine("%s-pooled skipped: %v", row, err)
+		return ""
+	}
+	return e.startPooler(opts)
+}
+
+// startPooler starts the pooler and returns the journal's URL through it.
+func (e *env) startPooler(opts platform.PgBouncerOptions) string {
 	e.t.Helper()
 	opts.Roles = []string{store.DefaultOperatorRole}
 	if opts.PoolSize == 0 {

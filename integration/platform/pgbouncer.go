@@ -41,6 +41,13 @@ type PgBouncerOptions struct {
 	PoolSize int
 }
 
+// PgBouncerInstalled says whether Debian's pgbouncer is installed (nil)
+// or why not.
+func PgBouncerInstalled() error {
+	_, err := pgbouncerBinary()
+	return err
+}
+
 // pgbouncerBinary finds Debian's pgbouncer (installed by hack/deps.sh).
 func pgbouncerBinary() (string, error) {
 	if path, err := exec.LookPath("pgbouncer"); err == nil {
