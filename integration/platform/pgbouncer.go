@@ -142,6 +142,8 @@ log_disconnections = 0
 		}
 	}
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
+	// It ends with the test process, even one that dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
 		const nobody = 65534
 		for _, path := range []string{dir, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.ini")} {
@@ -149,7 +151,7 @@ log_disconnections = 0
 				return nil, err
 			}
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting pgbouncer: %w", err)
