@@ -61,37 +61,31 @@ func TestBenchRetire(t *testing.T) {
 	pooledURL := e.pooledIfInstalled("retire", platform.PgBouncerOptions{PoolSize: 8})
 	var wall, base []time.Duration
 	var rss, anon, file []int64
+	// retireOnce retires a key from a new copy of the keyring Secret with
+	// binary, its journal at dbURL, and checks the one write.
+	retireOnce := func(binary, dbURL, name string) sample {
+		t.Helper()
+		s := e.createSecret(keyringSecret(name, m))
+		path := e.writeCommand(name+".json", retireCommand(s, keyID, "mut-"+name))
+		cmd := exec.Command(binary, "run", path)
+		e.asRetirerOf(s)(cmd)
+		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + dbURL}, cmd.Env...)
+		ks := measure(t, binary, []string{"run", path}, env)
+		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion))
+		return ks
+	}
 	for i := range runs {
-		s := e.createSecret(keyringSecret(fmt.Sprintf("bench-%d", i), m))
-		path := e.writeCommand(fmt.Sprintf("bench-%d.json", i), retireCommand(s, keyID, fmt.Sprintf("mut-bench-%d", i)))
-		as := e.asRetirerOf(s)
-		cmd := exec.Command(bin, "run", path)
-		as(cmd)
-		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, cmd.Env...)
-		ks := measure(t, bin, []string{"run", path}, env)
-		after := e.getSecret(s.Name)
-		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+		ks := retireOnce(bin, e.journal.OperatorURL, fmt.Sprintf("bench-%d", i))
 		keyledgerSamples = append(keyledgerSamples, ks)
 		wall = append(wall, ks.wall)
 		rss = append(rss, ks.peakRSS())
 		anon = append(anon, ks.kib("rss_anon_kib"))
 		file = append(file, ks.kib("rss_file_kib"))
-
 		if pooledURL != "" {
-			p := e.createSecret(keyringSecret(fmt.Sprintf("pooled-%d", i), m))
-			ppath := e.writeCommand(fmt.Sprintf("pooled-%d.json", i), retireCommand(p, keyID, fmt.Sprintf("mut-pooled-%d", i)))
-			pcmd := exec.Command(bin, "run", ppath)
-			e.asRetirerOf(p)(pcmd)
-			penv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + pooledURL}, pcmd.Env...)
-			pooledSamples = append(pooledSamples, measure(t, bin, []string{"run", ppath}, penv))
+			pooledSamples = append(pooledSamples, retireOnce(bin, pooledURL, fmt.Sprintf("pooled-%d", i)))
 		}
 		if other != "" {
-			c := e.createSecret(keyringSecret(fmt.Sprintf("compare-%d", i), m))
-			cpath := e.writeCommand(fmt.Sprintf("compare-%d.json", i), retireCommand(c, keyID, fmt.Sprintf("mut-compare-%d", i)))
-			ccmd := exec.Command(other, "run", cpath)
-			e.asRetirerOf(c)(ccmd)
-			cenv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, ccmd.Env...)
-			compared = append(compared, measure(t, other, []string{"run", cpath}, cenv))
+			compared = append(compared, retireOnce(other, e.journal.OperatorURL, fmt.Sprintf("compare-%d", i)))
 		}
 		if kubectl != "" {
 			b := e.createSecret(keyringSecret(fmt.Sprintf("base-%d", i), m))

@@ -50,38 +50,30 @@ func TestBenchVersioned(t *testing.T) {
 	// The same update through a session pooler (as TestBenchRetire).
 	pooledURL := e.pooledIfInstalled("versioned-update", platform.PgBouncerOptions{PoolSize: 8})
 	var pooled []sample
-	for i := range runs {
+	// updateOnce updates the live Secret with binary, its journal at
+	// dbURL, and checks the one write and the retention limit.
+	updateOnce := func(binary, dbURL, mutation string, value int) sample {
+		t.Helper()
 		cur := e.getSecret("bench")
-		mutation := fmt.Sprintf("mut-bench-%d", i)
-		path := e.writeCommand(mutation+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, mutation, data(100+i)))
-		cmd := exec.Command(bin, "run", path)
+		path := e.writeCommand(mutation+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, mutation, data(value)))
+		cmd := exec.Command(binary, "run", path)
 		as(cmd)
-		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, cmd.Env...)
-		ks := measure(t, bin, []string{"run", path}, env)
-		after := e.getSecret("bench")
-		require.Equal(t, 1, e.secretWrites("bench", cur.ResourceVersion, after.ResourceVersion))
+		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + dbURL}, cmd.Env...)
+		ks := measure(t, binary, []string{"run", path}, env)
+		require.Equal(t, 1, e.secretWrites("bench", cur.ResourceVersion, e.getSecret("bench").ResourceVersion))
 		require.Len(t, e.versionsOf(s.UID), 20, "still at the limit: one pruned per update")
+		return ks
+	}
+	for i := range runs {
+		ks := updateOnce(bin, e.journal.OperatorURL, fmt.Sprintf("mut-bench-%d", i), 100+i)
 		wall = append(wall, ks.wall)
 		summaries = append(summaries, ks.summary)
 		samples = append(samples, ks)
 		if pooledURL != "" {
-			cur := e.getSecret("bench")
-			pm := fmt.Sprintf("mut-pooled-%d", i)
-			ppath := e.writeCommand(pm+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, pm, data(300+i)))
-			pcmd := exec.Command(bin, "run", ppath)
-			as(pcmd)
-			penv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + pooledURL}, pcmd.Env...)
-			pooled = append(pooled, measure(t, bin, []string{"run", ppath}, penv))
-			require.Equal(t, 1, e.secretWrites("bench", cur.ResourceVersion, e.getSecret("bench").ResourceVersion))
+			pooled = append(pooled, updateOnce(bin, pooledURL, fmt.Sprintf("mut-pooled-%d", i), 300+i))
 		}
 		if other != "" {
-			cur := e.getSecret("bench")
-			cm := fmt.Sprintf("mut-compare-%d", i)
-			cpath := e.writeCommand(cm+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, cm, data(200+i)))
-			ccmd := exec.Command(other, "run", cpath)
-			as(ccmd)
-			cenv := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, ccmd.Env...)
-			compared = append(compared, measure(t, other, []string{"run", cpath}, cenv))
+			compared = append(compared, updateOnce(other, e.journal.OperatorURL, fmt.Sprintf("mut-compare-%d", i), 200+i))
 		}
 		if kubectl != "" {
 			b := e.createSecret(plainSecret(fmt.Sprintf("base-%d", i), data(i)))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // writesBetween counts the writes the API server made to one object after
@@ -73,15 +74,9 @@ func kinds(records []store.Record) []store.RecordKind {
 	return out
 }
 
-// count counts records of one kind.
+// count counts records of one kind (workflowtest.Count).
 func count(records []store.Record, kind store.RecordKind) int {
-	n := 0
-	for _, r := range records {
-		if r.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return workflowtest.Count(records, kind)
 }
 
 // writeCommand writes a command file (mode 0600) and returns its absolute path.

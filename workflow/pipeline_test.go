@@ -202,7 +202,7 @@ func TestPipelineCarriesOutTheDecisionAhead(t *testing.T) {
 	require.Equal(t, []string{"prepared->calling", "calling->answered", "answered->calling", "calling->completed"}, moves)
 	_, records, err := j.Snapshot(t.Context(), "m")
 	require.NoError(t, err)
-	require.Equal(t, 21, count(records, store.RecordAuthorityResult))
+	require.Equal(t, 21, workflowtest.Count(records, store.RecordAuthorityResult))
 }
 
 // A chunk whose commit fails is never sent, and the run returns only once
@@ -233,8 +233,8 @@ func TestPipelineStopsAtAFailedCommit(t *testing.T) {
 	op, records, err := j.Snapshot(t.Context(), "m")
 	require.NoError(t, err)
 	require.Equal(t, store.StateCalling, op.State)
-	require.Equal(t, 8, count(records, store.RecordAuthorityCall))
-	require.Zero(t, count(records, store.RecordAuthorityResult), "the answers of the first chunk are not journaled")
+	require.Equal(t, 8, workflowtest.Count(records, store.RecordAuthorityCall))
+	require.Zero(t, workflowtest.Count(records, store.RecordAuthorityResult), "the answers of the first chunk are not journaled")
 
 	// The next process settles the first chunk from the durable facts,
 	// without sending it again.
@@ -243,15 +243,4 @@ func TestPipelineStopsAtAFailedCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
 	require.Empty(t, next.sends, "resolved, never sent again")
-}
-
-// count is the number of records of kind.
-func count(records []store.Record, kind store.RecordKind) int {
-	n := 0
-	for _, r := range records {
-		if r.Kind == kind {
-			n++
-		}
-	}
-	return n
 }
