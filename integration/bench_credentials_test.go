@@ -89,6 +89,7 @@ func TestBenchCredentials(t *testing.T) {
 		secretRequests  int
 		allRequests     int
 		secretWritesRun int
+		cpu             time.Duration
 		phases          *phase.Line
 	}
 	keyledgerWith := func(binary, mutation string, opts ...runOption) run {
@@ -99,7 +100,7 @@ func TestBenchCredentials(t *testing.T) {
 		wall := time.Since(start)
 		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 		reqs := apiRequests(t, r)
-		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"], phases: phasesOf(r.Stderr)}
+		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"], cpu: r.CPU, phases: phasesOf(r.Stderr)}
 		for k, v := range reqs {
 			out.allRequests += v
 			if strings.HasSuffix(k, " secrets") {
@@ -150,13 +151,13 @@ func TestBenchCredentials(t *testing.T) {
 		}
 	}
 	report := func(label string, runs []run) time.Duration {
-		walls, rss, perSecret, all := make([]time.Duration, len(runs)), make([]int64, len(runs)), make([]float64, len(runs)), make([]float64, len(runs))
+		walls, cpus, rss, perSecret, all := make([]time.Duration, len(runs)), make([]time.Duration, len(runs)), make([]int64, len(runs)), make([]float64, len(runs)), make([]float64, len(runs))
 		for i, r := range runs {
-			walls[i], rss[i], perSecret[i], all[i] = r.wall, r.rss, float64(r.secretRequests)/n, float64(r.allRequests)/n
+			walls[i], cpus[i], rss[i], perSecret[i], all[i] = r.wall, r.cpu, r.rss, float64(r.secretRequests)/n, float64(r.allRequests)/n
 		}
 		m := median(walls)
-		benchLine("credentials %s secrets=%d runs=%d wall_ms=%.1f secret_requests_per_secret=%.2f all_requests_per_secret=%.2f peak_rss_kib=%d",
-			label, n, len(runs), float64(m.Microseconds())/1000, median(perSecret), median(all), median(rss))
+		benchLine("credentials %s secrets=%d runs=%d wall_ms=%.1f keyledger_cpu_ms=%.1f (user+sys) secret_requests_per_secret=%.2f all_requests_per_secret=%.2f peak_rss_kib=%d",
+			label, n, len(runs), float64(m.Microseconds())/1000, float64(median(cpus).Microseconds())/1000, median(perSecret), median(all), median(rss))
 		return m
 	}
 	samples := func(runs []run) []sample {

@@ -144,6 +144,8 @@ func randomSuffix(t *testing.T) string {
 type result struct {
 	Stdout, Stderr string
 	Code           int
+	// CPU is the process's user and system time (rusage).
+	CPU time.Duration
 }
 
 // runOption adjusts one CLI run.
@@ -196,7 +198,8 @@ func (e *env) keyledger(args []string, opts ...runOption) result {
 			code = 128 + 9
 		}
 	}
-	return result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+	return result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code,
+		CPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
 // namespaceRole creates a LOGIN role of its own (NOSUPERUSER, random name
