@@ -424,18 +424,12 @@ func queueRecords(b *pgx.Batch, opID int64, records []Record) {
 }
 
 // recordArgs are r's twelve column values after operation_id, in
-// insertRecordSQL's order (moveSQL takes the same): attempt NULL when not
-// counted, batch only on a call, and the detail as text, whose column type
-// (jsonb) decides how the server reads it, whether the statement was
-// prepared or not.
+// insertRecordSQL's order (moveSQL takes them as arrays, in the same
+// order: columnsOf): attempt and batch as counted, and the detail as
+// text, whose column type (jsonb) decides how the server reads it,
+// whether the statement was prepared or not.
 func recordArgs(r *Record) []any {
-	var attempt, batch *int
-	if r.Attempt > 0 {
-		attempt = &r.Attempt
-	}
-	if r.Kind == RecordAuthorityCall {
-		batch = &r.Batch
-	}
+	attempt, batch := r.counted()
 	return []any{string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
 		batch, r.Final, string(r.Detail.JSON())}
 }
@@ -449,6 +443,18 @@ func readRecords(results pgx.BatchResults, records []Record) error {
 		}
 	}
 	return nil
+}
+
+// counted is r's attempt, NULL (nil) when not counted, and its batch,
+// only on a call.
+func (r *Record) counted() (attempt, batch *int) {
+	if r.Attempt > 0 {
+		attempt = &r.Attempt
+	}
+	if r.Kind == RecordAuthorityCall {
+		batch = &r.Batch
+	}
+	return attempt, batch
 }
 
 // insertRecords appends records in order, as one pipelined batch: one
