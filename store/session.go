@@ -18,8 +18,12 @@ import (
 var ErrSessionNotFresh = errors.New("the journal's session is not fresh: it holds advisory locks it did not take " +
 	"(a pooler in front of the journal must run in session mode and reset every session: server_reset_query = DISCARD ALL)")
 
-// freshSQL counts the advisory locks the session holds.
-const freshSQL = `SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid()`
+// freshSQL counts the advisory locks the session holds. It reads
+// pg_lock_status(), the function the pg_locks view selects from, directly:
+// in a new session, where every statement is planned from cold catalogs,
+// that is about a third cheaper than through the view.
+const freshSQL = `SELECT count(*) FROM pg_catalog.pg_lock_status() l
+	WHERE l.locktype = 'advisory' AND l.pid = pg_catalog.pg_backend_pid()`
 
 // startSession is every connection's first round trip (the pool's
 // AfterConnect): it sets the session's timeouts (SessionTimeouts.setSQL)
