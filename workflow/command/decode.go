@@ -619,20 +619,45 @@ func quotedAt(t reflect.Type, steps []step) bool {
 	if parent == nil || parent.Kind() != reflect.Struct {
 		return false
 	}
-	name := steps[len(steps)-1].name
-	for _, f := range reflect.VisibleFields(parent) {
+	return quotedFields(parent)[steps[len(steps)-1].name]
+}
+
+var quotedFieldCache sync.Map // reflect.Type -> map[string]bool
+
+// quotedFields maps the member names of struct type t to whether each is
+// quoted: the first of t's visible fields whose json tag name, or Go name
+// when the tag names none, is the member's decides, quoted when it is
+// tagged ",string" and of a type the option applies to. It is computed
+// once per type: a document holds a string value for each of many
+// members of the same few types.
+func quotedFields(t reflect.Type) map[string]bool {
+	if q, ok := quotedFieldCache.Load(t); ok {
+		return q.(map[string]bool)
+	}
+	quoted := map[string]bool{}
+	for _, f := range reflect.VisibleFields(t) {
 		tagName, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tagName != name && (tagName != "" || f.Name != name) {
-			continue
-		}
+		var q bool
 		switch f.Type.Kind() {
 		case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr, reflect.Float32, reflect.Float64:
-			return slices.Contains(strings.Split(opts, ","), "string")
+			q = slices.Contains(strings.Split(opts, ","), "string")
 		}
-		return false
+		// A field answers for its tag name, and for its Go name when the
+		// tag names none (then also for the empty member name, which
+		// equals the empty tag name).
+		names := []string{tagName}
+		if tagName == "" {
+			names = append(names, f.Name)
+		}
+		for _, name := range names {
+			if _, decided := quoted[name]; !decided {
+				quoted[name] = q
+			}
+		}
 	}
-	return false
+	q, _ := quotedFieldCache.LoadOrStore(t, quoted)
+	return q.(map[string]bool)
 }
 
 var jsonFieldCache sync.Map // reflect.Type -> map[string]reflect.Type
