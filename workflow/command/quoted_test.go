@@ -36,12 +36,17 @@ func TestQuotedFieldsAgreesWithFirstMatch(t *testing.T) {
 		Deep  int `json:"deep,string"`
 		Plain int
 	}
+	// A shadowed field: odd's own Name hides Shadowed's, which is not
+	// among the visible fields.
+	type Shadowed struct {
+		Name int `json:"name,string"`
+	}
 	type odd struct {
 		Inner
-		Port    int      `json:"port,string"`
-		Count   int      `json:",string"`
-		Name    string   `json:"name"`
-		Shadow  int      `json:"name,string"` //nolint:govet // two fields of one name on purpose: the first decides
+		Port  int    `json:"port,string"`
+		Count int    `json:",string"`
+		Name  string `json:"name"`
+		Shadowed
 		Flag    bool     `json:"flag,omitempty,string"`
 		List    []int    `json:"list,string"` //nolint:staticcheck // ",string" where it does not apply, on purpose
 		Ptr     *int     `json:"ptr,string"`
@@ -49,10 +54,14 @@ func TestQuotedFieldsAgreesWithFirstMatch(t *testing.T) {
 		Untag   float64  `json:",omitempty"`
 		Other   string   `json:"Port"`
 		Multi   []string `json:"multi"`
+		// Two fields answer for "Twin": the tagged one comes first, and
+		// decides.
+		Renamed int `json:"Twin,string"`
+		Twin    int
 	}
-	names := []string{"", "port", "Port", "Count", "count", "name", "Name", "Shadow", "flag", "list", "ptr", "-", "Skipped",
-		"Untag", "multi", "Multi", "deep", "Deep", "Plain", "Inner", "missing"}
-	for _, typ := range []reflect.Type{reflect.TypeFor[odd](), reflect.TypeFor[Inner](), reflect.TypeFor[testDoc](), reflect.TypeFor[Envelope]()} {
+	names := []string{"", "port", "Port", "Count", "count", "name", "Name", "Shadowed", "flag", "list", "ptr", "-", "Skipped",
+		"Untag", "multi", "Multi", "Twin", "Renamed", "deep", "Deep", "Plain", "Inner", "missing"}
+	for _, typ := range []reflect.Type{reflect.TypeFor[odd](), reflect.TypeFor[Inner](), reflect.TypeFor[Shadowed](), reflect.TypeFor[testDoc](), reflect.TypeFor[Envelope]()} {
 		for _, name := range names {
 			require.Equal(t, quotedFieldsReference(typ, name), quotedFields(typ)[name], "%s: member %q", typ, name)
 		}
