@@ -13,10 +13,6 @@ import (
 	"github.com/keyledger/keyledger/phase"
 )
 
-// moveInOneMax is the most records moveInOne appends in its one
-// statement; more go the two round trips of writeTx.
-const moveInOneMax = 1000
-
 // moveSQL is a Transition as one statement: the compare-and-set of
 // moveOperationSQL, and the records appended only when it moved the
 // operation (none when it matched nothing), in their order (the stamp

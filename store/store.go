@@ -370,12 +370,12 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
 	err := s.onRunConn(func(on *pgxpool.Conn) error {
-		if len(p.Records) <= moveInOneMax {
-			var handled bool
-			var err error
-			if op, handled, err = s.moveInOne(ctx, on, p); handled {
-				return err
-			}
+		// One statement for any number of records (moveSQL takes them as
+		// arrays); only a refused move runs again statement by statement.
+		var handled bool
+		var err error
+		if op, handled, err = s.moveInOne(ctx, on, p); handled {
+			return err
 		}
 		return s.writeTx(ctx, on, func(b *pgx.Batch) {
 			b.Queue(moveOperationSQL, p.OperationID, string(p.From), string(p.To), p.Outcome, p.Reason, p.Revision)
