@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the two images CloudNativePG runs on the test node, with no image
-# registry, and prints their tags on stdout (operator first, then operand);
+# Builds the three images CloudNativePG runs on the test node, with no image
+# registry, and prints their tags on stdout (operator, operand, pooler);
 # progress goes to stderr. Cached images are reused at once.
 #   keyledger.local/cloudnativepg:<version>-<hash>
 #     FROM scratch: /operator/manager_amd64 (the binary hack/operators.sh
@@ -15,6 +15,13 @@
 #     26:26), LANG=C.UTF-8, no entrypoint (the instance manager runs
 #     postgres). The tag begins with the major: CloudNativePG reads the
 #     version from it.
+#   keyledger.local/cloudnativepg-pgbouncer:<suite>-<hash>
+#     PgBouncer from Debian PGBOUNCER_DEBIAN_SUITE packages for a Pooler's
+#     pods: /usr/bin/pgbouncer (the pooler's instance manager, copied into
+#     /controller by the pod's init container, execs that path; Debian
+#     installs it in /usr/sbin), the user pgbouncer as uid 998 and group
+#     996 (the pods run as 998:996, and the admin console's peer
+#     authentication looks the name up), no entrypoint.
 # <hash> is the first 12 hex of sha256 over this script, hack/lib/debian-image.sh
 # and (for the operator) the binary.
 set -euo pipefail
@@ -73,5 +80,25 @@ if ! docker image inspect "$operand" >/dev/null 2>&1; then
     --message "PostgreSQL $major from Debian $suite for CloudNativePG"
   log "built $operand in $(($(date +%s) - start)) s"
 fi
+suite=$PGBOUNCER_DEBIAN_SUITE
+pooler=keyledger.local/cloudnativepg-pgbouncer:$suite-$(debian_image_hash "${BASH_SOURCE[0]}")
+if ! docker image inspect "$pooler" >/dev/null 2>&1; then
+  command -v mmdebstrap >/dev/null 2>&1 || { log "mmdebstrap is missing (apt-get install mmdebstrap)"; exit 1; }
+  debian_mirrors "$suite"
+  start=$(date +%s)
+  log "building $pooler from Debian $suite packages with mmdebstrap (first run only, under a minute)"
+  pooler_tar() {
+    debian_rootfs "$suite" pgbouncer \
+      --customize-hook='ln -s ../sbin/pgbouncer "$1/usr/bin/pgbouncer"' \
+      --customize-hook='chroot "$1" sh -ec "groupadd -g 996 pgbouncer; useradd -u 998 -g 996 -d /controller -M -s /usr/sbin/nologin pgbouncer"'
+  }
+  debian_build "$pooler" pooler_tar \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'USER 998:996' \
+    --change 'WORKDIR /' \
+    --message "PgBouncer from Debian $suite for CloudNativePG's Pooler"
+  log "built $pooler in $(($(date +%s) - start)) s"
+fi
 echo "$operator"
 echo "$operand"
+echo "$pooler"

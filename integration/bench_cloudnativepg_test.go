@@ -20,7 +20,10 @@ import (
 // replication costs a retirement: the median run against the journal on
 // the three-instance Cluster (a commit waits for a standby's flush), then
 // the same Cluster scaled to one instance without synchronous replication,
-// in the same run, from this machine through the -rw Service.
+// in the same run, from this machine through the -rw Service. On the
+// three-instance Cluster each run is paired with one through the journal's
+// Pooler (deploy/journal/pooler, session mode), interleaved: what a warm
+// session saves on the real deployment.
 func TestBenchRetireCloudNativePG(t *testing.T) {
 	benchEnabled(t)
 	if reason := platform.OperatorsSkipReason(); reason != "" {
@@ -30,20 +33,25 @@ func TestBenchRetireCloudNativePG(t *testing.T) {
 	j := deployCloudNativePGJournal(ne)
 	bin := nodeShared.binary // the release build inside the image
 	const runs = 9
-	round := func(label string) time.Duration {
-		var wall []time.Duration
-		for i := range runs {
-			m := standardKeyring()
-			s := ne.createSecret(keyringSecret(fmt.Sprintf("bench-%s-%d", label, i), m))
-			path := ne.writeCommand(fmt.Sprintf("bench-%s-%d.json", label, i), retireCommand(s, "k-2026-07", fmt.Sprintf("mut-bench-%s-%d", label, i)))
-			cmd := exec.Command(bin, "run", path)
-			ne.asRetirerOf(s)(cmd)
-			env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + ne.dir, "KEYLEDGER_DATABASE_URL=" + ne.journal.OperatorURL}, cmd.Env...)
-			wall = append(wall, measure(t, bin, []string{"run", path}, env).wall)
-		}
-		return median(wall)
+	run := func(label string, i int, journalURL string) time.Duration {
+		m := standardKeyring()
+		s := ne.createSecret(keyringSecret(fmt.Sprintf("bench-%s-%d", label, i), m))
+		path := ne.writeCommand(fmt.Sprintf("bench-%s-%d.json", label, i), retireCommand(s, "k-2026-07", fmt.Sprintf("mut-bench-%s-%d", label, i)))
+		cmd := exec.Command(bin, "run", path)
+		ne.asRetirerOf(s)(cmd)
+		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + ne.dir, "KEYLEDGER_DATABASE_URL=" + journalURL}, cmd.Env...)
+		return measure(t, bin, []string{"run", path}, env).wall
 	}
-	three := round("three")
+	j.waitPooler(4 * time.Minute)
+	pooledURL := j.poolerURL()
+	var threeWalls, pooledWalls []time.Duration
+	for i := range runs {
+		threeWalls = append(threeWalls, run("three", i, ne.journal.OperatorURL))
+		pooledWalls = append(pooledWalls, run("pooled", i, pooledURL))
+	}
+	three, pooled := median(threeWalls), median(pooledWalls)
+	benchLine("retire-cloudnativepg-pooled runs=%d through_pooler_median_ms=%.1f direct_median_ms=%.1f ratio pooled/direct=%.2f",
+		runs, float64(pooled.Microseconds())/1000, float64(three.Microseconds())/1000, float64(pooled)/float64(three))
 
 	// One instance, no synchronous replication (with dataDurability
 	// required and no standby, commits would wait forever).
@@ -71,7 +79,11 @@ func TestBenchRetireCloudNativePG(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 	}
-	one := round("one")
+	var oneWalls []time.Duration
+	for i := range runs {
+		oneWalls = append(oneWalls, run("one", i, ne.journal.OperatorURL))
+	}
+	one := median(oneWalls)
 	benchLine("retire-cloudnativepg runs=%d three_instances_sync_median_ms=%.1f one_instance_median_ms=%.1f ratio=%.2f",
 		runs, float64(three.Microseconds())/1000, float64(one.Microseconds())/1000, float64(three)/float64(one))
 }

@@ -208,12 +208,12 @@ func (a *auditor) egress(where string, np networkingv1.NetworkPolicy) {
 					a.add(findingEgressTemplate, at, "DNS rule beyond port 53")
 				}
 			}
-		case isPrimary(peer):
+		case isJournal(peer):
 			if len(r.Ports) != 1 || !tcpPort(r.Ports[0], 5432) {
-				a.add(findingEgressTemplate, at, "want TCP 5432 to the primary")
+				a.add(findingEgressTemplate, at, "want TCP 5432 to the primary or its pooler")
 			}
 		default:
-			a.add(findingEgressTemplate, at, "peer is not DNS, a CloudNativePG primary or one API server address")
+			a.add(findingEgressTemplate, at, "peer is not DNS, a CloudNativePG primary or pooler, or one API server address")
 		}
 	}
 }
@@ -233,10 +233,13 @@ func isDNS(p networkingv1.NetworkPolicyPeer) bool {
 		mapsEqual(p.PodSelector.MatchLabels, map[string]string{"k8s-app": "kube-dns"})
 }
 
-// isPrimary: a CloudNativePG primary's pods, in the policy's namespace (the
-// schema owner's Jobs beside the journal) or in exactly one namespace named
-// by its kubernetes.io/metadata.name label (a served namespace's Jobs).
-func isPrimary(p networkingv1.NetworkPolicyPeer) bool {
+// isJournal: a CloudNativePG primary's pods, or one Pooler's pods
+// (cnpg.io/poolerName alone: a Pooler's pods carry the Cluster's label too,
+// so a selector naming only the Cluster would reach every instance), in the
+// policy's namespace (the schema owner's Jobs beside the journal) or in
+// exactly one namespace named by its kubernetes.io/metadata.name label (a
+// served namespace's Jobs).
+func isJournal(p networkingv1.NetworkPolicyPeer) bool {
 	if p.IPBlock != nil || p.PodSelector == nil || len(p.PodSelector.MatchExpressions) != 0 {
 		return false
 	}
@@ -244,7 +247,9 @@ func isPrimary(p networkingv1.NetworkPolicyPeer) bool {
 		return false
 	}
 	l := p.PodSelector.MatchLabels
-	return len(l) == 2 && l["cnpg.io/cluster"] != "" && l["cnpg.io/instanceRole"] == "primary"
+	primary := len(l) == 2 && l["cnpg.io/cluster"] != "" && l["cnpg.io/instanceRole"] == "primary"
+	pooler := len(l) == 1 && l["cnpg.io/poolerName"] != ""
+	return primary || pooler
 }
 
 func mapsEqual(a, b map[string]string) bool {
@@ -585,6 +590,12 @@ func TestIntegrationDeployAuditCatchesMutations(t *testing.T) {
 		{"egress-any-port", egressRule(map[string]any{"to": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.2/32"}}}}), findingEgressTemplate},
 		{"egress-replica", egressRule(map[string]any{"to": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{
 			"cnpg.io/cluster": "keyledger-journal", "cnpg.io/instanceRole": "replica"}}}}, "ports": tcp(5432)}), findingEgressTemplate},
+		{"egress-every-instance", egressRule(map[string]any{"to": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{
+			"cnpg.io/cluster": "keyledger-journal"}}}}, "ports": tcp(5432)}), findingEgressTemplate},
+		{"egress-pooler-and-instances", egressRule(map[string]any{"to": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{
+			"cnpg.io/cluster": "keyledger-journal", "cnpg.io/poolerName": "keyledger-journal-pooler"}}}}, "ports": tcp(5432)}), findingEgressTemplate},
+		{"egress-pooler-any-port", egressRule(map[string]any{"to": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{
+			"cnpg.io/poolerName": "keyledger-journal-pooler"}}}}, "ports": tcp(9127)}), findingEgressTemplate},
 		{"egress-unrestricted", set("NetworkPolicy", "keyledger-retire", []any{"Ingress"}, "spec", "policyTypes"), findingEgressUnfenced},
 		{"command-mutable", set("ConfigMap", commandConfigMapPrefix, false, "immutable"), findingCommandMutable},
 		{"command-directory-mount", container(false, func(c map[string]any) {

@@ -105,6 +105,9 @@ type privateOverlay struct {
 	// ImageName and ImageTag, when set, are the images: entry's newName and
 	// newTag (default: newTag test).
 	ImageName, ImageTag string
+	// Pooled adds components/cloudnativepg-pooler: the journal through its
+	// session pooler.
+	Pooled bool
 }
 
 // write lays the overlay out at /private in fsys and returns its path.
@@ -114,10 +117,17 @@ func (o privateOverlay) write(t *testing.T, fsys filesys.FileSystem) string {
 	if o.ForgetImmutable {
 		immutable = ""
 	}
-	components := ""
+	var components []string
 	if o.APIServerIP != "" {
-		components = "components:\n- api-egress\n"
+		components = append(components, "api-egress")
 		fillAPIEgress(t, fsys, "/private", o.APIServerIP, o.APIServerPort)
+	}
+	if o.Pooled {
+		components = append(components, "../deploy/components/cloudnativepg-pooler")
+	}
+	listed := ""
+	if len(components) > 0 {
+		listed = "components:\n- " + strings.Join(components, "\n- ") + "\n"
 	}
 	image := "  newTag: test\n"
 	if o.ImageName != "" {
@@ -151,7 +161,7 @@ resources:
       value: %[6]q
 images:
 - name: keyledger
-%[7]s`, o.Namespace, o.NameSuffix, components, immutable, o.SecretName, o.Canary, image)
+%[7]s`, o.Namespace, o.NameSuffix, listed, immutable, o.SecretName, o.Canary, image)
 	require.NoError(t, fsys.WriteFile("/private/kustomization.yaml", []byte(kustomization)))
 	require.NoError(t, fsys.WriteFile("/private/command.json", o.Command))
 	return "/private"

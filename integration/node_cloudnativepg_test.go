@@ -139,6 +139,8 @@ func deployCloudNativePGJournal(ne *nodeEnv) *cnpgJournal {
 kind: Kustomization
 resources:
 - ../deploy/journal
+components:
+- ../deploy/journal/pooler
 patches:
 - target:
     kind: Cluster
@@ -226,6 +228,119 @@ images:
 	j.owner = hostURL(string(app.Data["username"]), string(app.Data["password"]))
 	ne.journal = &platform.Journal{Name: "keyledger", OwnerURL: j.owner, OperatorURL: hostURL(j.role, pw)}
 	return j
+}
+
+// retirementJobTwice runs deploy/'s retirement Job of one command twice
+// against the journal at host (the Job's PGHOST): completed, then
+// existing; the Secret is written once, the operation completed.
+func (ne *nodeEnv) retirementJobTwice(suffix, secretName, mutation, host string, edits ...func(*privateOverlay)) {
+	t := ne.t
+	t.Helper()
+	canary := ne.canaryPod()
+	before := standardKeyring()
+	s := ne.createSecret(keyringSecret(secretName, before))
+	objs := ne.retirementOverlay(suffix, s.Name, canary, retireCommand(s, "k-2026-07", mutation), true, edits...)
+	var env []corev1.EnvVar
+	for _, o := range objs {
+		if o.GetKind() == "Job" {
+			c, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			raw, _ := c[0].(map[string]any)["env"].([]any)
+			for _, e := range raw {
+				m, _ := e.(map[string]any)
+				v, _ := m["value"].(string)
+				env = append(env, corev1.EnvVar{Name: m["name"].(string), Value: v})
+			}
+		}
+	}
+	require.Contains(t, env, corev1.EnvVar{Name: "PGHOST", Value: host})
+	var dsn string
+	for _, e := range env {
+		if e.Name == "KEYLEDGER_DATABASE_URL" {
+			dsn = e.Value
+		}
+	}
+	require.Contains(t, dsn, "sslmode=verify-full")
+	job := "keyledger-retire-" + suffix
+	var firstRV string
+	for i, want := range []string{"completed", "existing"} {
+		if i > 0 {
+			ne.deleteJob(job)
+		}
+		ne.applyAll(objs)
+		end := ne.waitJob(job, 3*time.Minute)
+		require.True(t, end.Complete, "run %d failed: %s", i+1, ne.describe(end.Pod))
+		require.Equal(t, want, outcomeLine(t, ne.logs(end.Pod, "keyledger"))["outcome"], "run %d", i+1)
+		after := ne.getSecret(s.Name)
+		if i == 0 {
+			firstRV = after.ResourceVersion
+			requireRetired(t, after, "k-2026-07", mutation, before)
+		}
+		require.Equal(t, firstRV, after.ResourceVersion, "the second Job writes nothing")
+	}
+	require.Equal(t, 1, ne.secretWrites(s.Name, s.ResourceVersion, firstRV), "the Secret was written once")
+	op, _ := ne.journalOf(mutation)
+	require.Equal(t, store.StateCompleted, op.State)
+}
+
+// waitPooler waits until the Pooler's Deployment has all its replicas
+// available and returns its pods' IPs.
+func (j *cnpgJournal) waitPooler(limit time.Duration) []string {
+	t := j.ne.t
+	t.Helper()
+	c := j.ne.kube.Client()
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
+	defer cancel()
+	var ips []string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := c.AppsV1().Deployments(journalNamespace).Get(ctx, journalPooler, metav1.GetOptions{})
+		if err != nil || d.Spec.Replicas == nil || d.Status.AvailableReplicas != *d.Spec.Replicas || d.Status.UpdatedReplicas != *d.Spec.Replicas {
+			return false, nil
+		}
+		pods, err := c.CoreV1().Pods(journalNamespace).List(ctx, metav1.ListOptions{LabelSelector: "cnpg.io/poolerName=" + journalPooler})
+		if err != nil {
+			return false, nil
+		}
+		ips = ips[:0]
+		for _, p := range pods.Items {
+			if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+				ips = append(ips, p.Status.PodIP)
+			}
+		}
+		return len(ips) == int(*d.Spec.Replicas), nil
+	})
+	require.NoError(t, err, "the Pooler %s not available within %s (node logs in %s)", journalPooler, limit, j.ne.node.StateDir())
+	return ips
+}
+
+// poolerURL is the served namespace's journal URL from this machine
+// through the Pooler's Service (its ClusterIP, verify-ca as the -rw URL).
+func (j *cnpgJournal) poolerURL() string {
+	t := j.ne.t
+	t.Helper()
+	svc, err := j.ne.kube.Client().CoreV1().Services(journalNamespace).Get(t.Context(), journalPooler, metav1.GetOptions{})
+	require.NoError(t, err)
+	u, err := url.Parse(j.ne.journal.OperatorURL)
+	require.NoError(t, err)
+	u.Host = net.JoinHostPort(svc.Spec.ClusterIP, "5432")
+	return u.String()
+}
+
+// roleClients is the client address of every other session of the served
+// namespace's role on the primary, read as that role (PostgreSQL shows a
+// session's client address to its own role, not to the schema owner).
+func (j *cnpgJournal) roleClients() []string {
+	t := j.ne.t
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, j.ne.journal.OperatorURL)
+	require.True(t, err == nil, "connecting to the journal's primary failed") // the error names the user and address
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT host(client_addr) FROM pg_stat_activity
+		WHERE usename = current_user AND pid <> pg_backend_pid() AND client_addr IS NOT NULL`)
+	require.NoError(t, err)
+	addrs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return addrs
 }
 
 // removeJournalNamespace deletes the Cluster and the journal's namespace
@@ -372,51 +487,27 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 	t.Run("retirement-job-through-rw-service", func(t *testing.T) {
 		// deploy/'s retirement Job against this Cluster: its -rw Service by
 		// name, verify-full against the Cluster's CA (the ConfigMap above).
-		canary := ne.canaryPod()
-		before := standardKeyring()
-		s := ne.createSecret(keyringSecret("job-keyring", before))
-		const mutation = "mut-cnpg-job"
-		objs := ne.retirementOverlay("run", s.Name, canary, retireCommand(s, "k-2026-07", mutation), true)
-		const job = "keyledger-retire-run"
-		var firstRV string
-		for i, want := range []string{"completed", "existing"} {
-			if i > 0 {
-				ne.deleteJob(job)
-			}
-			ne.applyAll(objs)
-			end := ne.waitJob(job, 3*time.Minute)
-			require.True(t, end.Complete, "run %d failed: %s", i+1, ne.describe(end.Pod))
-			require.Equal(t, want, outcomeLine(t, ne.logs(end.Pod, "keyledger"))["outcome"], "run %d", i+1)
-			after := ne.getSecret(s.Name)
-			if i == 0 {
-				firstRV = after.ResourceVersion
-				requireRetired(t, after, "k-2026-07", mutation, before)
-			}
-			require.Equal(t, firstRV, after.ResourceVersion, "the second Job writes nothing")
+		ne.retirementJobTwice("run", "job-keyring", "mut-cnpg-job", journalService+"."+journalNamespace+".svc")
+	})
+
+	t.Run("retirement-job-through-the-pooler", func(t *testing.T) {
+		// The same Job through the journal's session pooler
+		// (deploy/journal/pooler, components/cloudnativepg-pooler): its
+		// Service by name, verify-full against the same CA (the Pooler's
+		// names are in the server certificate), the served namespace's own
+		// role authenticated by PgBouncer with the password PostgreSQL
+		// holds for it and passed through to the primary. The Job's policy
+		// reaches the pooler's pods only: every session of the role on the
+		// primary comes from a pooler pod, and outlives the Job (a warm
+		// session for the next run).
+		pods := j.waitPooler(4 * time.Minute)
+		ne.retirementJobTwice("pooled", "pooled-keyring", "mut-cnpg-pooled", journalPoolerHost, func(o *privateOverlay) { o.Pooled = true })
+		clients := j.roleClients()
+		t.Logf("sessions of %s on the primary after the Jobs, by client address: %v (pooler pods %v)", j.role, clients, pods)
+		require.NotEmpty(t, clients, "the pooler keeps the role's server session after the Job")
+		for _, addr := range clients {
+			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
 		}
-		require.Equal(t, 1, ne.secretWrites(s.Name, s.ResourceVersion, firstRV), "the Secret was written once")
-		op, _ := ne.journalOf(mutation)
-		require.Equal(t, store.StateCompleted, op.State)
-		var env []corev1.EnvVar
-		for _, o := range objs {
-			if o.GetKind() == "Job" {
-				c, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-				raw, _ := c[0].(map[string]any)["env"].([]any)
-				for _, e := range raw {
-					m, _ := e.(map[string]any)
-					v, _ := m["value"].(string)
-					env = append(env, corev1.EnvVar{Name: m["name"].(string), Value: v})
-				}
-			}
-		}
-		require.Contains(t, env, corev1.EnvVar{Name: "PGHOST", Value: journalService + "." + journalNamespace + ".svc"})
-		var dsn string
-		for _, e := range env {
-			if e.Name == "KEYLEDGER_DATABASE_URL" {
-				dsn = e.Value
-			}
-		}
-		require.Contains(t, dsn, "sslmode=verify-full")
 	})
 
 	t.Run("failover-mid-operation", func(t *testing.T) {
@@ -486,5 +577,22 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 			require.Len(t, resourceVersions(ne.secretHistory(n, from)), 1, "%s written once in the whole watch history", n)
 		}
 		requireNoValues(t, r.Stdout+r.Stderr+ne.journalText(planMutation+":run-1"), ne.secretValues(a, b))
+	})
+
+	t.Run("pooler-after-failover", func(t *testing.T) {
+		// The pooler's server sessions were on the lost primary. The
+		// next pooled Job reaches the promoted one (the Pooler dials the
+		// -rw Service, which follows the primary): completed, then
+		// existing, and every session of the role on the primary now is
+		// a pooler pod's.
+		pods := j.waitPooler(4 * time.Minute)
+		ne.retirementJobTwice("after", "after-failover-keyring", "mut-cnpg-pooled-after-failover", journalPoolerHost,
+			func(o *privateOverlay) { o.Pooled = true })
+		clients := j.roleClients()
+		t.Logf("sessions of %s on the promoted primary, by client address: %v (pooler pods %v)", j.role, clients, pods)
+		require.NotEmpty(t, clients)
+		for _, addr := range clients {
+			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
+		}
 	})
 }

@@ -72,7 +72,7 @@ func (ne *nodeEnv) apiEndpoint() (string, int) {
 
 // retirementOverlay renders the private overlay deploy/README.md tells an
 // operator to write, on the cloudnativepg overlay, with the node test image.
-func (ne *nodeEnv) retirementOverlay(suffix, secretName, canary string, command map[string]any, apiEgress bool) []*unstructured.Unstructured {
+func (ne *nodeEnv) retirementOverlay(suffix, secretName, canary string, command map[string]any, apiEgress bool, edits ...func(*privateOverlay)) []*unstructured.Unstructured {
 	ne.t.Helper()
 	cmd, err := json.Marshal(command)
 	require.NoError(ne.t, err)
@@ -80,6 +80,9 @@ func (ne *nodeEnv) retirementOverlay(suffix, secretName, canary string, command 
 		ImageName: imageName(nodeShared.image), ImageTag: imageTag(nodeShared.image)}
 	if apiEgress {
 		o.APIServerIP, o.APIServerPort = ne.apiEndpoint()
+	}
+	for _, edit := range edits {
+		edit(&o)
 	}
 	objs := renderPrivate(ne.t, o)
 	require.Empty(ne.t, audit(objs), "the overlay passes the deployment audit")

@@ -267,11 +267,13 @@ func (e *ExternalSecrets) Stop() error {
 // CloudNativePG is the CloudNativePG operator (CLOUDNATIVEPG_VERSION, built
 // from the Go module proxy by hack/operators.sh) installed on the test node
 // from the release manifest inside its module, with the operator image and
-// the PostgreSQL operand image of hack/operators-images.sh imported into the
-// node's containerd.
+// the PostgreSQL operand and PgBouncer images of hack/operators-images.sh
+// imported into the node's containerd.
 type CloudNativePG struct {
 	OperatorImage string
 	PostgresImage string
+	// PoolerImage is what a Pooler's pods run (PGBOUNCER_IMAGE_NAME).
+	PoolerImage string
 	// StorageClass is the default StorageClass (no provisioner) whose
 	// hostPath PersistentVolumes the instances' claims bind to.
 	StorageClass string
@@ -283,8 +285,8 @@ const CloudNativePGNamespace = "cnpg-system"
 // InstallCloudNativePG builds (first run) and installs the operator on the
 // node and waits until its Deployment is available. The release manifest is
 // applied as published except for what a registry-less single node needs:
-//   - the operator image (imported, imagePullPolicy Never), OPERATOR_IMAGE_NAME
-//     and POSTGRES_IMAGE_NAME naming the local images;
+//   - the operator image (imported, imagePullPolicy Never), OPERATOR_IMAGE_NAME,
+//     POSTGRES_IMAGE_NAME and PGBOUNCER_IMAGE_NAME naming the local images;
 //   - no admission webhooks: both webhook configurations are left out and
 //     MANAGE_WEBHOOK_CONFIGURATIONS=false (the operator then defaults and
 //     validates Clusters in its reconcilers);
@@ -297,11 +299,11 @@ func InstallCloudNativePG(ctx context.Context, k *Kube, n *Node, volumes int) (*
 		return nil, err
 	}
 	lines := strings.Fields(tags)
-	if len(lines) != 2 {
-		return nil, fmt.Errorf("hack/operators-images.sh printed %d tags, want 2", len(lines))
+	if len(lines) != 3 {
+		return nil, fmt.Errorf("hack/operators-images.sh printed %d tags, want 3", len(lines))
 	}
-	c := &CloudNativePG{OperatorImage: lines[0], PostgresImage: lines[1], StorageClass: "keyledger-node-local"}
-	if err := n.ImportImages(ctx, c.OperatorImage, c.PostgresImage); err != nil {
+	c := &CloudNativePG{OperatorImage: lines[0], PostgresImage: lines[1], PoolerImage: lines[2], StorageClass: "keyledger-node-local"}
+	if err := n.ImportImages(ctx, c.OperatorImage, c.PostgresImage, c.PoolerImage); err != nil {
 		return nil, err
 	}
 	if err := c.createStorage(ctx, k, n, volumes); err != nil {
@@ -359,6 +361,7 @@ func (c *CloudNativePG) patchDeployment(o *unstructured.Unstructured) {
 		ctr["env"] = append(env,
 			map[string]any{"name": "OPERATOR_IMAGE_NAME", "value": c.OperatorImage},
 			map[string]any{"name": "POSTGRES_IMAGE_NAME", "value": c.PostgresImage},
+			map[string]any{"name": "PGBOUNCER_IMAGE_NAME", "value": c.PoolerImage},
 			map[string]any{"name": "MANAGE_WEBHOOK_CONFIGURATIONS", "value": "false"},
 		)
 		ctr["resources"] = map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "100Mi"},

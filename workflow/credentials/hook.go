@@ -65,11 +65,21 @@ type HookJournal struct {
 	// journal CA's public certificate; the server is verified against it
 	// (verify-full).
 	CA string
+	// Pooler, when set, is the Service of a CloudNativePG Pooler in the
+	// journal's namespace (deploy/journal/pooler) that the Job connects
+	// through instead of the Cluster's -rw Service; its names are in the
+	// same server certificate.
+	Pooler string
 }
 
-// Host is the journal's -rw Service name, the name its server certificate
-// carries.
-func (j HookJournal) Host() string { return journalCluster + "-rw." + j.Namespace + ".svc" }
+// Host is the Service the Job connects to: the journal's -rw Service, or
+// its Pooler's. Both names are in the server certificate (verify-full).
+func (j HookJournal) Host() string {
+	if j.Pooler != "" {
+		return j.Pooler + "." + j.Namespace + ".svc"
+	}
+	return journalCluster + "-rw." + j.Namespace + ".svc"
+}
 
 // HookJobName is the hook Job's name: <owner[:42]>-credentials-<h8>, h8 the
 // first 8 hex digits of sha256(plan.json bytes + version + image), so a new

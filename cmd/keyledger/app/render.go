@@ -28,6 +28,7 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	fs.StringVar(&journal.Namespace, "journal-namespace", "keyledger-journal", "the journal's namespace (its CloudNativePG Cluster keyledger-journal; the Job reaches keyledger-journal-rw there)")
 	fs.StringVar(&journal.Credentials, "journal-credentials", "keyledger-journal-credentials", "Secret of the plan's namespace with username and password of that namespace's journal role (read by the kubelet, not by the Job's Role)")
 	fs.StringVar(&journal.CA, "journal-ca", "keyledger-journal-ca", "ConfigMap of the plan's namespace whose key ca.crt is the journal CA's certificate (verify-full)")
+	fs.StringVar(&journal.Pooler, "journal-pooler", "", "connect through this CloudNativePG Pooler Service of the journal's namespace (deploy/journal/pooler: keyledger-journal-pooler) instead of keyledger-journal-rw")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -41,7 +42,11 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	}
 	for _, f := range []struct{ flag, value string }{
 		{"--journal-namespace", journal.Namespace}, {"--journal-credentials", journal.Credentials}, {"--journal-ca", journal.CA},
+		{"--journal-pooler", journal.Pooler},
 	} {
+		if f.value == "" && f.flag == "--journal-pooler" {
+			continue // not set: the Cluster's -rw Service
+		}
 		if err := command.ValidName(f.value); err != nil {
 			return usagef("%s: %v", f.flag, err)
 		}

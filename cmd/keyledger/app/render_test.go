@@ -181,7 +181,7 @@ func TestRenderCredentialsRefusesTheJournalNamespace(t *testing.T) {
 	_, err := render(t, "--image", "img", "--journal-namespace", "shop")
 	require.Equal(t, ExitUsage, ExitCode(err), "%v", err)
 	require.Contains(t, err.Error(), "--journal-namespace")
-	for _, flag := range []string{"--journal-namespace", "--journal-credentials", "--journal-ca"} {
+	for _, flag := range []string{"--journal-namespace", "--journal-credentials", "--journal-ca", "--journal-pooler"} {
 		_, err := render(t, "--image", "img", flag, "Not_A_Name")
 		require.Equal(t, ExitUsage, ExitCode(err), "%s: %v", flag, err)
 		require.Contains(t, err.Error(), flag)
@@ -209,4 +209,23 @@ func TestRenderCredentialsRefusesTheJournalNamespace(t *testing.T) {
 	require.NotNil(t, ca)
 	require.NotNil(t, ca.ConfigMap, "the CA's public certificate, from a ConfigMap of the plan's namespace")
 	require.Equal(t, "shop-journal-ca", ca.ConfigMap.Name)
+}
+
+// --journal-pooler: the hook connects through the Pooler's Service of the
+// journal's namespace; the rest of the connection (role, CA, verify-full)
+// is the same.
+func TestRenderCredentialsThroughThePooler(t *testing.T) {
+	t.Parallel()
+	out, err := render(t, "--image", "img", "--journal-namespace", "platform-journal", "--journal-pooler", "keyledger-journal-pooler")
+	require.NoError(t, err)
+	docs := strings.Split(out, "\n---\n")
+	var job batchv1.Job
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
+	env := map[string]corev1.EnvVar{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	require.Equal(t, "keyledger-journal-pooler.platform-journal.svc", env["PGHOST"].Value)
+	require.Equal(t, "keyledger-journal-credentials", env["PGUSER"].ValueFrom.SecretKeyRef.Name)
+	require.Contains(t, env["KEYLEDGER_DATABASE_URL"].Value, "sslmode=verify-full&sslrootcert=/etc/keyledger/journal-ca/ca.crt")
 }
