@@ -39,7 +39,10 @@ import (
 // subtests lose its primary mid-operation.
 const journalService = journalCluster + "-rw"
 
-var clusterGVR = schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "clusters"}
+var (
+	clusterGVR = schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "clusters"}
+	poolerGVR  = schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "poolers"}
+)
 
 // cnpgJournal is the deployed journal as a test sees it.
 type cnpgJournal struct {
@@ -343,26 +346,46 @@ func (j *cnpgJournal) roleClients() []string {
 	return addrs
 }
 
-// removeJournalNamespace deletes the Cluster and the journal's namespace
-// and waits until the namespace is gone.
+// removeJournalNamespace deletes the Pooler and the Cluster, then the
+// journal's namespace, and waits until the namespace is gone. If it is not
+// gone in time, the error says what is left in it (the namespace's status
+// conditions name what its deletion waits for).
 func removeJournalNamespace(t *testing.T, ne *nodeEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := ne.dynamicClient().Resource(clusterGVR).Namespace(journalNamespace).Delete(ctx, journalCluster, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("deleting the Cluster: %v", err)
+	dyn := ne.dynamicClient()
+	for _, o := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{{poolerGVR, journalPooler}, {clusterGVR, journalCluster}} {
+		err := dyn.Resource(o.gvr).Namespace(journalNamespace).Delete(ctx, o.name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting the %s %s: %v", o.gvr.Resource, o.name, err)
+		}
 	}
 	c := ne.kube.Client()
 	if err := c.CoreV1().Namespaces().Delete(ctx, journalNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting the journal's namespace: %v", err)
 		return
 	}
-	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.CoreV1().Namespaces().Get(ctx, journalNamespace, metav1.GetOptions{})
+	var last *corev1.Namespace
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		ns, err := c.CoreV1().Namespaces().Get(ctx, journalNamespace, metav1.GetOptions{})
+		if err == nil {
+			last = ns
+		}
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
-		t.Errorf("the journal's namespace is not gone: %v", err)
+		var left []string
+		if last != nil {
+			for _, cond := range last.Status.Conditions {
+				if cond.Status == corev1.ConditionTrue {
+					left = append(left, fmt.Sprintf("%s: %s", cond.Type, cond.Message))
+				}
+			}
+		}
+		t.Errorf("the journal's namespace is not gone: %v (%s)", err, strings.Join(left, "; "))
 	}
 }
 
