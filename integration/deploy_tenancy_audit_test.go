@@ -96,11 +96,16 @@ images:
 }
 
 // renderCredentialsFence renders deploy/credentials for ns with the API
-// server endpoint filled in.
-func renderCredentialsFence(t *testing.T, ns, apiIP string, apiPort int) []*unstructured.Unstructured {
+// server endpoint filled in, and the other components listed (paths from
+// the overlay's directory).
+func renderCredentialsFence(t *testing.T, ns, apiIP string, apiPort int, components ...string) []*unstructured.Unstructured {
 	t.Helper()
 	fsys := deployFS(t)
 	fillAPIEgress(t, fsys, "/my-credentials", apiIP, apiPort)
+	listed := ""
+	for _, c := range components {
+		listed += "- " + c + "\n"
+	}
 	require.NoError(t, fsys.WriteFile("/my-credentials/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: %s
@@ -108,7 +113,7 @@ resources:
 - ../deploy/credentials
 components:
 - api-egress
-`, ns))))
+%s`, ns, listed))))
 	return render(t, fsys, "/my-credentials")
 }
 

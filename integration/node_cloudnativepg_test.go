@@ -533,6 +533,40 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		}
 	})
 
+	t.Run("credentials-hook-through-the-pooler", func(t *testing.T) {
+		// The credentials hook as Argo CD runs it, rendered with
+		// --journal-pooler and fenced by deploy/credentials with
+		// components/cloudnativepg-pooler: the first sync creates the
+		// planned Secrets, the second writes nothing, each a run of the
+		// plan journaled through the pooler.
+		pods := j.waitPooler(4 * time.Minute)
+		apiIP, apiPort := ne.apiEndpoint()
+		ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort, "../deploy/components/cloudnativepg-pooler"))
+		const mutation = "mut-cnpg-pooled-hook"
+		plan := credentialPlan(ne.ns, mutation, []planSecret{standardSecret("pooled-cache-app"), standardSecret("pooled-bus-users")})
+		dir := ne.renderHook(plan, "--journal-pooler", journalPooler)
+		ne.applyHook(dir)
+		created := map[string]string{}
+		for _, n := range []string{"pooled-cache-app", "pooled-bus-users"} {
+			s := ne.getSecret(n)
+			requireAlphabet(t, s.Data["password"], 32, alphanumeric)
+			created[n] = s.ResourceVersion
+		}
+		ne.applyHook(dir)
+		for n, rv := range created {
+			require.Equal(t, rv, ne.getSecret(n).ResourceVersion, "the second sync writes nothing to %s", n)
+		}
+		for _, run := range []string{":run-1", ":run-2"} {
+			op, _ := ne.journalOf(mutation + run)
+			require.Equal(t, store.StateCompleted, op.State, "%s%s", mutation, run)
+		}
+		clients := j.roleClients()
+		require.NotEmpty(t, clients)
+		for _, addr := range clients {
+			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
+		}
+	})
+
 	t.Run("failover-mid-operation", func(t *testing.T) {
 		// Two operations stopped mid-way, then one loss of the primary (a
 		// failover takes minutes here: both share it): a retirement killed

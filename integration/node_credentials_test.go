@@ -24,12 +24,13 @@ import (
 )
 
 // renderHook runs `keyledger render credentials` for plan into a fresh
-// directory, with the node test image, and returns the directory.
-func (ne *nodeEnv) renderHook(plan map[string]any) string {
+// directory, with the node test image and the flags given, and returns the
+// directory.
+func (ne *nodeEnv) renderHook(plan map[string]any, flags ...string) string {
 	ne.t.Helper()
 	planPath := ne.writeCommand("plan.json", plan)
 	dir := filepath.Join(ne.t.TempDir(), "hook")
-	r := ne.keyledger([]string{"render", "credentials", "--plan", planPath, "--image", nodeShared.image, "--out-dir", dir})
+	r := ne.keyledger(append([]string{"render", "credentials", "--plan", planPath, "--image", nodeShared.image, "--out-dir", dir}, flags...))
 	require.Equal(ne.t, 0, r.Code, "render: %s %s", r.Stdout, r.Stderr)
 	return dir
 }
