@@ -620,13 +620,3 @@ func writeServiceAccountKeys(dir string) (pubPath, privPath string, err error) {
 	}
 	return pubPath, privPath, nil
 }
-
-// freePort asks the kernel for an unused loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
