@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/url"
@@ -560,6 +561,37 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 			op, _ := ne.journalOf(mutation + run)
 			require.Equal(t, store.StateCompleted, op.State, "%s%s", mutation, run)
 		}
+		clients := j.roleClients()
+		require.NotEmpty(t, clients)
+		for _, addr := range clients {
+			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
+		}
+	})
+
+	t.Run("versioned-job-through-the-pooler", func(t *testing.T) {
+		// deploy/'s versioned-write Job through the pooled overlay: an
+		// update, completed, its values in no log, every session of the
+		// role on the primary a pooler pod's.
+		pods := j.waitPooler(4 * time.Minute)
+		canary := ne.canaryPod()
+		oldValue, newValue := "cnpg-canary-old-"+randomHexT(t), "cnpg-canary-new-"+randomHexT(t)
+		live := ne.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pooled-db"}, Data: map[string][]byte{"password": []byte(oldValue)}})
+		objs := ne.versionedOverlay("pooled", live.Name, canary, map[string]any{
+			"apiVersion": "keyledger.dev/v1", "kind": "SecretUpdate",
+			"metadata": map[string]any{"requestId": "req-cnpg-pooled-update", "mutationId": "mut-cnpg-pooled-update"},
+			"spec": map[string]any{"namespace": ne.ns, "name": live.Name, "expectedResourceVersion": live.ResourceVersion,
+				"data": map[string]any{"password": base64.StdEncoding.EncodeToString([]byte(newValue))}},
+		}, func(o *versionedOverlay) { o.Pooled = true })
+		require.Equal(t, journalPoolerHost, envValue(t, find(t, objs, "Job", "keyledger-versioned"), "PGHOST"))
+		ne.applyAll(objs)
+		end := ne.waitJob("keyledger-versioned-pooled", 3*time.Minute)
+		require.True(t, end.Complete, "Job failed: %s", ne.describe(end.Pod))
+		log := ne.logs(end.Pod, "keyledger") + ne.logs(end.Pod, "preflight")
+		for _, v := range []string{oldValue, newValue, base64.StdEncoding.EncodeToString([]byte(oldValue)), base64.StdEncoding.EncodeToString([]byte(newValue))} {
+			require.NotContains(t, log, v, "no value in the Job's logs")
+		}
+		require.Equal(t, "completed", outcomeLine(t, ne.logs(end.Pod, "keyledger"))["outcome"])
+		require.Equal(t, newValue, string(ne.getSecret(live.Name).Data["password"]))
 		clients := j.roleClients()
 		require.NotEmpty(t, clients)
 		for _, addr := range clients {

@@ -17,15 +17,19 @@ import (
 // versionedOverlay renders the private overlay deploy/README.md tells an
 // operator to write for one versioned write (writeVersionedOverlay), with
 // the node's API server endpoint and the node test image.
-func (ne *nodeEnv) versionedOverlay(suffix, live, canary string, command map[string]any) []*unstructured.Unstructured {
+func (ne *nodeEnv) versionedOverlay(suffix, live, canary string, command map[string]any, edits ...func(*versionedOverlay)) []*unstructured.Unstructured {
 	t := ne.t
 	t.Helper()
 	cmd, err := json.Marshal(command)
 	require.NoError(t, err)
 	fsys := deployFS(t)
 	apiIP, apiPort := ne.apiEndpoint()
-	dir := writeVersionedOverlay(t, fsys, versionedOverlay{Namespace: ne.ns, NameSuffix: suffix, LiveSecret: live, Canary: canary, Command: cmd,
-		APIServerIP: apiIP, APIServerPort: apiPort, ImageName: imageName(nodeShared.image), ImageTag: imageTag(nodeShared.image)})
+	o := versionedOverlay{Namespace: ne.ns, NameSuffix: suffix, LiveSecret: live, Canary: canary, Command: cmd,
+		APIServerIP: apiIP, APIServerPort: apiPort, ImageName: imageName(nodeShared.image), ImageTag: imageTag(nodeShared.image)}
+	for _, edit := range edits {
+		edit(&o)
+	}
+	dir := writeVersionedOverlay(t, fsys, o)
 	objs := render(t, fsys, dir)
 	require.Empty(t, audit(objs), "the overlay passes the deployment audit")
 	ne.cleanupClusterScoped(objs)
@@ -39,6 +43,8 @@ type versionedOverlay struct {
 	APIServerIP                               string
 	APIServerPort                             int
 	ImageName, ImageTag                       string
+	// Pooled adds components/cloudnativepg-pooler.
+	Pooled bool
 }
 
 // writeVersionedOverlay lays out, at /my-write in fsys, the private overlay
@@ -50,6 +56,10 @@ func writeVersionedOverlay(t *testing.T, fsys filesys.FileSystem, o versionedOve
 	t.Helper()
 	fillAPIEgress(t, fsys, "/my-write", o.APIServerIP, o.APIServerPort)
 	require.NoError(t, fsys.WriteFile("/my-write/command.json", o.Command))
+	pooler := ""
+	if o.Pooled {
+		pooler = "- ../deploy/components/cloudnativepg-pooler\n"
+	}
 	require.NoError(t, fsys.WriteFile("/my-write/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: "%[1]s"
@@ -58,7 +68,7 @@ resources:
 - ../deploy/overlays/cloudnativepg-versioned
 components:
 - api-egress
-secretGenerator:
+%[7]ssecretGenerator:
 - name: keyledger-versioned-command
   behavior: replace
   files:
@@ -84,7 +94,7 @@ images:
 - name: keyledger
   newName: %[5]s
   newTag: %[6]s
-`, o.Namespace, o.NameSuffix, o.LiveSecret, o.Canary, o.ImageName, o.ImageTag))))
+`, o.Namespace, o.NameSuffix, o.LiveSecret, o.Canary, o.ImageName, o.ImageTag, pooler))))
 	return "/my-write"
 }
 
