@@ -10,20 +10,31 @@ import (
 	"strings"
 )
 
-// freePortsBelow is how many ports under the kernel's ephemeral range
-// freePort picks from.
-const freePortsBelow = 12000
+const (
+	// freePortsBelow is how many ports under freePortCeiling freePort
+	// picks from.
+	freePortsBelow = 10000
+	// nodePortRangeStart is where Kubernetes' default NodePort range
+	// (30000-32767) begins. The test node's servers stay under it:
+	// kube-router accepts traffic to a local address in that range from
+	// any pod, whatever its NetworkPolicies say ("allow LOCAL TCP traffic
+	// to node ports"), so an API server on such a port is reachable from
+	// a pod whose policy has no rule for it, and the fence tests would
+	// find the gate open.
+	nodePortRangeStart = 30000
+)
 
 // freePort returns a loopback port that is free now, for a server this
 // process starts and that binds it a moment later (the API server, etcd,
-// PgBouncer). The port comes from just below the kernel's ephemeral range
+// PgBouncer). The port comes from below the kernel's ephemeral range
 // (net.ipv4.ip_local_port_range), never from inside it: a port the kernel
 // hands out for an outgoing connection in between (any client of any test
 // running beside this one) would make the server's bind fail with "address
 // already in use", and the API server's start retries the same port. A
 // port below the range is taken only by another listener that picked it.
+// It is also below the NodePort range (nodePortRangeStart).
 func freePort() (int, error) {
-	low, err := ephemeralLow()
+	low, err := freePortCeiling()
 	if err != nil {
 		return 0, err
 	}
@@ -40,6 +51,16 @@ func freePort() (int, error) {
 		return port, nil
 	}
 	return 0, fmt.Errorf("finding a free port: 200 ports in [%d, %d) taken", lo, low)
+}
+
+// freePortCeiling is the first port freePort never picks: the start of the
+// kernel's ephemeral range or of the NodePort range, whichever is lower.
+func freePortCeiling() (int, error) {
+	low, err := ephemeralLow()
+	if err != nil {
+		return 0, err
+	}
+	return min(low, nodePortRangeStart), nil
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range.
