@@ -244,26 +244,9 @@ func (ne *nodeEnv) retirementJobTwice(suffix, secretName, mutation, host string,
 	before := standardKeyring()
 	s := ne.createSecret(keyringSecret(secretName, before))
 	objs := ne.retirementOverlay(suffix, s.Name, canary, retireCommand(s, "k-2026-07", mutation), true, edits...)
-	var env []corev1.EnvVar
-	for _, o := range objs {
-		if o.GetKind() == "Job" {
-			c, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-			raw, _ := c[0].(map[string]any)["env"].([]any)
-			for _, e := range raw {
-				m, _ := e.(map[string]any)
-				v, _ := m["value"].(string)
-				env = append(env, corev1.EnvVar{Name: m["name"].(string), Value: v})
-			}
-		}
-	}
-	require.Contains(t, env, corev1.EnvVar{Name: "PGHOST", Value: host})
-	var dsn string
-	for _, e := range env {
-		if e.Name == "KEYLEDGER_DATABASE_URL" {
-			dsn = e.Value
-		}
-	}
-	require.Contains(t, dsn, "sslmode=verify-full")
+	rendered := find(t, objs, "Job", "keyledger-retire")
+	require.Equal(t, host, envValue(t, rendered, "PGHOST"))
+	require.Contains(t, envValue(t, rendered, "KEYLEDGER_DATABASE_URL"), "sslmode=verify-full")
 	job := "keyledger-retire-" + suffix
 	var firstRV string
 	for i, want := range []string{"completed", "existing"} {

@@ -42,13 +42,14 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 	}
 	for _, f := range []struct{ flag, value string }{
 		{"--journal-namespace", journal.Namespace}, {"--journal-credentials", journal.Credentials}, {"--journal-ca", journal.CA},
-		{"--journal-pooler", journal.Pooler},
 	} {
-		if f.value == "" && f.flag == "--journal-pooler" {
-			continue // not set: the Cluster's -rw Service
-		}
 		if err := command.ValidName(f.value); err != nil {
 			return usagef("%s: %v", f.flag, err)
+		}
+	}
+	if journal.Pooler != "" { // unset: the Cluster's -rw Service
+		if err := command.ValidName(journal.Pooler); err != nil {
+			return usagef("--journal-pooler: %v", err)
 		}
 	}
 	abs, err := filepath.Abs(planPath)

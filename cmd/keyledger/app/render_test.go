@@ -188,13 +188,7 @@ func TestRenderCredentialsRefusesTheJournalNamespace(t *testing.T) {
 	}
 	out, err := render(t, "--image", "img", "--journal-namespace", "platform-journal", "--journal-credentials", "shop-journal", "--journal-ca", "shop-journal-ca")
 	require.NoError(t, err)
-	docs := strings.Split(out, "\n---\n")
-	var job batchv1.Job
-	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
-	env := map[string]corev1.EnvVar{}
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		env[e.Name] = e
-	}
+	job, env := renderedHookJob(t, out)
 	require.Equal(t, "keyledger-journal-rw.platform-journal.svc", env["PGHOST"].Value, "the -rw Service of the journal's namespace")
 	require.Equal(t, "shop-journal", env["PGUSER"].ValueFrom.SecretKeyRef.Name)
 	require.Equal(t, "shop-journal", env["PGPASSWORD"].ValueFrom.SecretKeyRef.Name)
@@ -218,14 +212,23 @@ func TestRenderCredentialsThroughThePooler(t *testing.T) {
 	t.Parallel()
 	out, err := render(t, "--image", "img", "--journal-namespace", "platform-journal", "--journal-pooler", "keyledger-journal-pooler")
 	require.NoError(t, err)
+	_, env := renderedHookJob(t, out)
+	require.Equal(t, "keyledger-journal-pooler.platform-journal.svc", env["PGHOST"].Value)
+	require.Equal(t, "keyledger-journal-credentials", env["PGUSER"].ValueFrom.SecretKeyRef.Name)
+	require.Contains(t, env["KEYLEDGER_DATABASE_URL"].Value, "sslmode=verify-full&sslrootcert=/etc/keyledger/journal-ca/ca.crt")
+}
+
+// renderedHookJob decodes the Job (the sixth object) of render's output
+// and its main container's environment by name.
+func renderedHookJob(t *testing.T, out string) (batchv1.Job, map[string]corev1.EnvVar) {
+	t.Helper()
 	docs := strings.Split(out, "\n---\n")
+	require.Len(t, docs, 6)
 	var job batchv1.Job
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
 	env := map[string]corev1.EnvVar{}
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e
 	}
-	require.Equal(t, "keyledger-journal-pooler.platform-journal.svc", env["PGHOST"].Value)
-	require.Equal(t, "keyledger-journal-credentials", env["PGUSER"].ValueFrom.SecretKeyRef.Name)
-	require.Contains(t, env["KEYLEDGER_DATABASE_URL"].Value, "sslmode=verify-full&sslrootcert=/etc/keyledger/journal-ca/ca.crt")
+	return job, env
 }
