@@ -210,9 +210,11 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
 
 	// migrate down keeps the prune events unless told to destroy them
-	// (migrations 10, the snapshot target index, 9, a new session's
-	// cheaper checks, 8, the namespace list index, and 7, the run numbers,
-	// go down first without the flag).
+	// (migrations 11, the per-statement append guard, 10, the snapshot
+	// target index, 9, a new session's cheaper checks, 8, the namespace
+	// list index, and 7, the run numbers, go down first without the flag).
+	r = e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 9, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)

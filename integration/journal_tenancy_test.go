@@ -408,11 +408,12 @@ func TestIntegrationTenancyFinishedXact(t *testing.T) {
 		require.Equal(t, "42501", sqlState(err), "%s: %v", who, err)
 		require.Contains(t, err.Error(), "is final")
 	}
-	// The guard compares 64-bit transaction ids, not xmin.
+	// The guard compares 64-bit transaction ids, not xmin (since migration
+	// 11 once per statement, guard_records_appended).
 	var def string
-	require.NoError(t, owner.QueryRow(ctx, `SELECT pg_get_functiondef('keyledger.guard_record_insert()'::regprocedure)`).Scan(&def))
+	require.NoError(t, owner.QueryRow(ctx, `SELECT pg_get_functiondef('keyledger.guard_records_appended()'::regprocedure)`).Scan(&def))
 	require.Contains(t, def, "o.finished_xact")
-	require.Contains(t, def, "op_finished IS DISTINCT FROM pg_current_xact_id()")
+	require.Contains(t, def, "op.finished_xact IS DISTINCT FROM pg_current_xact_id()")
 	require.NotContains(t, def, "xmin")
 	var typ string
 	require.NoError(t, owner.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
@@ -435,10 +436,13 @@ func TestIntegrationTenancyMigrateDownGuard(t *testing.T) {
 			AND table_name IN ('operations', 'records', 'namespace_grants', 'grant_history')`)
 	}
 	require.Equal(t, 4, tables())
-	// Migrations 10 (the snapshot target index), 9 (a new session's cheaper
-	// checks), 8 (the namespace list index), 7 (run numbers) and 6 (prune
-	// events, none yet) go down without the flag.
+	// Migrations 11 (the per-statement append guard), 10 (the snapshot
+	// target index), 9 (a new session's cheaper checks), 8 (the namespace
+	// list index), 7 (run numbers) and 6 (prune events, none yet) go down
+	// without the flag.
 	r := e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, migrateStatus(t, r))
+	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 9, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 8, Changed: true}, migrateStatus(t, r))

@@ -60,7 +60,8 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		want   string
 		tables int
 	}{
-		{[]string{"migrate", "version"}, 0, `"version":10,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "version"}, 0, `"version":11,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "down"}, 0, `"version":10,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":9,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":8,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":7,"dirty":false,"changed":true`, 2},
@@ -74,8 +75,8 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		{[]string{"migrate", "down"}, 0, `"version":0,"dirty":false,"changed":true`, 0},
 		{[]string{"migrate", "version"}, 0, `"version":0,"dirty":false,"changed":false`, 0},
 		{[]string{"migrate", "down"}, 0, `"version":0,"dirty":false,"changed":false`, 0},
-		{[]string{"migrate", "up"}, 0, `"version":10,"dirty":false,"changed":true`, 2},
-		{[]string{"migrate", "up"}, 0, `"version":10,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "up"}, 0, `"version":11,"dirty":false,"changed":true`, 2},
+		{[]string{"migrate", "up"}, 0, `"version":11,"dirty":false,"changed":false`, 2},
 	}
 	conn := connect(t, e.journal.OwnerURL)
 	for _, s := range steps {
@@ -143,8 +144,13 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateRefused, To: store.StateRefused, Revision: op.Revision,
 		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}})
 	require.Error(t, err, "a final operation takes no more records through a state move")
-	_, err = operator.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'completion', 'complete')`, op.ID)
+	_, err = operator.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'observation', 'late')`, op.ID)
 	require.Equal(t, "42501", sqlState(err), "nothing is appended to a final operation: %v", err)
+	// A second ending breaks the one-ending index too, which (since
+	// migration 11 checks finality after the row's constraints) refuses it
+	// first.
+	_, err = operator.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'completion', 'complete')`, op.ID)
+	require.Equal(t, "23505", sqlState(err), "a second ending on a final operation: %v", err)
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling})
 	require.ErrorIs(t, err, store.ErrStateMoved)
 }
@@ -407,6 +413,57 @@ func TestIntegrationJournalAppendWaitsForTheEnding(t *testing.T) {
 	}
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, "42501", sqlState(<-appended), "the late append sees the ending and is refused")
+}
+
+// The append-after-final guard runs once per INSERT statement, over every
+// record it appends (migration 11), not once per record: a statement of 50
+// records calls it once (EXPLAIN ANALYZE counts the calls, as the role
+// that appends). A statement that appends to an open operation and to a
+// finished one is refused whole, and one that appends only to the open
+// one is not.
+func TestIntegrationJournalAppendGuardOncePerStatement(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st := e.operatorStore()
+	open, _, err := st.Prepare(ctx, toyPreparation("mut-guard-open", 13))
+	require.NoError(t, err)
+	done, _, err := st.Prepare(ctx, toyPreparation("mut-guard-done", 14))
+	require.NoError(t, err)
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: done.ID, From: store.StatePrepared, To: store.StateRefused, Revision: done.Revision,
+		Outcome: "refused", Reason: "test-refusal", Records: []store.Record{{Kind: store.RecordRefusal, Step: "refuse", Reason: "test-refusal"}}})
+	require.NoError(t, err)
+	operator := connect(t, e.journal.OperatorURL)
+	const appendTo = `INSERT INTO keyledger.records (operation_id, kind, step, target)
+		SELECT op, 'observation', 'read', 'n-' || g FROM unnest($1::bigint[]) op, generate_series(1, $2::int) g`
+
+	tx, err := operator.Begin(ctx)
+	require.NoError(t, err)
+	var plan []struct {
+		Triggers []struct {
+			Name  string `json:"Trigger Name"`
+			Calls int    `json:"Calls"`
+		} `json:"Triggers"`
+	}
+	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+appendTo, []int64{open.ID}, 50).Scan(&plan))
+	require.NoError(t, tx.Rollback(ctx))
+	require.Len(t, plan, 1)
+	calls := map[string]int{}
+	for _, tr := range plan[0].Triggers {
+		calls[tr.Name] = tr.Calls
+	}
+	require.Equal(t, 1, calls["records_b_not_final"], "the guard runs once for 50 records: %v", calls)
+	require.Equal(t, 50, calls["records_a_stamp"], "each record is still stamped: %v", calls)
+
+	before := countRows(t, operator, `SELECT count(*) FROM keyledger.records WHERE operation_id = $1`, open.ID)
+	_, err = operator.Exec(ctx, appendTo, []int64{open.ID, done.ID}, 3)
+	require.Equal(t, "42501", sqlState(err), "an append that reaches a finished operation is refused: %v", err)
+	require.Contains(t, err.Error(), "mut-guard-done is final")
+	require.Equal(t, before, countRows(t, operator, `SELECT count(*) FROM keyledger.records WHERE operation_id = $1`, open.ID),
+		"nothing of the refused statement is appended, to the open operation either")
+	_, err = operator.Exec(ctx, appendTo, []int64{open.ID}, 3)
+	require.NoError(t, err)
+	require.Equal(t, before+3, countRows(t, operator, `SELECT count(*) FROM keyledger.records WHERE operation_id = $1`, open.ID))
 }
 
 // Every function in the journal schema runs with a pinned search_path, so
