@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,16 +92,22 @@ func TestBenchCredentials(t *testing.T) {
 		secretWritesRun int
 		cpu             time.Duration
 		phases          *phase.Line
+		// machine is the CPU time each process on the machine spent
+		// while the run ran (cpuNow), keyledger's own included.
+		machine cpuUse
 	}
 	keyledgerWith := func(binary, mutation string, opts ...runOption) run {
 		t.Helper()
 		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
+		cpuBefore := cpuNow()
 		start := time.Now()
 		r := e.keyledger([]string{"run", path}, append([]runOption{runner, withBinary(binary), withEnv(traceEnv()...)}, opts...)...)
 		wall := time.Since(start)
+		machine := cpuBefore.since()
+		machine["keyledger"] = r.CPU
 		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 		reqs := apiRequests(t, r)
-		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"], cpu: r.CPU, phases: phasesOf(r.Stderr)}
+		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"], cpu: r.CPU, phases: phasesOf(r.Stderr), machine: machine}
 		for k, v := range reqs {
 			out.allRequests += v
 			if strings.HasSuffix(k, " secrets") {
@@ -163,7 +170,7 @@ func TestBenchCredentials(t *testing.T) {
 	samples := func(runs []run) []sample {
 		out := make([]sample, len(runs))
 		for i, r := range runs {
-			out[i] = sample{wall: r.wall, phases: r.phases}
+			out[i] = sample{wall: r.wall, phases: r.phases, machine: r.machine}
 		}
 		return out
 	}
@@ -175,6 +182,10 @@ func TestBenchCredentials(t *testing.T) {
 		pooledWall = report("keyledger-create-pooled", pooledCreate)
 	}
 	benchPhases("credentials keyledger-create", samples(create))
+	machine := func(runs []run) []cpuUse { return machineUses(samples(runs)) }
+	createCPU := machine(create)
+	benchLine("credentials keyledger-create cpu per run (medians, every process on the machine while it ran): %s", cpuReport(createCPU))
+	benchLine("credentials keyledger-rerun cpu per run (medians, every process on the machine while it ran): %s", cpuReport(machine(rerun)))
 	if other != "" {
 		for _, row := range []struct {
 			label       string
@@ -216,10 +227,16 @@ func TestBenchCredentials(t *testing.T) {
 	benchLine("credentials kubectl-loop secrets=%d runs=%d wall_ms=%.1f requests_per_secret>=1 peak_rss_kib=%d (largest child of the loop, rusage)",
 		n, len(loop), float64(loopWall.Microseconds())/1000, median(loopRSS))
 	benchLine("credentials ratio kubectl-loop/keyledger-create=%.1fx (target >= 40x, issue 23)", float64(loopWall)/float64(createWall))
-	benchLine("credentials target: keyledger-create at most %.1fms (the loop's median / 40)", float64(loopWall.Microseconds())/40/1000)
-	reads, writes := credentialsAPIFloor(t, kubeconfig, e.ns, names, credBenchRuns, deleteAll)
+	target := loopWall / 40
+	benchLine("credentials target: keyledger-create at most %.1fms (the loop's median / 40)", float64(target.Microseconds())/1000)
+	reads, writes, floorCPU := credentialsAPIFloor(t, kubeconfig, e.ns, names, credBenchRuns, deleteAll)
 	benchLine("credentials floor api (one client, one HTTP/2 connection, as the plan's identity, as keyledger sends them): read round (%d Secret GETs and %d ExternalSecret GETs, %d in flight each)=%s, %d Secret POSTs (%d in flight)=%s, sum=%s; keyledger-create/sum=%.2f",
 		n, n, credentialsFloorInFlight, ms(reads), n, credentialsFloorInFlight, ms(writes), ms(reads+writes), float64(createWall)/float64(reads+writes))
+	benchLine("credentials floor api cpu per round (medians, reads and POSTs): %s", cpuReport(floorCPU))
+	// The machine's own bound on the create row: the CPU its runs took,
+	// spread over every core, against the target.
+	benchLine("credentials cpu floor: keyledger-create's work needs at least %s of wall on %d cores (the API alone, without keyledger or the journal: %s); target %s, median %s",
+		ms(cpuFloor(createCPU)), runtime.NumCPU(), ms(cpuFloor(floorCPU)), ms(target), ms(createWall))
 	if pooledURL != "" {
 		benchLine("credentials ratio kubectl-loop/keyledger-create-pooled=%.1fx (through PgBouncer, session mode)", float64(loopWall)/float64(pooledWall))
 	}
@@ -249,9 +266,10 @@ const credentialsFloorInFlight = 32
 // the creates (a POST of every Secret), each with credentialsFloorInFlight
 // in flight from one client on one HTTP/2 connection (protobuf for
 // Secrets, as keyledger sends them), as the plan's own identity. It
-// returns the medians of runs rounds; deleteAll empties the namespace
-// before each.
-func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, runs int, deleteAll func()) (reads, writes time.Duration) {
+// returns the medians of runs rounds, and the CPU time each round took
+// from every process on the machine (the client, this test process, as
+// "floor client"); deleteAll empties the namespace before each.
+func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, runs int, deleteAll func()) (reads, writes time.Duration, cpu []cpuUse) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
@@ -286,6 +304,7 @@ func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, ru
 	for range runs {
 		deleteAll()
 		var failed atomic.Int32
+		cpuBefore, selfBefore := cpuNow(), threadsCPU("/proc/self")
 		start := time.Now()
 		var wg sync.WaitGroup
 		wg.Add(2)
@@ -313,7 +332,10 @@ func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, ru
 				failed.Add(1)
 			}
 		}))
+		use := cpuBefore.since()
+		use["floor client"] = threadsCPU("/proc/self") - selfBefore
+		cpu = append(cpu, use)
 		require.Zero(t, failed.Load(), "every floor read found nothing and every create succeeded")
 	}
-	return median(readWalls), median(writeWalls)
+	return median(readWalls), median(writeWalls), cpu
 }

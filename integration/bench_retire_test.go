@@ -102,6 +102,7 @@ func TestBenchRetire(t *testing.T) {
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases("retire", keyledgerSamples)
+	benchLine("retire cpu per run (medians, every process on the machine while it ran): %s", cpuReport(machineUses(keyledgerSamples)))
 	if pooledURL != "" {
 		benchPooled("retire", pooledSamples, wall, base)
 	}

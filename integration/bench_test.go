@@ -36,6 +36,9 @@ type sample struct {
 	summary map[string]any
 	// phases is the process's phase line (package phase), when it printed one.
 	phases *phase.Line
+	// machine is the CPU time each process on the machine spent while it
+	// ran (cpuNow), its own ("keyledger", rusage) included.
+	machine cpuUse
 }
 
 // peakRSS is keyledger's own peak RSS (VmHWM, KiB) from its summary line.
@@ -61,13 +64,17 @@ func measure(t *testing.T, name string, args []string, env []string) sample {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = append(slices.Clip(env), traceEnv()...)
+	cpuBefore := cpuNow()
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s%s", name, args, err, stdout.String(), stderr.String())
 	}
-	s := sample{wall: wall, phases: phasesOf(stderr.String())}
+	s := sample{wall: wall, phases: phasesOf(stderr.String()), machine: cpuBefore.since()}
+	if ps := cmd.ProcessState; ps != nil {
+		s.machine["keyledger"] = ps.UserTime() + ps.SystemTime()
+	}
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(line, `"msg":"run finished"`) {
 			_ = json.Unmarshal([]byte(line), &s.summary)

@@ -189,6 +189,34 @@ func containerAdminURL(ctx context.Context, c testcontainers.Container, password
 // It holds a password: never log it.
 func (p *Postgres) AdminURL() string { return p.adminURL }
 
+// CPUTime is the CPU time the server's container has used so far (every
+// backend, the postmaster and its workers: the container's cgroup, cgroup
+// v1 cpuacct or v2 cpu.stat). ok is false for an external server or when
+// neither file is readable.
+func (p *Postgres) CPUTime() (d time.Duration, ok bool) {
+	if p.container == nil {
+		return 0, false
+	}
+	id := p.container.GetContainerID()
+	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct/docker", id, "cpuacct.usage")); err == nil {
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Duration(ns), err == nil
+	}
+	for _, dir := range []string{"/sys/fs/cgroup/system.slice/docker-" + id + ".scope", "/sys/fs/cgroup/docker/" + id} {
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, found := strings.CutPrefix(line, "usage_usec "); found {
+				us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return time.Duration(us) * time.Microsecond, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
 // Terminate removes the container. An external server is left alone.
 func (p *Postgres) Terminate(ctx context.Context) error {
 	if p.container == nil {
