@@ -55,42 +55,64 @@ func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, 
 }
 
 // FindEachInRuns answers FindInRuns for each of ps, in order (nil where
-// there is none), in one round trip: the same query per question, sent as
-// one pipelined batch. A reader with many questions (a plan's Secrets)
-// pays one round trip instead of one per question.
+// there is none), in one statement: the questions travel as arrays
+// (findEachInRunsQuery) and each is answered by the same lookup as
+// FindInRuns, through the same indexes, under the same row-level
+// security. A reader with many questions (a plan's Secrets) pays one
+// round trip and one plan instead of one query per question: a rerun of
+// a 64-Secret plan asks about two hundred, which as a pipelined batch of
+// single queries cost the server a bind and an execution each.
 func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*RunRecord, error) {
 	out := make([]*RunRecord, len(ps))
 	if len(ps) == 0 {
 		return out, nil
 	}
-	batch := &pgx.Batch{}
+	defer phase.Begin("query find-each-in-runs")()
+	var commands, kinds, steps, targets, uids, digests []string
 	for _, p := range ps {
-		batch.Queue(findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
+		commands, kinds, steps = append(commands, p.Command), append(kinds, string(p.Kind)), append(steps, p.Step)
+		targets, uids, digests = append(targets, p.Target), append(uids, p.UID), append(digests, p.Digest)
 	}
-	conn, err := s.pool.Acquire(ctx)
+	rows, err := s.pool.Query(ctx, findEachInRunsQuery, commands, kinds, steps, targets, uids, digests)
 	if err != nil {
 		return nil, wrap("reading the command's runs", err)
 	}
-	defer conn.Release()
-	if err := prepareForBatch(ctx, conn.Conn(), findInRunsQuery, len(ps)); err != nil {
-		return nil, wrap("reading the command's runs", err)
-	}
-	results := conn.SendBatch(ctx, batch)
-	defer results.Close() // read-only: every result is read below
-	for i, p := range ps {
+	defer rows.Close()
+	for rows.Next() {
+		var ord int64
 		var found RunRecord
-		r, err := scanRecord(results.QueryRow(), &found.Run)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
+		r, err := scanRecord(rows, &ord, &found.Run)
 		if err != nil {
-			return nil, wrap("reading the command's runs for "+p.Step+" records", err)
+			return nil, wrap("reading the command's runs", err)
+		}
+		if ord < 1 || ord > int64(len(ps)) || out[ord-1] != nil {
+			return nil, errors.New("reading the command's runs: an answer to no question asked")
 		}
 		found.Record = r
-		out[i] = &found
+		out[ord-1] = &found
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("reading the command's runs", err)
 	}
 	return out, nil
 }
+
+// findEachInRunsQuery is FindEachInRuns' SQL: $1 to $6 the questions'
+// commands, kinds, steps, targets, UIDs and digests (empty for any), one
+// element per question; each row is a question's 1-based position and its
+// answer, as findInRunsQuery finds it; a question without one has no row.
+const findEachInRunsQuery = `
+		SELECT q.ord, f.*
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+		  WITH ORDINALITY AS q(q_command, q_kind, q_step, q_target, q_uid, q_digest, ord)
+		CROSS JOIN LATERAL (
+			SELECT (SELECT o.mutation_id FROM keyledger.operations o WHERE o.id = r.operation_id), ` + recordColumns + `
+			FROM keyledger.records r
+			WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.mutation_id = q.q_command OR o.` + runSeries + ` = q.q_command)
+			  AND r.kind = q.q_kind::keyledger.record_kind AND r.step = q.q_step AND r.target = q.q_target
+			  AND (q.q_uid = '' OR r.uid = q.q_uid) AND (q.q_digest = '' OR r.digest = q.q_digest)
+			ORDER BY r.id DESC LIMIT 1) f
+		ORDER BY q.ord`
 
 // findInRunsQuery is FindInRuns' SQL: $1 the command, $2 to $6 the
 // record's kind, step, target, UID and digest (” for any).
