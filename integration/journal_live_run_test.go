@@ -109,3 +109,35 @@ func TestIntegrationJournalLiveRunIsJoinedNotResumed(t *testing.T) {
 	closed, _ = e.journalOf("mut-live:run-2")
 	require.Equal(t, store.ReasonRunAgeLimit, closed.Reason, "the age bound holds for a live run")
 }
+
+// A desired-state run's questions between its moves (FindInRuns,
+// FindEachInRuns: a rerun's proofs) go on the session that drives the run,
+// which its moves use too: the run opens one session, not a second one
+// (a connect, its authentication and its cold statements) for its reads.
+// Before any run is prepared, they go on the pool's.
+func TestIntegrationJournalRunReadsOnTheDriverSession(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	st := roleStore(t, e.namespaceRole(toyNamespace))
+	q := store.RunRecordParams{Command: "mut-reads", Kind: store.RecordPreparation, Step: "preparation"}
+	found, err := st.FindInRuns(ctx, q)
+	require.NoError(t, err)
+	require.Nil(t, found, "no run yet")
+	op, created, err := st.PrepareRun(ctx, toyPreparation("mut-reads", 2))
+	require.NoError(t, err)
+	require.True(t, created)
+	each, err := st.FindEachInRuns(ctx, []store.RunRecordParams{q, {Command: "mut-reads", Kind: store.RecordCompletion, Step: "complete"}})
+	require.NoError(t, err)
+	require.Len(t, each, 2)
+	require.NotNil(t, each[0], "the preparation of run 1")
+	require.Equal(t, op.MutationID, each[0].Run)
+	require.Nil(t, each[1])
+	found, err = st.FindInRuns(ctx, q)
+	require.NoError(t, err)
+	require.NotNil(t, found)
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling, Revision: op.Revision,
+		Records: []store.Record{{Kind: store.RecordObservation, Step: "read"}}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Sessions(), "one session: the run's reads and moves share it")
+}

@@ -42,8 +42,12 @@ type RunRecord struct {
 func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, error) {
 	defer phase.Begin("query find-in-runs")()
 	var found RunRecord
-	row := s.pool.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest)
-	r, err := scanRecord(row, &found.Run)
+	var r Record
+	err := s.onReadConn(func(q reader) error {
+		var err error
+		r, err = scanRecord(q.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest), &found.Run)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -73,26 +77,32 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 		commands, kinds, steps = append(commands, p.Command), append(kinds, string(p.Kind)), append(steps, p.Step)
 		targets, uids, digests = append(targets, p.Target), append(uids, p.UID), append(digests, p.Digest)
 	}
-	rows, err := s.pool.Query(ctx, findEachInRunsQuery, commands, kinds, steps, targets, uids, digests)
-	if err != nil {
-		return nil, wrap("reading the command's runs", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ord int64
-		var found RunRecord
-		r, err := scanRecord(rows, &ord, &found.Run)
+	err := s.onReadConn(func(q reader) error {
+		rows, err := q.Query(ctx, findEachInRunsQuery, commands, kinds, steps, targets, uids, digests)
 		if err != nil {
-			return nil, wrap("reading the command's runs", err)
+			return wrap("reading the command's runs", err)
 		}
-		if ord < 1 || ord > int64(len(ps)) || out[ord-1] != nil {
-			return nil, errors.New("reading the command's runs: an answer to no question asked")
+		defer rows.Close()
+		for rows.Next() {
+			var ord int64
+			var found RunRecord
+			r, err := scanRecord(rows, &ord, &found.Run)
+			if err != nil {
+				return wrap("reading the command's runs", err)
+			}
+			if ord < 1 || ord > int64(len(ps)) || out[ord-1] != nil {
+				return errors.New("reading the command's runs: an answer to no question asked")
+			}
+			found.Record = r
+			out[ord-1] = &found
 		}
-		found.Record = r
-		out[ord-1] = &found
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap("reading the command's runs", err)
+		if err := rows.Err(); err != nil {
+			return wrap("reading the command's runs", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -112,6 +112,9 @@ func (s *Store) Close() {
 // Transactions is the number of transactions this Store has committed.
 func (s *Store) Transactions() int64 { return s.txs.Load() }
 
+// Sessions is the number of sessions (connections) this Store has opened.
+func (s *Store) Sessions() int64 { return s.pool.Stat().NewConnsCount() }
+
 // UnreachableError means PostgreSQL could not be reached at all.
 type UnreachableError struct{ Err error }
 
@@ -638,6 +641,36 @@ func (s *Store) onRunConn(fn func(on *pgxpool.Conn) error) error {
 		s.driver.conn = nil
 	}
 	return err
+}
+
+// reader is what a pool and one of its connections share for reading.
+type reader interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// onReadConn runs fn (which reads, and closes every rows it opens) on the
+// run driver's connection when PrepareRun took one and no move is using
+// it, else on the pool. A desired-state run holds its driver session for
+// its whole life (its run locks), so the pool's next connection would be a
+// second session: a connect, its authentication, and its first
+// statements' planning, for the questions a decision asks between moves
+// (a rerun's proofs). A read never waits for a move: one in progress sends
+// it to the pool.
+func (s *Store) onReadConn(fn func(q reader) error) error {
+	if s.driver.mu.TryLock() {
+		if c := s.driver.conn; c != nil {
+			defer s.driver.mu.Unlock()
+			err := fn(c)
+			if c.Conn().IsClosed() {
+				c.Release()
+				s.driver.conn = nil
+			}
+			return err
+		}
+		s.driver.mu.Unlock()
+	}
+	return fn(s.pool)
 }
 
 // beginner is what a pool and one of its connections share.
