@@ -84,19 +84,33 @@ func TestOpenCallsFollowSettled(t *testing.T) {
 	require.Equal(t, 2, run.lastBatch())
 }
 
-// Each runs every index exactly once and never more than limit at once.
+// Each runs every index exactly once, never more than limit at once, and
+// as many at once as limit allows: the first limit calls each wait until
+// limit are in flight, which a pool of fewer would never reach.
 func TestEach(t *testing.T) {
 	t.Parallel()
-	for _, n := range []int{0, 1, 2, 40} {
+	const limit = 3
+	for _, n := range []int{0, 1, 2, 3, 40} {
 		var mu sync.Mutex
 		ran := make([]int, n)
 		inFlight, most := 0, 0
-		Each(n, 3, func(i int) {
+		full := make(chan struct{})
+		Each(n, limit, func(i int) {
 			mu.Lock()
 			ran[i]++
 			inFlight++
 			most = max(most, inFlight)
+			if inFlight == limit && most == limit && i < limit {
+				close(full)
+			}
 			mu.Unlock()
+			if n >= limit && i < limit {
+				select {
+				case <-full:
+				case <-time.After(10 * time.Second):
+					t.Errorf("%d calls: never %d in flight", n, limit)
+				}
+			}
 			time.Sleep(time.Millisecond)
 			mu.Lock()
 			inFlight--
@@ -105,6 +119,9 @@ func TestEach(t *testing.T) {
 		for i, c := range ran {
 			require.Equal(t, 1, c, "index %d of %d", i, n)
 		}
-		require.LessOrEqual(t, most, 3)
+		require.LessOrEqual(t, most, limit)
+		if n >= limit {
+			require.Equal(t, limit, most, "%d calls", n)
+		}
 	}
 }
