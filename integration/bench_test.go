@@ -63,8 +63,10 @@ func measure(t *testing.T, name string, args []string, env []string) sample {
 	cmd := exec.CommandContext(ctx, name, args...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = append(slices.Clip(env), traceEnv()...)
+	// Read before the spawn time is taken (traceEnv): reading /proc takes
+	// a while, and the process's first phase counts from that time.
 	cpuBefore := cpuNow()
+	cmd.Env = append(slices.Clip(env), traceEnv()...)
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
