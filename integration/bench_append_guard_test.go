@@ -1,0 +1,94 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// TestBenchAppendGuard measures what migration 11 (the append-after-final
+// guard once per INSERT statement instead of once per record) changes,
+// against a journal taken down to migration 10 on the same server,
+// interleaved: an INSERT of 200 records in one statement as the namespace
+// role (what a 64-Secret plan's moves append over a run, in its largest
+// piece), rolled back, and a retirement run as a process (three
+// transactions of one to three records each: what a small append pays).
+func TestBenchAppendGuard(t *testing.T) {
+	benchEnabled(t)
+	e := setup(t)
+	ctx := t.Context()
+	old, err := shared.pg.NewJournal(ctx, "kl_"+randomSuffix(t), e.ns, toyNamespace)
+	require.NoError(t, err)
+	r := e.keyledger([]string{"migrate", "down"}, withDatabase(old.OwnerURL))
+	require.Equal(t, 0, r.Code, "%s", r.Stderr)
+	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, migrateStatus(t, r))
+
+	const runs = 15
+	journals := []struct {
+		label string
+		url   string
+	}{{"migration-11", e.journal.OperatorURL}, {"migration-10", old.OperatorURL}}
+	// timed inserts 200 records into one operation of the journal at url in
+	// one statement, as the role, and rolls them back.
+	type inserter struct {
+		conn *pgx.Conn
+		op   int64
+	}
+	inserters := map[string]inserter{}
+	for _, j := range journals {
+		op, _, err := roleStore(t, j.url).Prepare(ctx, toyPreparation("mut-guard-bench", 15))
+		require.NoError(t, err)
+		inserters[j.label] = inserter{conn: connect(t, j.url), op: op.ID}
+	}
+	timed := func(in inserter) time.Duration {
+		tx, err := in.conn.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(context.WithoutCancel(ctx))) }()
+		start := time.Now()
+		_, err = tx.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step, target, uid, resource_version, status, detail)
+			SELECT $1, 'observation', 'read-secret', 'secret/s-' || g, 'uid-' || g, '1234', 'absent', '{"keys": ["password"]}'::jsonb
+			FROM generate_series(1, 200) g`, in.op)
+		took := time.Since(start)
+		require.NoError(t, err)
+		return took
+	}
+	for _, in := range inserters {
+		timed(in) // each session's first: its plans and functions, cold
+	}
+	insert := map[string][]time.Duration{}
+	for i := range runs {
+		for k := range journals {
+			j := journals[(i+k)%len(journals)] // each goes first in turn
+			insert[j.label] = append(insert[j.label], timed(inserters[j.label]))
+		}
+	}
+
+	bin := releaseBinary(t)
+	m := largestKeyring()
+	keyID := m.Keys[0].ID
+	retire := map[string][]time.Duration{}
+	for i := range runs {
+		for k := range journals {
+			j := journals[(i+k)%len(journals)] // each goes first in turn
+			name := fmt.Sprintf("guard-%s-%d", j.label, i)
+			s := e.createSecret(keyringSecret(name, m))
+			path := e.writeCommand(name+".json", retireCommand(s, keyID, "mut-"+name))
+			cmd := exec.Command(bin, "run", path)
+			e.asRetirerOf(s)(cmd)
+			env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + j.url}, cmd.Env...)
+			retire[j.label] = append(retire[j.label], measure(t, bin, []string{"run", path}, env).wall)
+		}
+	}
+	benchLine("append-guard insert of 200 records in one statement (namespace role, warm session): migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d)",
+		ms(median(insert["migration-11"])), ms(median(insert["migration-10"])), float64(median(insert["migration-11"]))/float64(median(insert["migration-10"])), runs)
+	benchLine("append-guard retire run: migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d, interleaved)",
+		ms(median(retire["migration-11"])), ms(median(retire["migration-10"])), float64(median(retire["migration-11"]))/float64(median(retire["migration-10"])), runs)
+}
