@@ -181,7 +181,7 @@ func TestBenchCredentials(t *testing.T) {
 	if pooledURL != "" {
 		pooledWall = report("keyledger-create-pooled", pooledCreate)
 	}
-	benchPhases("credentials keyledger-create", samples(create))
+	benchPhases(t, "credentials keyledger-create", samples(create))
 	machine := func(runs []run) []cpuUse { return machineUses(samples(runs)) }
 	createCPU := machine(create)
 	benchLine("credentials keyledger-create cpu per run (medians, every process on the machine while it ran): %s", cpuReport(createCPU))
@@ -191,7 +191,7 @@ func TestBenchCredentials(t *testing.T) {
 			label       string
 			ours, their []run
 		}{{"keyledger-create", create, otherCreate}, {"keyledger-rerun", rerun, otherRerun}, {"keyledger-resync", resync, otherResync}} {
-			benchCompare("credentials "+row.label, samples(row.ours), samples(row.their), nil)
+			benchCompare(t, "credentials "+row.label, samples(row.ours), samples(row.their), nil)
 		}
 	}
 

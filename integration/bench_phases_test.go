@@ -53,7 +53,12 @@ func usMS(us int64) string { return fmt.Sprintf("%.2fms", float64(us)/1000) }
 // benchPhases prints the phase line of the median run of samples (by wall
 // time): each phase, their sum and its gap to the wall time the parent
 // measured (the process's exit and the parent's wake-up, after the line).
-func benchPhases(row string, samples []sample) {
+// The phases count from the spawn time the parent stamped just before it
+// started its clock, so they cannot add up to more than the wall time; a
+// sum past it by more than phaseSlack means the measurement is broken (the
+// parent did work between the two), and the bench fails.
+func benchPhases(t *testing.T, row string, samples []sample) {
+	t.Helper()
 	sorted := slices.Clone(samples)
 	slices.SortFunc(sorted, func(a, b sample) int { return int(a.wall - b.wall) })
 	s := sorted[len(sorted)/2]
@@ -70,7 +75,15 @@ func benchPhases(row string, samples []sample) {
 	gap := s.wall.Microseconds() - l.SumUS
 	benchLine("%s phases sum=%s wall=%s gap=%s (%.1f%% of wall: exit after the line, the parent's wait)",
 		row, usMS(l.SumUS), ms(s.wall), usMS(gap), 100*float64(gap)/float64(s.wall.Microseconds()))
+	if gap < -phaseSlack.Microseconds() {
+		t.Errorf("%s: the phases add up to %s more than the wall time: the spawn time was stamped before other work of the parent", row, usMS(-gap))
+	}
 }
+
+// phaseSlack is how far the phases may add up past the wall time: the
+// parent stamps the spawn time and then starts its clock, microseconds
+// apart.
+const phaseSlack = time.Millisecond
 
 // compareBinary is KEYLEDGER_BENCH_COMPARE: another keyledger build (say,
 // main's) that the benchmarks run interleaved with this one, each run
@@ -80,7 +93,8 @@ func compareBinary() string { return os.Getenv("KEYLEDGER_BENCH_COMPARE") }
 
 // benchCompare prints the other build's median, its ratio to the kubectl
 // pair and this build's ratio to it, and its median run's phases.
-func benchCompare(row string, ours, theirs []sample, pair []time.Duration) {
+func benchCompare(t *testing.T, row string, ours, theirs []sample, pair []time.Duration) {
+	t.Helper()
 	if len(theirs) == 0 {
 		return
 	}
@@ -89,7 +103,7 @@ func benchCompare(row string, ours, theirs []sample, pair []time.Duration) {
 	if len(pair) > 0 {
 		benchLine("%s compare ratio compare/kubectl-pair=%.2f", row, float64(median(walls(theirs)))/float64(median(pair)))
 	}
-	benchPhases(row+" compare", theirs)
+	benchPhases(t, row+" compare", theirs)
 }
 
 // walls are the samples' wall times.
@@ -104,13 +118,14 @@ func walls(samples []sample) []time.Duration {
 // benchPooled prints row's runs through the session pooler (interleaved
 // with the direct runs, whose wall times are direct): their median, its
 // ratio to the direct median and to the kubectl pair, and the phases.
-func benchPooled(row string, pooled []sample, direct, pair []time.Duration) {
+func benchPooled(t *testing.T, row string, pooled []sample, direct, pair []time.Duration) {
+	t.Helper()
 	benchLine("%s-pooled (through PgBouncer, session mode, DISCARD ALL between clients) wall_median=%s ratio this/direct=%.2f",
 		row, ms(median(walls(pooled))), float64(median(walls(pooled)))/float64(median(direct)))
 	if len(pair) > 0 {
 		benchLine("%s-pooled ratio keyledger/kubectl-pair=%.2f", row, float64(median(walls(pooled)))/float64(median(pair)))
 	}
-	benchPhases(row+"-pooled", pooled)
+	benchPhases(t, row+"-pooled", pooled)
 }
 
 // benchFloors prints, measured now, the floor of each kind of phase: a Go

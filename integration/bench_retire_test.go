@@ -101,12 +101,12 @@ func TestBenchRetire(t *testing.T) {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
-	benchPhases("retire", keyledgerSamples)
+	benchPhases(t, "retire", keyledgerSamples)
 	benchLine("retire cpu per run (medians, every process on the machine while it ran): %s", cpuReport(machineUses(keyledgerSamples)))
 	if pooledURL != "" {
-		benchPooled("retire", pooledSamples, wall, base)
+		benchPooled(t, "retire", pooledSamples, wall, base)
 	}
-	benchCompare("retire", keyledgerSamples, compared, base)
+	benchCompare(t, "retire", keyledgerSamples, compared, base)
 	floor := e.createSecret(keyringSecret("bench-floor", m))
 	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name, pooledURL)
 }

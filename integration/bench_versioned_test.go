@@ -89,11 +89,11 @@ func TestBenchVersioned(t *testing.T) {
 		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
 		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
-	benchPhases("versioned-update", samples)
+	benchPhases(t, "versioned-update", samples)
 	if pooledURL != "" {
-		benchPooled("versioned-update", pooled, wall, base)
+		benchPooled(t, "versioned-update", pooled, wall, base)
 	}
-	benchCompare("versioned-update", samples, compared, base)
+	benchCompare(t, "versioned-update", samples, compared, base)
 	benchFloors(t, e, kubeconfigOf(as, e.ns, "bench"), e.ns, "bench", pooledURL)
 }
 
