@@ -330,6 +330,44 @@ func (j *cnpgJournal) roleClients() []string {
 	return addrs
 }
 
+// endRoleSessions ends every other session of the served namespace's role
+// on the primary (a role may end its own: pg_terminate_backend) and waits
+// until none is left, the pooler's idle server sessions of earlier runs
+// with them (PgBouncer drops a server session the server closed). A session
+// of the role on the primary after that is one a later run made.
+func (j *cnpgJournal) endRoleSessions() {
+	t := j.ne.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, j.ne.journal.OperatorURL)
+	require.True(t, err == nil, "connecting to the journal's primary failed") // the error names the user and address
+	defer conn.Close(context.Background())
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var left int
+		err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE usename = current_user AND pid <> pg_backend_pid()`).Scan(&left)
+		return err == nil && left == 0, nil
+	})
+	require.NoError(t, err, "sessions of %s still on the primary: %v", j.role, j.roleClients())
+}
+
+// requireRunsThroughPooler: the role has sessions on the primary, and each
+// comes from a pooler pod (pods). After endRoleSessions and a run, that is
+// the run's path: a session the run's process opened straight to the
+// primary would have ended with it and left none, where the pooler keeps
+// its server session open for the next client.
+func (j *cnpgJournal) requireRunsThroughPooler(pods []string) {
+	t := j.ne.t
+	t.Helper()
+	clients := j.roleClients()
+	t.Logf("sessions of %s on the primary, by client address: %v (pooler pods %v)", j.role, clients, pods)
+	require.NotEmpty(t, clients, "the pooler keeps the role's server session after the run")
+	for _, addr := range clients {
+		require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
+	}
+}
+
 // removeJournalNamespace deletes the Pooler and the Cluster, then the
 // journal's namespace, and waits until the namespace is gone. If it is not
 // gone in time, the error says what is left in it (the namespace's status
@@ -508,13 +546,9 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		// primary comes from a pooler pod, and outlives the Job (a warm
 		// session for the next run).
 		pods := j.waitPooler(4 * time.Minute)
+		j.endRoleSessions()
 		ne.retirementJobTwice("pooled", "pooled-keyring", "mut-cnpg-pooled", journalPoolerHost, func(o *privateOverlay) { o.Pooled = true })
-		clients := j.roleClients()
-		t.Logf("sessions of %s on the primary after the Jobs, by client address: %v (pooler pods %v)", j.role, clients, pods)
-		require.NotEmpty(t, clients, "the pooler keeps the role's server session after the Job")
-		for _, addr := range clients {
-			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
-		}
+		j.requireRunsThroughPooler(pods)
 	})
 
 	t.Run("credentials-hook-through-the-pooler", func(t *testing.T) {
@@ -524,6 +558,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		// planned Secrets, the second writes nothing, each a run of the
 		// plan journaled through the pooler.
 		pods := j.waitPooler(4 * time.Minute)
+		j.endRoleSessions()
 		apiIP, apiPort := ne.apiEndpoint()
 		ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort, "../deploy/components/cloudnativepg-pooler"))
 		const mutation = "mut-cnpg-pooled-hook"
@@ -544,11 +579,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 			op, _ := ne.journalOf(mutation + run)
 			require.Equal(t, store.StateCompleted, op.State, "%s%s", mutation, run)
 		}
-		clients := j.roleClients()
-		require.NotEmpty(t, clients)
-		for _, addr := range clients {
-			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
-		}
+		j.requireRunsThroughPooler(pods)
 	})
 
 	t.Run("versioned-job-through-the-pooler", func(t *testing.T) {
@@ -556,6 +587,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		// update, completed, its values in no log, every session of the
 		// role on the primary a pooler pod's.
 		pods := j.waitPooler(4 * time.Minute)
+		j.endRoleSessions()
 		canary := ne.canaryPod()
 		oldValue, newValue := "cnpg-canary-old-"+randomHexT(t), "cnpg-canary-new-"+randomHexT(t)
 		live := ne.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pooled-db"}, Data: map[string][]byte{"password": []byte(oldValue)}})
@@ -575,11 +607,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		}
 		require.Equal(t, "completed", outcomeLine(t, ne.logs(end.Pod, "keyledger"))["outcome"])
 		require.Equal(t, newValue, string(ne.getSecret(live.Name).Data["password"]))
-		clients := j.roleClients()
-		require.NotEmpty(t, clients)
-		for _, addr := range clients {
-			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
-		}
+		j.requireRunsThroughPooler(pods)
 	})
 
 	t.Run("failover-mid-operation", func(t *testing.T) {
@@ -660,11 +688,6 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		pods := j.waitPooler(4 * time.Minute)
 		ne.retirementJobTwice("after", "after-failover-keyring", "mut-cnpg-pooled-after-failover", journalPoolerHost,
 			func(o *privateOverlay) { o.Pooled = true })
-		clients := j.roleClients()
-		t.Logf("sessions of %s on the promoted primary, by client address: %v (pooler pods %v)", j.role, clients, pods)
-		require.NotEmpty(t, clients)
-		for _, addr := range clients {
-			require.Contains(t, pods, addr, "a session of %s not from a pooler pod", j.role)
-		}
+		j.requireRunsThroughPooler(pods) // a promoted primary: no session from before
 	})
 }
