@@ -12,15 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
 // TestBenchAppendGuard measures what migration 11 (the append-after-final
 // guard once per INSERT statement instead of once per record) changes,
 // against a journal taken down to migration 10 on the same server,
-// interleaved: an INSERT of 200 records in one statement as the namespace
-// role (what a 64-Secret plan's moves append over a run, in its largest
-// piece), rolled back, and a retirement run as a process (three
-// transactions of one to three records each: what a small append pays).
+// interleaved: an INSERT of 200 records in one statement as the role a run
+// journals as (about what a 64-Secret plan appends over a run), rolled
+// back, and a retirement run and a versioned update at the retention limit
+// as processes (transactions of one to a few records each: what a small
+// append pays).
 func TestBenchAppendGuard(t *testing.T) {
 	benchEnabled(t)
 	e := setup(t)
@@ -36,8 +38,9 @@ func TestBenchAppendGuard(t *testing.T) {
 		label string
 		url   string
 	}{{"migration-11", e.journal.OperatorURL}, {"migration-10", old.OperatorURL}}
-	// timed inserts 200 records into one operation of the journal at url in
-	// one statement, as the role, and rolls them back.
+	// An inserter appends to one operation of a journal, on a session of
+	// its own; timed inserts 200 records in one statement and rolls them
+	// back.
 	type inserter struct {
 		conn *pgx.Conn
 		op   int64
@@ -87,8 +90,39 @@ func TestBenchAppendGuard(t *testing.T) {
 			retire[j.label] = append(retire[j.label], measure(t, bin, []string{"run", path}, env).wall)
 		}
 	}
-	benchLine("append-guard insert of 200 records in one statement (namespace role, warm session): migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d)",
+	// A versioned update at the retention limit (seven transactions of a
+	// record or a few each), on a Secret whose history each journal holds.
+	as := e.asWriter("guard-11", "guard-10")
+	data := func(i int) map[string][]byte {
+		return map[string][]byte{"password": []byte(fmt.Sprintf("guard-value-%04d", i)), "user": []byte("app")}
+	}
+	secretOf := map[string]string{"migration-11": "guard-11", "migration-10": "guard-10"}
+	for _, j := range journals {
+		name := secretOf[j.label]
+		e.createSecret(plainSecret(name, data(0)))
+		for i := 1; i <= versioned.DefaultHistoryLimit; i++ {
+			cur := e.getSecret(name)
+			requireOK(t, e.runCmd(updateCommand(e.ns, name, cur.ResourceVersion, fmt.Sprintf("mut-fill-%s-%d", name, i), data(i)), as, withDatabase(j.url)), "completed")
+		}
+	}
+	update := map[string][]time.Duration{}
+	for i := range runs {
+		for k := range journals {
+			j := journals[(i+k)%len(journals)]
+			name := secretOf[j.label]
+			cur := e.getSecret(name)
+			mutation := fmt.Sprintf("mut-guard-%s-%d", name, i)
+			path := e.writeCommand(mutation+".json", updateCommand(e.ns, name, cur.ResourceVersion, mutation, data(100+i)))
+			cmd := exec.Command(bin, "run", path)
+			as(cmd)
+			env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + j.url}, cmd.Env...)
+			update[j.label] = append(update[j.label], measure(t, bin, []string{"run", path}, env).wall)
+		}
+	}
+	benchLine("append-guard insert of 200 records in one statement (the run's role, warm session): migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d)",
 		ms(median(insert["migration-11"])), ms(median(insert["migration-10"])), float64(median(insert["migration-11"]))/float64(median(insert["migration-10"])), runs)
 	benchLine("append-guard retire run: migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d, interleaved)",
 		ms(median(retire["migration-11"])), ms(median(retire["migration-10"])), float64(median(retire["migration-11"]))/float64(median(retire["migration-10"])), runs)
+	benchLine("append-guard versioned update at the retention limit: migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d, interleaved)",
+		ms(median(update["migration-11"])), ms(median(update["migration-10"])), float64(median(update["migration-11"]))/float64(median(update["migration-10"])), runs)
 }

@@ -200,7 +200,7 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 	defer owner.Close(ctx)
 	_, err = owner.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.bench_floor (n int)`)
 	require.NoError(t, err)
-	var connect, pooledConnect, commit, roundTrip []time.Duration
+	var connect, connectCPU, pooledConnect, commit, roundTrip []time.Duration
 	connectTo := func(url string) time.Duration {
 		start := time.Now()
 		c, err := pgx.Connect(ctx, url)
@@ -210,7 +210,15 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 		return took
 	}
 	for range n {
+		// The server's CPU for one session, from its fork to its exit
+		// (the container's, over the connect and a pause for the exit).
+		before, measured := shared.pg.CPUTime()
 		connect = append(connect, connectTo(e.journal.OperatorURL))
+		if measured {
+			time.Sleep(20 * time.Millisecond)
+			after, _ := shared.pg.CPUTime()
+			connectCPU = append(connectCPU, after-before)
+		}
 		if pooledURL != "" {
 			pooledConnect = append(pooledConnect, connectTo(pooledURL))
 		}
@@ -230,6 +238,9 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 	}
 	benchLine("floor postgresql connect (as the journal's role)=%s, one round trip (SELECT 1)=%s, one write transaction (BEGIN, INSERT, COMMIT)=%s",
 		ms(median(connect)), ms(median(roundTrip)), ms(median(commit)))
+	if len(connectCPU) > 0 {
+		benchLine("floor postgresql cpu of one session (connect, authenticate, exit; the server's container)=%s", ms(median(connectCPU)))
+	}
 	if pooledURL != "" {
 		benchLine("floor postgresql connect through the session pooler (as the journal's role, a warm server session)=%s", ms(median(pooledConnect)))
 	}

@@ -34,13 +34,13 @@ const (
 // port below the range is taken only by another listener that picked it.
 // It is also below the NodePort range (nodePortRangeStart).
 func freePort() (int, error) {
-	low, err := freePortCeiling()
+	ceiling, err := freePortCeiling()
 	if err != nil {
 		return 0, err
 	}
-	lo := max(low-freePortsBelow, 1024)
+	lo := max(ceiling-freePortsBelow, 1024)
 	for range 200 {
-		port := lo + rand.IntN(low-lo)
+		port := lo + rand.IntN(ceiling-lo)
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue // taken: pick again
@@ -50,7 +50,7 @@ func freePort() (int, error) {
 		}
 		return port, nil
 	}
-	return 0, fmt.Errorf("finding a free port: 200 ports in [%d, %d) taken", lo, low)
+	return 0, fmt.Errorf("finding a free port: 200 ports in [%d, %d) taken", lo, ceiling)
 }
 
 // freePortCeiling is the first port freePort never picks: the start of the

@@ -191,10 +191,10 @@ func (p *Postgres) AdminURL() string { return p.adminURL }
 
 // CPUTime is the CPU time the server's container has used so far (every
 // backend, the postmaster and its workers: the container's cgroup, cgroup
-// v1 cpuacct or v2 cpu.stat). ok is false for an external server or when
-// neither file is readable.
+// v1 cpuacct or v2 cpu.stat). ok is false for no server, an external one,
+// or when neither file is readable.
 func (p *Postgres) CPUTime() (d time.Duration, ok bool) {
-	if p.container == nil {
+	if p == nil || p.container == nil {
 		return 0, false
 	}
 	id := p.container.GetContainerID()
