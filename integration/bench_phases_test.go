@@ -59,9 +59,7 @@ func usMS(us int64) string { return fmt.Sprintf("%.2fms", float64(us)/1000) }
 // parent did work between the two), and the bench fails.
 func benchPhases(t *testing.T, row string, samples []sample) {
 	t.Helper()
-	sorted := slices.Clone(samples)
-	slices.SortFunc(sorted, func(a, b sample) int { return int(a.wall - b.wall) })
-	s := sorted[len(sorted)/2]
+	s := medianSample(samples)
 	if s.phases == nil {
 		benchLine("%s phases: no phase line (KEYLEDGER_TRACE_PHASES not honoured?)", row)
 		return
@@ -78,6 +76,13 @@ func benchPhases(t *testing.T, row string, samples []sample) {
 	if gap < -phaseSlack.Microseconds() {
 		t.Errorf("%s: the phases add up to %s more than the wall time: the spawn time was stamped before other work of the parent", row, usMS(-gap))
 	}
+}
+
+// medianSample is the sample of the median wall time.
+func medianSample(samples []sample) sample {
+	sorted := slices.Clone(samples)
+	slices.SortFunc(sorted, func(a, b sample) int { return int(a.wall - b.wall) })
+	return sorted[len(sorted)/2]
 }
 
 // phaseSlack is how far the phases may add up past the wall time: the

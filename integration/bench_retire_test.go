@@ -60,6 +60,10 @@ func TestBenchRetire(t *testing.T) {
 	// hands on is warm, where a new one pays for its catalog caches.
 	pooledURL := e.pooledIfInstalled("retire", platform.PgBouncerOptions{PoolSize: 8})
 	var wall, base []time.Duration
+	// The journal's part of a run, replayed by this process on a new
+	// session and through the pooler, interleaved with the runs.
+	var replay *journalReplay
+	var journalNew, journalPooled []time.Duration
 	var rss, anon, file []int64
 	// retireOnce retires a key from a new copy of the keyring Secret with
 	// binary, its journal at dbURL, and checks the one write.
@@ -84,6 +88,14 @@ func TestBenchRetire(t *testing.T) {
 		if pooledURL != "" {
 			pooledSamples = append(pooledSamples, retireOnce(bin, pooledURL, fmt.Sprintf("pooled-%d", i)))
 		}
+		if replay == nil {
+			r := e.retirementReplay(t, "mut-bench-0")
+			replay = &r
+		}
+		journalNew = append(journalNew, replay.run(t, e.journal.OperatorURL, fmt.Sprintf("mut-replay-%d", i)))
+		if pooledURL != "" {
+			journalPooled = append(journalPooled, replay.run(t, pooledURL, fmt.Sprintf("mut-replay-pooled-%d", i)))
+		}
 		if other != "" {
 			compared = append(compared, retireOnce(other, e.journal.OperatorURL, fmt.Sprintf("compare-%d", i)))
 		}
@@ -107,6 +119,11 @@ func TestBenchRetire(t *testing.T) {
 		benchPooled(t, "retire", pooledSamples, wall, base)
 	}
 	benchCompare(t, "retire", keyledgerSamples, compared, base)
+	target := time.Duration(0)
+	if len(base) > 0 {
+		target = median(base) / 5 // the goal: at most 0.20x the pair
+	}
+	benchJournalBudget(t, "retire", keyledgerSamples, journalNew, journalPooled, target)
 	floor := e.createSecret(keyringSecret("bench-floor", m))
 	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name, pooledURL)
 }
