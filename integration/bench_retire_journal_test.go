@@ -66,6 +66,12 @@ func (r journalReplay) run(t *testing.T, url, mutation string) time.Duration {
 	start := time.Now()
 	st, err := store.Open(ctx, url)
 	require.NoError(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			st.Close()
+		}
+	}()
 	op, created, err := st.Prepare(ctx, p)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -76,24 +82,22 @@ func (r journalReplay) run(t *testing.T, url, mutation string) time.Duration {
 		Revision: op.Revision, Records: r.ending, Outcome: r.outcome})
 	require.NoError(t, err)
 	st.Close()
+	closed = true
 	took := time.Since(start)
 	require.Equal(t, store.StateCompleted, op.State)
 	return took
 }
 
-// journalPhases splits a run's phase line into its journal's phases (the
-// connect, each transaction, the close) and the rest (the process's
-// start, configuration, the permission check, API calls, decisions, exit).
-func journalPhases(l *phase.Line) (journal, rest time.Duration) {
+// journalPhases is the time of a run's journal phases (the connect, each
+// transaction, the close) in its phase line.
+func journalPhases(l *phase.Line) time.Duration {
+	var journal time.Duration
 	for _, p := range l.Phases {
-		d := time.Duration(p.US) * time.Microsecond
 		if strings.HasPrefix(p.Name, "journal ") || strings.HasPrefix(p.Name, "tx ") {
-			journal += d
-		} else {
-			rest += d
+			journal += time.Duration(p.US) * time.Microsecond
 		}
 	}
-	return journal, rest
+	return journal
 }
 
 // benchJournalBudget prints the floor of the retirement's journal work on
@@ -116,8 +120,10 @@ func benchJournalBudget(t *testing.T, row string, samples []sample, direct, pool
 	if s.phases == nil || target <= 0 {
 		return
 	}
-	journal, rest := journalPhases(s.phases)
-	rest += s.wall - journal - rest // the exit after the phase line
+	// The rest: the process's start, configuration, the permission check,
+	// the API calls, the decisions, and its exit (after the phase line).
+	journal := journalPhases(s.phases)
+	rest := s.wall - journal
 	budget := "%s budget of the median run (wall %s): journal phases=%s, the rest=%s; the rest plus the journal floor on a new session=%s"
 	args := []any{row, ms(s.wall), ms(journal), ms(rest), ms(rest + median(direct))}
 	if len(pooled) > 0 {
