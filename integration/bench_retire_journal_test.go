@@ -105,7 +105,9 @@ func journalPhases(l *phase.Line) time.Duration {
 // runs), and the budget it leaves: the median run's phases other than the
 // journal's, plus each floor, against target (the goal's share of the
 // kubectl pair). A direct run cannot meet the target while the rest plus
-// the new session's floor exceeds it, however its journal code is written.
+// the new session's floor exceeds it, however it drives the journal: only
+// a cheaper rest, or statements the server runs for less (the schema, its
+// triggers and policies), would.
 func benchJournalBudget(t *testing.T, row string, samples []sample, direct, pooled []time.Duration, target time.Duration) {
 	t.Helper()
 	if len(direct) == 0 {
