@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -84,10 +82,8 @@ func TestBenchAppendGuard(t *testing.T) {
 			name := fmt.Sprintf("guard-%s-%d", j.label, i)
 			s := e.createSecret(keyringSecret(name, m))
 			path := e.writeCommand(name+".json", retireCommand(s, keyID, "mut-"+name))
-			cmd := exec.Command(bin, "run", path)
-			e.asRetirerOf(s)(cmd)
-			env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + j.url}, cmd.Env...)
-			retire[j.label] = append(retire[j.label], measure(t, bin, []string{"run", path}, env).wall)
+			retire[j.label] = append(retire[j.label], e.measureRun(t, bin, []string{"run", path}, j.url, e.asRetirerOf(s)).wall)
+			require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion), "one write (%s)", j.label)
 		}
 	}
 	// A versioned update at the retention limit (seven transactions of a
@@ -113,10 +109,8 @@ func TestBenchAppendGuard(t *testing.T) {
 			cur := e.getSecret(name)
 			mutation := fmt.Sprintf("mut-guard-%s-%d", name, i)
 			path := e.writeCommand(mutation+".json", updateCommand(e.ns, name, cur.ResourceVersion, mutation, data(100+i)))
-			cmd := exec.Command(bin, "run", path)
-			as(cmd)
-			env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + j.url}, cmd.Env...)
-			update[j.label] = append(update[j.label], measure(t, bin, []string{"run", path}, env).wall)
+			update[j.label] = append(update[j.label], e.measureRun(t, bin, []string{"run", path}, j.url, as).wall)
+			require.Equal(t, 1, e.secretWrites(name, cur.ResourceVersion, e.getSecret(name).ResourceVersion), "one write (%s)", j.label)
 		}
 	}
 	benchLine("append-guard insert of 200 records in one statement (the run's role, warm session): migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d)",

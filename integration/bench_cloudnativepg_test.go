@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -37,10 +35,7 @@ func TestBenchRetireCloudNativePG(t *testing.T) {
 		m := standardKeyring()
 		s := ne.createSecret(keyringSecret(fmt.Sprintf("bench-%s-%d", label, i), m))
 		path := ne.writeCommand(fmt.Sprintf("bench-%s-%d.json", label, i), retireCommand(s, "k-2026-07", fmt.Sprintf("mut-bench-%s-%d", label, i)))
-		cmd := exec.Command(bin, "run", path)
-		ne.asRetirerOf(s)(cmd)
-		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + ne.dir, "KEYLEDGER_DATABASE_URL=" + journalURL}, cmd.Env...)
-		return measure(t, bin, []string{"run", path}, env).wall
+		return ne.measureRun(t, bin, []string{"run", path}, journalURL, ne.asRetirerOf(s)).wall
 	}
 	j.waitPooler(4 * time.Minute)
 	pooledURL := j.poolerURL()

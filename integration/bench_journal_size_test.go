@@ -240,17 +240,10 @@ func TestBenchJournalSize(t *testing.T) {
 		huge.ops, records, took.Round(time.Second), (took * 100_000 / time.Duration(huge.ops)).Round(time.Millisecond), defaultJournalOps, journalOpsEnv)
 
 	const runs = 15
-	env := func(url string, opts ...runOption) []string {
-		cmd := exec.Command(bin)
-		for _, o := range opts {
-			o(cmd)
-		}
-		return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + url}, cmd.Env...)
-	}
 	list := func(url string) time.Duration {
 		t.Helper()
 		cmd := exec.Command(bin, "journal", "list")
-		cmd.Env = env(url)
+		cmd.Env = e.benchEnv(url, cmd.Args[1:])
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		start := time.Now()
@@ -268,7 +261,7 @@ func TestBenchJournalSize(t *testing.T) {
 			name := fmt.Sprintf("size-%d-%d", b.ops, i)
 			s := e.createSecret(keyringSecret(name, m))
 			path := e.writeCommand(name+".json", retireCommand(s, "k-2026-06", "mut-"+name))
-			b.retire = append(b.retire, measure(t, bin, []string{"run", path}, env(b.journal.OperatorURL, e.asRetirerOf(s))).wall)
+			b.retire = append(b.retire, e.measureRun(t, bin, []string{"run", path}, b.journal.OperatorURL, e.asRetirerOf(s)).wall)
 			b.list = append(b.list, list(b.journal.OperatorURL))
 			b.quietList = append(b.quietList, list(b.quietURL))
 		}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -71,10 +70,7 @@ func TestBenchRetire(t *testing.T) {
 		t.Helper()
 		s := e.createSecret(keyringSecret(name, m))
 		path := e.writeCommand(name+".json", retireCommand(s, keyID, "mut-"+name))
-		cmd := exec.Command(binary, "run", path)
-		e.asRetirerOf(s)(cmd)
-		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + dbURL}, cmd.Env...)
-		ks := measure(t, binary, []string{"run", path}, env)
+		ks := e.measureRun(t, binary, []string{"run", path}, dbURL, e.asRetirerOf(s))
 		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion))
 		return ks
 	}

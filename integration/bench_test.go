@@ -54,6 +54,23 @@ func (s sample) kib(field string) int64 {
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
+// benchEnv is the environment of a benchmarked keyledger invocation with
+// args: PATH, HOME, the journal at dbURL, and what opts set for it (the
+// run's identity; an option may read the arguments, as asWriter does).
+func (e *env) benchEnv(dbURL string, args []string, opts ...runOption) []string {
+	cmd := exec.Command("keyledger", args...)
+	for _, o := range opts {
+		o(cmd)
+	}
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + dbURL}, cmd.Env...)
+}
+
+// measureRun measures binary with args in benchEnv's environment.
+func (e *env) measureRun(t *testing.T, binary string, args []string, dbURL string, opts ...runOption) sample {
+	t.Helper()
+	return measure(t, binary, args, e.benchEnv(dbURL, args, opts...))
+}
+
 // measure runs a process and returns its wall time, peak RSS and, when it
 // printed one, keyledger's "run finished" summary from stderr.
 func measure(t *testing.T, name string, args []string, env []string) sample {

@@ -2,8 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -72,10 +70,7 @@ func TestBenchVersionedHistory(t *testing.T) {
 				cur := e.getSecret(name)
 				mutation := fmt.Sprintf("mut-bench-%s-%s-%d", which, name, i)
 				path := e.writeCommand(mutation+".json", updateCommand(e.ns, name, cur.ResourceVersion, mutation, data(100+n)))
-				cmd := exec.Command(bin, "run", path)
-				who(cmd)
-				env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}, cmd.Env...)
-				ks := measure(t, bin, []string{"run", path}, env)
+				ks := e.measureRun(t, bin, []string{"run", path}, e.journal.OperatorURL, who)
 				require.Equal(t, 1, e.secretWrites(name, cur.ResourceVersion, e.getSecret(name).ResourceVersion))
 				walls[which+" "+name] = append(walls[which+" "+name], ks.wall)
 			}

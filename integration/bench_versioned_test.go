@@ -56,10 +56,7 @@ func TestBenchVersioned(t *testing.T) {
 		t.Helper()
 		cur := e.getSecret("bench")
 		path := e.writeCommand(mutation+".json", updateCommand(e.ns, "bench", cur.ResourceVersion, mutation, data(value)))
-		cmd := exec.Command(binary, "run", path)
-		as(cmd)
-		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + dbURL}, cmd.Env...)
-		ks := measure(t, binary, []string{"run", path}, env)
+		ks := e.measureRun(t, binary, []string{"run", path}, dbURL, as)
 		require.Equal(t, 1, e.secretWrites("bench", cur.ResourceVersion, e.getSecret("bench").ResourceVersion))
 		require.Len(t, e.versionsOf(s.UID), 20, "still at the limit: one pruned per update")
 		return ks
