@@ -300,7 +300,7 @@ func TestBenchJournalSize(t *testing.T) {
 			{"quiet-tenant-list", sql["list"], quietConn, []any{50}, ""},
 			{"quiet-tenant-list-before-migration-8", listQueryBefore8, quietConn, []any{50}, ""},
 			{"quiet-tenant-namespace-page", store.NamespacePageSQL, quietConn, []any{quietNamespace, 50}, store.NamespacePageSetting},
-			{"operation", sql["operation"], conn, []any{mutation}, ""},
+			{"operation", sql["operation"], conn, []any{mutation, e.ns}, ""},
 			{"records", sql["records"], conn, []any{opID}, ""},
 		} {
 			names = append(names, q.name)

@@ -59,8 +59,8 @@ func TestBenchPlanSyncs(t *testing.T) {
 		t.Helper()
 		// Twice: the first query of a session also reads the catalog
 		// (the owner check of the policies), which is not the lookup's.
-		explainText(t, operator, store.ReaderSQL()["latest-run"], plan)
-		plan = explainText(t, operator, store.ReaderSQL()["latest-run"], plan)
+		explainText(t, operator, store.ReaderSQL()["latest-run"], plan, e.ns)
+		plan = explainText(t, operator, store.ReaderSQL()["latest-run"], plan, e.ns)
 		for _, line := range strings.Split(plan, "\n") {
 			if l := strings.TrimSpace(line); strings.HasPrefix(l, "Buffers:") {
 				return strings.TrimPrefix(l, "Buffers: ")

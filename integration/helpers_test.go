@@ -58,7 +58,7 @@ func (e *env) journalOf(mutationID string) (*store.Operation, []store.Record) {
 	st, err := store.Open(e.t.Context(), e.journal.OwnerURL)
 	require.NoError(e.t, err)
 	defer st.Close()
-	op, err := st.Load(e.t.Context(), mutationID)
+	op, err := st.Load(e.t.Context(), "", mutationID)
 	require.NoError(e.t, err)
 	records, err := st.Records(e.t.Context(), op.ID)
 	require.NoError(e.t, err)

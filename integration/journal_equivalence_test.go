@@ -148,7 +148,7 @@ func (d *journalDriver) move(mutation string, p store.TransitionParams) journalA
 }
 
 func (d *journalDriver) snapshot(mutation string) journalAnswer {
-	op, records, err := d.j.Snapshot(d.ctx, mutation)
+	op, records, err := d.j.Snapshot(d.ctx, "", mutation)
 	a := d.answer(err)
 	a.Op = d.op(op)
 	if err == nil {
@@ -385,21 +385,21 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 			return d.move("plan:run-2", tp(pr, ca, 0, call("create", "secret/c", "", 1, map[string]any{"keys": []string{"password"}})))
 		}},
 		{"the create found in the plan's runs", func(d *journalDriver) journalAnswer {
-			return d.findInRuns(store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c",
+			return d.findInRuns(store.RunRecordParams{Namespace: "ns", Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c",
 				Digest: "sha256:" + strings.Repeat("ab", 32)})
 		}},
 		{"another digest found in no run", func(d *journalDriver) journalAnswer {
-			return d.findInRuns(store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c",
+			return d.findInRuns(store.RunRecordParams{Namespace: "ns", Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c",
 				Digest: "sha256:" + strings.Repeat("cd", 32)})
 		}},
 		{"another command's runs hold none", func(d *journalDriver) journalAnswer {
-			return d.findInRuns(store.RunRecordParams{Command: "pla", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c"})
+			return d.findInRuns(store.RunRecordParams{Namespace: "ns", Command: "pla", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c"})
 		}},
 		{"another UID found in no run", func(d *journalDriver) journalAnswer {
-			return d.findInRuns(store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c", UID: "uid-x"})
+			return d.findInRuns(store.RunRecordParams{Namespace: "ns", Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c", UID: "uid-x"})
 		}},
 		{"the same questions asked together", func(d *journalDriver) journalAnswer {
-			create := store.RunRecordParams{Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c"}
+			create := store.RunRecordParams{Namespace: "ns", Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c"}
 			digest, other, uid := create, create, create
 			digest.Digest, other.Digest, uid.UID = "sha256:"+strings.Repeat("ab", 32), "sha256:"+strings.Repeat("cd", 32), "uid-x"
 			elsewhere := create

@@ -57,7 +57,7 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 		Records: []store.Record{call("secret/e", 1, 1<<32+3, false)}})
 	require.Error(t, err, "a batch of 2^32+3 is refused")
 
-	got, records, err := st.Snapshot(ctx, "mut-move-arrays")
+	got, records, err := st.Snapshot(ctx, "", "mut-move-arrays")
 	require.NoError(t, err)
 	require.Equal(t, op.Revision, got.Revision, "the refused moves moved nothing")
 	require.Len(t, records, len(want), "every record sent, and none of the refused moves'")

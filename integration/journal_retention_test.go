@@ -203,16 +203,19 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	require.False(t, created, "the same one-shot command is not prepared again after a prune")
 	require.Equal(t, shot.ID, again.ID)
 	require.Equal(t, store.StateCompleted, again.State)
-	_, records, err := j.role.Snapshot(ctx, "shot-1")
+	_, records, err := j.role.Snapshot(ctx, "", "shot-1")
 	require.NoError(t, err)
 	require.Equal(t, "done once", workflowtest.Fields((&workflow.Run{Op: again, Records: records}).Ending())["note"])
 	_, _, err = j.role.Prepare(ctx, toyPreparation("shot-1", 12))
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
 
 	// migrate down keeps the prune events unless told to destroy them
-	// (migrations 11, the per-statement append guard, 10, the snapshot
-	// target index, 9, a new session's cheaper checks, 8, the namespace
-	// list index, and 7, the run numbers, go down first without the flag).
+	// (migrations 12, the namespace keys, 11, the per-statement append
+	// guard, 10, the snapshot target index, 9, a new session's cheaper
+	// checks, 8, the namespace list index, and 7, the run numbers, go down
+	// first without the flag).
+	r = e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 11, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
@@ -347,10 +350,10 @@ func TestIntegrationJournalReadersUseIndexes(t *testing.T) {
 	require.NoError(t, err)
 	sql := store.ReaderSQL()
 	explainArgs := map[string][]any{
-		"latest-run":   {"bulk-7"},
-		"runs-page":    {"bulk-7", "", 11},
+		"latest-run":   {"bulk-7", toyNamespace},
+		"runs-page":    {"bulk-7", "", 11, toyNamespace},
 		"step-records": {toyNamespace, "name-7", "create-snapshot", "uid-1", []string{"secret/x-7", "secret/x-8"}},
-		"runs-record":  {"bulk-7", "observation", "create-snapshot", "secret/x-7", "", ""},
+		"runs-record":  {"bulk-7", "observation", "create-snapshot", "secret/x-7", "", "", toyNamespace},
 	}
 	plans := map[string]string{}
 	for name, args := range explainArgs {
@@ -361,18 +364,18 @@ func TestIntegrationJournalReadersUseIndexes(t *testing.T) {
 		require.NotRegexp(t, `"Node Type":"Seq Scan"[^}]*"Relation Name":"(operations|records)"`, plan, "%s scans a table", name)
 	}
 	// An index condition, not a filter over the whole index: under
-	// row-level security only a leakproof comparison (run_series = $1)
-	// can be one.
-	require.Contains(t, plans["latest-run"], `"Index Cond":"(run_series = 'bulk-7'::text)"`)
-	require.Contains(t, plans["runs-page"], `"Index Cond":"(run_series = 'bulk-7'::text)"`)
-	require.Contains(t, plans["runs-record"], `"Index Cond":"(run_series = 'bulk-7'::text)"`)
+	// row-level security only a leakproof comparison (run_series = $1,
+	// target_namespace = $n) can be one; the namespace leads (migration 12).
+	for _, name := range []string{"latest-run", "runs-page", "runs-record"} {
+		require.Contains(t, plans[name], `"Index Cond":"((target_namespace = 'ns'::text) AND (run_series = 'bulk-7'::text))"`, name)
+	}
 	// The step records by their listed targets (migration 10), never by
 	// every operation on the Secret (TestIntegrationHistoryProvenanceBounded).
 	require.Contains(t, plans["step-records"], `"Index Name":"records_snapshot_target"`)
 	require.Contains(t, plans["step-records"], `"Index Cond":"(target = ANY ('{secret/x-7,secret/x-8}'::text[]))"`)
 
 	// And they answer: the newest run of bulk-7 is run 10.
-	op, err := j.role.LatestRun(ctx, "bulk-7")
+	op, err := j.role.LatestRun(ctx, toyNamespace, "bulk-7")
 	require.NoError(t, err)
 	require.Equal(t, "bulk-7:run-10", op.MutationID)
 }

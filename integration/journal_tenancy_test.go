@@ -94,7 +94,7 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	require.Zero(t, countRows(t, a.conn, `SELECT count(*) FROM keyledger.records WHERE operation_id = $1`, b.op.ID))
 	require.Equal(t, 1, countRows(t, a.conn, `SELECT count(*) FROM keyledger.operations`), "A sees its one operation")
 	require.Equal(t, 1, countRows(t, a.conn, `SELECT count(*) FROM keyledger.records`), "and its one record")
-	_, err := a.st.Load(ctx, b.op.MutationID)
+	_, err := a.st.Load(ctx, "", b.op.MutationID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	records, err := a.st.Records(ctx, b.op.ID)
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	require.Equal(t, "42501", sqlState(err), "%v", err)
 
 	// B's operation is as B left it, seen by B and by the owner.
-	after, recs, err := b.st.Snapshot(ctx, b.op.MutationID)
+	after, recs, err := b.st.Snapshot(ctx, "", b.op.MutationID)
 	require.NoError(t, err)
 	require.Equal(t, b.op.Revision, after.Revision)
 	require.Equal(t, store.StateCalling, after.State)
@@ -331,44 +331,57 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 	require.Equal(t, 64, r.Code, "a role without a namespace: %s", r.Stderr)
 }
 
-// Mutation IDs are unique across the journal. What A learns from taking
-// one B already holds is that it is taken, nothing more: not B's
-// namespace, state or records; B's operation is untouched. The one way A
-// disturbs B is to take a mutation ID before B does: B's prepare is then
-// refused as a reused mutation ID, and nothing of A's becomes B's.
+// Mutation IDs are unique within a namespace (migration 12). A role may
+// insert only into the namespaces it was granted, so nothing A inserts
+// conflicts with a row of B: A's raw INSERT of B's mutation ID, and A's
+// prepare of it, succeed in A's namespace and tell A nothing; B's
+// operation is untouched; and B prepares a mutation ID A took first as its
+// own, never A's.
 func TestIntegrationTenancyMutationIDs(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
 	a, b := twoTenants(e)
 
-	// A raw INSERT of B's mutation ID: a unique violation naming the index.
+	// A raw INSERT of B's mutation ID into A's namespace: no conflict.
 	_, err := a.conn.Exec(ctx, `INSERT INTO keyledger.operations (kind, mutation_id, request_id, command_digest, target_namespace, target_name)
 		VALUES ('ToyClaim', $1, 'r', $2, $3, 'n')`, b.op.MutationID, "sha256:"+strings.Repeat("a", 64), a.ns)
-	require.Equal(t, "23505", sqlState(err), "%v", err)
-	require.NotContains(t, err.Error(), b.ns)
-	// Through the store: the reused-mutation-ID refusal, as for a command
-	// that changed.
-	p := toyPreparation(b.op.MutationID, 11)
-	p.Namespace = a.ns
-	_, _, err = a.st.Prepare(ctx, p)
-	require.ErrorIs(t, err, store.ErrDigestMismatch)
-	same, _, err := b.st.Snapshot(ctx, b.op.MutationID)
+	require.NoError(t, err, "B's mutation ID is free in A's namespace")
+	// Into B's namespace: refused by the policy, whether or not B holds the
+	// ID (the same answer for a taken and a free one).
+	for _, id := range []string{b.op.MutationID, "mut-free-in-b"} {
+		_, err = a.conn.Exec(ctx, `INSERT INTO keyledger.operations (kind, mutation_id, request_id, command_digest, target_namespace, target_name)
+			VALUES ('ToyClaim', $1, 'r', $2, $3, 'n')`, id, "sha256:"+strings.Repeat("a", 64), b.ns)
+		require.Equal(t, "42501", sqlState(err), "%s: %v", id, err)
+		require.NotContains(t, err.Error(), "operations_namespace_mutation_id_key")
+	}
+	same, _, err := b.st.Snapshot(ctx, b.ns, b.op.MutationID)
 	require.NoError(t, err)
 	require.Equal(t, b.op.Revision, same.Revision)
+	require.Equal(t, b.op.CommandDigest, same.CommandDigest)
 
-	// A takes a mutation ID first: B's prepare of it is refused, and B sees
-	// nothing of A's operation.
-	p = toyPreparation("mut-squat", 13)
+	// A takes a mutation ID first: B prepares it as its own operation.
+	p := toyPreparation("mut-squat", 13)
 	p.Namespace = a.ns
 	_, created, err := a.st.Prepare(ctx, p)
 	require.NoError(t, err)
 	require.True(t, created)
 	p.Namespace = b.ns
-	_, _, err = b.st.Prepare(ctx, p)
-	require.ErrorIs(t, err, store.ErrDigestMismatch, "refused, never resumed as B's")
-	_, err = b.st.Load(ctx, "mut-squat")
-	require.ErrorIs(t, err, store.ErrNotFound)
+	mine, created, err := b.st.Prepare(ctx, p)
+	require.NoError(t, err)
+	require.True(t, created, "B's own operation, never A's resumed")
+	require.Equal(t, b.ns, mine.Namespace)
+	_, err = b.st.Load(ctx, a.ns, "mut-squat")
+	require.ErrorIs(t, err, store.ErrNotFound, "B sees nothing of A's")
+	// The owner sees both, and asking without a namespace is ambiguous.
+	owner := roleStore(t, e.journal.OwnerURL)
+	_, err = owner.Load(ctx, "", "mut-squat")
+	var pre *store.PreconditionError
+	require.ErrorAs(t, err, &pre)
+	require.Equal(t, store.ReasonMutationIDAmbiguous, pre.Reason)
+	got, err := owner.Load(ctx, b.ns, "mut-squat")
+	require.NoError(t, err)
+	require.Equal(t, mine.ID, got.ID)
 }
 
 // Nothing is appended to a finished operation, by its own namespace's role
@@ -392,7 +405,7 @@ func TestIntegrationTenancyFinishedXact(t *testing.T) {
 	_, err = owner.Exec(ctx, `UPDATE keyledger.operations SET finished_xact = pg_current_xact_id() WHERE id = $1`, a.op.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1, countRows(t, owner, `SELECT count(*) FROM keyledger.operations WHERE id = $1 AND finished_xact IS NULL`, a.op.ID))
-	a.op, err = a.st.Load(ctx, a.op.MutationID)
+	a.op, err = a.st.Load(ctx, "", a.op.MutationID)
 	require.NoError(t, err)
 
 	// Finished by A, in one transaction that may append after its ending.
@@ -436,11 +449,13 @@ func TestIntegrationTenancyMigrateDownGuard(t *testing.T) {
 			AND table_name IN ('operations', 'records', 'namespace_grants', 'grant_history')`)
 	}
 	require.Equal(t, 4, tables())
-	// Migrations 11 (the per-statement append guard), 10 (the snapshot
-	// target index), 9 (a new session's cheaper checks), 8 (the namespace
-	// list index), 7 (run numbers) and 6 (prune events, none yet) go down
-	// without the flag.
+	// Migrations 12 (the namespace keys), 11 (the per-statement append
+	// guard), 10 (the snapshot target index), 9 (a new session's cheaper
+	// checks), 8 (the namespace list index), 7 (run numbers) and 6 (prune
+	// events, none yet) go down without the flag.
 	r := e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 11, Changed: true}, migrateStatus(t, r))
+	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 9, Changed: true}, migrateStatus(t, r))
@@ -509,10 +524,19 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	require.NoError(t, err)
 	defer old.Close()
 	const ns = "legacy"
+	// Prepared as a keyledger of migration 4 did: this keyledger's
+	// prepare names migration 12's key, which a journal at 4 lacks.
+	oldConn := connect(t, sharedURL)
 	prep := func(m string, n int) *store.Operation {
 		p := toyPreparation(m, n)
-		p.Namespace = ns
-		op, _, err := old.Prepare(ctx, p)
+		var id int64
+		require.NoError(t, oldConn.QueryRow(ctx, `INSERT INTO keyledger.operations
+			(kind, mutation_id, request_id, command_digest, target_namespace, target_name) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+			p.Kind, p.MutationID, p.RequestID, p.CommandDigest, ns, p.Name).Scan(&id))
+		_, err := oldConn.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step, digest) VALUES ($1, 'preparation', 'preparation', $2)`,
+			id, p.CommandDigest)
+		require.NoError(t, err)
+		op, err := old.Load(ctx, ns, m)
 		require.NoError(t, err)
 		return op
 	}

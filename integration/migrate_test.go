@@ -245,7 +245,7 @@ func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 	st, err := store.Open(ctx, db)
 	require.NoError(t, err)
 	defer st.Close()
-	_, records, err := st.Snapshot(ctx, "m-old")
+	_, records, err := st.Snapshot(ctx, "", "m-old")
 	require.NoError(t, err)
 	require.Len(t, records, 3)
 	call := records[1]

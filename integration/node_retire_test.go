@@ -209,7 +209,7 @@ images:
 		st, err := store.Open(t.Context(), ne.journal.OwnerURL)
 		require.NoError(t, err)
 		defer st.Close()
-		_, err = st.Load(t.Context(), mutation)
+		_, err = st.Load(t.Context(), "", mutation)
 		require.True(t, errors.Is(err, store.ErrNotFound), "nothing journaled: %v", err)
 		require.Equal(t, s.ResourceVersion, ne.getSecret(s.Name).ResourceVersion)
 	})

@@ -37,7 +37,7 @@ func TestIntegrationRulesReviewEvaluationErrorIsIncomplete(t *testing.T) {
 	st, err := store.Open(t.Context(), e.journal.OwnerURL)
 	require.NoError(t, err)
 	defer st.Close()
-	_, err = st.Load(t.Context(), mutation)
+	_, err = st.Load(t.Context(), "", mutation)
 	require.ErrorIs(t, err, store.ErrNotFound, "nothing journaled")
 	require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion)
 }

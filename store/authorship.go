@@ -13,6 +13,10 @@ import (
 // command (see PrepareRun): the runs of Command are the operations
 // RunID(Command, n), and an operation journaled under Command itself.
 type RunRecordParams struct {
+	// Namespace is the namespace the command's runs are journaled in:
+	// mutation IDs are unique within a namespace (migration 12), so a run
+	// of another namespace is never an answer, whoever asks.
+	Namespace string
 	// Command is the command's mutation ID.
 	Command string
 	// Kind, Step and Target the record must have.
@@ -45,7 +49,7 @@ func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, 
 	var r Record
 	err := s.onReadConn(func(q reader) error {
 		var err error
-		r, err = scanRecord(q.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest), &found.Run)
+		r, err = scanRecord(q.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest, p.Namespace), &found.Run)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -72,13 +76,14 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 		return out, nil
 	}
 	defer phase.Begin("query find-each-in-runs")()
-	var commands, kinds, steps, targets, uids, digests []string
+	var namespaces, commands, kinds, steps, targets, uids, digests []string
 	for _, p := range ps {
+		namespaces = append(namespaces, p.Namespace)
 		commands, kinds, steps = append(commands, p.Command), append(kinds, string(p.Kind)), append(steps, p.Step)
 		targets, uids, digests = append(targets, p.Target), append(uids, p.UID), append(digests, p.Digest)
 	}
 	err := s.onReadConn(func(q reader) error {
-		rows, err := q.Query(ctx, findEachInRunsQuery, commands, kinds, steps, targets, uids, digests)
+		rows, err := q.Query(ctx, findEachInRunsQuery, commands, kinds, steps, targets, uids, digests, namespaces)
 		if err != nil {
 			return wrap("reading the command's runs", err)
 		}
@@ -108,28 +113,32 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 }
 
 // findEachInRunsQuery is FindEachInRuns' SQL: $1 to $6 the questions'
-// commands, kinds, steps, targets, UIDs and digests (empty for any), one
+// commands, kinds, steps, targets, UIDs and digests (empty for any), $7
+// their namespaces, one
 // element per question; each row is a question's 1-based position and its
 // answer, as findInRunsQuery finds it; a question without one has no row.
 const findEachInRunsQuery = `
 		SELECT q.ord, f.*
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-		  WITH ORDINALITY AS q(q_command, q_kind, q_step, q_target, q_uid, q_digest, ord)
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+		  WITH ORDINALITY AS q(q_command, q_kind, q_step, q_target, q_uid, q_digest, q_namespace, ord)
 		CROSS JOIN LATERAL (
 			SELECT (SELECT o.mutation_id FROM keyledger.operations o WHERE o.id = r.operation_id), ` + recordColumns + `
 			FROM keyledger.records r
-			WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.mutation_id = q.q_command OR o.` + runSeries + ` = q.q_command)
+			WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o
+			                         WHERE o.target_namespace = q.q_namespace AND (o.mutation_id = q.q_command OR o.` + runSeries + ` = q.q_command))
 			  AND r.kind = q.q_kind::keyledger.record_kind AND r.step = q.q_step AND r.target = q.q_target
 			  AND (q.q_uid = '' OR r.uid = q.q_uid) AND (q.q_digest = '' OR r.digest = q.q_digest)
 			ORDER BY r.id DESC LIMIT 1) f
 		ORDER BY q.ord`
 
 // findInRunsQuery is FindInRuns' SQL: $1 the command, $2 to $6 the
-// record's kind, step, target, UID and digest (” for any).
+// record's kind, step, target, UID and digest (” for any), $7 the
+// namespace of its runs.
 const findInRunsQuery = `
 		SELECT (SELECT o.mutation_id FROM keyledger.operations o WHERE o.id = r.operation_id), ` + recordColumns + `
 		FROM keyledger.records r
-		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o WHERE o.mutation_id = $1 OR o.` + runSeries + ` = $1)
+		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o
+		                         WHERE o.target_namespace = $7 AND (o.mutation_id = $1 OR o.` + runSeries + ` = $1))
 		  AND r.kind = $2::keyledger.record_kind AND r.step = $3 AND r.target = $4
 		  AND ($5 = '' OR r.uid = $5) AND ($6 = '' OR r.digest = $6)
 		ORDER BY r.id DESC LIMIT 1`

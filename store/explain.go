@@ -12,7 +12,7 @@ func ReaderSQL() map[string]string {
 		"step-records": stepRecordsQuery,
 		"runs-record":  findInRunsQuery,
 		"list":         listQuery,
-		"operation":    operationQuery,
+		"operation":    operationInQuery,
 		"records":      recordsQuery,
 	}
 }

@@ -113,7 +113,7 @@ const (
 //     n+1 is inserted, its preparation record naming the run it replaces
 //     ("replaces", "replacedBecause");
 //   - not terminal, and live: another process drives it now (it holds the
-//     run's live lock, runLockClass): it is returned (created=false) with
+//     run's live lock on its live_key, runLive): it is returned (created=false) with
 //     nothing appended, bounded by MaxAge alone, and this process drives it
 //     too;
 //   - terminal, or none: run n+1 is inserted with its preparation record
@@ -165,7 +165,7 @@ func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				err = holdRun(ctx, tx, op.ID)
 			}
 		}()
-		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID))
+		latest, err := scanOperation(tx.QueryRow(ctx, latestRunQuery, p.MutationID, p.Namespace))
 		var lineage RunLineage
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -202,9 +202,8 @@ func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 					return wrap("counting the run's resumes", err)
 				}
 				if live {
-					// Another process drives it now: this one joins it, no
-					// resume; only its age bounds it (a lock any role may
-					// take, see docs/tenancy.md).
+					// Another process of the namespace drives it now: this
+					// one joins it, no resume; only its age bounds it.
 					close = RunBound{MaxAge: p.Bound.MaxAge}.exceeded(0, age)
 					if close == "" {
 						op = latest
@@ -239,38 +238,58 @@ func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	return op, created, nil
 }
 
-// runLockClass is the first key of the PostgreSQL advisory locks that
-// say a run is live (the two-key form, keyledger's own key space): a
-// process driving a run holds the shared session lock (runLockClass, the
-// run's operation ID folded to 32 bits) on its run driver's connection
-// from PrepareRun to Close, and a crashed process's session ends with its
-// locks. Two runs whose IDs are 2^32 apart share a lock: one may look live
-// while the other is, which only spares it the resume bound, never the age
-// bound.
-const runLockClass int32 = 0x6b6c6472 // "kldr"
+// A run is live while a process drives it: that process holds a shared
+// session advisory lock on the run's live_key (migration 12: 64 random
+// bits drawn when the operation was inserted, readable only by the roles
+// that may read the operation) on its run driver's connection from
+// PrepareRun to Close, and a crashed process's session ends with its
+// locks.
+//
+// Advisory locks are one space for every role, and pg_locks shows every
+// held key to every role: another namespace's role cannot predict a run's
+// key, but may take one it saw held. So a run is live only when a session
+// of a role granted the run's namespace (or the journal's owner) holds its
+// key (runLive), and holding it never waits (holdRun): a foreign holder
+// can neither make a run look live nor make its driver wait.
 
-// runLockKey is the second key of run id's live lock.
-func runLockKey(id int64) int32 { return int32(uint32(id)) } //nolint:gosec // folded on purpose
+// runLiveSQL tests run $1's key: this transaction takes it exclusively
+// when nobody holds it (not live: the lock then keeps another PrepareRun
+// from joining the run as live until this transaction ends); otherwise
+// the run is live when a session of one of the namespace's roles holds it.
+const runLiveSQL = `SELECT NOT pg_catalog.pg_try_advisory_xact_lock(o.live_key) AND EXISTS (
+	SELECT 1 FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+	 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+	   AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+	   AND ((l.classid::int8 << 32) | l.objid::int8) = o.live_key
+	   AND (a.usename = current_user
+	        OR a.usename IN (SELECT g.role FROM keyledger.namespace_grants g WHERE g.namespace = o.target_namespace)
+	        OR pg_catalog.pg_has_role(a.usesysid, (SELECT c.relowner FROM pg_catalog.pg_class c
+	                                              WHERE c.oid = 'keyledger.operations'::regclass), 'USAGE')))
+	FROM keyledger.operations o WHERE o.id = $1`
 
-// runLive says whether another session holds run id's live lock (a process
-// drives it now). When none does, this transaction holds the lock
-// exclusively until it ends, so no other process's PrepareRun joins the
-// run in between as live: it waits (holdRun) and then sees this session's
-// hold.
+// runLive says whether a session of the run's namespace holds run id's
+// live lock (a process drives it now). When nobody does, this transaction
+// holds the lock exclusively until it ends, so no other process's
+// PrepareRun joins the run in between as live: its holdRun finds the key
+// taken and drives the run without the mark.
 func runLive(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
-	var free bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)`, runLockClass, runLockKey(id)).Scan(&free); err != nil {
+	var live bool
+	if err := tx.QueryRow(ctx, runLiveSQL, id).Scan(&live); err != nil {
 		return false, wrap("testing whether the run is live", err)
 	}
-	return !free, nil
+	return live, nil
 }
 
 // holdRun takes run id's live lock, shared, for this session (it outlives
-// the transaction: see runLockClass). It waits for a PrepareRun that is
-// testing the run's lock in another session (runLive) to end, bounded by
-// the session's lock_timeout.
+// the transaction), if it can be had at once. When it cannot (another
+// PrepareRun is testing the key, or a role that is not the namespace's
+// holds or waits for it exclusively), the run is driven without the mark:
+// a concurrent PrepareRun may then count a resume it would otherwise have
+// joined, which the resume bound tolerates; nothing waits on a key another
+// role may hold.
 func holdRun(ctx context.Context, tx pgx.Tx, id int64) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_lock_shared($1::int4, $2::int4)`, runLockClass, runLockKey(id)); err != nil {
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock_shared(o.live_key) FROM keyledger.operations o WHERE o.id = $1`, id).Scan(&held); err != nil {
 		return wrap("holding the run's live lock", err)
 	}
 	return nil
@@ -335,33 +354,37 @@ func closeRunIn(ctx context.Context, tx pgx.Tx, op *Operation, reason string) er
 // security lets the index serve (see the migration).
 const runSeries = `run_series`
 
-// latestRunQuery reads the newest run of command $1, the highest run
+// latestRunQuery reads the newest run of command $1 in namespace $2, the highest run
 // number (operations_run_number, migration 7), or, only when there is no
 // run, the operation journaled under $1 itself by an older keyledger (run
 // 0): two index probes, whatever the number of runs. Neither a row
 // inserted later under a lower number nor one under the bare ID can become
 // the newest.
 const latestRunQuery = `SELECT ` + operationColumns + ` FROM (
-	(SELECT *, 0 AS pick FROM keyledger.operations WHERE ` + runSeries + ` = $1 ORDER BY run_number DESC LIMIT 1)
+	(SELECT *, 0 AS pick FROM keyledger.operations WHERE target_namespace = $2 AND ` + runSeries + ` = $1 ORDER BY run_number DESC LIMIT 1)
 	UNION ALL
-	(SELECT *, 1 AS pick FROM keyledger.operations WHERE mutation_id = $1)
+	(SELECT *, 1 AS pick FROM keyledger.operations WHERE target_namespace = $2 AND mutation_id = $1)
 ) o ORDER BY pick LIMIT 1`
 
 // runsPageQuery reads up to $3 runs of command $1 newest first, before the
-// run whose mutation ID is $2 (all when $2 is empty), and run 0.
+// run whose mutation ID is $2 (all when $2 is empty), and run 0, in
+// namespace $4 (every namespace the role may read when $4 is empty).
 const runsPageQuery = `SELECT ` + operationColumns + ` FROM (
 	(SELECT * FROM keyledger.operations
-	  WHERE ` + runSeries + ` = $1
-	    AND ($2 = '' OR id < coalesce((SELECT b.id FROM keyledger.operations b WHERE b.mutation_id = $2), 0))
+	  WHERE ` + runSeries + ` = $1 AND ($4 = '' OR target_namespace = $4)
+	    AND ($2 = '' OR id < coalesce((SELECT max(b.id) FROM keyledger.operations b
+	                                    WHERE b.mutation_id = $2 AND ($4 = '' OR b.target_namespace = $4)), 0))
 	  ORDER BY id DESC LIMIT $3)
 	UNION ALL
-	(SELECT * FROM keyledger.operations WHERE mutation_id = $1)
+	(SELECT * FROM keyledger.operations WHERE mutation_id = $1 AND ($4 = '' OR target_namespace = $4))
 ) o ORDER BY id DESC LIMIT $3`
 
 // LatestRun returns the newest run of the command whose mutation ID is id
-// (or an operation journaled under id itself), or ErrNotFound.
-func (s *Store) LatestRun(ctx context.Context, id string) (*Operation, error) {
-	op, err := scanOperation(s.pool.QueryRow(ctx, latestRunQuery, id))
+// in namespace ns (or an operation journaled under id itself), or
+// ErrNotFound. Mutation IDs are unique within a namespace (migration 12):
+// the namespace is part of the question.
+func (s *Store) LatestRun(ctx context.Context, ns, id string) (*Operation, error) {
+	op, err := scanOperation(s.pool.QueryRow(ctx, latestRunQuery, id, ns))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -388,6 +411,8 @@ func (s *Store) Runs(ctx context.Context, id string) ([]*Operation, error) {
 type RunsPageParams struct {
 	// Command is the command's mutation ID.
 	Command string
+	// Namespace, when not empty, keeps only the runs in that namespace.
+	Namespace string
 	// Limit is the page size (1 to MaxRunsPage; 0 means DefaultRunsPage).
 	Limit int
 	// Before, when not 0, keeps only runs journaled before run Before.
@@ -415,7 +440,7 @@ func (s *Store) RunsPage(ctx context.Context, p RunsPageParams) (runs []*Operati
 	if p.Before > 0 {
 		before = RunID(p.Command, p.Before)
 	}
-	rows, err := s.pool.Query(ctx, runsPageQuery, p.Command, before, p.Limit+1)
+	rows, err := s.pool.Query(ctx, runsPageQuery, p.Command, before, p.Limit+1, p.Namespace)
 	if err != nil {
 		return nil, false, wrap("listing runs", err)
 	}

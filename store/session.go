@@ -11,7 +11,7 @@ import (
 // ErrSessionNotFresh means the journal handed keyledger a session that
 // already holds advisory locks: a session another client used and that
 // was not reset, which only a pooler in front of the journal can do. A
-// run's live lock is a session advisory lock (runLockClass), and the
+// run's live lock is a session advisory lock (runLive), and the
 // locks a session holds are reentrant, so a run on such a session could
 // take a lock another process holds as its own. Nothing is read or
 // written on it.

@@ -35,7 +35,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	txs  atomic.Int64
 	// driver is the connection whose session holds the live locks of the
-	// runs this process drives (PrepareRun, runLockClass), from the first
+	// runs this process drives (PrepareRun, runLive), from the first
 	// PrepareRun to Close; their moves are committed on it (onRunConn).
 	driver struct {
 		mu   sync.Mutex
@@ -270,9 +270,9 @@ func scanOperation(row pgx.Row) (*Operation, error) {
 // transaction. When the mutation ID is already journaled with the same
 // command digest and kind it returns that operation and created=false, so the
 // caller resumes from its recorded state; a different digest is
-// ErrDigestMismatch, and so is a mutation ID taken in a namespace the
-// connecting role was not granted (mutation IDs are unique across the
-// journal, see docs/tenancy.md).
+// ErrDigestMismatch. Mutation IDs are unique within a namespace
+// (migration 12): another namespace's operations never collide with, and
+// are never revealed by, this one's (docs/tenancy.md).
 func (s *Store) Prepare(ctx context.Context, p PrepareParams) (op *Operation, created bool, err error) {
 	defer phase.Begin("tx prepare")()
 	err = s.writeTx(ctx, nil, func(b *pgx.Batch) { queuePrepare(b, p) }, func(ctx context.Context, in rowQuerier, head pgx.Row) (int64, []Record, error) {
@@ -306,7 +306,7 @@ const insertOperationSQL = `
 		INSERT INTO keyledger.operations
 		  (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (mutation_id) DO NOTHING
+		ON CONFLICT (target_namespace, mutation_id) DO NOTHING
 		RETURNING ` + operationColumns
 
 // queuePrepare queues the insert of p's operation.
@@ -328,12 +328,12 @@ func readPrepare(ctx context.Context, tx rowQuerier, p PrepareParams, inserted p
 	case err == nil:
 		return op, true, nil
 	case errors.Is(err, pgx.ErrNoRows):
-		op, err = scanOperation(tx.QueryRow(ctx,
-			`SELECT `+operationColumns+` FROM keyledger.operations WHERE mutation_id = $1`, p.MutationID))
+		op, err = scanOperation(tx.QueryRow(ctx, operationInQuery, p.MutationID, p.Namespace))
 		if errors.Is(err, pgx.ErrNoRows) {
-			// The mutation ID is taken by an operation this role may not
-			// see (another namespace's, under row-level security): it names
-			// a different command, and that is all this role learns.
+			// Mutation IDs are unique within a namespace (migration 12),
+			// and a role inserts only into namespaces it may read: the
+			// operation that took the ID is this role's to see, unless it
+			// was revoked the namespace between the insert and this read.
 			return nil, false, ErrDigestMismatch
 		}
 		if err != nil {
@@ -484,37 +484,65 @@ func insertRecords(ctx context.Context, tx pgx.Tx, opID int64, records []Record)
 	return nil
 }
 
-// operationQuery reads the operation journaled under mutation ID $1.
-const operationQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations WHERE mutation_id = $1`
+// operationInQuery reads the operation journaled under mutation ID $1 in
+// namespace $2 (every namespace the role may read when $2 is empty: then
+// up to two rows, so that an ID journaled in two namespaces is ambiguous,
+// never one picked by chance).
+const operationInQuery = `SELECT ` + operationColumns + ` FROM keyledger.operations
+	WHERE mutation_id = $1 AND ($2 = '' OR target_namespace = $2) ORDER BY id LIMIT 2`
 
-// Load returns the operation with the given mutation ID, or ErrNotFound.
-func (s *Store) Load(ctx context.Context, mutationID string) (*Operation, error) {
-	op, err := scanOperation(s.pool.QueryRow(ctx, operationQuery, mutationID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+// ReasonMutationIDAmbiguous: a mutation ID asked for without a namespace
+// is journaled in more than one namespace the role may read (exit 64).
+const ReasonMutationIDAmbiguous = "mutation-id-ambiguous"
+
+// loadIn reads the operation journaled under id in namespace ns (any
+// readable namespace when ns is empty): ErrNotFound when there is none,
+// a PreconditionError (ReasonMutationIDAmbiguous) when ns is empty and
+// two namespaces hold id.
+func loadIn(ctx context.Context, q rowsQuerier, ns, id string) (*Operation, error) {
+	rows, err := q.Query(ctx, operationInQuery, id, ns)
 	if err != nil {
 		return nil, wrap("loading operation", err)
 	}
-	return op, nil
+	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Operation, error) { return scanOperation(row) })
+	switch {
+	case err != nil:
+		return nil, wrap("loading operation", err)
+	case len(ops) == 0:
+		return nil, ErrNotFound
+	case len(ops) > 1:
+		return nil, &PreconditionError{Reason: ReasonMutationIDAmbiguous,
+			Msg: fmt.Sprintf("mutation ID %q is journaled in more than one namespace", id),
+			Fix: "name the namespace (--namespace)"}
+	}
+	return ops[0], nil
 }
 
-// Snapshot reads an operation and its records as one consistent view (one
-// repeatable-read transaction): the records are exactly those that led to
-// the state read, even while other processes move the operation.
-func (s *Store) Snapshot(ctx context.Context, mutationID string) (*Operation, []Record, error) {
+// rowsQuerier is what loadIn reads through: the pool or a transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Load returns the operation with the given mutation ID in namespace ns
+// (any namespace the role may read when ns is empty), or ErrNotFound.
+func (s *Store) Load(ctx context.Context, ns, mutationID string) (*Operation, error) {
+	return loadIn(ctx, s.pool, ns, mutationID)
+}
+
+// Snapshot reads an operation of namespace ns (any the role may read when
+// empty) and its records as one consistent view (one repeatable-read
+// transaction): the records are exactly those that led to the state read,
+// even while other processes move the operation.
+func (s *Store) Snapshot(ctx context.Context, ns, mutationID string) (*Operation, []Record, error) {
 	defer phase.Begin("tx snapshot")()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, nil, unreachable("beginning snapshot", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // read-only
-	op, err := scanOperation(tx.QueryRow(ctx, operationQuery, mutationID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, ErrNotFound
-	}
+	op, err := loadIn(ctx, tx, ns, mutationID)
 	if err != nil {
-		return nil, nil, wrap("loading operation", err)
+		return nil, nil, err
 	}
 	records, err := queryRecords(ctx, tx, op.ID)
 	if err != nil {

@@ -189,7 +189,7 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 	if plan.Runs {
 		// Desired state: every run is an operation of its own; an
 		// unfinished one is resumed, after a finished one comes the next.
-		latest, err := st.LatestRun(ctx, p.MutationID)
+		latest, err := st.LatestRun(ctx, p.Namespace, p.MutationID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, nil, err
 		}
@@ -199,13 +199,13 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 				return reused()
 			case !latest.State.Terminal():
 				res.Journal = string(latest.State)
-				return st.Snapshot(ctx, latest.MutationID)
+				return st.Snapshot(ctx, latest.Namespace, latest.MutationID)
 			}
 		}
 		run := store.RunPreparation(p, store.NextRun(p.MutationID, latest), store.RunLineage{})
 		return fresh(run.MutationID, run.Detail)
 	}
-	op, records, err := st.Snapshot(ctx, p.MutationID)
+	op, records, err := st.Snapshot(ctx, p.Namespace, p.MutationID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return fresh(p.MutationID, p.Detail)
@@ -303,6 +303,6 @@ func (j *dryJournal) Transition(_ context.Context, p store.TransitionParams) (*s
 	return &op, nil
 }
 
-func (j *dryJournal) Snapshot(context.Context, string) (*store.Operation, []store.Record, error) {
+func (j *dryJournal) Snapshot(context.Context, string, string) (*store.Operation, []store.Record, error) {
 	return j.run.Op, j.run.Records, nil
 }

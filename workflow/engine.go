@@ -17,7 +17,7 @@ import (
 type Journal interface {
 	Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error)
 	// Snapshot reads an operation and its records as one consistent view.
-	Snapshot(ctx context.Context, mutationID string) (*store.Operation, []store.Record, error)
+	Snapshot(ctx context.Context, ns, mutationID string) (*store.Operation, []store.Record, error)
 }
 
 // Engine drives operations of one family through the state machine.
@@ -171,7 +171,7 @@ func (e *Engine) Drive(ctx context.Context, run *Run) (*Run, error) {
 // an operation read apart from its records could pair a state with records
 // another process appended after it.
 func (e *Engine) reload(ctx context.Context, run *Run) error {
-	op, records, err := e.Journal.Snapshot(ctx, run.Op.MutationID)
+	op, records, err := e.Journal.Snapshot(ctx, run.Op.Namespace, run.Op.MutationID)
 	if err != nil {
 		return fmt.Errorf("reloading operation: %w", err)
 	}

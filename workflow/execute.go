@@ -87,7 +87,7 @@ type Store interface {
 	Runs(ctx context.Context, id string) ([]*store.Operation, error)
 	// LatestRun returns the newest run of a desired-state command
 	// (store.ErrNotFound when none): keyledger plan reads only that one.
-	LatestRun(ctx context.Context, id string) (*store.Operation, error)
+	LatestRun(ctx context.Context, ns, id string) (*store.Operation, error)
 	// Transactions is the number of transactions committed so far.
 	Transactions() int64
 	Close()
@@ -238,7 +238,7 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		}
 		// The operation and its records as one view: another run of the
 		// same command may be moving it right now.
-		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
+		if run.Op, run.Records, err = st.Snapshot(ctx, op.Namespace, op.MutationID); err != nil {
 			return res, fmt.Errorf("reading journal: %w", err)
 		}
 		if plan.Runs && !op.State.Terminal() && run.Op.State.Terminal() && joined < maxRunJoins {

@@ -135,7 +135,7 @@ func TestOperateWithTheInMemoryJournal(t *testing.T) {
 			require.Equal(t, c.sent, c.family.sent)
 			require.Equal(t, c.transactions, res.Transactions)
 			require.Same(t, j, c.family.bound, "the journal is bound to a JournalBound family")
-			op, records, err := j.Snapshot(t.Context(), "m")
+			op, records, err := j.Snapshot(t.Context(), "", "m")
 			require.NoError(t, err)
 			require.Equal(t, c.state, op.State)
 			require.Equal(t, c.records, kinds(records))
@@ -220,7 +220,7 @@ func TestOperateBelievesAReplayOnlyWithTheCluster(t *testing.T) {
 			t.Parallel()
 			j := workflowtest.NewJournal()
 			forgeCompleted(t, j, toy("m"))
-			_, before, err := j.Snapshot(t.Context(), "m")
+			_, before, err := j.Snapshot(t.Context(), "", "m")
 			require.NoError(t, err)
 			f := &scripted{decide: never, resolve: noResolve, confirm: c.confirm}
 
@@ -236,7 +236,7 @@ func TestOperateBelievesAReplayOnlyWithTheCluster(t *testing.T) {
 				require.Nil(t, res.Run, "a journaled ending the cluster does not confirm is not reported")
 			}
 			require.EqualValues(t, 1, res.Transactions, "only the prepare that found the operation")
-			_, after, err := j.Snapshot(t.Context(), "m")
+			_, after, err := j.Snapshot(t.Context(), "", "m")
 			require.NoError(t, err)
 			require.Equal(t, before, after, "nothing is appended to a final operation")
 
@@ -306,7 +306,7 @@ func TestOperateResumesCallingByResolving(t *testing.T) {
 			} else {
 				require.Equal(t, 1, decided, "after a call settled ours the family decides again")
 			}
-			_, records, err := j.Snapshot(ctx, "m")
+			_, records, err := j.Snapshot(ctx, "", "m")
 			require.NoError(t, err)
 			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
 				store.RecordResolution, store.RecordCompletion}, kinds(records))
@@ -405,7 +405,7 @@ func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
 			require.Equal(t, c.outcome, res.Outcome)
 			require.Equal(t, 1, f.confirmed, "the completion this run did not make is confirmed")
 			require.Zero(t, f.sent, "the call lost its compare-and-set: never sent")
-			_, records, err := j.Snapshot(t.Context(), "m")
+			_, records, err := j.Snapshot(t.Context(), "", "m")
 			require.NoError(t, err)
 			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordCompletion}, kinds(records))
 		})

@@ -99,7 +99,7 @@ func (f *batchFamily) Decide(_ context.Context, run *workflow.Run) (workflow.Dec
 		mutation := run.Op.MutationID
 		calls[i] = &workflow.Call{Step: "create", Target: target, Verb: workflow.VerbCreate, Digest: fmt.Sprintf("sha256:%064d", i),
 			Send: func(ctx context.Context) workflow.Answer {
-				_, records, err := f.j.Journal.Snapshot(ctx, mutation)
+				_, records, err := f.j.Journal.Snapshot(ctx, "", mutation)
 				journaled := err == nil && func() bool {
 					for _, r := range records {
 						if r.Kind == store.RecordAuthorityCall && r.Target == target.String() {
@@ -172,7 +172,7 @@ func TestPipelineSendsOnlyJournaledCalls(t *testing.T) {
 		require.Equal(t, pipelineTx{from: store.StateCalling, to: store.StateCalling, results: tx.results}, tx, "answers only, in calling")
 		require.GreaterOrEqual(t, tx.results, 8, "8 or more at a time")
 	}
-	_, records, err := j.Snapshot(t.Context(), "m")
+	_, records, err := j.Snapshot(t.Context(), "", "m")
 	require.NoError(t, err)
 	for _, r := range records {
 		if r.Kind == store.RecordAuthorityCall {
@@ -200,7 +200,7 @@ func TestPipelineCarriesOutTheDecisionAhead(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"prepared->calling", "calling->answered", "answered->calling", "calling->completed"}, moves)
-	_, records, err := j.Snapshot(t.Context(), "m")
+	_, records, err := j.Snapshot(t.Context(), "", "m")
 	require.NoError(t, err)
 	require.Equal(t, 21, workflowtest.Count(records, store.RecordAuthorityResult))
 }
@@ -230,7 +230,7 @@ func TestPipelineStopsAtAFailedCommit(t *testing.T) {
 		require.Equal(t, 1, f.sends[store.SecretTarget("ns", fmt.Sprintf("s-%02d", i)).String()])
 	}
 	require.Empty(t, f.unjournaled)
-	op, records, err := j.Snapshot(t.Context(), "m")
+	op, records, err := j.Snapshot(t.Context(), "", "m")
 	require.NoError(t, err)
 	require.Equal(t, store.StateCalling, op.State)
 	require.Equal(t, 8, workflowtest.Count(records, store.RecordAuthorityCall))

@@ -52,7 +52,7 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret, 
 	plan := f.plan(s.Name)
 	if f.journal != nil {
 		if nonce, ok := s.Annotations[AnnotationNonce]; ok && shapedAsCreated(s, plan) {
-			found, err := fx.find(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+			found, err := fx.find(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
 				Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: target, Digest: nonceDigest(nonce)})
 			if err != nil {
 				return "", "", err
@@ -82,7 +82,7 @@ func (f *family) authorship(ctx context.Context, p *progress, s *corev1.Secret, 
 		kind store.RecordKind
 		step string
 	}{{store.RecordResolution, stepCreateSecret}, {store.RecordObservation, stepReadSecret}} {
-		found, err := fx.find(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+		found, err := fx.find(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
 			Kind: q.kind, Step: q.step, Target: target, UID: string(s.UID)})
 		if err != nil {
 			return "", "", err

@@ -138,7 +138,7 @@ func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Se
 		return a, p.by[s.Name], nil
 	}
 	if f.journal != nil && s.UID != "" {
-		found, err := fx.find(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+		found, err := fx.find(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
 			Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
 		if err != nil {
 			return "", "", err

@@ -134,7 +134,7 @@ func (e *env) run() result {
 	require.True(e.t, plan.Runs, "a plan is desired state")
 	res, err := workflow.Operate(ctx, &crashingStore{Journal: e.j, crash: e.crash}, plan, nil)
 	require.NotNil(e.t, res.Run, "prepared: %v", err)
-	op, records, serr := e.j.Snapshot(ctx, res.Run.Op.MutationID)
+	op, records, serr := e.j.Snapshot(ctx, "", res.Run.Op.MutationID)
 	require.NoError(e.t, serr)
 	return result{res: res, op: op, records: records, err: err}
 }

@@ -111,7 +111,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 		// and pod spec is not repeated.
 		c := restartCause(srv, pod, secretRV)
 		if f.journal != nil {
-			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Command: f.cmd.Metadata.MutationID,
+			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
 				Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest()})
 			if err != nil {
 				return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}

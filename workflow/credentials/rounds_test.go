@@ -174,7 +174,7 @@ func (e *env) runOn(j workflow.Store) result {
 	e.t.Helper()
 	res, err := workflow.Operate(context.Background(), j, e.plan(), nil)
 	require.NotNil(e.t, res.Run, "prepared: %v", err)
-	op, records, serr := e.j.Snapshot(context.Background(), res.Run.Op.MutationID)
+	op, records, serr := e.j.Snapshot(context.Background(), "", res.Run.Op.MutationID)
 	require.NoError(e.t, serr)
 	return result{res: res, op: op, records: records, err: err}
 }

@@ -32,7 +32,7 @@ func (e *env) replan(spec Spec) {
 // prepDigest is the command digest run's preparation record holds.
 func (e *env) prepDigest(run string) string {
 	e.t.Helper()
-	_, records, err := e.j.Snapshot(context.Background(), run)
+	_, records, err := e.j.Snapshot(context.Background(), "", run)
 	require.NoError(e.t, err)
 	return records[0].Digest
 }
@@ -82,7 +82,7 @@ func TestConvergenceTable(t *testing.T) {
 			require.Equal(t, store.RunID("m-1", 2), fresh.op.MutationID, "a fresh run")
 			require.Equal(t, "m-1:run-1", workflowtest.Fields(fresh.records[0].Detail)["replaces"])
 			require.Equal(t, store.ReasonRunResumeLimit, workflowtest.Fields(fresh.records[0].Detail)["replacedBecause"])
-			closed, records, err := e.j.Snapshot(context.Background(), "m-1:run-1")
+			closed, records, err := e.j.Snapshot(context.Background(), "", "m-1:run-1")
 			require.NoError(t, err)
 			require.Equal(t, store.StateRefused, closed.State)
 			require.Equal(t, store.ReasonRunResumeLimit, closed.Reason)

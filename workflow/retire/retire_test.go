@@ -63,7 +63,7 @@ func (sc *scene) plan() workflow.Plan {
 // operation is the journaled operation and its records.
 func (sc *scene) operation() (*store.Operation, []store.Record) {
 	sc.t.Helper()
-	op, records, err := sc.journal.Snapshot(context.Background(), fxMutation)
+	op, records, err := sc.journal.Snapshot(context.Background(), "", fxMutation)
 	require.NoError(sc.t, err)
 	return op, records
 }

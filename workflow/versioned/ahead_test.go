@@ -56,7 +56,7 @@ func TestDigestWaitReadsAhead(t *testing.T) {
 		}
 		res, err := workflow.Operate(ctx, j, pl, nil)
 		o := outcome{mutationID: cmd.Metadata.MutationID, res: res, err: err}
-		_, o.records, _ = e.j.Snapshot(ctx, cmd.Metadata.MutationID)
+		_, o.records, _ = e.j.Snapshot(ctx, "", cmd.Metadata.MutationID)
 		require.Equal(t, "completed", o.Ending())
 		require.Equal(t, p.value, res.Run.Op.CommandDigest)
 		pruned(t, e, o)

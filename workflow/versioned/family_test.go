@@ -1122,7 +1122,7 @@ func TestFamilyGuards(t *testing.T) {
 		Want: "invalid",
 		Check: func(t *testing.T, e *env, o outcome) {
 			require.Empty(t, o.records, "nothing journaled")
-			_, err := e.j.Load(context.Background(), o.mutationID)
+			_, err := e.j.Load(context.Background(), "", o.mutationID)
 			require.ErrorIs(t, err, store.ErrNotFound, "nothing journaled")
 			none(t, e, o)
 		},
@@ -1267,7 +1267,7 @@ func TestFamilyDecisions(t *testing.T) {
 		}),
 		Want: "invalid",
 		Check: func(t *testing.T, e *env, o outcome) {
-			_, err := e.j.Load(context.Background(), o.mutationID)
+			_, err := e.j.Load(context.Background(), "", o.mutationID)
 			require.ErrorIs(t, err, store.ErrNotFound, "nothing journaled")
 			none(t, e, o)
 		},
@@ -1276,7 +1276,7 @@ func TestFamilyDecisions(t *testing.T) {
 		Setup: given(func(e *env) *Command { return e.update("", "big", big) }),
 		Want:  "invalid",
 		Check: func(t *testing.T, e *env, o outcome) {
-			_, err := e.j.Load(context.Background(), o.mutationID)
+			_, err := e.j.Load(context.Background(), "", o.mutationID)
 			require.ErrorIs(t, err, store.ErrNotFound, "nothing journaled")
 			none(t, e, o)
 		},

@@ -152,7 +152,7 @@ func (e *env) run(cmd *Command) outcome {
 	}
 	res, err := workflow.Operate(ctx, st, p, nil)
 	o := outcome{mutationID: cmd.Metadata.MutationID, res: res, err: err}
-	if _, recs, serr := e.j.Snapshot(ctx, cmd.Metadata.MutationID); serr == nil {
+	if _, recs, serr := e.j.Snapshot(ctx, "", cmd.Metadata.MutationID); serr == nil {
 		o.records = recs
 	}
 	return o

@@ -39,13 +39,17 @@ type Journal struct {
 	mu     sync.Mutex
 	ops    []*entry // in ID order
 	byID   map[int64]*entry
-	byMID  map[string]*entry
+	byMID  map[key]*entry // mutation IDs are unique within a namespace
 	nextOp int64
 	nextRe int64
 	txs    int64
 	closed bool
 	last   time.Time
 }
+
+// key names an operation as the journal's unique key does (migration 12):
+// its namespace and mutation ID.
+type key struct{ namespace, mutationID string }
 
 // entry is one operation and its records.
 type entry struct {
@@ -63,7 +67,7 @@ var _ workflow.Store = (*Journal)(nil)
 
 // NewJournal returns an empty journal.
 func NewJournal() *Journal {
-	return &Journal{byID: map[int64]*entry{}, byMID: map[string]*entry{}}
+	return &Journal{byID: map[int64]*entry{}, byMID: map[key]*entry{}}
 }
 
 // Close marks the journal closed, as closing store.Store's pool does:
@@ -135,7 +139,7 @@ func (j *Journal) prepareIn(p store.PrepareParams, t time.Time) (commit func(), 
 	}
 	prep := store.Record{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: p.CommandDigest,
 		UID: p.ExpectedUID, Detail: p.Detail}
-	if e, ok := j.byMID[p.MutationID]; ok {
+	if e, ok := j.byMID[key{p.Namespace, p.MutationID}]; ok {
 		if e.op.CommandDigest != p.CommandDigest || e.op.Kind != p.Kind {
 			return nil, nil, false, store.ErrDigestMismatch
 		}
@@ -156,7 +160,7 @@ func (j *Journal) prepareIn(p store.PrepareParams, t time.Time) (commit func(), 
 		j.nextOp++
 		e.records = records
 		j.ops = append(j.ops, e)
-		j.byID[e.op.ID], j.byMID[e.op.MutationID] = e, e
+		j.byID[e.op.ID], j.byMID[key{e.op.Namespace, e.op.MutationID}] = e, e
 		j.stamp(e.records)
 	}, &o, true, nil
 }
@@ -193,7 +197,7 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 	t := j.now()
 	var lineage store.RunLineage
 	var latestOp *store.Operation
-	if latest := j.latestRun(p.MutationID); latest != nil {
+	if latest := j.latestRun(p.Namespace, p.MutationID); latest != nil {
 		if latest.op.Kind != p.Kind || latest.op.Namespace != p.Namespace || latest.op.Name != p.Name {
 			return nil, false, store.ErrDigestMismatch
 		}
@@ -245,16 +249,16 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 // latestRun is the newest run of command id as store.PrepareRun finds it:
 // the highest run number; the operation under id itself only when there
 // is no run.
-func (j *Journal) latestRun(id string) *entry {
+func (j *Journal) latestRun(ns, id string) *entry {
 	var latest *entry
 	var best int64
-	for _, e := range j.runs(id) {
+	for _, e := range j.runs(ns, id) {
 		if _, n, ok := store.SplitRunID(e.op.MutationID); ok && e.op.MutationID != id && n > best {
 			latest, best = e, n
 		}
 	}
 	if latest == nil {
-		latest = j.byMID[id]
+		latest = j.byMID[key{ns, id}]
 	}
 	return latest
 }
@@ -279,11 +283,15 @@ func exceeded(b store.RunBound, resumes int, age time.Duration) string {
 	return ""
 }
 
-// runs are the operations of command id (store.Runs' filter), oldest first.
-func (j *Journal) runs(id string) []*entry {
+// runs are the operations of command id in namespace ns (any namespace
+// when ns is empty: store.Runs' filter), oldest first.
+func (j *Journal) runs(ns, id string) []*entry {
 	pattern := regexp.MustCompile("^" + regexp.QuoteMeta(id) + regexp.QuoteMeta(store.RunSuffix) + "[1-9][0-9]{0,9}$")
 	var out []*entry
 	for _, e := range j.ops {
+		if ns != "" && e.op.Namespace != ns {
+			continue
+		}
 		if e.op.MutationID == id || pattern.MatchString(e.op.MutationID) {
 			out = append(out, e)
 		}
@@ -303,7 +311,7 @@ func (j *Journal) Runs(ctx context.Context, id string) ([]*store.Operation, erro
 		return nil, fmt.Errorf("listing runs: %w", err)
 	}
 	out := []*store.Operation{}
-	for _, e := range j.runs(id) {
+	for _, e := range j.runs("", id) {
 		o := e.op
 		out = append(out, &o)
 	}
@@ -311,17 +319,51 @@ func (j *Journal) Runs(ctx context.Context, id string) ([]*store.Operation, erro
 }
 
 // LatestRun returns the newest run of the command whose mutation ID is id
-// (or an operation journaled under id itself), as store.Store.LatestRun:
-// store.ErrNotFound when there is none.
-func (j *Journal) LatestRun(ctx context.Context, id string) (*store.Operation, error) {
-	runs, err := j.Runs(ctx, id)
-	if err != nil {
+// in namespace ns (or an operation journaled under id itself), as
+// store.Store.LatestRun: store.ErrNotFound when there is none.
+func (j *Journal) LatestRun(ctx context.Context, ns, id string) (*store.Operation, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.begin(ctx, "reading the command's newest run"); err != nil {
 		return nil, err
 	}
-	if len(runs) == 0 {
+	if err := firstErr(checkText(ns), checkText(id)); err != nil {
+		return nil, fmt.Errorf("reading the command's newest run: %w", err)
+	}
+	e := j.latestRun(ns, id)
+	if e == nil {
 		return nil, store.ErrNotFound
 	}
-	return runs[len(runs)-1], nil
+	o := e.op
+	return &o, nil
+}
+
+// lookup is the operation under id in namespace ns (any namespace when ns
+// is empty), as store's loadIn finds it: store.ErrNotFound, or a
+// store.PreconditionError (store.ReasonMutationIDAmbiguous) when ns is
+// empty and two namespaces hold id.
+func (j *Journal) lookup(ns, id string) (*entry, error) {
+	if ns != "" {
+		if e, ok := j.byMID[key{ns, id}]; ok {
+			return e, nil
+		}
+		return nil, store.ErrNotFound
+	}
+	var found *entry
+	for _, e := range j.ops {
+		if e.op.MutationID != id {
+			continue
+		}
+		if found != nil {
+			return nil, &store.PreconditionError{Reason: store.ReasonMutationIDAmbiguous,
+				Msg: fmt.Sprintf("mutation ID %q is journaled in more than one namespace", id), Fix: "name the namespace (--namespace)"}
+		}
+		found = e
+	}
+	if found == nil {
+		return nil, store.ErrNotFound
+	}
+	return found, nil
 }
 
 // Transition commits a move and its records, as store.Store.Transition:
@@ -401,9 +443,9 @@ func ending(s store.State) store.RecordKind {
 	return ""
 }
 
-// Load returns the operation with the given mutation ID, or
-// store.ErrNotFound.
-func (j *Journal) Load(ctx context.Context, mutationID string) (*store.Operation, error) {
+// Load returns the operation with the given mutation ID in namespace ns
+// (any when empty), or store.ErrNotFound.
+func (j *Journal) Load(ctx context.Context, ns, mutationID string) (*store.Operation, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.begin(ctx, "loading operation"); err != nil {
@@ -412,17 +454,17 @@ func (j *Journal) Load(ctx context.Context, mutationID string) (*store.Operation
 	if err := checkText(mutationID); err != nil {
 		return nil, fmt.Errorf("loading operation: %w", err)
 	}
-	e, ok := j.byMID[mutationID]
-	if !ok {
-		return nil, store.ErrNotFound
+	e, err := j.lookup(ns, mutationID)
+	if err != nil {
+		return nil, err
 	}
 	o := e.op
 	return &o, nil
 }
 
-// Snapshot returns a copy of an operation and of its records in append
-// order, or store.ErrNotFound.
-func (j *Journal) Snapshot(ctx context.Context, mutationID string) (*store.Operation, []store.Record, error) {
+// Snapshot returns a copy of an operation of namespace ns (any when
+// empty) and of its records in append order, or store.ErrNotFound.
+func (j *Journal) Snapshot(ctx context.Context, ns, mutationID string) (*store.Operation, []store.Record, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.begin(ctx, "beginning snapshot"); err != nil {
@@ -431,9 +473,9 @@ func (j *Journal) Snapshot(ctx context.Context, mutationID string) (*store.Opera
 	if err := checkText(mutationID); err != nil {
 		return nil, nil, fmt.Errorf("loading operation: %w", err)
 	}
-	e, ok := j.byMID[mutationID]
-	if !ok {
-		return nil, nil, store.ErrNotFound
+	e, err := j.lookup(ns, mutationID)
+	if err != nil {
+		return nil, nil, err
 	}
 	o := e.op
 	records := make([]store.Record, 0, len(e.records))
@@ -528,7 +570,7 @@ func (j *Journal) FindInRuns(ctx context.Context, p store.RunRecordParams) (*sto
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var found *store.RunRecord
-	for _, e := range j.runs(p.Command) {
+	for _, e := range j.runs(p.Namespace, p.Command) {
 		for _, s := range e.records {
 			r := s.r
 			if r.Kind != p.Kind || r.Step != p.Step || r.Target != p.Target ||

@@ -52,7 +52,7 @@ func TestPrepareResumesOrRefusesAnotherCommand(t *testing.T) {
 	require.Equal(t, "23514", sqlState(err))
 	require.EqualError(t, err, "inserting operation: server error 23514 (ERROR) on operations_kind_check")
 	require.EqualValues(t, 2, j.Transactions(), "a prepare that found its operation commits too; refusals do not")
-	_, records, err := j.Snapshot(ctx, "m1")
+	_, records, err := j.Snapshot(ctx, "", "m1")
 	require.NoError(t, err)
 	require.Len(t, records, 1)
 	require.Equal(t, store.RecordPreparation, records[0].Kind)
@@ -111,7 +111,7 @@ func TestTransitionIsACompareAndSet(t *testing.T) {
 		}
 		require.Equal(t, r.state, sqlState(err), "%s: %v", r.name, err)
 	}
-	now, records, err := j.Snapshot(ctx, "m")
+	now, records, err := j.Snapshot(ctx, "", "m")
 	require.NoError(t, err)
 	require.Equal(t, store.StateCalling, now.State, "refused moves changed nothing")
 	require.EqualValues(t, 1, now.Revision)
@@ -147,11 +147,11 @@ func TestSnapshotCopiesAndDecodesAsJSON(t *testing.T) {
 		Records: []store.Record{{Kind: store.RecordObservation, Step: "read", Detail: store.DetailOf(detail)}}})
 	require.NoError(t, err)
 	detail["count"] = 4
-	got, records, err := j.Snapshot(ctx, "m")
+	got, records, err := j.Snapshot(ctx, "", "m")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"count": 3, "names": ["a"]}`, records[1].Detail.String())
 	got.State = store.StateRefused
-	again, _, err := j.Snapshot(ctx, "m")
+	again, _, err := j.Snapshot(ctx, "", "m")
 	require.NoError(t, err)
 	require.Equal(t, store.StatePrepared, again.State)
 	require.Equal(t, "{}", records[0].Detail.String(), "no detail reads back as an empty object")
@@ -179,7 +179,7 @@ func TestPrepareRunNumbersAndResumesRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, "plan:run-2", second.MutationID)
-	_, records, err := j.Snapshot(ctx, "plan:run-2")
+	_, records, err := j.Snapshot(ctx, "", "plan:run-2")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"command": "plan", "run": 2}`, records[0].Detail.String())
 	other := prep("plan", 1)
@@ -192,11 +192,11 @@ func TestPrepareRunNumbersAndResumesRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, "plan:run-3", third.MutationID)
-	closed, _, err := j.Snapshot(ctx, "plan:run-2")
+	closed, _, err := j.Snapshot(ctx, "", "plan:run-2")
 	require.NoError(t, err)
 	require.Equal(t, store.StateRefused, closed.State)
 	require.Equal(t, store.ReasonPlanSuperseded, closed.Reason)
-	_, records, err = j.Snapshot(ctx, "plan:run-3")
+	_, records, err = j.Snapshot(ctx, "", "plan:run-3")
 	require.NoError(t, err)
 	lineage, err := store.DecodeDetail[store.RunLineage](records[0].Detail)
 	require.NoError(t, err)
@@ -226,12 +226,12 @@ func TestPrepareRunBound(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created, "the third resume closes run 1")
 	require.Equal(t, "plan:run-2", next.MutationID)
-	closed, records, err := j.Snapshot(ctx, "plan:run-1")
+	closed, records, err := j.Snapshot(ctx, "", "plan:run-1")
 	require.NoError(t, err)
 	require.Equal(t, store.StateRefused, closed.State)
 	require.Equal(t, store.ReasonRunResumeLimit, closed.Reason)
 	require.Equal(t, store.RecordRefusal, records[len(records)-1].Kind)
-	_, records, err = j.Snapshot(ctx, "plan:run-2")
+	_, records, err = j.Snapshot(ctx, "", "plan:run-2")
 	require.NoError(t, err)
 	lineage, err := store.DecodeDetail[store.RunLineage](records[0].Detail)
 	require.NoError(t, err)
@@ -245,7 +245,7 @@ func TestPrepareRunBound(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created, "a run older than the bound is closed")
 	require.Equal(t, "aged:run-2", op.MutationID)
-	closed, _, err = j.Snapshot(ctx, "aged:run-1")
+	closed, _, err = j.Snapshot(ctx, "", "aged:run-1")
 	require.NoError(t, err)
 	require.Equal(t, store.ReasonRunAgeLimit, closed.Reason)
 }
@@ -355,7 +355,7 @@ func TestClosedJournalIsUnreachable(t *testing.T) {
 	require.ErrorAs(t, err, &unreachable)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err = NewJournal().Snapshot(ctx, "m")
+	_, _, err = NewJournal().Snapshot(ctx, "", "m")
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -384,4 +384,46 @@ func TestEnding(t *testing.T) {
 	require.Equal(t, "error: boom", Ending(nil, errors.New("boom")))
 	require.Equal(t, "error: no result", Ending(nil, nil))
 	require.Equal(t, "refused/x (result says completed)", Ending(done, &workflow.Refused{Reason: "x"}), "a Result that disagrees shows")
+}
+
+// Mutation IDs are unique within a namespace, as the journal's key is
+// (migration 12): one ID in two namespaces is two operations, each
+// namespace's runs are numbered and found on their own, and asking
+// without a namespace for an ID two namespaces hold is ambiguous.
+func TestMutationIDsAreScopedByNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	j := NewJournal()
+	a, b := prep("plan", 1), prep("plan", 2)
+	a.Namespace, b.Namespace = "ns-a", "ns-b"
+	for range 3 {
+		run, created, err := j.PrepareRun(ctx, a)
+		require.NoError(t, err)
+		require.True(t, created)
+		_, err = j.Transition(ctx, store.TransitionParams{OperationID: run.ID, From: store.StatePrepared, To: store.StateCompleted,
+			Revision: run.Revision, Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: "completed"}}})
+		require.NoError(t, err)
+	}
+	run, created, err := j.PrepareRun(ctx, b)
+	require.NoError(t, err)
+	require.True(t, created, "B's digest differs from A's: A's runs are not B's")
+	require.Equal(t, "plan:run-1", run.MutationID, "numbered as if A had never run")
+	latest, err := j.LatestRun(ctx, "ns-a", "plan")
+	require.NoError(t, err)
+	require.Equal(t, "plan:run-3", latest.MutationID)
+
+	found, err := j.FindInRuns(ctx, store.RunRecordParams{Namespace: "ns-b", Command: "plan", Kind: store.RecordCompletion, Step: "complete"})
+	require.NoError(t, err)
+	require.Nil(t, found, "A's completions are not in B's runs")
+	found, err = j.FindInRuns(ctx, store.RunRecordParams{Namespace: "ns-a", Command: "plan", Kind: store.RecordCompletion, Step: "complete"})
+	require.NoError(t, err)
+	require.Equal(t, "plan:run-3", found.Run)
+
+	_, err = j.Load(ctx, "", "plan:run-1")
+	var pre *store.PreconditionError
+	require.ErrorAs(t, err, &pre)
+	require.Equal(t, store.ReasonMutationIDAmbiguous, pre.Reason)
+	got, err := j.Load(ctx, "ns-b", "plan:run-1")
+	require.NoError(t, err)
+	require.Equal(t, run.ID, got.ID)
 }

@@ -75,7 +75,7 @@ func journalCommand(ctx context.Context, args []string, streams IOStreams) error
 			return err
 		}
 		defer st.Close()
-		op, err := st.Load(ctx, fs.Arg(0))
+		op, err := st.Load(ctx, "", fs.Arg(0))
 		if errors.Is(err, store.ErrNotFound) {
 			// A credential plan's mutation ID names its runs.
 			return showRuns(ctx, st, streams, flags.output, store.RunsPageParams{Command: fs.Arg(0), Limit: limit, Before: before})
