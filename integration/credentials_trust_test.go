@@ -6,11 +6,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/keyledger/keyledger/store"
@@ -45,30 +49,58 @@ func listenCounting(t *testing.T, ip string) *countingListener {
 }
 
 // plantPod creates, as someone holding only `create pods` in the namespace
-// would, a pod named name carrying a controller owner reference, with
-// labels and containers of their choice; playing its kubelet, it is
-// Running and Ready at ip.
-func (e *env) plantPod(ctx context.Context, name, ip string, owner metav1.OwnerReference, labels map[string]string, containers []corev1.Container) types.UID {
+// would, a pod named name carrying a controller owner reference, with the
+// labels and spec of their choice; playing its kubelet, it is Running and
+// Ready at ip. (The namespace's default ServiceAccount, which admission
+// wants, may still be on its way: the create is tried again until it is.)
+func (e *env) plantPod(ctx context.Context, name, ip string, owner metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) types.UID {
 	e.t.Helper()
 	yes := true
-	owner.Controller, owner.BlockOwnerDeletion = &yes, nil
-	_, err := e.kube.Client().CoreV1().Pods(e.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
-		Spec:       corev1.PodSpec{Containers: containers},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
+	owner.Controller = &yes
+	spec.AutomountServiceAccountToken = &[]bool{false}[0]
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}}, Spec: spec}
+	require.NoError(e.t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := e.kube.Client().CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) {
+			return false, nil // the ServiceAccount is not there yet
+		}
+		return err == nil, err
+	}), "planting pod %s", name)
 	p, err := e.kube.PlayKubelet(ctx, e.ns, name, ip)
 	require.NoError(e.t, err)
 	return p.UID
 }
 
+// blockedStatefulSet creates a one-replica StatefulSet (updateStrategy
+// OnDelete) whose controller cannot create its pod (its template names a
+// ServiceAccount that does not exist, which admission refuses): its pod
+// name shop-cache-0 stays free for someone else's pod, which the
+// controller then claims as its own and leaves alone.
+func (e *env) blockedStatefulSet(name string) *appsv1.StatefulSet {
+	e.t.Helper()
+	one := int32(1)
+	labels := map[string]string{"app": name}
+	sts, err := e.kube.Client().AppsV1().StatefulSets(e.ns).Create(e.t.Context(), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{ServiceAccountName: "absent-" + randomSuffix(e.t),
+					Containers: []corev1.Container{{Name: "server", Image: "server:test"}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	return sts
+}
+
 // TestIntegrationCredentialsProbeReachesOnlyItsServer: two pods planted by
 // someone who may create pods, each named as a planned server whose
 // expected controller is the StatefulSet shop-cache, Running and Ready at
-// an address where a listener counts connections: one whose controller
-// owner reference names a StatefulSet shop-cache in a made-up API group
-// (the garbage collector never resolves it), one carrying the real
-// StatefulSet's UID (readable from any of its pods) and its labels but
+// an address where a listener counts connections: shop-cache-a, whose
+// controller owner reference names a StatefulSet shop-cache in a made-up
+// API group (the garbage collector never resolves it), with the
+// template's containers; and shop-cache-0, the StatefulSet's own pod name
+// (its controller could not create it), carrying the real StatefulSet's
+// UID (readable from any of its pods), its labels and identity, but
 // another container. Neither gets a connection (each listener counts
 // zero), nothing is deleted, and the run refuses server-not-owned naming
 // both pods and the check each failed. The identity holds exactly the
@@ -77,43 +109,41 @@ func TestIntegrationCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	e.statefulSet("shop-cache")
-	sts, err := e.kube.Client().AppsV1().StatefulSets(e.ns).Get(ctx, "shop-cache", metav1.GetOptions{})
-	require.NoError(t, err)
+	sts := e.blockedStatefulSet("shop-cache")
 	otherGroup, otherContainer := listenCounting(t, "127.0.0.31"), listenCounting(t, "127.0.0.32")
-	labels := map[string]string{"app": "shop-cache"}
-	// Names outside the StatefulSet's pod names (shop-cache-<n>), so its
-	// controller neither adopts nor replaces them: only the plan names them.
 	a := e.plantPod(ctx, "shop-cache-a", "127.0.0.31",
 		metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache", UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"},
-		labels, sts.Spec.Template.Spec.Containers)
-	b := e.plantPod(ctx, "shop-cache-b", "127.0.0.32",
+		map[string]string{"app": "shop-cache"}, corev1.PodSpec{Containers: sts.Spec.Template.Spec.Containers})
+	b := e.plantPod(ctx, "shop-cache-0", "127.0.0.32",
 		metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "shop-cache", UID: sts.UID},
-		labels, []corev1.Container{{Name: "server", Image: "listener:test"}})
+		map[string]string{"app": "shop-cache", "statefulset.kubernetes.io/pod-name": "shop-cache-0", "apps.kubernetes.io/pod-index": "0"},
+		corev1.PodSpec{Hostname: "shop-cache-0", Subdomain: "shop-cache", Containers: []corev1.Container{{Name: "server", Image: "listener:test"}}})
 
-	controller := map[string]any{"kind": "StatefulSet", "name": "shop-cache"}
 	plan := credentialPlan(e.ns, "mut-planted-pods", []planSecret{standardSecret("shop-cache-app")}, func(spec map[string]any) {
 		spec["servers"] = []any{
-			map[string]any{"protocol": "valkey", "pod": "shop-cache-a", "port": otherGroup.port, "secret": "shop-cache-app", "passwordKey": "password", "controller": controller},
-			map[string]any{"protocol": "valkey", "pod": "shop-cache-b", "port": otherContainer.port, "secret": "shop-cache-app", "passwordKey": "password", "controller": controller},
+			map[string]any{"protocol": "valkey", "pod": "shop-cache-a", "port": otherGroup.port, "secret": "shop-cache-app", "passwordKey": "password",
+				"controller": map[string]any{"kind": "StatefulSet", "name": "shop-cache"}},
+			map[string]any{"protocol": "valkey", "pod": "shop-cache-0", "port": otherContainer.port, "secret": "shop-cache-app", "passwordKey": "password"},
 		}
 	})
 	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
 	out := requireRefused(t, r, credentials.ReasonServerNotOwned)
 	require.Equal(t, []any{
 		map[string]any{"pod": "shop-cache-a", "check": "owner-group"},
-		map[string]any{"pod": "shop-cache-b", "check": "containers"},
+		map[string]any{"pod": "shop-cache-0", "check": "containers"},
 	}, out["notOwned"], "the outcome names each pod and the check it failed")
 	require.Zero(t, otherGroup.accepted.Load(), "the pod owned in another API group got no connection")
 	require.Zero(t, otherContainer.accepted.Load(), "the pod with the real UID and another container got no connection")
-	for name, uid := range map[string]types.UID{"shop-cache-a": a, "shop-cache-b": b} {
+	for name, uid := range map[string]types.UID{"shop-cache-a": a, "shop-cache-0": b} {
 		p, err := e.kube.Client().CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, uid, p.UID, "%s is not restarted", name)
 	}
 	_, records := e.journalOf("mut-planted-pods:run-1")
 	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "delete-pod"))
-	for _, p := range recordsOf(records, store.RecordProbe, "probe-server") {
+	probes := recordsOf(records, store.RecordProbe, "probe-server")
+	require.Len(t, probes, 2)
+	for _, p := range probes {
 		require.Equal(t, "unknown/"+credentials.ReasonServerNotOwned, p.Status+"/"+p.Reason, p.Target)
 	}
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-planted-pods:run-1"), e.secretValues("shop-cache-app"))
