@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -82,5 +83,71 @@ func TestJournaledCallAskedTable(t *testing.T) {
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "asked now: sent")
 				require.Equal(t, "completed", r.Ending())
 			}},
+	})
+}
+
+// findsOne is a journal whose FindInRuns finds one delete-pod record of
+// the cause (in run), or none (run empty), or fails.
+type findsOne struct {
+	workflow.JournalReader
+	run string
+	err error
+}
+
+func (j findsOne) FindInRuns(context.Context, store.RunRecordParams) (*store.RunRecord, error) {
+	if j.err != nil || j.run == "" {
+		return nil, j.err
+	}
+	return &store.RunRecord{Run: j.run}, nil
+}
+
+// TestRestartDeclinedTable: the decision whether a refusing server is
+// restarted, from the Secret's authorship, the plan's opt-in and the
+// restarts journaled for the same cause.
+func TestRestartDeclinedTable(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name       string
+		authorship Authorship
+		optIn      bool
+		found      string // the run holding a restart of this cause
+		mine       string // the run whose call is asked again ("" in a decision)
+		want, by   string
+	}{
+		{name: "proven, no earlier restart", authorship: AuthorshipProven},
+		{name: "adopted, no earlier restart", authorship: AuthorshipAdopted},
+		{name: "unproven", authorship: AuthorshipUnproven, want: ReasonSecretUnproven},
+		{name: "unproven, opted in", authorship: AuthorshipUnproven, optIn: true},
+		{name: "unproven, opted in, restarted for the cause by run 1", authorship: AuthorshipUnproven, optIn: true, found: "m-1:run-1",
+			want: ReasonServerStillRefuses, by: "m-1:run-1"},
+		{name: "unproven wins over the restart memory", authorship: AuthorshipUnproven, found: "m-1:run-1", want: ReasonSecretUnproven},
+		{name: "proven, restarted for the cause by run 1", authorship: AuthorshipProven, found: "m-1:run-1",
+			want: ReasonServerStillRefuses, by: "m-1:run-1"},
+		{name: "asked again: the restart found is the call's own run", authorship: AuthorshipProven, found: "m-1:run-2", mine: "m-1:run-2"},
+		{name: "asked again: another run restarted for the cause", authorship: AuthorshipProven, found: "m-1:run-1", mine: "m-1:run-2",
+			want: ReasonServerStillRefuses, by: "m-1:run-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			spec := withServers(basePlan())
+			if c.optIn {
+				spec.Repair = &Repair{RestartOnUnproven: true}
+			}
+			e := newEnv(t, spec)
+			f := e.family()
+			f.journal = findsOne{run: c.found}
+			why, by, err := f.restartDeclined(context.Background(), "pod/"+podApp, c.authorship, cause{}, c.mine)
+			require.NoError(t, err)
+			require.Equal(t, c.want, why)
+			require.Equal(t, c.by, by)
+		})
+	}
+	t.Run("the journal cannot be read: unavailable", func(t *testing.T) {
+		t.Parallel()
+		f := newEnv(t, withServers(basePlan())).family()
+		f.journal = findsOne{err: errors.New("connection refused")}
+		_, _, err := f.restartDeclined(context.Background(), "pod/"+podApp, AuthorshipProven, cause{}, "")
+		var unavailable *workflow.Unavailable
+		require.ErrorAs(t, err, &unavailable)
 	})
 }
