@@ -269,6 +269,9 @@ func TestIntegrationNodeIncident316(t *testing.T) {
 			map[string]any{"protocol": "valkey", "pod": "shop-orders-cache-0", "port": 6379, "secret": "shop-orders-cache-app", "passwordKey": "password"},
 			map[string]any{"protocol": "nats", "pod": "shop-bus-0", "port": 4222, "secret": "shop-bus-users", "userKey": "username", "passwordKey": "password"},
 		}
+		// The Secrets were written by hand here (the incident's controller
+		// in the story): unproven, so the restart onto them is opted in.
+		spec["repair"] = map[string]any{"restartOnUnproven": true}
 	})
 	dir := ne.renderHook(plan)
 	stopCache, stopBus := ne.podUIDs("shop-orders-cache-0"), ne.podUIDs("shop-bus-0")

@@ -57,6 +57,7 @@ func TestIntegrationNodeCredentialsRestartOncePerCause(t *testing.T) {
 
 	plan := credentialPlan(ne.ns, "mut-node-stuck", []planSecret{standardSecret(secret)}, func(spec map[string]any) {
 		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": pod, "port": 6379, "secret": secret, "passwordKey": "password"}}
+		spec["repair"] = map[string]any{"restartOnUnproven": true} // the Secret was written by hand: unproven
 	})
 	owner := specOf(t, plan).Owner
 	dir := ne.renderHook(plan)

@@ -12,15 +12,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/credentials"
 	"github.com/keyledger/keyledger/workflow/versioned"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
-// A Secret planted by another identity (create and get on Secrets, nothing
-// else) before the first run, with a password it knows, and a server in
-// the plan that refuses that password: the run keeps the Secret
-// (create-if-absent), restarts the server onto it, counts it as unproven,
-// and the journal record of the restart names it as unproven.
+// TestIntegrationCredentialsPlantedSecretUnproven: a Secret planted by
+// another identity (create and get on Secrets, nothing else) before the
+// first run, with a password it knows, and a server in
+// the plan that refuses that password. The run keeps the Secret
+// (create-if-absent) and does not restart the server onto it: it refuses
+// secret-unproven, exit 2, naming the pod, the Secret and its authorship.
+// With spec.repair.restartOnUnproven (the plan's next version) the server
+// is restarted exactly once onto it, the outcome counts it unproven, and
+// the restart's outcome and journal record say it followed an unproven
+// Secret.
 func TestIntegrationCredentialsPlantedSecretUnproven(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -37,26 +43,44 @@ func TestIntegrationCredentialsPlantedSecretUnproven(t *testing.T) {
 	pod := e.statefulSet("shop-planted")
 	first := e.playServerPod(ctx, pod, valkey, name, "", "password", true)
 
+	server := map[string]any{"protocol": "valkey", "pod": pod, "port": valkey.port, "secret": name, "passwordKey": "password"}
 	plan := credentialPlan(e.ns, "mut-planted", []planSecret{standardSecret(name)}, func(spec map[string]any) {
-		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": pod, "port": valkey.port, "secret": name, "passwordKey": "password"}}
+		spec["servers"] = []any{server}
 	})
 	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
+	out := requireRefused(t, r, credentials.ReasonSecretUnproven)
+	require.Equal(t, pod, out["pod"])
+	require.Equal(t, name, out["secret"])
+	require.Equal(t, "unproven", out["authorship"], "the refusal says the Secret is unproven")
+	now, err := e.kube.Client().CoreV1().Pods(e.ns).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, first, now.UID, "no restart onto an unproven Secret")
+	_, records := e.journalOf("mut-planted:run-1")
+	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "delete-pod"))
+	require.Equal(t, known, e.getSecret(name).Data["password"], "the planted Secret is kept")
+
+	optIn := credentialPlan(e.ns, "mut-planted", []planSecret{standardSecret(name)}, func(spec map[string]any) {
+		spec["servers"] = []any{server}
+		spec["repair"] = map[string]any{"restartOnUnproven": true}
+	})
+	r = e.keyledger([]string{"run", e.writeCommand("opt-in.json", optIn)}, e.asCredentialRunner(optIn))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out = outcome(t, r)
+	require.Equal(t, "mut-planted:run-2", out["run"], "the plan's next version")
 	require.Equal(t, map[string]any{"planned": 1.0, "created": 0.0, "patched": 0.0, "existing": 1.0, "unchanged": 1.0, "unproven": 1.0}, out["secrets"])
 	require.Equal(t, map[string]any{name: "unproven"}, out["authorship"])
-	require.Equal(t, map[string]any{"accepted": 1.0, "repaired": 1.0, "skipped": 0.0}, out["servers"], "ADR-072's repair is unchanged")
+	require.Equal(t, map[string]any{"accepted": 1.0, "repaired": 1.0, "skipped": 0.0}, out["servers"])
 	require.Equal(t, []any{map[string]any{"pod": pod, "secret": name, "authorship": "unproven"}}, out["restarts"])
 	require.Equal(t, known, e.getSecret(name).Data["password"], "the planted Secret is kept")
 
-	_, records := e.journalOf("mut-planted:run-1")
+	_, records = e.journalOf("mut-planted:run-2")
 	require.Equal(t, "unproven", readOf(t, records, name)["authorship"])
 	deletes := recordsOf(records, store.RecordAuthorityCall, "delete-pod")
-	require.Len(t, deletes, 1, "restarted once")
+	require.Len(t, deletes, 1, "restarted exactly once")
 	require.Equal(t, string(first), deletes[0].UID)
 	require.Equal(t, name, workflowtest.Fields(deletes[0].Detail)["secret"])
 	require.Equal(t, "unproven", workflowtest.Fields(deletes[0].Detail)["authorship"], "the restart's record says it followed an unproven Secret")
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-planted:run-1"), [][]byte{known})
+	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-planted:run-1")+e.journalText("mut-planted:run-2"), [][]byte{known})
 }
 
 // The incident path still repairs: a generator-backed ExternalSecret's

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -23,6 +25,9 @@ var (
 	ExternalSecrets = schema.GroupVersionResource{Group: "external-secrets.io", Version: "v1", Resource: "externalsecrets"}
 	// PasswordGenerators is generators.external-secrets.io/v1alpha1 passwords.
 	PasswordGenerators = schema.GroupVersionResource{Group: "generators.external-secrets.io", Version: "v1alpha1", Resource: "passwords"}
+	// StatefulSets is apps/v1 statefulsets: a server pod's controller, read
+	// to tie the pod to it before the pod is probed.
+	StatefulSets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
 )
 
 // CredentialScope is every name a credential plan may touch, in one namespace.
@@ -32,6 +37,8 @@ type CredentialScope struct {
 	ExternalSecrets []string
 	Generators      []string
 	Pods            []string
+	// StatefulSets are the server pods' controllers (read only).
+	StatefulSets []string
 }
 
 // Credentials is the create-once credentials family's whole view of the API
@@ -44,6 +51,7 @@ type CredentialScope struct {
 //   - Password generators: get, and delete with UID and resourceVersion
 //     preconditions, on the retired names.
 //   - Pods: get, and delete with a UID precondition, on the server pods.
+//   - StatefulSets: get, on the server pods' controllers.
 //
 // No update, list or watch exists here; a name outside the scope is refused
 // before any request.
@@ -53,6 +61,7 @@ type Credentials struct {
 	pods       Pods
 	external   dynamic.ResourceInterface
 	generators dynamic.ResourceInterface
+	sets       dynamic.ResourceInterface
 }
 
 // NewCredentials builds the adapter from cfg (its transport wrappers, such as
@@ -75,6 +84,7 @@ func NewCredentials(cfg *rest.Config, scope CredentialScope) (*Credentials, erro
 		pods:       typed.Pods(scope.Namespace),
 		external:   dyn.Resource(ExternalSecrets).Namespace(scope.Namespace),
 		generators: dyn.Resource(PasswordGenerators).Namespace(scope.Namespace),
+		sets:       dyn.Resource(StatefulSets).Namespace(scope.Namespace),
 	}, nil
 }
 
@@ -185,4 +195,20 @@ func (c *Credentials) DeletePod(ctx context.Context, name string, uid types.UID)
 		return err
 	}
 	return wrap(c.pods.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}))
+}
+
+// GetStatefulSet reads a server pod's controller.
+func (c *Credentials) GetStatefulSet(ctx context.Context, name string) (*appsv1.StatefulSet, error) {
+	if err := inScope("statefulset", name, c.scope.StatefulSets); err != nil {
+		return nil, err
+	}
+	u, err := wrapped(c.sets.Get(ctx, name, metav1.GetOptions{}))
+	if err != nil {
+		return nil, err
+	}
+	var sts appsv1.StatefulSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sts); err != nil {
+		return nil, fmt.Errorf("reading statefulset %q: %w", name, err)
+	}
+	return &sts, nil
 }

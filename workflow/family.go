@@ -27,6 +27,33 @@ type Family interface {
 	ConfirmReplay(ctx context.Context, run *Run) (*Contradiction, error)
 }
 
+// ReasonCallNotAsked: a call the journal holds, which resolution found not
+// applied, that the family's decision made now from the cluster and the
+// command would not make (Asker): it is not sent again, and the run refuses
+// with this reason. A journal record is evidence of what was asked once,
+// never an instruction to ask it again.
+const ReasonCallNotAsked = "call-not-asked"
+
+// Asker is implemented by a family whose calls the journal could hold
+// without the cluster asking for them any more (or ever: a record the
+// journal's role forged). Before the engine sends again a call that
+// resolution found not applied (Verdict.Retry), it asks Asks: why is ""
+// when the family's decision, made now from the cluster and the command
+// and not from the journal's word, would make that same call; otherwise a
+// content-free sentence, and the run refuses (ReasonCallNotAsked) sending
+// nothing. notes are what the family read to decide (a probe), journaled
+// either way. A family that does not implement it has every retry sent.
+type Asker interface {
+	Asks(ctx context.Context, run *Run, call *Call) (why string, notes []store.Record, err error)
+}
+
+// callNotAsked is the summary of a call-not-asked refusal.
+type callNotAsked struct {
+	Step   string `json:"step"`
+	Target string `json:"target"`
+	Why    string `json:"why"`
+}
+
 // Decision is what Decide returns: exactly one of Complete, Refuse, Call,
 // Calls or End, or only Notes.
 type Decision struct {

@@ -94,6 +94,20 @@ func (m *machine) resolve(ctx context.Context) error {
 		}
 		return m.refuse(ctx, rejected.Reason, summary, notes)
 	case len(retries) > 0:
+		if asker, ok := m.e.Family.(Asker); ok {
+			// A journaled call is sent again only when the family's
+			// decision, made now, would make it.
+			for _, r := range retries {
+				why, read, err := asker.Asks(ctx, m.run, r)
+				if err != nil {
+					return err
+				}
+				notes = append(notes, read...)
+				if why != "" {
+					return m.refuse(ctx, ReasonCallNotAsked, store.DetailOf(callNotAsked{Step: r.Step, Target: r.Target.String(), Why: why}), notes)
+				}
+			}
+		}
 		for _, r := range retries {
 			if m.sent[callKey(r.Step, r.Target.String())] >= m.e.MaxAttempts {
 				if err := m.note(ctx, notes...); err != nil {

@@ -69,8 +69,26 @@ func TestAuthorshipTable(t *testing.T) {
 				}
 			}
 		}},
-		{Name: "planted before the first run, its server refusing: kept, unproven, the restart says so", Setup: respec(withServers, func(e *env) { planted()(e); staleServer(e) }),
+		{Name: "planted before the first run, its server refusing: kept, unproven, not restarted, the refusal says so", Setup: respec(withServers, func(e *env) { planted()(e); staleServer(e) }),
 			Check: func(t *testing.T, e *env, r result) {
+				require.Equal(t, "refused/"+ReasonSecretUnproven, r.Ending())
+				require.Zero(t, e.k.count(opDeletePod, podApp), "no restart onto an unproven Secret")
+				require.Empty(t, r.trail(store.RecordAuthorityCall, stepDeletePod))
+				require.Equal(t, podApp, r.summary()["pod"])
+				require.Equal(t, secretApp, r.summary()["secret"])
+				require.Equal(t, "unproven", r.summary()["authorship"], "the refusal names the Secret's authorship")
+				require.Equal(t, "known-to-them", string(e.secret(secretApp).Data["password"]), "create-if-absent keeps it")
+				r = e.run()
+				require.Equal(t, "refused/"+ReasonSecretUnproven, r.Ending(), "and not on the next run either")
+				require.Zero(t, e.k.count(opDeletePod, podApp))
+			}},
+		{Name: "planted, its server refusing, the plan opting in: kept, unproven, restarted once, the restart says so", Setup: respec(func(s Spec) Spec {
+			s = withServers(s)
+			s.Repair = &Repair{RestartOnUnproven: true}
+			return s
+		}, func(e *env) { planted()(e); staleServer(e) }),
+			Check: func(t *testing.T, e *env, r result) {
+				require.Equal(t, 1, e.k.count(opDeletePod, podApp), "restarted once")
 				require.Equal(t, "completed", r.Ending())
 				require.Equal(t, "known-to-them", string(e.secret(secretApp).Data["password"]), "create-if-absent keeps it")
 				require.Equal(t, 1, r.unproven())

@@ -234,7 +234,7 @@ func TestRulesAndMatrix(t *testing.T) {
 	cmd, err := decode(t, planJSON(validSpec))
 	require.NoError(t, err)
 	rules := Rules(cmd.Spec)
-	require.Len(t, rules, 5)
+	require.Len(t, rules, 6)
 	for _, r := range rules {
 		for _, v := range r.Verbs {
 			require.NotContains(t, []string{"update", "list", "watch", "*"}, v)
@@ -252,12 +252,22 @@ func TestRulesAndMatrix(t *testing.T) {
 	require.Equal(t, []string{"get", "patch"}, rules[1].Verbs)
 	require.Equal(t, []string{"create"}, rules[0].Verbs)
 	require.Empty(t, rules[0].ResourceNames, "create cannot be narrowed by name")
+	require.Equal(t, []string{"apps"}, rules[5].APIGroups)
+	require.Equal(t, []string{"statefulsets"}, rules[5].Resources)
+	require.Equal(t, []string{"get"}, rules[5].Verbs, "a server's StatefulSet is only read")
+	require.Equal(t, []string{"shop-orders-cache", "shop-bus"}, rules[5].ResourceNames, "the servers' expected StatefulSets, by name")
+	named := cmd.Spec
+	named.Servers = append([]Server{}, named.Servers...)
+	named.Servers[0].Controller = &Controller{Kind: ControllerNone}
+	named.Servers[1].Controller = &Controller{Kind: ControllerStatefulSet, Name: "shop-orders-cache"}
+	require.Equal(t, []string{"shop-orders-cache"}, Rules(named)[5].ResourceNames, "a StatefulSet named once; none for a pod without a controller")
 
 	m := AccessMatrix(cmd.Spec)
 	want := map[string]bool{
 		"get secrets/keyledger-matrix-probe in shop (want denied)":                                          true,
 		"update secrets/shop-orders-cache-app in shop (want denied)":                                        true,
 		"delete pods/shop-bus-0 in shop (want allowed)":                                                     true,
+		"get statefulsets.apps/shop-bus in shop (want allowed)":                                             true,
 		"delete passwords.generators.external-secrets.io/shop-orders-cache-password in shop (want allowed)": true,
 		"get passwords.generators.external-secrets.io/shop-orders-cache-password in shop (want allowed)":    true,
 		"list passwords.generators.external-secrets.io in shop (want denied)":                               true,

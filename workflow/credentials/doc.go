@@ -67,12 +67,18 @@
 //     password the Secret holds, only when the pod is Running and Ready, not
 //     terminating, not host-network, its IP listed in status.podIPs and its
 //     controller the one the plan expects (unprobeable: otherwise unknown,
-//     nothing sent); a probe that never reached the server's answer
+//     nothing sent), and, for a StatefulSet, tied to the live one read now
+//     (notOwned: the owner reference's group apps and UID, the selector,
+//     the template's containers; otherwise nothing is sent and the run
+//     refuses server-not-owned naming the pod and the check); a probe that never reached the server's answer
 //     (connection refused, timeout, reset: a restarted server is Ready
 //     before the network lets the hook reach its new address) is sent
 //     again for at most reprobeBound, the pod read again before each send
 //     (same UID, same IP, still probeable; otherwise the last answer
-//     stands), and only its last answer is journaled; a refusing pod is deleted once (UID precondition), its
+//     stands), and only its last answer is journaled; a refusing pod whose
+//     Secret is unproven is not restarted unless the plan opts in
+//     (spec.repair.restartOnUnproven; otherwise secret-unproven, naming the
+//     Secret's authorship); a refusing pod is deleted once (UID precondition), its
 //     replacement (same name, new UID, Ready) awaited and probed again; still
 //     refused is exit 2. The delete-pod call's Digest is its cause (the
 //     Secret's resourceVersion, the controller and its revision, the
@@ -84,6 +90,13 @@
 //     accepted or skipped.
 //     An absent pod is skipped (a server that does not run reads the Secret
 //     when it starts).
+//
+// A delete-pod call the journal holds and resolution finds not applied
+// (a lost answer, or a run forged in the journal) is sent again only when
+// a decision made now would make it (Asks, workflow.Asker): the same pod
+// UID, tied to its StatefulSet, refusing now for the call's cause, onto a
+// Secret whose authorship allows it; otherwise the run refuses
+// call-not-asked and sends nothing.
 //
 // Progress is folded from the operation's records on every Decide and
 // Resolve (what a call settled through workflow.Run.Settled; reads and

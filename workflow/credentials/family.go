@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +53,8 @@ const (
 	ReasonServerStillRefuses   = "server-still-refuses"
 	ReasonReplacementNotReady  = "replacement-not-ready"
 	ReasonProbeUnknown         = "probe-unknown"
+	ReasonServerNotOwned       = "server-not-owned"
+	ReasonSecretUnproven       = "secret-unproven"
 	reasonCreated              = "created"
 	reasonAlreadyExists        = "already-exists"
 	reasonCreatedByThis        = "created-by-this-mutation"
@@ -96,6 +99,7 @@ type authority interface {
 	DeletePasswordGenerator(ctx context.Context, name string, uid types.UID, resourceVersion string) error
 	GetPod(ctx context.Context, name string) (*corev1.Pod, error)
 	DeletePod(ctx context.Context, name string, uid types.UID) error
+	GetStatefulSet(ctx context.Context, name string) (*appsv1.StatefulSet, error)
 }
 
 var _ authority = (*kube.Credentials)(nil)
@@ -248,6 +252,9 @@ type progress struct {
 	// run was last resumed (store.StepResumeRun); the others are read again.
 	fresh  map[string]bool
 	probes map[string]ProbeResult
+	// notOwned: the check each server pod failed whose newest probe
+	// record says server-not-owned.
+	notOwned map[string]string
 	// early: the reads of the unsettled planned Secrets (progress.unsettled)
 	// that checkAdoption made in this decision alongside the ExternalSecret
 	// reads, kept only when it found no ExternalSecret; ensureSecrets
@@ -277,6 +284,7 @@ func fold(run *workflow.Run) (*progress, error) {
 		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
 		found: map[string]bool{}, externalGone: map[string]bool{}, complete: map[string]bool{}, probes: map[string]ProbeResult{},
+		notOwned:   map[string]string{},
 		authorship: map[string]Authorship{}, by: map[string]string{}, restarts: map[string]restart{}, fresh: map[string]bool{},
 	}
 	resumed := -1
@@ -422,6 +430,14 @@ func (p *progress) observe(r store.Record) error {
 		}
 	case r.Kind == store.RecordProbe && r.Step == stepProbe:
 		p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
+		delete(p.notOwned, name)
+		if r.Reason == ReasonServerNotOwned {
+			d, err := detailOf[probeDetail](r)
+			if err != nil {
+				return err
+			}
+			p.notOwned[name] = d.NotOwned
+		}
 	}
 	if r.Step == stepCreateSecret && (r.Kind == store.RecordAuthorityResult || r.Kind == store.RecordResolution) {
 		d, err := detailOf[secretDetail](r)

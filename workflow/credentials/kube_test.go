@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,6 +53,12 @@ type credentialsAPI struct {
 	// password from when it starts.
 	serverSecret func(pod string) (secret, key string)
 	ips          int
+	// sets are the StatefulSets by name as someone changed them (nil:
+	// deleted); any other name is the one putPod made its pods for
+	// (statefulSet). setErr fails every read of one; setReads counts them.
+	sets     map[string]*appsv1.StatefulSet
+	setErr   error
+	setReads int
 }
 
 var (
@@ -83,6 +90,7 @@ func newCredentialsAPI() *credentialsAPI {
 	k := &credentialsAPI{
 		Server: kubetest.New(nsShop), accepts: map[types.UID]string{}, gcHold: map[string]int{},
 		noReplacement: map[string]bool{}, probes: map[string][]ProbeResult{}, probed: map[string]int{},
+		sets: map[string]*appsv1.StatefulSet{},
 	}
 	k.React(kubetest.Get, grExternal, k.collect)
 	return k
@@ -142,9 +150,9 @@ func (k *credentialsAPI) putPod(name, password string) *corev1.Pod {
 	k.mu.Unlock()
 	yes := true
 	set, _, _ := strings.Cut(name, "-0") // every server pod of the tables is its StatefulSet's ordinal 0
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"controller-revision-hash": set + "-1"},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"controller-revision-hash": set + "-1", "app": set},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: set, UID: "uid-sts-" + types.UID(set), Controller: &yes}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "server:1"}}},
+		Spec: corev1.PodSpec{Containers: k.template(set)},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
@@ -154,6 +162,53 @@ func (k *credentialsAPI) putPod(name, password string) *corev1.Pod {
 	k.accepts[p.UID] = password
 	k.mu.Unlock()
 	return p
+}
+
+// statefulSet is the StatefulSet putPod makes its pods for: the pods'
+// owner UID, selector and containers.
+func statefulSet(name string) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nsShop, UID: "uid-sts-" + types.UID(name)},
+		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "server:1"}}}}}}
+}
+
+// template is the containers StatefulSet name's controller gives a new pod.
+func (k *credentialsAPI) template(name string) []corev1.Container {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s := k.sets[name]; s != nil {
+		return s.DeepCopy().Spec.Template.Spec.Containers
+	}
+	return statefulSet(name).Spec.Template.Spec.Containers
+}
+
+// editSet is someone else's change of StatefulSet name (nil deletes it).
+func (k *credentialsAPI) editSet(name string, change func(s *appsv1.StatefulSet) *appsv1.StatefulSet) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cur, ok := k.sets[name]
+	if !ok {
+		cur = statefulSet(name)
+	}
+	k.sets[name] = change(cur)
+}
+
+// GetStatefulSet reads a server pod's controller.
+func (k *credentialsAPI) GetStatefulSet(_ context.Context, name string) (*appsv1.StatefulSet, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.setReads++
+	if k.setErr != nil {
+		return nil, k.setErr
+	}
+	s, ok := k.sets[name]
+	switch {
+	case !ok:
+		return statefulSet(name), nil
+	case s == nil:
+		return nil, kube.Wrap(kubetest.NotFound(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name))
+	}
+	return s.DeepCopy(), nil
 }
 
 // pod is the stored pod name (nil when absent).

@@ -21,7 +21,7 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 	s := cmd.Spec
 	client, err := kube.NewCredentials(cfg, kube.CredentialScope{
 		Namespace: s.Namespace, Secrets: s.SecretNames(), ExternalSecrets: s.SecretNames(),
-		Generators: s.GeneratorNames(), Pods: s.PodNames(),
+		Generators: s.GeneratorNames(), Pods: s.PodNames(), StatefulSets: s.StatefulSetNames(),
 	})
 	if err != nil {
 		return workflow.Plan{}, err
@@ -64,6 +64,9 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 //   - Password generators: get and delete on the retired names (the delete
 //     carries the UID and resourceVersion of a journaled read).
 //   - Pods: get and delete on the server pods.
+//   - StatefulSets (apps): get on the servers' expected StatefulSets: a
+//     pod is probed only once it is tied to the live one (owner reference
+//     group and UID, selector, containers; see family.notOwned).
 func Rules(s Spec) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
@@ -78,12 +81,16 @@ func Rules(s Spec) []rbacv1.PolicyRule {
 	if names := s.PodNames(); len(names) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: names, Verbs: []string{"get", "delete"}})
 	}
+	if names := s.StatefulSetNames(); len(names) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{kube.StatefulSets.Group}, Resources: []string{kube.StatefulSets.Resource},
+			ResourceNames: names, Verbs: []string{"get"}})
+	}
 	return rules
 }
 
 // AccessMatrix is what the identity running the plan must and must not be
 // allowed, asked one right at a time beside the rules review against Rules:
-// every verb of Rules on every generator and pod name it lists and on the
+// every verb of Rules on every generator, pod and StatefulSet name it lists and on the
 // ExternalSecrets the plan adopts and the first planned one (allowed), and
 // (denied) list of pods, ExternalSecrets and generators, and get on an
 // ExternalSecret outside the plan. Two Secret probes stay as a second,

@@ -95,6 +95,9 @@ type causeDetail struct {
 type probeDetail struct {
 	Protocol string `json:"protocol"`
 	Port     int    `json:"port"`
+	// NotOwned is the check a pod failed that is not tied to its live
+	// controller (reason server-not-owned): nothing was sent to it.
+	NotOwned string `json:"notOwned,omitempty"`
 }
 
 // externalSecretsDetail is the read-external-secrets observation: how many
@@ -163,6 +166,23 @@ type podSummary struct {
 	Pod         string `json:"pod"`
 	RestartedBy string `json:"restartedBy,omitempty"`
 	Detail      string `json:"detail,omitempty"`
+	// Secret and Authorship: the Secret a refusing server was (or would
+	// have been) restarted onto, and where it came from.
+	Secret     string     `json:"secret,omitempty"`
+	Authorship Authorship `json:"authorship,omitempty"`
+}
+
+// notOwnedSummary names, in a server-not-owned refusal, each server pod
+// not tied to its live controller and the check it failed.
+type notOwnedSummary struct {
+	Namespace string        `json:"namespace"`
+	NotOwned  []notOwnedPod `json:"notOwned"`
+}
+
+// notOwnedPod is one pod of a notOwnedSummary.
+type notOwnedPod struct {
+	Pod   string `json:"pod"`
+	Check string `json:"check"`
 }
 
 // completionSummary is the content-free completion summary: counts and

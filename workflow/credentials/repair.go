@@ -9,9 +9,13 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
@@ -35,6 +39,7 @@ const probeSkipped ProbeStatus = "skipped"
 // probe of a server is unknown.
 func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	unknown := 0
+	var notOwned []notOwnedPod
 	for _, srv := range f.cmd.Spec.Servers {
 		switch p.probes[srv.Pod].Status {
 		case "", ProbeRefused, ProbeUnknown: // not probed, or probed again
@@ -45,9 +50,19 @@ func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Deci
 		if err != nil || d != nil {
 			return d, err
 		}
-		if p.probes[srv.Pod].Status == ProbeUnknown {
+		switch res := p.probes[srv.Pod]; {
+		case res.Reason == ReasonServerNotOwned:
+			notOwned = append(notOwned, notOwnedPod{Pod: srv.Pod, Check: p.notOwned[srv.Pod]})
+		case res.Status == ProbeUnknown:
 			unknown++
 		}
+	}
+	if len(notOwned) > 0 {
+		// A pod named like a server but not tied to its live controller got
+		// nothing: whoever made it is not the server, and the run refuses
+		// naming it (a rerun reads it again).
+		return &workflow.Decision{Refuse: &workflow.Refusal{Reason: ReasonServerNotOwned,
+			Summary: store.DetailOf(notOwnedSummary{Namespace: f.cmd.Spec.Namespace, NotOwned: notOwned})}}, nil
 	}
 	if unknown == 0 {
 		return nil, nil
@@ -82,10 +97,14 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 			Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
-	if reason := f.unprobeable(srv, pod); reason != "" {
+	reason, check, err := f.probeable(ctx, srv, pod)
+	if err != nil {
+		return nil, err
+	}
+	if reason != "" {
 		// The password goes only where it belongs: nothing is sent.
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
+			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port, NotOwned: check})})
 		return nil, nil
 	}
 	// The probe reaches the server: a dry run reaches nothing and records
@@ -102,36 +121,150 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	}
 	switch ProbeStatus(probe.Status) {
 	case ProbeRefused:
-		if deleteCalled {
-			return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses,
-				Summary: store.DetailOf(podSummary{Namespace: f.cmd.Spec.Namespace, Pod: srv.Pod})}}, nil
+		authorship := p.authorshipOfSecret(srv.Secret)
+		declined := func(reason string, s podSummary) (*workflow.Decision, error) {
+			s.Namespace, s.Pod, s.Secret, s.Authorship = f.cmd.Spec.Namespace, srv.Pod, srv.Secret, authorship
+			return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: reason, Summary: store.DetailOf(s)}}, nil
 		}
-		// One restart per cause: a restart of this pod that any run of the
-		// plan journaled for the same Secret version, controller revision
-		// and pod spec is not repeated.
+		if deleteCalled {
+			return declined(ReasonServerStillRefuses, podSummary{})
+		}
 		c := restartCause(srv, pod, secretRV)
-		if f.journal != nil {
-			found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
-				Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest()})
-			if err != nil {
-				return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
-			}
-			if found != nil {
-				return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: ReasonServerStillRefuses,
-					Summary: store.DetailOf(podSummary{Namespace: f.cmd.Spec.Namespace, Pod: srv.Pod, RestartedBy: found.Run,
-						Detail: "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"})}}, nil
-			}
+		why, by, err := f.restartDeclined(ctx, target, authorship, c, "")
+		switch {
+		case err != nil:
+			return nil, err
+		case why == ReasonSecretUnproven:
+			return declined(why, podSummary{Detail: "the Secret is unproven (anyone who may create Secrets here may have written it); " +
+				"a server is restarted onto it only with spec.repair.restartOnUnproven"})
+		case why != "":
+			return declined(why, podSummary{RestartedBy: by,
+				Detail: "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"})
 		}
 		p.note(probe)
-		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID, srv.Secret, p.authorshipOfSecret(srv.Secret), c)}, nil
+		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID, srv.Secret, authorship, c)}, nil
 	default:
 		p.note(probe)
 		return nil, nil
 	}
 }
 
+// restartDeclined says why a refusing server, whose Secret has authorship
+// and whose restart would answer cause c, is not restarted ("" when it
+// is), and which run restarted it when that is why:
+//
+//   - secret-unproven: the Secret's authorship is unproven and the plan
+//     does not opt in (spec.repair.restartOnUnproven): a restart would make
+//     the server take a password anyone who may create Secrets may know;
+//   - server-still-refuses: one restart per cause: a restart of this pod
+//     that any run of the plan journaled for the same Secret version,
+//     controller revision and pod spec (other than the run mine, whose
+//     call is being asked again) is not repeated.
+func (f *family) restartDeclined(ctx context.Context, target string, authorship Authorship, c cause, mine string) (string, string, error) {
+	if authorship == AuthorshipUnproven && !f.cmd.Spec.restartOnUnproven() {
+		return ReasonSecretUnproven, "", nil
+	}
+	if f.journal == nil {
+		return "", "", nil
+	}
+	found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
+		Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest()})
+	switch {
+	case err != nil:
+		return "", "", &workflow.Unavailable{Dependency: "postgresql", Err: err}
+	case found != nil && (mine == "" || found.Run != mine):
+		return ReasonServerStillRefuses, found.Run, nil
+	}
+	return "", "", nil
+}
+
+// probeable says why pod may not receive srv's password ("" when it may):
+// unprobeable's reason, or server-not-owned with the check the pod failed
+// (notOwned). It reads the pod's controller.
+func (f *family) probeable(ctx context.Context, srv Server, pod *corev1.Pod) (reason, check string, err error) {
+	if reason := f.unprobeable(srv, pod); reason != "" {
+		return reason, "", nil
+	}
+	check, err = f.notOwned(ctx, srv, pod)
+	if err != nil || check == "" {
+		return "", "", err
+	}
+	return ReasonServerNotOwned, check, nil
+}
+
+// The checks that tie a server pod to its live StatefulSet (notOwned).
+const (
+	checkOwnerGroup       = "owner-group"
+	checkControllerAbsent = "controller-absent"
+	checkOwnerUID         = "owner-uid"
+	checkSelector         = "selector"
+	checkContainers       = "containers"
+)
+
+// notOwned says which check ties pod not to the live StatefulSet the plan
+// expects ("" when every one holds, or when the plan expects no
+// StatefulSet): its controller owner reference names the group apps and
+// the live StatefulSet's UID (a name and kind anyone who may create pods
+// can write; the UID any sibling pod shows), the StatefulSet's selector
+// matches the pod's labels, and the pod's containers and init containers
+// (name, image, command, args, env, envFrom) are the template's. Anyone
+// who may create pods can name one like a server, with such an owner
+// reference in a group of their own that the garbage collector never
+// resolves, or with the real UID; only the StatefulSet's controller makes
+// pods that pass all of it.
+func (f *family) notOwned(ctx context.Context, srv Server, pod *corev1.Pod) (string, error) {
+	want := srv.ExpectedController()
+	if want.Kind != ControllerStatefulSet {
+		return "", nil
+	}
+	owner := metav1.GetControllerOf(pod) // unprobeable checked its kind and name
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != kube.StatefulSets.Group {
+		return checkOwnerGroup, nil
+	}
+	sts, err := f.kube.GetStatefulSet(ctx, want.Name)
+	switch {
+	case isNotFound(err):
+		return checkControllerAbsent, nil
+	case err != nil:
+		return "", kubeErr(err)
+	case sts.UID != owner.UID:
+		return checkOwnerUID, nil
+	}
+	if sts.Spec.Selector == nil {
+		return checkSelector, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		return checkSelector, nil
+	}
+	tmpl := sts.Spec.Template.Spec
+	if !sameContainers(pod.Spec.Containers, tmpl.Containers) || !sameContainers(pod.Spec.InitContainers, tmpl.InitContainers) {
+		return checkContainers, nil
+	}
+	return "", nil
+}
+
+// sameContainers: a and b run the same programs: the same containers in
+// the same order, each with the same name, image, command, args, env and
+// envFrom (nil and empty alike).
+func sameContainers(a, b []corev1.Container) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Name != y.Name || x.Image != y.Image || x.RestartPolicy == nil != (y.RestartPolicy == nil) ||
+			x.RestartPolicy != nil && *x.RestartPolicy != *y.RestartPolicy ||
+			!equality.Semantic.DeepEqual([]any{x.Command, x.Args, x.Env, x.EnvFrom}, []any{y.Command, y.Args, y.Env, y.EnvFrom}) {
+			return false
+		}
+	}
+	return true
+}
+
 // unprobeable says why pod may not receive srv's password ("" when it
-// may): only a pod that is Running and Ready, not terminating, not on the
+// may, as far as the pod alone tells; notOwned reads its controller):
+// only a pod that is Running and Ready, not terminating, not on the
 // host's network, whose IP is one of status.podIPs, and whose controller
 // is the one the plan expects.
 func (f *family) unprobeable(srv Server, pod *corev1.Pod) string {
@@ -213,8 +346,11 @@ func (f *family) probeUntilReached(ctx context.Context, srv Server, pod *corev1.
 			return true, nil
 		case err != nil:
 			return false, kubeErr(err)
-		case cur.UID != pod.UID || cur.Status.PodIP != pod.Status.PodIP || f.unprobeable(srv, cur) != "":
-			return true, nil // another pod, or not to be probed: the last answer stands
+		case cur.UID != pod.UID || cur.Status.PodIP != pod.Status.PodIP:
+			return true, nil // another pod: the last answer stands
+		}
+		if reason, _, err := f.probeable(ctx, srv, cur); err != nil || reason != "" {
+			return true, err // not to be probed: the last answer stands
 		}
 		again, againRV, err := f.probeServer(ctx, srv, cur)
 		if err != nil {

@@ -27,18 +27,26 @@ func (e *env) pod(name string) string {
 func TestDeletePodTable(t *testing.T) {
 	t.Parallel()
 	pod := "pod/" + podApp
+	var repairedAsked func(t *testing.T, e *env, r result, asked bool)
 	// repaired: the pod that refused (named by the first probe) is gone,
 	// its replacement accepted.
-	repaired := func(t *testing.T, e *env, r result) {
+	repairedAsked = func(t *testing.T, e *env, r result, asked bool) {
 		t.Helper()
 		before := firstRecordOf(r, store.RecordProbe, stepProbe, pod).UID
 		require.NotEmpty(t, before)
 		require.Equal(t, "completed", r.Ending())
 		require.Equal(t, map[string]any{"accepted": 1.0, "skipped": 1.0, "repaired": 1.0}, r.summary()["servers"])
 		require.NotEqual(t, before, e.pod(podApp), "a new pod")
-		require.Equal(t, []string{"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 accepted/ok",
-			"probe-server pod/shop-bus-0 skipped/pod-absent"}, r.trail(store.RecordProbe, ""))
+		trail := []string{"probe-server pod/shop-app-0 refused/wrongpass", "probe-server pod/shop-app-0 accepted/ok",
+			"probe-server pod/shop-bus-0 skipped/pod-absent"}
+		if asked {
+			// The delete found not applied is sent again only after a
+			// probe made now still finds the pod refusing (workflow.Asker).
+			trail = append([]string{"probe-server pod/shop-app-0 refused/wrongpass"}, trail...)
+		}
+		require.Equal(t, trail, r.trail(store.RecordProbe, ""))
 	}
+	repaired := func(t *testing.T, e *env, r result) { t.Helper(); repairedAsked(t, e, r, false) }
 	start := staleServer
 	runTable(t, []row{
 		{Name: "applied", Setup: respec(withServers, start), Check: func(t *testing.T, e *env, r result) {
@@ -59,7 +67,7 @@ func TestDeletePodTable(t *testing.T) {
 			start(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.LostBefore()))
 		}), Check: func(t *testing.T, e *env, r result) {
-			repaired(t, e, r)
+			repairedAsked(t, e, r, true)
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 not-applied/still-running"}, r.trail(store.RecordResolution, ""))
 			require.Equal(t, 2, e.k.count(opDeletePod, podApp))
 			require.Equal(t, 1, e.k.written(pod))
@@ -93,7 +101,7 @@ func TestDeletePodTable(t *testing.T) {
 			start(e)
 			e.k.script(on(opDeletePod, podApp, kubetest.Status(kubetest.ServerError())))
 		}), Check: func(t *testing.T, e *env, r result) {
-			repaired(t, e, r)
+			repairedAsked(t, e, r, true)
 			require.Equal(t, 2, e.k.count(opDeletePod, podApp))
 		}},
 		{Name: "the replacement still refuses", Setup: respec(withServers, func(e *env) {

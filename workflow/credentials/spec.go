@@ -67,7 +67,23 @@ type Spec struct {
 	// Servers are probed with the password their Secret holds and repaired
 	// once when they refuse it.
 	Servers []Server `json:"servers,omitempty"`
+	// Repair says how a refusing server may be repaired.
+	Repair *Repair `json:"repair,omitempty"`
 }
+
+// Repair is how far the repair of a refusing server may go.
+type Repair struct {
+	// RestartOnUnproven lets a refusing server be restarted onto a Secret
+	// whose authorship is unproven (see Authorship): anyone who may create
+	// Secrets in the namespace may have written it, with a password they
+	// know, and a restart makes the server take that password. Unset
+	// (false), such a server is not restarted and the run refuses
+	// (secret-unproven).
+	RestartOnUnproven bool `json:"restartOnUnproven,omitempty"`
+}
+
+// restartOnUnproven: the plan opts in to restarts onto unproven Secrets.
+func (s *Spec) restartOnUnproven() bool { return s.Repair != nil && s.Repair.RestartOnUnproven }
 
 // Secret is one planned Secret.
 type Secret struct {
@@ -107,7 +123,10 @@ type Server struct {
 	// Controller is the pod's expected controller (its controller owner
 	// reference). Unset: the StatefulSet of the pod's name without its
 	// ordinal ("cache-0": StatefulSet cache), or no controller at all for a
-	// name without one. Kind None expects a pod without a controller.
+	// name without one. Kind None expects a pod without a controller. A
+	// StatefulSet is read before the pod is probed: the pod must be its
+	// (owner reference in group apps with its UID, its selector, its
+	// template's containers).
 	Controller *Controller `json:"controller,omitempty"`
 }
 
@@ -117,8 +136,13 @@ type Controller struct {
 	Name string `json:"name,omitempty"`
 }
 
-// ControllerNone is the Controller kind of a pod without a controller.
-const ControllerNone = "None"
+// Controller kinds: a StatefulSet (group apps), or none.
+const (
+	// ControllerNone is the Controller kind of a pod without a controller.
+	ControllerNone = "None"
+	// ControllerStatefulSet is the Controller kind of a StatefulSet's pod.
+	ControllerStatefulSet = "StatefulSet"
+)
 
 var ordinal = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.+)-(0|[1-9][0-9]*)$`) })
 
@@ -129,7 +153,7 @@ func (srv Server) ExpectedController() Controller {
 		return *srv.Controller
 	}
 	if m := ordinal().FindStringSubmatch(srv.Pod); m != nil {
-		return Controller{Kind: "StatefulSet", Name: m[1]}
+		return Controller{Kind: ControllerStatefulSet, Name: m[1]}
 	}
 	return Controller{Kind: ControllerNone}
 }
@@ -348,8 +372,10 @@ func (srv Server) validate(field string, planned map[string]*Secret, pods map[st
 		case c.Kind == ControllerNone && c.Name != "":
 			return command.Invalid(field+".controller.name", "must be empty for kind None")
 		case c.Kind == ControllerNone:
-		case !validKind(c.Kind):
-			return command.Invalid(field+".controller.kind", "want a Kubernetes kind (StatefulSet) or None")
+		case c.Kind != ControllerStatefulSet:
+			// A probe reaches only a pod tied to the live controller
+			// object, which keyledger reads for a StatefulSet alone.
+			return command.Invalid(field+".controller.kind", "want StatefulSet or None (a pod is probed only once it is tied to its live StatefulSet)")
 		case c.Name == "":
 			return command.Required(field + ".controller.name")
 		case command.ValidName(c.Name) != nil:
@@ -358,10 +384,6 @@ func (srv Server) validate(field string, planned map[string]*Secret, pods map[st
 	}
 	return nil
 }
-
-var kindPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`) })
-
-func validKind(k string) bool { return kindPattern().MatchString(k) }
 
 // Alphabets lists the accepted alphabet names.
 func Alphabets() []string { return []string{AlphabetAlphanumeric, AlphabetHex, AlphabetBase64URL} }
@@ -399,6 +421,18 @@ func (s *Spec) PodNames() []string {
 	var out []string
 	for _, srv := range s.Servers {
 		out = append(out, srv.Pod)
+	}
+	return out
+}
+
+// StatefulSetNames are the servers' expected StatefulSets, each once, in
+// plan order: the only controllers a run reads.
+func (s *Spec) StatefulSetNames() []string {
+	var out []string
+	for _, srv := range s.Servers {
+		if c := srv.ExpectedController(); c.Kind == ControllerStatefulSet && !slices.Contains(out, c.Name) {
+			out = append(out, c.Name)
+		}
 	}
 	return out
 }

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/kubetest"
@@ -111,6 +113,8 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 				require.Equal(t, "refused/"+ReasonServerStillRefuses, r.Ending(), "run %d", run)
 				require.Equal(t, podApp, r.summary()["pod"])
 				require.Equal(t, "m-1:run-1", r.summary()["restartedBy"])
+				require.Equal(t, secretApp, r.summary()["secret"])
+				require.Equal(t, "proven", r.summary()["authorship"], "a declined restart names the Secret's authorship")
 				require.Equal(t, 1, e.k.count(opDeletePod, podApp), "run %d restarts nothing", run)
 			}
 		}},
@@ -126,6 +130,11 @@ func TestRestartOncePerCauseTable(t *testing.T) {
 			require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
 		}},
 		{Name: "the pod's spec changed since the restart: one more restart", Setup: respec(withServers, refusesForever), Check: func(t *testing.T, e *env, r result) {
+			// A rollout: the StatefulSet's template and its pod alike.
+			e.k.editSet("shop-app", func(s *appsv1.StatefulSet) *appsv1.StatefulSet {
+				s.Spec.Template.Spec.Containers[0].Image = "server:2"
+				return s
+			})
 			e.k.editPod(podApp, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "server:2" })
 			require.Equal(t, "refused/"+ReasonServerStillRefuses, e.run().Ending())
 			require.Equal(t, 2, e.k.count(opDeletePod, podApp), "a new cause")
@@ -176,9 +185,107 @@ func TestProbeEligibilityTable(t *testing.T) {
 		s = withServers(s)
 		s.Servers[0].Controller = &Controller{Kind: "StatefulSet", Name: "other"}
 		return s
-	}, pod(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" })), Check: func(t *testing.T, e *env, r result) {
+	}, pod(func(p *corev1.Pod) {
+		p.OwnerReferences[0].Name, p.OwnerReferences[0].UID, p.Labels["app"] = "other", "uid-sts-other", "other"
+	})), Check: func(t *testing.T, e *env, r result) {
 		require.Equal(t, 1, e.k.probed[podApp], "probed")
 	}})
+	runTable(t, rows)
+}
+
+// TestServerOwnershipTable: a pod named like the planned server, with a
+// controller owner reference of the planned kind and name, gets the
+// password only when it is tied to the live StatefulSet: the owner
+// reference's group is apps and its UID the live StatefulSet's, the
+// StatefulSet's selector matches it, and its containers are the
+// template's. Any other is not probed (not one connection), nothing is
+// restarted, and the run refuses server-not-owned naming the pod and the
+// check it failed.
+func TestServerOwnershipTable(t *testing.T) {
+	t.Parallel()
+	planted := func(mod func(e *env, p *corev1.Pod)) func(e *env) {
+		return func(e *env) {
+			e.k.putPod(podApp, "stale")
+			e.k.editPod(podApp, func(p *corev1.Pod) { mod(e, p) })
+		}
+	}
+	template := func(change func(s *appsv1.StatefulSet)) func(e *env, p *corev1.Pod) {
+		return func(e *env, _ *corev1.Pod) {
+			e.k.editSet("shop-app", func(s *appsv1.StatefulSet) *appsv1.StatefulSet { change(s); return s })
+		}
+	}
+	cases := map[string]struct {
+		check string
+		mod   func(e *env, p *corev1.Pod)
+	}{
+		"the owner reference names the StatefulSet in another group": {checkOwnerGroup, func(_ *env, p *corev1.Pod) {
+			p.OwnerReferences[0].APIVersion = "example.com/v1"
+		}},
+		"the owner reference names the StatefulSet in the core group": {checkOwnerGroup, func(_ *env, p *corev1.Pod) {
+			p.OwnerReferences[0].APIVersion = "v1"
+		}},
+		"the owner reference carries another UID": {checkOwnerUID, func(_ *env, p *corev1.Pod) {
+			p.OwnerReferences[0].UID = "uid-planted"
+		}},
+		"no such StatefulSet": {checkControllerAbsent, func(e *env, _ *corev1.Pod) {
+			e.k.editSet("shop-app", func(*appsv1.StatefulSet) *appsv1.StatefulSet { return nil })
+		}},
+		"the StatefulSet's selector does not match the pod": {checkSelector, func(_ *env, p *corev1.Pod) { p.Labels["app"] = "planted" }},
+		"the real UID but another image": {checkContainers, func(_ *env, p *corev1.Pod) {
+			p.Spec.Containers[0].Image = "listener:1"
+		}},
+		"the real UID but another command": {checkContainers, func(_ *env, p *corev1.Pod) {
+			p.Spec.Containers[0].Command = []string{"nc", "-l", "6379"}
+		}},
+		"the real UID but other args": {checkContainers, func(_ *env, p *corev1.Pod) {
+			p.Spec.Containers[0].Args = []string{"--port", "6379"}
+		}},
+		"the real UID but other env": {checkContainers, func(_ *env, p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "listen"}}
+		}},
+		"the real UID and a container more": {checkContainers, func(_ *env, p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "listener", Image: "listener:1"})
+		}},
+		"the real UID and a sidecar init container": {checkContainers, func(_ *env, p *corev1.Pod) {
+			always := corev1.ContainerRestartPolicyAlways
+			p.Spec.InitContainers = []corev1.Container{{Name: "listener", Image: "listener:1", RestartPolicy: &always}}
+		}},
+		"a pod of an older template": {checkContainers, template(func(s *appsv1.StatefulSet) {
+			s.Spec.Template.Spec.Containers[0].Image = "server:2"
+		})},
+	}
+	var rows []row
+	for name, c := range cases {
+		rows = append(rows, row{Name: name, Setup: respec(withServers, planted(c.mod)), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "refused/"+ReasonServerNotOwned, r.Ending())
+			require.Zero(t, e.k.probed[podApp], "nothing is sent to it")
+			require.Contains(t, r.trail(store.RecordProbe, ""), "probe-server pod/shop-app-0 unknown/"+ReasonServerNotOwned)
+			require.Zero(t, e.k.count(opDeletePod, podApp), "nothing is restarted")
+			require.Equal(t, []any{map[string]any{"pod": podApp, "check": c.check}}, r.summary()["notOwned"])
+		}})
+	}
+	rows = append(rows,
+		row{Name: "the StatefulSet's own pod, env and all, is probed", Setup: respec(withServers, planted(func(e *env, p *corev1.Pod) {
+			env := []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: secretApp}, Key: "password"}}}}
+			e.k.editSet("shop-app", func(s *appsv1.StatefulSet) *appsv1.StatefulSet {
+				s.Spec.Template.Spec.Containers[0].Env = env
+				return s
+			})
+			p.Spec.Containers[0].Env = env
+		})), Check: func(t *testing.T, e *env, r result) {
+			require.Equal(t, "completed", r.Ending())
+			require.Equal(t, 2, e.k.probed[podApp], "probed, restarted, probed again")
+		}},
+		row{Name: "the StatefulSet cannot be read: unavailable, nothing sent", Setup: respec(withServers, func(e *env) {
+			e.k.putPod(podApp, "stale")
+			e.k.setErr = kube.Wrap(kubetest.ServerError())
+		}), Check: func(t *testing.T, e *env, r result) {
+			require.NotEqual(t, "completed", r.Ending())
+			require.Zero(t, e.k.probed[podApp], "nothing is sent to it")
+			require.Zero(t, e.k.count(opDeletePod, podApp))
+		}},
+	)
 	runTable(t, rows)
 }
 

@@ -66,6 +66,7 @@ func TestRenderCredentialsGolden(t *testing.T) {
 		{APIGroups: []string{"external-secrets.io"}, Resources: []string{"externalsecrets"}, ResourceNames: []string{"shop-orders-cache-app", "shop-bus-users"}, Verbs: []string{"get", "delete"}},
 		{APIGroups: []string{"generators.external-secrets.io"}, Resources: []string{"passwords"}, ResourceNames: []string{"shop-orders-cache-password"}, Verbs: []string{"get", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{"shop-orders-cache-0", "shop-bus-0"}, Verbs: []string{"get", "delete"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, ResourceNames: []string{"shop-orders-cache", "shop-bus"}, Verbs: []string{"get"}},
 	}, role.Rules, "exactly the issue's rules, nothing else")
 	require.Equal(t, "0", role.Annotations["argocd.argoproj.io/sync-wave"])
 	require.Equal(t, "BeforeHookCreation", role.Annotations["argocd.argoproj.io/hook-delete-policy"])

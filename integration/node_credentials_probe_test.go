@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keyledger/keyledger/workflow/credentials"
+)
+
+// redisConnections asks the redis-server at addr (no password) how many
+// connections it accepted since it started, this one included.
+func redisConnections(t *testing.T, addr string) int {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = fmt.Fprint(conn, "*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n")
+	require.NoError(t, err)
+	r := bufio.NewReader(conn)
+	header, err := r.ReadString('\n')
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(header, "$")))
+	require.NoError(t, err, "INFO answered %q", header)
+	body := make([]byte, n+2)
+	_, err = io.ReadFull(r, body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_connections_received:"); ok {
+			got, err := strconv.Atoi(v)
+			require.NoError(t, err)
+			return got
+		}
+	}
+	t.Fatalf("INFO stats without total_connections_received")
+	return 0
+}
+
+// TestIntegrationNodeCredentialsProbeReachesOnlyItsServer: on the test
+// node, two pods planted by someone who may create pods, each named as a
+// planned server whose expected controller is the StatefulSet shop-cache,
+// each a real redis-server without a password (a listener that would take
+// any AUTH) carrying the label the hook's NetworkPolicy lets the hook
+// reach: shop-cache-a, whose controller owner reference names a
+// StatefulSet shop-cache in a made-up API group, and shop-cache-0, the
+// StatefulSet's own pod name (its controller cannot create it: its
+// template names a ServiceAccount that does not exist), carrying the real
+// StatefulSet's UID, labels and identity but another container. Every
+// hook pod of the sync (the Job and its retries) exits 2 server-not-owned,
+// and each redis-server accepted no connection but the test's own.
+func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
+	ne := setupNode(t)
+	ne.joinJournal()
+	apiIP, apiPort := ne.apiEndpoint()
+	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
+	sts := ne.blockedStatefulSet("shop-cache")
+	listener := []corev1.Container{{Name: "server", Image: ne.serversImage(), ImagePullPolicy: corev1.PullNever,
+		Command: []string{"redis-server", "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"}}}
+	plant := func(name string, owner metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) string {
+		t.Helper()
+		spec.Containers, spec.TerminationGracePeriodSeconds = listener, ptr(int64(1))
+		labels["app"], labels["statefulset.kubernetes.io/pod-name"] = "shop-cache", name
+		owner.Controller = ptr(true)
+		_, err := ne.kube.Client().CoreV1().Pods(ne.ns).Create(t.Context(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec:       spec}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return net.JoinHostPort(ne.waitPodReady(name, 90*time.Second), "6379")
+	}
+	a := plant("shop-cache-a", metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache",
+		UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"}, map[string]string{}, corev1.PodSpec{AutomountServiceAccountToken: ptr(false)})
+	b := plant("shop-cache-0", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "shop-cache", UID: sts.UID},
+		map[string]string{"apps.kubernetes.io/pod-index": "0"},
+		corev1.PodSpec{AutomountServiceAccountToken: ptr(false), Hostname: "shop-cache-0", Subdomain: "shop-cache"})
+
+	plan := credentialPlan(ne.ns, "mut-node-planted", []planSecret{standardSecret("shop-cache-app")}, func(spec map[string]any) {
+		spec["servers"] = []any{
+			map[string]any{"protocol": "valkey", "pod": "shop-cache-a", "port": 6379, "secret": "shop-cache-app", "passwordKey": "password",
+				"controller": map[string]any{"kind": "StatefulSet", "name": "shop-cache"}},
+			map[string]any{"protocol": "valkey", "pod": "shop-cache-0", "port": 6379, "secret": "shop-cache-app", "passwordKey": "password"},
+		}
+	})
+	codes, logs := ne.syncExpectingFailure(ne.renderHook(plan), specOf(t, plan).Owner)
+	require.NotEmpty(t, codes, logs)
+	for _, code := range codes {
+		require.EqualValues(t, 2, code, "every hook pod exits 2: %s", logs)
+	}
+	require.Contains(t, logs, credentials.ReasonServerNotOwned)
+	require.Contains(t, logs, `"check":"owner-group"`)
+	require.Contains(t, logs, `"check":"containers"`)
+	require.Equal(t, 1, redisConnections(t, a), "the pod owned in another API group: no connection but this one")
+	require.Equal(t, 1, redisConnections(t, b), "the pod with the real UID and another container: no connection but this one")
+	requireNoValues(t, logs, ne.secretValues("shop-cache-app"))
+}
