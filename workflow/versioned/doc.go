@@ -156,10 +156,10 @@
 //
 // # Size
 //
-// New data is measured by the estimate (values x 4/3 plus metadata,
-// EstimateSize); an update that brings no new bytes (it only removes keys,
-// or sets values the live Secret holds) and a restore by the bytes the API
-// server counts (DataSize). Over MaxSecretBytes an update exits 64 before
+// New data is measured by the versioning contract's estimate (the values'
+// UTF-8 bytes x 1.4 plus metadata, EstimateSize); an update that brings no
+// new bytes (it only removes keys, or sets values the live Secret holds)
+// and a restore by the bytes the API server counts (DataSize). Over MaxSecretBytes an update exits 64 before
 // the journal is opened.
 //
 // # No value digests in the journal

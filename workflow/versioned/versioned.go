@@ -231,9 +231,9 @@ func getLive(ctx context.Context, api secrets) (*corev1.Secret, error) {
 // precheck runs before the journal is opened: the size guard refuses an
 // update whose live Secret would exceed MaxSecretBytes (exit 64), so
 // nothing is journaled or written for it. New data is measured by the
-// estimate (EstimateSize); an update that brings no new bytes (it only
-// removes keys or sets values the live Secret already holds) by the bytes
-// the API server counts (DataSize). A restore writes data the API server
+// contract's estimate (EstimateSize: UTF-8 bytes x 1.4); an update that
+// brings no new bytes (it only removes keys or sets values the live Secret
+// already holds) by the bytes the API server counts (DataSize). A restore writes data the API server
 // accepted before: Decide checks it against DataSize once the target is
 // proven ours (nothing is read from a snapshot before that).
 func (f *family) precheck(ctx context.Context) error {
@@ -264,7 +264,7 @@ func (f *family) precheck(ctx context.Context) error {
 		}
 	}
 	if size := EstimateSize(desired); size > MaxSecretBytes {
-		return command.Invalid("spec.data", fmt.Sprintf("the Secret would be about %d bytes (values x 4/3 plus metadata), over the %d-byte guard", size, MaxSecretBytes))
+		return command.Invalid("spec.data", fmt.Sprintf("the Secret would be about %d bytes (values' UTF-8 bytes x 1.4 plus metadata), over the %d-byte guard", size, MaxSecretBytes))
 	}
 	return nil
 }
