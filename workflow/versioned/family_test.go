@@ -657,6 +657,40 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			require.Equal(t, map[string]any{"name": testName, "namespace": testNamespace, "uid": "uid-0001"}, o.ending()["secret"])
 		},
 	}, {
+		Name: "the live Secret changed after the first snapshot delete: no further snapshot goes, refused naming the change",
+		Setup: given(func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Pass().First(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["other"] = []byte("x") })
+			}))
+			return cmd
+		}),
+		Want:  "refused/changed-concurrently",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied", "refuse changed-concurrently"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.NotNil(t, e.live(), "the live Secret stays")
+			require.Nil(t, e.snap("uid-0001", 1))
+			require.NotNil(t, e.snap("uid-0001", 2), "not deleted after the change")
+			requireWrites(t, e, map[string]int{snapName(1): 1})
+			require.Equal(t, []any{float64(1)}, o.ending()["purgedVersions"])
+			require.Equal(t, 2, o.observations(), "the read that saw the change is journaled")
+		},
+	}, {
+		Name: "the live Secret deleted after the first snapshot delete: secret-absent, no further snapshot goes",
+		Setup: given(func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Pass().First(func(d *kubetest.Server) {
+				d.Remove(kubetest.Secrets, testName)
+			}))
+			return cmd
+		}),
+		Want:  "refused/secret-absent",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied", "refuse secret-absent"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.NotNil(t, e.snap("uid-0001", 2), "not deleted after the change")
+			requireWrites(t, e, map[string]int{snapName(1): 1})
+		},
+	}, {
 		Name: "a snapshot already being deleted: history-pending at once, the read journaled",
 		Setup: given(func(e *env) *Command {
 			cmd := purgeSetup(e)

@@ -231,6 +231,10 @@ func (m *runReads) refresh(purge bool) {
 	}
 }
 
+// rereadLive drops the live Secret only: the next decision reads it again
+// (before a purge's next snapshot delete), and the history listing stays.
+func (m *runReads) rereadLive() { m.liveRead, m.live = false, nil }
+
 // history is one listing of the history and the journal's provenance read
 // right after it.
 type history struct {
