@@ -691,6 +691,22 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			requireWrites(t, e, map[string]int{snapName(1): 1})
 		},
 	}, {
+		Name: "a lost delete not applied, the live Secret changed since: not sent again, refused naming the change",
+		Setup: given(func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.LostBefore().First(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["other"] = []byte("x") })
+			}))
+			return cmd
+		}),
+		Want:  "refused/changed-concurrently",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 theirs/changed-concurrently", "refuse changed-concurrently"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, []string{"v1", "v2"}, snapshotsOf(e, "uid-0001"), "no snapshot deleted")
+			require.NotNil(t, e.live())
+			require.Equal(t, []any{}, o.ending()["purgedVersions"])
+		},
+	}, {
 		Name: "a snapshot already being deleted: history-pending at once, the read journaled",
 		Setup: given(func(e *env) *Command {
 			cmd := purgeSetup(e)

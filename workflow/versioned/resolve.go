@@ -195,9 +195,37 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
 		return v, nil
 	}
+	if call.Step == StepDeleteSnapshot {
+		// A purge's delete is sent again only from a fresh read of the
+		// live Secret, as the decision sends it (decideSteps).
+		if v, changed := f.liveChanged(ctx, uid); changed {
+			return v, nil
+		}
+	}
 	v := found(workflow.NotApplied, "present", s)
 	v.Retry = f.deleteSnapshotCall(call.Step, types.UID(uid), meta)
 	return v, nil
+}
+
+// liveChanged reads the live Secret before a purge's delete is sent again:
+// gone, of another UID than uid (the one the operation bound), at another
+// resourceVersion than the command expects, or being deleted is someone
+// else's change (its reason names it). A failed read is undetermined.
+func (f *family) liveChanged(ctx context.Context, uid string) (workflow.Verdict, bool) {
+	live, err := getLive(ctx, f.api)
+	switch {
+	case err != nil:
+		return undetermined(err), true
+	case live == nil:
+		return found(workflow.Theirs, ReasonSecretAbsent, nil), true
+	case string(live.UID) != uid:
+		return found(workflow.Theirs, ReasonUIDChanged, live), true
+	case live.ResourceVersion != f.cmd.ExpectedResourceVersion:
+		return found(workflow.Theirs, ReasonChangedConcurrent, live), true
+	case live.DeletionTimestamp != nil:
+		return found(workflow.Theirs, ReasonTerminating, live), true
+	}
+	return workflow.Verdict{}, false
 }
 
 // resolveReplace settles the live write: the live object of the same UID
