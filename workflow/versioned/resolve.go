@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/kube"
@@ -175,23 +176,28 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	return v, nil
 }
 
-// resolveSnapshotDelete settles a prune or purge delete: the snapshot gone
-// (or its slot now held by another object) is absent, still there with a
-// deletionTimestamp is pending, unchanged is not applied.
+// resolveSnapshotDelete settles a prune or purge delete from the
+// snapshot's metadata alone (a cleanup never reads a value): the snapshot
+// gone (or its slot now held by another object) is absent, still there
+// with a deletionTimestamp is pending, unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
 	if err != nil {
 		return workflow.Verdict{}, err
 	}
 	name := t.Name
-	s, err := f.api.GetSnapshot(ctx, name)
-	if v, settled := deleteSettled(s, err, call, "slot-reoccupied"); settled {
+	s, err := f.api.GetSnapshotMeta(ctx, name)
+	var obj metav1.Object
+	if s != nil {
+		obj = &s.ObjectMeta
+	}
+	if v, settled := deleteSettled(obj, err, call, "slot-reoccupied"); settled {
 		return v, nil
 	}
 	uid, _ := boundUID(run)
 	meta, ok := checkMeta(&s.ObjectMeta, types.UID(uid), f.cmd.Name)
 	if !ok {
-		v := found(workflow.Theirs, ReasonSnapshotInvalid, s)
+		v := found(workflow.Theirs, ReasonSnapshotInvalid, &corev1.Secret{ObjectMeta: s.ObjectMeta})
 		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
 		return v, nil
 	}
@@ -202,7 +208,7 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 			return v, nil
 		}
 	}
-	v := found(workflow.NotApplied, "present", s)
+	v := found(workflow.NotApplied, "present", &corev1.Secret{ObjectMeta: s.ObjectMeta})
 	v.Retry = f.deleteSnapshotCall(call.Step, types.UID(uid), meta)
 	return v, nil
 }
@@ -382,7 +388,7 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 // another UID (replaced says how), is deleted; a deletionTimestamp is
 // pending; a failed read is undetermined. settled is false when the object
 // is still there, unchanged in identity, for the caller to decide.
-func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
+func deleteSettled(s metav1.Object, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
 	deletion := func(reason string, state kube.Deletion) workflow.Verdict {
 		return workflow.Verdict{Kind: workflow.Ours, Reason: reason, Detail: store.DetailOf(deletionDetail{Deletion: state})}
 	}

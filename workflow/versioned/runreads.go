@@ -285,7 +285,7 @@ func (m *runReads) confirm(ctx context.Context, api secrets, name string) error 
 		}
 	}
 	now, err := workflow.Verify(ctx, intended, func(ctx context.Context) (*metav1.ObjectMeta, error) {
-		s, err := api.GetSnapshot(ctx, name)
+		s, err := api.GetSnapshotMeta(ctx, name) // its metadata is all the check reads
 		switch {
 		case errors.Is(err, kube.ReasonNotFound):
 			return nil, nil

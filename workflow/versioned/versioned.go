@@ -172,6 +172,7 @@ type secrets interface {
 	DeleteLive(ctx context.Context, uid types.UID, resourceVersion string) (kube.Deletion, error)
 	CreateSnapshot(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
 	GetSnapshot(ctx context.Context, name string) (*corev1.Secret, error)
+	GetSnapshotMeta(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error)
 	DeleteSnapshot(ctx context.Context, name string, uid types.UID, resourceVersion string) (kube.Deletion, error)
 	ListClaims(ctx context.Context, keep func(*metav1.ObjectMeta) bool, max int) ([]metav1.PartialObjectMetadata, error)
 }
