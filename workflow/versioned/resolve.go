@@ -179,7 +179,9 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 // resolveSnapshotDelete settles a prune or purge delete from the
 // snapshot's metadata alone (a cleanup never reads a value): the snapshot
 // gone (or its slot now held by another object) is absent, still there
-// with a deletionTimestamp is pending, unchanged is not applied.
+// with a deletionTimestamp is pending, changed since the delete was decided
+// (another resourceVersion: a precondition conflict) is refused
+// (snapshot-changed), unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
 	if err != nil {
@@ -199,6 +201,14 @@ func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, c
 	if !ok {
 		v := found(workflow.Theirs, ReasonSnapshotInvalid, &corev1.Secret{ObjectMeta: s.ObjectMeta})
 		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
+		return v, nil
+	}
+	if s.ResourceVersion != call.ResourceVersion {
+		// The snapshot changed since the read the delete was decided from
+		// (its precondition failed, 409, or would): a refusal, never a
+		// delete sent again with new preconditions.
+		v := found(workflow.Theirs, ReasonSnapshotChanged, &corev1.Secret{ObjectMeta: s.ObjectMeta})
+		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{Snapshot: &name})
 		return v, nil
 	}
 	if call.Step == StepDeleteSnapshot {
@@ -355,14 +365,14 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 	if f.cmd.Kind == command.KindSecretRestore {
 		protected = append(protected, f.cmd.Version)
 	}
-	_, pending, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
+	c, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
 	if err != nil {
 		v := undetermined(err)
 		return &v
 	}
-	if pending > 0 {
+	if c.pending+c.failed > 0 {
 		v := workflow.Verdict{Kind: workflow.Undetermined, Reason: ReasonPrunePending, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
-			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write is not sent again until they are gone: rerun the same command", pending)}
+			Err: c.unfinished("the snapshots beyond the history limit", "the live write (not sent again)")}
 		return &v
 	}
 	return nil

@@ -143,7 +143,9 @@ func (m *runReads) applied(r store.Record) bool {
 		if err != nil {
 			return false // a detail this run did not write: its reads are dropped
 		}
-		m.metas = deleted(m.metas, name, d.Deletion == kube.DeletionPending)
+		if d.Deletion != deletionFailed { // a refused delete leaves the snapshot as listed
+			m.metas = deleted(m.metas, name, d.Deletion == kube.DeletionPending)
+		}
 	default: // the live Secret: read it again
 		m.liveRead, m.live = false, nil
 	}
