@@ -247,9 +247,10 @@ func getLive(ctx context.Context, api secrets) (*corev1.Secret, error) {
 // nothing is journaled or written for it. New data is measured by the
 // contract's estimate (EstimateSize: UTF-8 bytes x 1.4); an update that
 // brings no new bytes (it only removes keys or sets values the live Secret
-// already holds) by the bytes the API server counts (DataSize). A restore writes data the API server
-// accepted before: Decide checks it against DataSize once the target is
-// proven ours (nothing is read from a snapshot before that).
+// already holds) by the bytes the API server counts (DataSize). A restore
+// writes data the API server accepted before: Decide checks it against
+// DataSize once the target is proven ours (nothing is read from a
+// snapshot before that).
 func (f *family) precheck(ctx context.Context) error {
 	if f.cmd.Kind != command.KindSecretUpdate {
 		return nil
