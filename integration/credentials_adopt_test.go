@@ -182,6 +182,7 @@ func TestIntegrationCredentialsAdoption(t *testing.T) {
 	require.Equal(t, string(es.GetUID()), recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")[0].UID)
 	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "delete-generator"), 1)
 	require.Len(t, recordsOf(records, store.RecordObservation, "wait-external-secret-gone"), 1)
+	requireGoneBeforeGenerators(t, records, string(es.GetUID()))
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-adopt:run-1"), [][]byte{canary})
 
 	// A remote-store-backed ExternalSecret stops the run before any write.
@@ -200,4 +201,26 @@ func TestIntegrationCredentialsAdoption(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "nothing was written")
 	_, records = e.journalOf("mut-remote:run-1")
 	require.Zero(t, count(records, store.RecordAuthorityCall))
+}
+
+// requireGoneBeforeGenerators checks ADR-072's order in the journal: the
+// ExternalSecret's disappearance (the wait-external-secret-gone
+// observation, status gone, its UID) is recorded before the first
+// generator delete is.
+func requireGoneBeforeGenerators(t *testing.T, records []store.Record, externalSecretUID string) {
+	t.Helper()
+	gone, firstDelete := -1, -1
+	for i, r := range records {
+		switch {
+		case gone < 0 && r.Kind == store.RecordObservation && r.Step == "wait-external-secret-gone":
+			require.Equal(t, "gone", r.Status)
+			require.Equal(t, externalSecretUID, r.UID)
+			gone = i
+		case firstDelete < 0 && r.Kind == store.RecordAuthorityCall && r.Step == "delete-generator":
+			firstDelete = i
+		}
+	}
+	require.GreaterOrEqual(t, gone, 0, "the disappearance is recorded: %v", kinds(records))
+	require.GreaterOrEqual(t, firstDelete, 0, "a generator delete is recorded: %v", kinds(records))
+	require.Less(t, gone, firstDelete, "the ExternalSecret is gone before the first generator delete")
 }

@@ -218,28 +218,36 @@ func TestIntegrationVersionedFailedCleanupRetries(t *testing.T) {
 }
 
 // Restores and updates that bring no new bytes are bounded by what the API
-// server counts (raw keys and values), not by the base64 estimate; new
-// data still is.
+// server counts (raw keys and values), not by the contract's estimate; new
+// data is (UTF-8 bytes x 1.4 against 1 MiB). 760 KiB of values are under
+// 1 MiB as base64 (x 4/3) but over it at x 1.4: an update bringing new data
+// exits 64 before the journal is contacted, while the restore of a snapshot
+// of the same decoded size proceeds.
 func TestIntegrationVersionedSizeBounds(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	as := e.asWriter("large")
-	blob := make([]byte, 800<<10) // 800 KiB raw: about 1.07 MB as base64
+	blob := make([]byte, 760<<10) // 760 KiB raw: about 1.04 MiB at x 1.4, 0.99 MiB as base64
 	for i := range blob {
 		blob[i] = byte(i)
 	}
 	s := e.createSecret(plainSecret("large", map[string][]byte{"blob": blob, "small": vCanary("s")}))
 
-	// New data over the estimate: exit 64, nothing journaled or written.
-	r := e.runCmd(updateCommand(e.ns, "large", s.ResourceVersion, "mut-l0", map[string][]byte{"new": vCanary("n")}), as)
+	// New data over the estimate: exit 64, no journal connection, nothing written.
+	url, connections := pgListener(t)
+	r := e.runCmd(updateCommand(e.ns, "large", s.ResourceVersion, "mut-l0", map[string][]byte{"new": vCanary("n")}), as, withDatabase(url))
 	require.Equal(t, 64, r.Code, "%s %s", r.Stdout, r.Stderr)
+	require.Contains(t, outcome(t, r)["error"], "x 1.4")
+	require.Zero(t, connections.Load(), "the journal is never contacted")
 	require.Equal(t, s.ResourceVersion, e.getSecret("large").ResourceVersion)
+	require.Empty(t, e.snapshotsOf(s.UID))
+	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("s"), vCanary("n"))
 
 	// Removing a key brings no new bytes: accepted.
 	requireOK(t, e.runCmd(updateCommand(e.ns, "large", s.ResourceVersion, "mut-l1", nil, "small"), as), "completed")
 	v2 := e.getSecret("large")
 	require.Equal(t, map[string][]byte{"blob": blob}, v2.Data)
-	// Restoring the 800 KiB version 1: accepted, byte for byte.
+	// Restoring version 1 (760 KiB and the small key, raw): accepted, byte for byte.
 	requireOK(t, e.runCmd(restoreCommand(e.ns, "large", v2.ResourceVersion, "mut-l2", 1), as), "completed")
 	require.Equal(t, s.Data, e.getSecret("large").Data)
 }

@@ -24,8 +24,9 @@ const SnapshotPrefix = "keyledger-h-"
 //   - on the one live Secret it is bound to: get, create, replace (update
 //     carrying UID and resourceVersion) and delete with UID and
 //     resourceVersion preconditions;
-//   - on history snapshots (names starting with SnapshotPrefix): create, get,
-//     delete with UID and resourceVersion preconditions;
+//   - on history snapshots (names starting with SnapshotPrefix): create, get
+//     (whole, or metadata only), delete with UID and resourceVersion
+//     preconditions;
 //   - the metadata of every Secret in the namespace (PartialObjectMetadataList:
 //     no values cross the wire).
 //
@@ -105,6 +106,33 @@ func (v *VersionedSecrets) GetSnapshot(ctx context.Context, name string) (*corev
 		return nil, fmt.Errorf("snapshot get of %s refused: not a snapshot name", name)
 	}
 	return wrapped(v.secrets.Get(ctx, name, metav1.GetOptions{}))
+}
+
+// metadataAccept asks the API server for an object's metadata only
+// (PartialObjectMetadata): no data crosses the wire.
+const metadataAccept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+// GetSnapshotMeta reads one snapshot Secret's metadata only, as a
+// PartialObjectMetadata: the API server sends no data. It is what a
+// cleanup (a prune or purge delete) is settled with.
+func (v *VersionedSecrets) GetSnapshotMeta(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	if !strings.HasPrefix(name, SnapshotPrefix) {
+		return nil, fmt.Errorf("snapshot metadata get of %s refused: not a snapshot name", name)
+	}
+	body, err := v.rest.Get().Namespace(v.namespace).Resource("secrets").Name(name).
+		SetHeader("Accept", metadataAccept).DoRaw(ctx)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var out metav1.PartialObjectMetadata
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("decoding secret metadata: %w", err)
+	}
+	if out.Kind != "PartialObjectMetadata" {
+		return nil, fmt.Errorf("secret metadata: the API server answered %q", out.Kind)
+	}
+	out.ManagedFields = nil
+	return &out, nil
 }
 
 // DeleteSnapshot deletes one snapshot Secret if it still has uid and

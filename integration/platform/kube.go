@@ -410,6 +410,10 @@ func (k *Kube) startAPIServer(_ context.Context, o kubeOptions) error {
 	args.Set("audit-log-path", k.AuditLog())
 	args.Set("audit-log-format", "json")
 	args.Set("audit-log-mode", "blocking")
+	// MutatingAdmissionPolicy (beta in 1.34, off by default): the versioned
+	// tests alter a create's answer with one, as a cluster's admission may.
+	args.Set("feature-gates", "MutatingAdmissionPolicy=true")
+	args.Set("runtime-config", "admissionregistration.k8s.io/v1beta1=true")
 	if o.node {
 		if err := k.configureForNode(api, args); err != nil {
 			return err

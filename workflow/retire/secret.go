@@ -106,6 +106,8 @@ func keyringData(s *corev1.Secret, spec Spec) ([]byte, error) {
 		return nil, &refusal{ReasonTerminating}
 	case s.Type != corev1.SecretTypeOpaque:
 		return nil, &refusal{ReasonWrongType}
+	case secretBytes(s) > keyring.MaxSecretBytes:
+		return nil, &refusal{keyring.ReasonTooLarge}
 	case s.Immutable != nil && *s.Immutable:
 		return nil, &refusal{ReasonImmutable}
 	case len(s.Data) != 1 || len(s.StringData) != 0:
@@ -121,6 +123,22 @@ func keyringData(s *corev1.Secret, spec Spec) ([]byte, error) {
 		return nil, &refusal{ReasonDataEntries}
 	}
 	return data, nil
+}
+
+// secretBytes is the size of s as keyring.MaxSecretBytes bounds it: data
+// keys and values, label and annotation keys and values, and the name.
+func secretBytes(s *corev1.Secret) int {
+	n := len(s.Name)
+	for k, v := range s.Data {
+		n += len(k) + len(v)
+	}
+	for k, v := range s.Labels {
+		n += len(k) + len(v)
+	}
+	for k, v := range s.Annotations {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // withManifest returns a copy of s carrying m, its annotations updated in the

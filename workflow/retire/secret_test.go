@@ -197,3 +197,23 @@ func reasonOrEmpty(err error) string {
 	}
 	return reasonOf(err)
 }
+
+// A keyring Secret is bounded as a whole (keyring.MaxSecretBytes), not
+// only its manifest: annotations that take it over 256 KiB refuse it
+// (too-large) although its manifest is small.
+func TestKeyringSecretBoundedAsAWhole(t *testing.T) {
+	t.Parallel()
+	spec := Spec{ExpectedUID: "uid-1", DataKey: fxDataKey}
+	s := keyringSecret(standardKeyring())
+	s.UID = "uid-1"
+	_, err := keyringData(s, spec)
+	require.NoError(t, err)
+	pad := keyring.MaxSecretBytes - secretBytes(s) - len("pad")
+	s.Annotations["pad"] = string(make([]byte, pad))
+	require.Equal(t, keyring.MaxSecretBytes, secretBytes(s))
+	_, err = keyringData(s, spec)
+	require.NoError(t, err, "at the bound: accepted")
+	s.Annotations["pad"] += "x"
+	_, err = keyringData(s, spec)
+	require.Equal(t, keyring.ReasonTooLarge, reasonOf(err), "one byte over")
+}

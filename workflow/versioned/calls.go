@@ -73,11 +73,23 @@ func (f *family) deleteSnapshotCall(step string, liveUID types.UID, s Snapshot) 
 		Send: func(ctx context.Context) workflow.Answer {
 			gone, err := f.api.DeleteSnapshot(ctx, s.Name, s.UID, s.ResourceVersion)
 			if err != nil {
-				// Even a definite refusal (403, 422: an admission policy)
-				// leaves the snapshot in place: resolution re-reads it and
-				// the delete is retried, this run or the next (exit 75),
-				// never ending the operation.
 				a := workflow.KubeAnswer(workflow.KubeWrite, err)
+				if a.Status == workflow.Rejected {
+					// A definite refusal (403, 422: an admission policy)
+					// leaves the snapshot in place: counted failed, the
+					// cleanup goes on with the next snapshot and ends the
+					// run uncertain with its counts (exit 75, the live
+					// write blocked); a rerun sends it again. Never ending
+					// the operation.
+					if f.refused == nil {
+						f.refused = map[string]bool{}
+					}
+					f.refused[f.secretTarget(s.Name).String()] = true
+					return workflow.Answer{Status: workflow.Applied, Code: a.Code, Reason: a.Reason, UID: string(s.UID),
+						Detail: store.DetailOf(deletionDetail{Deletion: deletionFailed})}
+				}
+				// Lost, 5xx, 409 (a precondition failed): resolution
+				// re-reads the snapshot's metadata.
 				a.Status = workflow.Unknown
 				return a
 			}

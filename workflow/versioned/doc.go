@@ -84,8 +84,11 @@
 // A run lists the history once and reads the live Secret once (runReads):
 // each later decision folds in what this run's applied answers said (the
 // archive created, a snapshot deleted), and only the decision that writes
-// the live Secret reads the archive again (a delete without history reads
-// the live Secret again and lists afresh). Another writer between
+// the live Secret reads the archive again (its metadata only; a delete
+// without history reads the live Secret again and lists afresh). A purge
+// reads the live Secret again before each snapshot delete (the contract
+// rechecks the live object before each cleanup mutation): once it changed,
+// no further snapshot goes and the run is refused naming the change. Another writer between
 // decisions is caught by the writes' preconditions (a create's
 // AlreadyExists, a delete's UID and resourceVersion, the live write's UID
 // and resourceVersion), not by that memory: a live Secret changed after
@@ -99,10 +102,16 @@
 // which a dry run answers with the intended effect.
 //
 // A cleanup that does not finish (a snapshot held by finalizers, a delete
-// the API server refuses) ends the run uncertain (exit 75, prune-pending,
-// history-pending or attempts-exhausted) with the operation still open:
-// rerunning the same command re-reads, retries the delete and completes
-// once the snapshot is gone.
+// the API server refuses: 403, 422) goes on with its other snapshots, then
+// ends the run uncertain (exit 75, prune-pending or history-pending) with
+// the operation still open, the live write or delete not sent, and the
+// counts of its snapshots confirmed absent, pending and failed in the
+// message: rerunning the same command re-reads, sends a refused delete
+// again and completes once the snapshots are gone. A snapshot changed
+// between the read a cleanup delete was decided from and the delete (409:
+// its resourceVersion precondition) is refused (snapshot-changed), never
+// deleted with new preconditions. Cleanup reads no value: a lost cleanup
+// answer is settled from the snapshot's metadata (GetSnapshotMeta).
 //
 // # Settling lost answers
 //
@@ -156,10 +165,10 @@
 //
 // # Size
 //
-// New data is measured by the estimate (values x 4/3 plus metadata,
-// EstimateSize); an update that brings no new bytes (it only removes keys,
-// or sets values the live Secret holds) and a restore by the bytes the API
-// server counts (DataSize). Over MaxSecretBytes an update exits 64 before
+// New data is measured by the versioning contract's estimate (the values'
+// UTF-8 bytes x 1.4 plus metadata, EstimateSize); an update that brings no
+// new bytes (it only removes keys, or sets values the live Secret holds)
+// and a restore by the bytes the API server counts (DataSize). Over MaxSecretBytes an update exits 64 before
 // the journal is opened.
 //
 // # No value digests in the journal

@@ -421,6 +421,14 @@ func pruned(t *testing.T, e *env, _ outcome) {
 	require.Equal(t, 1, e.api.Writes(kubetest.Secrets, testName))
 }
 
+// prunedByMetadata is pruned, the lost answer settled from the snapshot's
+// metadata alone: no snapshot was read whole (values included).
+func prunedByMetadata(t *testing.T, e *env, o outcome) {
+	t.Helper()
+	pruned(t, e, o)
+	require.Zero(t, e.api.snapshotReads.Load(), "a cleanup reads no snapshot value")
+}
+
 func TestFamilyPruneSnapshot(t *testing.T) {
 	t.Parallel()
 	prunePrefix := []string{"call create-snapshot v3", "result create-snapshot v3 applied", "call prune-snapshot v1"}
@@ -439,14 +447,14 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 		Setup: given(scripted(twoVersions, kubetest.Delete, snapName(1), kubetest.AppliedLost())),
 		Want:  "completed",
 		Trail: trace("result prune-snapshot v1 unknown/lost", "resolve prune-snapshot v1 ours"),
-		Check: pruned,
+		Check: prunedByMetadata,
 	}, {
 		Name:  "lost before apply: still there, sent again",
 		Setup: given(scripted(twoVersions, kubetest.Delete, snapName(1), kubetest.LostBefore())),
 		Want:  "completed",
 		Trail: trace("result prune-snapshot v1 unknown/lost", "resolve prune-snapshot v1 not-applied/present",
 			"call prune-snapshot v1", "result prune-snapshot v1 applied"),
-		Check: pruned,
+		Check: prunedByMetadata,
 	}, {
 		Name:  "404: someone deleted it first, absent is applied",
 		Setup: given(scripted(twoVersions, kubetest.Delete, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))),
@@ -458,46 +466,48 @@ func TestFamilyPruneSnapshot(t *testing.T) {
 			require.Zero(t, e.api.Writes(kubetest.Secrets, snapName(1)), "deleted by someone else, not by us")
 		},
 	}, {
-		// Retention with an unsettled prune: a finalizer (someone else's
-		// write) fails the delete's resourceVersion precondition; the
-		// retry leaves it terminating, and the live write waits (exit
-		// 75). Once it is gone, the rerun resumes from answered.
-		Name: "409 from someone else's finalizer, then pending: prune-pending; resume from answered completes",
+		// Someone else's finalizer added between the listing and the
+		// delete fails the delete's resourceVersion precondition (409): a
+		// snapshot precondition conflict is a refusal, never a delete sent
+		// again with new preconditions; the live write is never sent.
+		Name: "409 from someone else's finalizer: refused snapshot-changed, the live write never sent",
 		Setup: given(func(e *env) *Command {
 			cmd := twoVersions(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { edit(d, snapName(1), kubetest.Held) }))
-			e.first = e.run(cmd)
-			e.api.Remove(kubetest.Secrets, snapName(1)) // the finalizer is released
 			return cmd
 		}),
-		Want: "completed",
-		Trail: trace("result prune-snapshot v1 unknown/conflict", "resolve prune-snapshot v1 not-applied/present",
-			"call prune-snapshot v1", "result prune-snapshot v1 applied"),
+		Want: "refused/snapshot-changed",
+		Trail: []string{"call create-snapshot v3", "result create-snapshot v3 applied",
+			"call prune-snapshot v1", "result prune-snapshot v1 unknown/conflict", "resolve prune-snapshot v1 theirs/snapshot-changed",
+			"refuse snapshot-changed"},
 		Check: func(t *testing.T, e *env, o outcome) {
-			require.Equal(t, "uncertain/prune-pending", e.first.Ending())
-			require.Equal(t, store.StateAnswered, e.first.res.Run.Op.State)
-			require.Equal(t, "pending", workflowtest.Fields(o.last(store.RecordAuthorityResult, StepPruneSnapshot).Detail)["deletion"])
-			requireLive(t, e, "4", "password", "v4")
-			require.Equal(t, []string{"v2", "v3"}, snapshotsOf(e, "uid-0001"))
+			requireLive(t, e, "3", "password", "v3")
+			require.Equal(t, []string{"v1", "v2", "v3"}, snapshotsOf(e, "uid-0001"))
+			require.Equal(t, snapName(1), o.ending()["snapshot"], "the refusal names the snapshot")
+			requireWrites(t, e, map[string]int{snapName(3): 1})
 		},
 	}, {
-		Name: "422 (admission) leaves it in place: retried, then attempts-exhausted with the live write held",
+		Name: "422 (admission) leaves it in place: failed, counted, the live write held; a rerun sends it again",
 		Setup: given(func(e *env) *Command {
 			cmd := twoVersions(e)
-			for range 3 {
-				e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1))))
-			}
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1))))
 			return cmd
 		}),
-		Want: "uncertain/attempts-exhausted",
+		Want: "uncertain/prune-pending",
 		Trail: []string{"call create-snapshot v3", "result create-snapshot v3 applied",
-			"call prune-snapshot v1", "result prune-snapshot v1 unknown/invalid", "resolve prune-snapshot v1 not-applied/present",
-			"call prune-snapshot v1", "result prune-snapshot v1 unknown/invalid", "resolve prune-snapshot v1 not-applied/present",
-			"call prune-snapshot v1", "result prune-snapshot v1 unknown/invalid", "resolve prune-snapshot v1 not-applied/present"},
-		Check: func(t *testing.T, e *env, _ outcome) {
+			"call prune-snapshot v1", "result prune-snapshot v1 applied/invalid"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.ErrorContains(t, o.err, "absent 0, pending 0, failed 1")
 			requireLive(t, e, "3", "password", "v3")
 			require.Equal(t, []string{"v1", "v2", "v3"}, snapshotsOf(e, "uid-0001"))
 			requireWrites(t, e, map[string]int{snapName(3): 1})
+			require.Equal(t, "failed", workflowtest.Fields(o.last(store.RecordAuthorityResult, StepPruneSnapshot).Detail)["deletion"])
+
+			// The policy lifted: the same command sends the delete again and completes.
+			again := e.run(e.cmd)
+			require.NoError(t, again.err)
+			requireLive(t, e, "4", "password", "v4")
+			require.Equal(t, []string{"v2", "v3"}, snapshotsOf(e, "uid-0001"))
 		},
 	}, {
 		Name: "the pruned slot re-occupied by another object: absent, the newcomer left alone",
@@ -570,6 +580,14 @@ func purged(t *testing.T, e *env, o outcome) {
 	require.Equal(t, "deleted", o.ending()["history"])
 }
 
+// purgedByMetadata is purged, the lost answer settled from the snapshot's
+// metadata alone: no snapshot was read whole (values included).
+func purgedByMetadata(t *testing.T, e *env, o outcome) {
+	t.Helper()
+	purged(t, e, o)
+	require.Zero(t, e.api.snapshotReads.Load(), "a cleanup reads no snapshot value")
+}
+
 func TestFamilyDeleteSnapshot(t *testing.T) {
 	t.Parallel()
 	purge := func(middle ...string) []string {
@@ -590,14 +608,14 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		Setup: given(scripted(purgeSetup, kubetest.Delete, snapName(1), kubetest.AppliedLost())),
 		Want:  "deleted",
 		Trail: purge("result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 ours"),
-		Check: purged,
+		Check: purgedByMetadata,
 	}, {
 		Name:  "lost before apply: still there, sent again",
 		Setup: given(scripted(purgeSetup, kubetest.Delete, snapName(1), kubetest.LostBefore())),
 		Want:  "deleted",
 		Trail: purge("result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 not-applied/present",
 			"call delete-snapshot v1", "result delete-snapshot v1 applied"),
-		Check: purged,
+		Check: purgedByMetadata,
 	}, {
 		Name:  "404: someone deleted it first",
 		Setup: given(scripted(purgeSetup, kubetest.Delete, snapName(1), kubetest.Theirs(func(d *kubetest.Server) { d.Remove(kubetest.Secrets, snapName(1)) }))),
@@ -605,7 +623,7 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 		Trail: purge("result delete-snapshot v1 applied"),
 		Check: purged,
 	}, {
-		Name: "409 from someone else's finalizer, then pending: history-pending, the live Secret stays",
+		Name: "409 from someone else's finalizer: refused snapshot-changed, the live Secret stays",
 		Setup: given(func(e *env) *Command {
 			cmd := purgeSetup(e)
 			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Theirs(func(d *kubetest.Server) {
@@ -613,31 +631,33 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			}))
 			return cmd
 		}),
-		Want: "uncertain/history-pending",
-		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/conflict", "resolve delete-snapshot v1 not-applied/present",
-			"call delete-snapshot v1", "result delete-snapshot v1 applied", "call delete-snapshot v2", "result delete-snapshot v2 applied"},
-		Check: func(t *testing.T, e *env, _ outcome) {
-			require.NotNil(t, e.live(), "the live delete waits")
-			require.NotNil(t, e.snap("uid-0001", 1).DeletionTimestamp)
-			require.Nil(t, e.snap("uid-0001", 2))
+		Want: "refused/snapshot-changed",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/conflict", "resolve delete-snapshot v1 theirs/snapshot-changed",
+			"refuse snapshot-changed"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.NotNil(t, e.live(), "the live delete is never sent")
+			require.Equal(t, []string{"v1", "v2"}, snapshotsOf(e, "uid-0001"))
+			require.Equal(t, []any{}, o.ending()["purgedVersions"])
+			requireWrites(t, e, nil)
 		},
 	}, {
-		Name: "422 (admission) leaves it in place: retried, then attempts-exhausted with the live Secret kept",
+		Name: "three snapshots, one held by a finalizer, one refused by admission: absent 1, pending 1, failed 1, the live Secret stays",
 		Setup: given(func(e *env) *Command {
-			cmd := purgeSetup(e)
-			for range 3 {
-				e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Status(kubetest.Invalid("Secret", snapName(1))))
-			}
-			return cmd
+			e.history(3) // v1, v2, v3; live at 4
+			edit(e.api.Server, snapName(1), kubetest.Held)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(2), kubetest.Status(kubetest.Invalid("Secret", snapName(2))))
+			return e.delete(e.rv(), false)
 		}),
-		Want: "uncertain/attempts-exhausted",
-		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
-			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present",
-			"call delete-snapshot v1", "result delete-snapshot v1 unknown/invalid", "resolve delete-snapshot v1 not-applied/present"},
-		Check: func(t *testing.T, e *env, _ outcome) {
-			require.NotNil(t, e.live())
-			require.Equal(t, []string{"v1", "v2"}, snapshotsOf(e, "uid-0001"))
-			requireWrites(t, e, nil)
+		Want: "uncertain/history-pending",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied", "call delete-snapshot v2", "result delete-snapshot v2 applied/invalid",
+			"call delete-snapshot v3", "result delete-snapshot v3 applied"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.ErrorContains(t, o.err, "absent 1, pending 1, failed 1")
+			require.NotNil(t, e.live(), "the live delete waits")
+			require.NotNil(t, e.snap("uid-0001", 1).DeletionTimestamp)
+			require.NotNil(t, e.snap("uid-0001", 2))
+			require.Nil(t, e.snap("uid-0001", 3))
+			requireWrites(t, e, map[string]int{snapName(1): 1, snapName(3): 1})
 		},
 	}, {
 		Name: "someone else's edit of the snapshot's metadata: theirs, refused",
@@ -655,6 +675,56 @@ func TestFamilyDeleteSnapshot(t *testing.T) {
 			require.NotNil(t, e.live())
 			require.NotNil(t, e.snap("uid-0001", 1))
 			require.Equal(t, map[string]any{"name": testName, "namespace": testNamespace, "uid": "uid-0001"}, o.ending()["secret"])
+		},
+	}, {
+		Name: "the live Secret changed after the first snapshot delete: no further snapshot goes, refused naming the change",
+		Setup: given(func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Pass().First(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["other"] = []byte("x") })
+			}))
+			return cmd
+		}),
+		Want:  "refused/changed-concurrently",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied", "refuse changed-concurrently"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.NotNil(t, e.live(), "the live Secret stays")
+			require.Nil(t, e.snap("uid-0001", 1))
+			require.NotNil(t, e.snap("uid-0001", 2), "not deleted after the change")
+			requireWrites(t, e, map[string]int{snapName(1): 1})
+			require.Equal(t, []any{float64(1)}, o.ending()["purgedVersions"])
+			require.Equal(t, 2, o.observations(), "the read that saw the change is journaled")
+		},
+	}, {
+		Name: "the live Secret deleted after the first snapshot delete: secret-absent, no further snapshot goes",
+		Setup: given(func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.Pass().First(func(d *kubetest.Server) {
+				d.Remove(kubetest.Secrets, testName)
+			}))
+			return cmd
+		}),
+		Want:  "refused/secret-absent",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 applied", "refuse secret-absent"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.NotNil(t, e.snap("uid-0001", 2), "not deleted after the change")
+			requireWrites(t, e, map[string]int{snapName(1): 1})
+		},
+	}, {
+		Name: "a lost delete not applied, the live Secret changed since: not sent again, refused naming the change",
+		Setup: given(func(e *env) *Command {
+			cmd := purgeSetup(e)
+			e.api.On(kubetest.Delete, kubetest.Secrets, snapName(1), kubetest.LostBefore().First(func(d *kubetest.Server) {
+				edit(d, testName, func(s *corev1.Secret) { s.Data["other"] = []byte("x") })
+			}))
+			return cmd
+		}),
+		Want:  "refused/changed-concurrently",
+		Trail: []string{"call delete-snapshot v1", "result delete-snapshot v1 unknown/lost", "resolve delete-snapshot v1 theirs/changed-concurrently", "refuse changed-concurrently"},
+		Check: func(t *testing.T, e *env, o outcome) {
+			require.Equal(t, []string{"v1", "v2"}, snapshotsOf(e, "uid-0001"), "no snapshot deleted")
+			require.NotNil(t, e.live())
+			require.Equal(t, []any{}, o.ending()["purgedVersions"])
 		},
 	}, {
 		Name: "a snapshot already being deleted: history-pending at once, the read journaled",

@@ -48,6 +48,7 @@ type env struct {
 func (e *env) Run() outcome {
 	e.t.Helper()
 	e.api.ResetCounts()
+	e.api.snapshotReads.Store(0)
 	return e.run(e.cmd)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,12 +25,15 @@ import (
 type secretsAPI struct {
 	*kubetest.Server
 	name string
+	// snapshotReads counts the whole reads (values included) of snapshots:
+	// GetSnapshot, never GetSnapshotMeta.
+	snapshotReads *atomic.Int32
 }
 
 var _ secrets = secretsAPI{}
 
 func newSecretsAPI(namespace, name string) secretsAPI {
-	return secretsAPI{Server: kubetest.New(namespace), name: name}
+	return secretsAPI{Server: kubetest.New(namespace), name: name, snapshotReads: &atomic.Int32{}}
 }
 
 func (a secretsAPI) get(name string) (*corev1.Secret, error) {
@@ -44,7 +48,23 @@ func (a secretsAPI) GetSnapshot(_ context.Context, name string) (*corev1.Secret,
 	if !isSnapshotName(name) {
 		return nil, fmt.Errorf("snapshot get of %s refused: not a snapshot name", name)
 	}
+	a.snapshotReads.Add(1)
 	return a.get(name)
+}
+
+// GetSnapshotMeta reads a snapshot's metadata only, as the adapter's
+// PartialObjectMetadata read does: what it returns carries no data.
+func (a secretsAPI) GetSnapshotMeta(_ context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	if !isSnapshotName(name) {
+		return nil, fmt.Errorf("snapshot metadata get of %s refused: not a snapshot name", name)
+	}
+	s, err := a.get(name)
+	if err != nil {
+		return nil, err
+	}
+	m := s.ObjectMeta.DeepCopy()
+	m.ManagedFields = nil
+	return &metav1.PartialObjectMetadata{ObjectMeta: *m}, nil
 }
 
 func (a secretsAPI) bound(s *corev1.Secret, verb string) error {

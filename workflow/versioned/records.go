@@ -88,10 +88,19 @@ type deleteLiveDetail struct {
 }
 
 // deletionDetail is what a delete's applied answer or its resolution says
-// of the object: deleted, or pending (still there, being deleted).
+// of the object: deleted, pending (still there, being deleted), or failed
+// (a cleanup delete the API server refused, deletionFailed).
 type deletionDetail struct {
 	Deletion kube.Deletion `json:"deletion"`
 }
+
+// deletionFailed is a cleanup delete's answer when the API server
+// definitely refused it (403, 422: an admission policy, RBAC): the
+// snapshot stays. The answer is journaled as applied with this detail,
+// its HTTP status and reason, so that the cleanup goes on with the next
+// snapshot and ends uncertain with its counts (see cleanup); a rerun sends
+// the delete again.
+const deletionFailed kube.Deletion = "failed"
 
 // reusedDetail is the resolution of a snapshot create that found its
 // snapshot in place: whether another actor's run made it.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/kube"
@@ -175,29 +176,72 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	return v, nil
 }
 
-// resolveSnapshotDelete settles a prune or purge delete: the snapshot gone
-// (or its slot now held by another object) is absent, still there with a
-// deletionTimestamp is pending, unchanged is not applied.
+// resolveSnapshotDelete settles a prune or purge delete from the
+// snapshot's metadata alone (a cleanup never reads a value): the snapshot
+// gone (or its slot now held by another object) is absent, still there
+// with a deletionTimestamp is pending, changed since the delete was decided
+// (another resourceVersion: a precondition conflict) is refused
+// (snapshot-changed), unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
 	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
 	if err != nil {
 		return workflow.Verdict{}, err
 	}
 	name := t.Name
-	s, err := f.api.GetSnapshot(ctx, name)
-	if v, settled := deleteSettled(s, err, call, "slot-reoccupied"); settled {
+	s, err := f.api.GetSnapshotMeta(ctx, name)
+	var obj metav1.Object
+	if s != nil {
+		obj = &s.ObjectMeta
+	}
+	if v, settled := deleteSettled(obj, err, call, "slot-reoccupied"); settled {
 		return v, nil
 	}
 	uid, _ := boundUID(run)
 	meta, ok := checkMeta(&s.ObjectMeta, types.UID(uid), f.cmd.Name)
 	if !ok {
-		v := found(workflow.Theirs, ReasonSnapshotInvalid, s)
+		v := found(workflow.Theirs, ReasonSnapshotInvalid, &corev1.Secret{ObjectMeta: s.ObjectMeta})
 		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{})
 		return v, nil
 	}
-	v := found(workflow.NotApplied, "present", s)
+	if s.ResourceVersion != call.ResourceVersion {
+		// The snapshot changed since the read the delete was decided from
+		// (its precondition failed, 409, or would): a refusal, never a
+		// delete sent again with new preconditions.
+		v := found(workflow.Theirs, ReasonSnapshotChanged, &corev1.Secret{ObjectMeta: s.ObjectMeta})
+		v.Summary = f.summaryOf(types.UID(uid), summaryDetail{Snapshot: &name})
+		return v, nil
+	}
+	if call.Step == StepDeleteSnapshot {
+		// A purge's delete is sent again only from a fresh read of the
+		// live Secret, as the decision sends it (decideSteps).
+		if v, changed := f.liveChanged(ctx, uid); changed {
+			return v, nil
+		}
+	}
+	v := found(workflow.NotApplied, "present", &corev1.Secret{ObjectMeta: s.ObjectMeta})
 	v.Retry = f.deleteSnapshotCall(call.Step, types.UID(uid), meta)
 	return v, nil
+}
+
+// liveChanged reads the live Secret before a purge's delete is sent again:
+// gone, of another UID than uid (the one the operation bound), at another
+// resourceVersion than the command expects, or being deleted is someone
+// else's change (its reason names it). A failed read is undetermined.
+func (f *family) liveChanged(ctx context.Context, uid string) (workflow.Verdict, bool) {
+	live, err := getLive(ctx, f.api)
+	switch {
+	case err != nil:
+		return undetermined(err), true
+	case live == nil:
+		return found(workflow.Theirs, ReasonSecretAbsent, nil), true
+	case string(live.UID) != uid:
+		return found(workflow.Theirs, ReasonUIDChanged, live), true
+	case live.ResourceVersion != f.cmd.ExpectedResourceVersion:
+		return found(workflow.Theirs, ReasonChangedConcurrent, live), true
+	case live.DeletionTimestamp != nil:
+		return found(workflow.Theirs, ReasonTerminating, live), true
+	}
+	return workflow.Verdict{}, false
 }
 
 // resolveReplace settles the live write: the live object of the same UID
@@ -321,14 +365,14 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 	if f.cmd.Kind == command.KindSecretRestore {
 		protected = append(protected, f.cmd.Version)
 	}
-	_, pending, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
+	c, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
 	if err != nil {
 		v := undetermined(err)
 		return &v
 	}
-	if pending > 0 {
+	if c.pending+c.failed > 0 {
 		v := workflow.Verdict{Kind: workflow.Undetermined, Reason: ReasonPrunePending, UID: string(live.UID), ResourceVersion: live.ResourceVersion,
-			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write is not sent again until they are gone: rerun the same command", pending)}
+			Err: c.unfinished("the snapshots beyond the history limit", "the live write (not sent again)")}
 		return &v
 	}
 	return nil
@@ -354,7 +398,7 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 // another UID (replaced says how), is deleted; a deletionTimestamp is
 // pending; a failed read is undetermined. settled is false when the object
 // is still there, unchanged in identity, for the caller to decide.
-func deleteSettled(s *corev1.Secret, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
+func deleteSettled(s metav1.Object, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
 	deletion := func(reason string, state kube.Deletion) workflow.Verdict {
 		return workflow.Verdict{Kind: workflow.Ours, Reason: reason, Detail: store.DetailOf(deletionDetail{Deletion: state})}
 	}

@@ -143,7 +143,9 @@ func (m *runReads) applied(r store.Record) bool {
 		if err != nil {
 			return false // a detail this run did not write: its reads are dropped
 		}
-		m.metas = deleted(m.metas, name, d.Deletion == kube.DeletionPending)
+		if d.Deletion != deletionFailed { // a refused delete leaves the snapshot as listed
+			m.metas = deleted(m.metas, name, d.Deletion == kube.DeletionPending)
+		}
 	default: // the live Secret: read it again
 		m.liveRead, m.live = false, nil
 	}
@@ -231,6 +233,10 @@ func (m *runReads) refresh(purge bool) {
 	}
 }
 
+// rereadLive drops the live Secret only: the next decision reads it again
+// (before a purge's next snapshot delete), and the history listing stays.
+func (m *runReads) rereadLive() { m.liveRead, m.live = false, nil }
+
 // history is one listing of the history and the journal's provenance read
 // right after it.
 type history struct {
@@ -281,7 +287,7 @@ func (m *runReads) confirm(ctx context.Context, api secrets, name string) error 
 		}
 	}
 	now, err := workflow.Verify(ctx, intended, func(ctx context.Context) (*metav1.ObjectMeta, error) {
-		s, err := api.GetSnapshot(ctx, name)
+		s, err := api.GetSnapshotMeta(ctx, name) // its metadata is all the check reads
 		switch {
 		case errors.Is(err, kube.ReasonNotFound):
 			return nil, nil

@@ -10,16 +10,26 @@ import (
 // refused when its estimated size exceeds it.
 const MaxSecretBytes = 1 << 20
 
-// EstimateSize estimates the size of s as written: every value's raw bytes
-// times 4/3 (its base64 form, rounded up to whole 4-byte groups), plus every
-// key, label and annotation, the name, namespace and type. It is an
-// estimate in the sense of the guard, deliberately conservative: the API
-// server's own limit counts raw bytes.
+// The versioning contract's estimate of a value as written: its UTF-8
+// bytes times 1.4 (textFactorNum / textFactorDen).
+const (
+	textFactorNum = 14
+	textFactorDen = 10
+)
+
+// EstimateSize is the contract's estimate of s as written, for an update
+// that brings new data (text input): the UTF-8 bytes of every value (the
+// decoded bytes the command carries) times 1.4, rounded up, plus every key,
+// label and annotation, the name, namespace and type. It is compared with
+// MaxSecretBytes. Restores and updates that bring no new bytes are
+// measured by DataSize instead.
 func EstimateSize(s *corev1.Secret) int64 {
-	var n int64
+	var n, values int64
 	for k, v := range s.Data {
-		n += int64(len(k)) + base64Len(len(v))
+		n += int64(len(k))
+		values += int64(len(v))
 	}
+	n += (values*textFactorNum + textFactorDen - 1) / textFactorDen
 	for k, v := range s.Labels {
 		n += int64(len(k) + len(v))
 	}
@@ -29,8 +39,6 @@ func EstimateSize(s *corev1.Secret) int64 {
 	n += int64(len(s.Name) + len(s.Namespace) + len(s.Type))
 	return n
 }
-
-func base64Len(raw int) int64 { return int64((raw + 2) / 3 * 4) }
 
 // DataSize is what the API server counts against its Secret limit: every
 // key and raw value, as stored. A restore writes data the API server

@@ -120,13 +120,24 @@ type write struct {
 // read already (runReads). A decision that writes the live Secret is made
 // from a fresh read of it and of what the write relies on (the archive
 // before a replace, a fresh list of the history before a delete without
-// history): when the steps decided it from an earlier decision's reads,
+// history), and a purge's snapshot delete from a fresh read of the live
+// Secret: when the steps decided it from an earlier decision's reads,
 // those are read again and the steps run again.
 func (f *family) decideSteps(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	seen := f.runReads(run)
 	w, d, err := f.decideWith(ctx, run, seen)
-	if err == nil && writesLive(d) && !w.liveFresh {
+	switch {
+	case err != nil, w.liveFresh:
+	case writesLive(d):
 		seen.refresh(f.purges())
+		w, d, err = f.decideWith(ctx, run, seen)
+	case purgesSnapshot(d):
+		// The contract rechecks the live object before each cleanup
+		// mutation: a purge's snapshot delete is sent only from a fresh
+		// read of the live Secret, so a change to it since the purge began
+		// stops the purge (changed-concurrently, uid-changed,
+		// secret-absent, terminating) before one more snapshot goes.
+		seen.rereadLive()
 		w, d, err = f.decideWith(ctx, run, seen)
 	}
 	if tooLarge := (*historyTooLarge)(nil); errors.As(err, &tooLarge) {
@@ -147,6 +158,11 @@ func (f *family) decideWith(ctx context.Context, run *workflow.Run, seen *runRea
 	w := &write{reads: &reads{f: f, run: run, seen: seen}}
 	d, err := w.decide(ctx)
 	return w, d, err
+}
+
+// purgesSnapshot: d sends a purge's snapshot delete.
+func purgesSnapshot(d workflow.Decision) bool {
+	return d.Call != nil && d.Call.Step == StepDeleteSnapshot
 }
 
 // writesLive: d sends a write of the live Secret over an existing one.

@@ -72,15 +72,24 @@ const (
 	ReasonSnapshotFinalizers  = "snapshot-finalizers"
 	// ReasonTooLarge: a restore's data is over the API server's limit.
 	ReasonTooLarge = "too-large"
+	// ReasonSnapshotChanged: a snapshot changed between the read a
+	// cleanup delete was decided from and the delete (its resourceVersion
+	// precondition failed: 409): the versioning contract answers a
+	// snapshot precondition conflict with a refusal, never a retry with
+	// new preconditions.
+	ReasonSnapshotChanged = "snapshot-changed"
 )
 
 // Reasons a run ends uncertain (exit 75): the same command rerun retries.
 const (
 	// ReasonPrunePending: a snapshot beyond the limit is still being
-	// deleted, or its delete failed; the live write waits.
+	// deleted, or its delete failed; the live write waits. The message
+	// counts the prune's snapshots confirmed absent, pending and failed.
 	ReasonPrunePending = "prune-pending"
 	// ReasonHistoryPending: a delete without history still sees
-	// snapshots of the UID; the live delete waits.
+	// snapshots of the UID (still being deleted, or their delete failed);
+	// the live delete waits. The message counts the purge's snapshots
+	// confirmed absent, pending and failed.
 	ReasonHistoryPending = "history-pending"
 )
 
@@ -172,6 +181,7 @@ type secrets interface {
 	DeleteLive(ctx context.Context, uid types.UID, resourceVersion string) (kube.Deletion, error)
 	CreateSnapshot(ctx context.Context, s *corev1.Secret) (*corev1.Secret, error)
 	GetSnapshot(ctx context.Context, name string) (*corev1.Secret, error)
+	GetSnapshotMeta(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error)
 	DeleteSnapshot(ctx context.Context, name string, uid types.UID, resourceVersion string) (kube.Deletion, error)
 	ListClaims(ctx context.Context, keep func(*metav1.ObjectMeta) bool, max int) ([]metav1.PartialObjectMetadata, error)
 }
@@ -191,6 +201,10 @@ type family struct {
 	journal workflow.JournalReader
 	seen    *runReads  // what this run has read (runReads)
 	ahead   *listAhead // the history listing the prefetch started, until digest takes it
+	// refused are the targets of the cleanup deletes the API server
+	// refused in this process (deletionFailed): counted failed here, sent
+	// again by a rerun.
+	refused map[string]bool
 }
 
 // BindJournal implements workflow.JournalBound: provenance is proven from
@@ -231,11 +245,12 @@ func getLive(ctx context.Context, api secrets) (*corev1.Secret, error) {
 // precheck runs before the journal is opened: the size guard refuses an
 // update whose live Secret would exceed MaxSecretBytes (exit 64), so
 // nothing is journaled or written for it. New data is measured by the
-// estimate (EstimateSize); an update that brings no new bytes (it only
-// removes keys or sets values the live Secret already holds) by the bytes
-// the API server counts (DataSize). A restore writes data the API server
-// accepted before: Decide checks it against DataSize once the target is
-// proven ours (nothing is read from a snapshot before that).
+// contract's estimate (EstimateSize: UTF-8 bytes x 1.4); an update that
+// brings no new bytes (it only removes keys or sets values the live Secret
+// already holds) by the bytes the API server counts (DataSize). A restore
+// writes data the API server accepted before: Decide checks it against
+// DataSize once the target is proven ours (nothing is read from a
+// snapshot before that).
 func (f *family) precheck(ctx context.Context) error {
 	if f.cmd.Kind != command.KindSecretUpdate {
 		return nil
@@ -264,7 +279,7 @@ func (f *family) precheck(ctx context.Context) error {
 		}
 	}
 	if size := EstimateSize(desired); size > MaxSecretBytes {
-		return command.Invalid("spec.data", fmt.Sprintf("the Secret would be about %d bytes (values x 4/3 plus metadata), over the %d-byte guard", size, MaxSecretBytes))
+		return command.Invalid("spec.data", fmt.Sprintf("the Secret would be about %d bytes (values' UTF-8 bytes x 1.4 plus metadata), over the %d-byte guard", size, MaxSecretBytes))
 	}
 	return nil
 }
@@ -301,7 +316,8 @@ func withPurged(summary store.Detail, run *workflow.Run) (store.Detail, error) {
 }
 
 // purgedVersions lists the versions of the snapshots whose delete-snapshot
-// call the journal settled as done.
+// call the journal settled as done (deleted or pending; never one the API
+// server refused).
 func purgedVersions(run *workflow.Run) ([]int64, error) {
 	out := []int64{}
 	seen := map[string]bool{}
@@ -311,6 +327,13 @@ func purgedVersions(run *workflow.Run) ([]int64, error) {
 		}
 		seen[r.Target] = true
 		if done, ok := run.Settled(r.Step, r.Target); ok {
+			by, err := detailOf[deletionDetail](done.By)
+			if err != nil {
+				return nil, err
+			}
+			if by.Deletion == deletionFailed {
+				continue // refused: the snapshot stays
+			}
 			v, err := callVersion(done.Call)
 			if err != nil {
 				return nil, err
@@ -378,21 +401,23 @@ func archiveProblem(inv inventory, n int64, rec store.Record) string {
 // prune deletes, oldest first and one at a time, the snapshots beyond the
 // limit, never one in protected (the snapshot just taken, a restore's
 // target). done is true when every one is confirmed absent. A snapshot
-// still present (finalizers hold it) blocks the live write: the decision
-// ends the run with *workflow.Uncertain (Decision.End, exit 75) once the
-// read that saw it is journaled; rerunning the same command checks again
-// and completes once it is gone.
+// still present (finalizers hold it, or the API server refused its
+// delete: an admission policy) blocks the live write: the decision ends
+// the run with *workflow.Uncertain (Decision.End, exit 75) once the read
+// that saw it is journaled, saying how many of the prune's snapshots are
+// confirmed absent, pending and failed; rerunning the same command checks
+// again (and sends a refused delete again) and completes once they are
+// gone.
 func (f *family) prune(run *workflow.Run, live *corev1.Secret, inv inventory, protected []int64) (workflow.Decision, bool) {
-	call, pending, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
+	c, err := f.nextDelete(run, StepPruneSnapshot, live.UID, f.victims(inv, protected))
 	if err != nil {
 		return workflow.Decision{End: err}, false
 	}
-	if call != nil {
-		return workflow.Decision{Call: call}, false
+	if c.next != nil {
+		return workflow.Decision{Call: c.next}, false
 	}
-	if pending > 0 {
-		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonPrunePending,
-			Err: fmt.Errorf("%d snapshot(s) beyond the history limit are still being deleted (finalizers hold them); the live write waits: rerun the same command once they are gone", pending)}}, false
+	if c.pending+c.failed > 0 {
+		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonPrunePending, Err: c.unfinished("the snapshots beyond the history limit", "the live write")}}, false
 	}
 	return workflow.Decision{}, true
 }
@@ -415,53 +440,110 @@ func (f *family) victims(inv inventory, protected []int64) []Snapshot {
 	return out
 }
 
+// cleanup is where a prune or purge stands after one decision's walk of
+// its snapshots (nextDelete): the next delete to send, or none, and what
+// its deletes came to: snapshots confirmed absent (every delete of the
+// step the journal settled as deleted), pending (still there, being
+// deleted: finalizers hold them) and failed (the API server refused the
+// delete in this process: an admission policy, RBAC).
+type cleanup struct {
+	next                    *workflow.Call
+	absent, pending, failed int
+}
+
+// unfinished says what a cleanup that does not finish came to: what its
+// snapshots are (what), the write that waits (blocked).
+func (c cleanup) unfinished(what, blocked string) error {
+	return fmt.Errorf("%s: absent %d, pending %d, failed %d (pending: still being deleted, finalizers hold them; failed: the API server refused the delete, an admission policy or RBAC); %s waits: rerun the same command once they are resolved",
+		what, c.absent, c.pending, c.failed, blocked)
+}
+
 // nextDelete walks snapshots to delete under step (as listed in this
 // decision): each whose delete the journal settled as pending, and each
-// terminating one, is pending; one settled as deleted yet listed is a dry
-// run's planned delete; the first of the rest is the next delete call (nil
-// when there is none).
-func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, snapshots []Snapshot) (*workflow.Call, int, error) {
-	pending := 0
+// terminating one, is pending; each whose delete the API server refused
+// in this process is failed (a refusal an earlier run journaled is sent
+// again); one settled as deleted yet listed is a dry run's planned delete;
+// the first of the rest is the next delete call. The walk stops at the
+// next call; without one, the counts cover every snapshot.
+func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, snapshots []Snapshot) (cleanup, error) {
+	absent, err := settledAbsent(run, step)
+	if err != nil {
+		return cleanup{}, err
+	}
+	c := cleanup{absent: absent}
 	for _, s := range snapshots {
-		done, ok := run.Settled(step, f.secretTarget(s.Name).String())
+		target := f.secretTarget(s.Name).String()
+		done, ok := run.Settled(step, target)
 		var by deletionDetail
 		if ok {
-			var err error
 			if by, err = detailOf[deletionDetail](done.By); err != nil {
-				return nil, 0, err
+				return cleanup{}, err
 			}
 		}
 		switch {
+		case ok && by.Deletion == deletionFailed && f.refused[target]:
+			c.failed++
+		case ok && by.Deletion == deletionFailed:
+			c.next = f.deleteSnapshotCall(step, liveUID, s)
+			return c, nil
 		case ok && by.Deletion != kube.DeletionPending:
 		case ok, s.Terminating:
-			pending++
+			c.pending++
 		default:
-			return f.deleteSnapshotCall(step, liveUID, s), pending, nil
+			c.next = f.deleteSnapshotCall(step, liveUID, s)
+			return c, nil
 		}
 	}
-	return nil, pending, nil
+	return c, nil
+}
+
+// settledAbsent counts the snapshots whose delete under step the journal
+// settled as deleted (gone, or its name now held by another object).
+func settledAbsent(run *workflow.Run, step string) (int, error) {
+	n := 0
+	seen := map[string]bool{}
+	for _, r := range run.Records {
+		if r.Kind != store.RecordAuthorityCall || r.Step != step || seen[r.Target] {
+			continue
+		}
+		seen[r.Target] = true
+		done, ok := run.Settled(r.Step, r.Target)
+		if !ok {
+			continue
+		}
+		by, err := detailOf[deletionDetail](done.By)
+		if err != nil {
+			return 0, err
+		}
+		if by.Deletion == kube.Deleted {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // purge deletes every snapshot keyledger made for the live UID, then
 // confirms that none is left: the history inv shows is the run's listing
 // with every delete this run's answers settled folded in (a deleted
-// snapshot removed, a pending one terminating), and the decision that
-// sends the live delete lists afresh (runReads.refresh), so a genuine
-// snapshot it still shows is one whose delete is pending, or one made since.
-// One still present blocks the live delete: the decision ends the run with
-// *workflow.Uncertain (Decision.End, exit 75); rerunning the same command
-// checks again.
+// snapshot removed, a pending one terminating, a refused one unchanged),
+// and the decision that sends the live delete lists afresh
+// (runReads.refresh), so a genuine snapshot it still shows is one whose
+// delete is pending or was refused, or one made since. One still present
+// blocks the live delete: the decision ends the run with
+// *workflow.Uncertain (Decision.End, exit 75), saying how many of the
+// purge's snapshots are confirmed absent, pending and failed; rerunning
+// the same command checks again.
 func (f *family) purge(run *workflow.Run, live *corev1.Secret, inv inventory) (workflow.Decision, bool) {
-	call, _, err := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
+	c, err := f.nextDelete(run, StepDeleteSnapshot, live.UID, inv.genuine)
 	if err != nil {
 		return workflow.Decision{End: err}, false
 	}
-	if call != nil {
-		return workflow.Decision{Call: call}, false
+	if c.next != nil {
+		return workflow.Decision{Call: c.next}, false
 	}
 	if left := len(inv.genuine); left > 0 {
-		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonHistoryPending,
-			Err: fmt.Errorf("%d snapshot(s) of this Secret are still being deleted (finalizers hold them); the live delete waits: rerun the same command once they are gone", left)}}, false
+		c.pending = left - c.failed // whatever is still there and not refused
+		return workflow.Decision{End: &workflow.Uncertain{Reason: ReasonHistoryPending, Err: c.unfinished("the snapshots of this Secret", "the live delete")}}, false
 	}
 	return workflow.Decision{}, true
 }

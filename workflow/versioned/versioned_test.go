@@ -94,13 +94,21 @@ func TestEstimateSize(t *testing.T) {
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{"p": make([]byte, 3), "q": make([]byte, 4), "e": {}},
 	}
-	// values: 3 -> 4, 4 -> 8, 0 -> 0; keys 3; labels 2; annotations 3; name+ns+type 2+4+6
-	require.Equal(t, int64(4+8+0+3+2+3+2+4+6), EstimateSize(s))
+	// values: 3+4+0 = 7 bytes x 1.4 = 9.8 -> 10; keys 3; labels 2; annotations 3; name+ns+type 2+4+6
+	require.Equal(t, int64(10+3+2+3+2+4+6), EstimateSize(s))
 
-	big := &corev1.Secret{Data: map[string][]byte{"v": make([]byte, 786432)}} // 768 KiB raw -> exactly 1 MiB base64
-	require.Equal(t, int64(MaxSecretBytes+1), EstimateSize(big), "1 MiB of base64 plus the key: over the guard")
-	big.Data["v"] = make([]byte, 786429)
-	require.LessOrEqual(t, EstimateSize(big), int64(MaxSecretBytes))
+	// The contract's bound: UTF-8 bytes x 1.4 against 1 MiB. 748,983 bytes
+	// are 1,048,576.2 estimated (rounded up), over with the key; one byte
+	// less is exactly 1 MiB with the key.
+	big := &corev1.Secret{Data: map[string][]byte{"v": make([]byte, 748983)}}
+	require.Equal(t, int64(MaxSecretBytes+2), EstimateSize(big), "over the guard")
+	big.Data["v"] = make([]byte, 748982)
+	require.Equal(t, int64(MaxSecretBytes), EstimateSize(big), "at the guard: accepted")
+
+	// 760 KiB of values: under 1 MiB as base64 (x 4/3), over it at x 1.4.
+	big.Data["v"] = make([]byte, 760<<10)
+	require.Less(t, int64((760<<10+2)/3*4+1), int64(MaxSecretBytes), "base64 would let it pass")
+	require.Greater(t, EstimateSize(big), int64(MaxSecretBytes), "the contract's estimate refuses it")
 }
 
 func liveSecret() *corev1.Secret {

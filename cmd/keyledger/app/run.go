@@ -28,7 +28,8 @@ type outcomeLine struct {
 	Outcome    string `json:"outcome"`
 	Reason     string `json:"reason,omitempty"`
 	// Error is a content-free message for outcomes without a journal entry
-	// (invalid command, unavailable dependency, permission mismatch).
+	// (invalid command, unavailable dependency, permission mismatch), and
+	// for an uncertain one, what is left to settle.
 	Error   string       `json:"error,omitempty"`
 	Summary store.Detail `json:"-"`
 }
@@ -87,8 +88,14 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 			return
 		}
 		f := describe(err)
-		if line.Outcome == "" {
+		switch {
+		case line.Outcome == "":
 			line.Outcome, line.Reason, line.Error = string(f.Outcome), f.Reason, f.Message
+		case f.Outcome == workflow.OutcomeUncertain:
+			// An open operation: what is left to settle (a cleanup's
+			// counts of snapshots absent, pending and failed), as the
+			// stderr line says it.
+			line.Error = f.Message
 		}
 		b, _ := json.Marshal(line)
 		fmt.Fprintln(streams.Out, string(b))

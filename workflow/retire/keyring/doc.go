@@ -37,6 +37,13 @@
 // [Manifest.CatalogDigest] may be printed and journaled. Errors never carry
 // material.
 //
+// # Bounds
+//
+// At most MaxKeys (16) keys and MaxRetirements (64) receipts; the manifest's
+// encoding at most MaxManifestBytes, and the keyring Secret as a whole
+// (data, labels, annotations and name) at most MaxSecretBytes, both 256 KiB
+// (ADR-0262); over either is refused "too-large".
+//
 // # Refusals
 //
 // Every refusal is an [*Error] with a stable kebab-case Reason (the Reason*

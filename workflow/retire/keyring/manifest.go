@@ -17,6 +17,12 @@ const (
 	Schema = "keyledger.dev/keyring/v1"
 	// MaxManifestBytes is the largest manifest accepted (256 KiB).
 	MaxManifestBytes = 256 << 10
+	// MaxSecretBytes is the largest keyring Secret accepted as a whole
+	// (256 KiB, ADR-0262): its data keys and values, label and annotation
+	// keys and values, and name, counted as stored. A Secret within it
+	// whose manifest is within MaxManifestBytes may still carry 256 KiB
+	// of annotations beside it; this bound closes that.
+	MaxSecretBytes = 256 << 10
 	// MaxKeys is the most keys a manifest may hold.
 	MaxKeys = 16
 	// MaxRetirements is the most retirement receipts a manifest may hold.

@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// apiRequest is one request keyledger sent through an apiRecorder, with
+// what the real API server answered: the answer's kind and whether it
+// carried data are read from a JSON answer; a protobuf answer (a whole
+// object, as client-go asks for by default) has Kind "protobuf".
+type apiRequest struct {
+	Method, Path, Accept string
+	Status               int
+	ContentType          string
+	Kind                 string
+	HasData              bool
+}
+
+// apiRecorder is a request recorder on the real transport: a TLS proxy on
+// loopback in front of the test's API server that relays every request of
+// a keyledger process unchanged (its own bearer token included) and keeps
+// each request with its answer. after, when set, runs once the API server
+// answered a request and before keyledger sees the answer: a test changes
+// the cluster there at an exact point of a run.
+type apiRecorder struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu    sync.Mutex
+	reqs  []apiRequest
+	after func(r apiRequest)
+}
+
+// newAPIRecorder starts a recording proxy in front of the test's API server.
+func (e *env) newAPIRecorder() *apiRecorder {
+	e.t.Helper()
+	admin := e.kube.Config()
+	target, err := url.Parse(admin.Host)
+	require.NoError(e.t, err)
+	pool := x509.NewCertPool()
+	require.True(e.t, pool.AppendCertsFromPEM(admin.CAData), "the API server's CA")
+	rec := &apiRecorder{t: e.t}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: admin.ServerName, MinVersion: tls.VersionTLS12}}
+	direct := proxy.Director
+	proxy.Director = func(r *http.Request) {
+		direct(r)
+		r.Host = target.Host
+	}
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		req := apiRequest{
+			Method: resp.Request.Method, Path: resp.Request.URL.Path, Accept: resp.Request.Header.Get("Accept"),
+			Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Kind: "protobuf",
+		}
+		if strings.HasPrefix(req.ContentType, "application/json") {
+			var doc struct {
+				Kind string          `json:"kind"`
+				Data json.RawMessage `json:"data"`
+			}
+			if json.Unmarshal(body, &doc) == nil {
+				req.Kind, req.HasData = doc.Kind, len(doc.Data) > 0
+			}
+		}
+		rec.mu.Lock()
+		rec.reqs = append(rec.reqs, req)
+		after := rec.after
+		rec.mu.Unlock()
+		if after != nil {
+			after(req)
+		}
+		return nil
+	}
+	rec.srv = httptest.NewUnstartedServer(proxy)
+	rec.srv.StartTLS()
+	e.t.Cleanup(rec.srv.Close)
+	return rec
+}
+
+// requests returns what was recorded since the last reset.
+func (r *apiRecorder) requests() []apiRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]apiRequest(nil), r.reqs...)
+}
+
+// reset forgets what was recorded and sets the hook (nil for none).
+func (r *apiRecorder) reset(after func(apiRequest)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reqs, r.after = nil, after
+}
+
+// through runs as a ServiceAccount holding exactly rules, whose every
+// request goes through the recorder: the kubeconfig names the proxy and
+// trusts its certificate only.
+func (r *apiRecorder) through(e *env, name string, rules []rbacv1.PolicyRule) runOption {
+	e.t.Helper()
+	ctx, c := e.t.Context(), e.kube.Client()
+	_, err := c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	_, err = c.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: e.ns}},
+	}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, name, 600)
+	require.NoError(e.t, err)
+	cfg.Host = r.srv.URL
+	cfg.TLSClientConfig.ServerName = ""
+	cfg.TLSClientConfig.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
+	path, err := e.kube.KubeconfigForConfig(cfg, e.t.TempDir())
+	require.NoError(e.t, err)
+	return asKubeconfig(path)
+}

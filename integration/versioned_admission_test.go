@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/workflow/versioned"
+)
+
+// admittedAnnotation is what mutateSnapshotCreates adds.
+const admittedAnnotation = "example.com/admitted"
+
+// mutateSnapshotCreates installs a MutatingAdmissionPolicy that adds an
+// annotation to every Secret created in this namespace under a snapshot
+// name (the API server stores and answers the altered object), and waits
+// until it takes effect. It is removed at cleanup.
+func (e *env) mutateSnapshotCreates() {
+	e.t.Helper()
+	ctx, c := e.t.Context(), e.kube.Client().AdmissionregistrationV1beta1()
+	policy := "keyledger-test-mutate-" + e.ns
+	fail := admissionv1beta1.Fail
+	_, err := c.MutatingAdmissionPolicies().Create(ctx, &admissionv1beta1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: policy},
+		Spec: admissionv1beta1.MutatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1beta1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
+				ResourceRules: []admissionv1beta1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
+				}}},
+			},
+			MatchConditions: []admissionv1beta1.MatchCondition{{Name: "snapshots", Expression: `object.metadata.name.startsWith("keyledger-h-")`}},
+			Mutations: []admissionv1beta1.Mutation{{
+				PatchType: admissionv1beta1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionv1beta1.ApplyConfiguration{
+					Expression: `Object{metadata: Object.metadata{annotations: {"` + admittedAnnotation + `": "yes"}}}`,
+				},
+			}},
+			ReinvocationPolicy: admissionv1beta1.NeverReinvocationPolicy,
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	_, err = c.MutatingAdmissionPolicyBindings().Create(ctx, &admissionv1beta1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy},
+		Spec:       admissionv1beta1.MutatingAdmissionPolicyBindingSpec{PolicyName: policy},
+	}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.MutatingAdmissionPolicyBindings().Delete(ctx, policy, metav1.DeleteOptions{})
+		_ = c.MutatingAdmissionPolicies().Delete(ctx, policy, metav1.DeleteOptions{})
+	})
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keyledger-h-admission-probe"}}
+	altered := func() bool {
+		got, err := e.kube.Client().CoreV1().Secrets(e.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && got.Annotations[admittedAnnotation] == "yes"
+	}
+	require.Eventually(e.t, altered, time.Minute, 200*time.Millisecond, "the policy takes effect")
+}
+
+// A snapshot create whose answer admission altered (a
+// MutatingAdmissionPolicy added an annotation, so the stored snapshot is
+// not the one keyledger wrote) is not accepted as the archive: the update
+// is refused, nothing live is written, and the altered object is left for
+// review.
+func TestIntegrationVersionedAdmissionAlteredSnapshot(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	as := e.asWriter("altered")
+	s := e.createSecret(plainSecret("altered", map[string][]byte{"k": vCanary("0")}))
+	e.mutateSnapshotCreates()
+
+	r := e.runCmd(updateCommand(e.ns, "altered", s.ResourceVersion, "mut-altered", map[string][]byte{"k": vCanary("1")}), as)
+	// The answer is not the snapshot sent (result-mismatch); the re-read
+	// finds keyledger's nonce on an object that is not the exact archive.
+	requireRefused(t, r, "source-conflict")
+	require.Equal(t, s.ResourceVersion, e.getSecret("altered").ResourceVersion, "nothing live written")
+	op, records := e.journalOf("mut-altered")
+	require.Equal(t, store.StateRefused, op.State)
+	for _, rec := range records {
+		if rec.Kind == store.RecordAuthorityCall {
+			require.Equal(t, versioned.StepCreateSnapshot, rec.Step, "no call but the snapshot create")
+		}
+		if rec.Kind == store.RecordAuthorityResult && rec.Step == versioned.StepCreateSnapshot {
+			require.NotEqual(t, "applied", rec.Status, "the altered answer is not taken as applied")
+		}
+	}
+	snaps := e.snapshotsOf(s.UID)
+	require.Len(t, snaps, 1, "the altered snapshot stays for review")
+	require.Equal(t, "yes", snaps[0].Annotations[admittedAnnotation])
+	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("0"), vCanary("1"))
+}

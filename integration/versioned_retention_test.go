@@ -1,0 +1,201 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/workflow/versioned"
+)
+
+// metadataOnly is the Accept header of a read that returns no data.
+const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+// snapshotReads are the GETs of snapshot Secrets among reqs.
+func snapshotReads(reqs []apiRequest) []apiRequest {
+	var out []apiRequest
+	for _, r := range reqs {
+		if r.Method == "GET" && strings.Contains(r.Path, "/secrets/"+kube.SnapshotPrefix) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// A lost prune answer is settled from the snapshot's metadata alone: every
+// read of a snapshot the rerun makes, as the request recorder on the real
+// transport saw it, asked for PartialObjectMetadata and got no data back,
+// whether the delete had taken effect (lost answer) or had not been sent
+// (the call journaled, then the process died).
+func TestIntegrationVersionedCleanupReadsMetadataOnly(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := e.newAPIRecorder()
+	for _, tc := range []struct{ name, failpoint string }{
+		{"lost", "after-send#2"}, // create-snapshot is #1, prune-snapshot #2: applied, its answer not journaled
+		{"unsent", "after-call#2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := rec.through(e, "proxied-"+tc.name, versionedRules(tc.name))
+			limit := withEnv("KEYLEDGER_HISTORY_LIMIT=1")
+			s := e.createSecret(plainSecret(tc.name, map[string][]byte{"k": vCanary("0")}))
+			requireOK(t, e.update(tc.name, "mut-"+tc.name+"-1", vCanary("1"), as, limit), "completed")
+			cmd := updateCommand(e.ns, tc.name, e.getSecret(tc.name).ResourceVersion, "mut-"+tc.name+"-2", map[string][]byte{"k": vCanary("2")})
+			r := e.runCmd(cmd, as, limit, withFailpoint(tc.failpoint))
+			require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
+
+			rec.reset(nil)
+			requireOK(t, e.runCmd(cmd, as, limit), "completed")
+			reads := snapshotReads(rec.requests())
+			pruned := versioned.SnapshotName(s.UID, 1)
+			settled := false
+			for _, r := range reads {
+				require.Equal(t, metadataOnly, r.Accept, "%s %s", r.Method, r.Path)
+				require.False(t, r.HasData, "%s %s", r.Method, r.Path)
+				require.Contains(t, []string{"PartialObjectMetadata", "Status"}, r.Kind, "%s %s", r.Method, r.Path)
+				settled = settled || strings.HasSuffix(r.Path, "/"+pruned)
+			}
+			require.True(t, settled, "the pruned snapshot was read to settle its delete: %v", reads)
+			require.Equal(t, []string{"2"}, e.versionsOf(s.UID), "version 1 pruned, version 2 kept")
+			require.Equal(t, vCanary("2"), e.getSecret(tc.name).Data["k"])
+		})
+	}
+}
+
+// A purge reads the live Secret again before each snapshot delete: a
+// change to the live Secret after the first of three deletes stops it (no
+// further snapshot is deleted) and the run is refused naming the change,
+// with the version already purged; the live Secret keeps the change.
+func TestIntegrationVersionedPurgeStopsWhenLiveChanges(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := e.newAPIRecorder()
+	as := rec.through(e, "proxied-purge", versionedRules("purge"))
+	s := e.createSecret(plainSecret("purge", map[string][]byte{"k": vCanary("0")}))
+	for i := 1; i <= 3; i++ {
+		requireOK(t, e.update("purge", fmt.Sprint("mut-p", i), vCanary(fmt.Sprint(i)), as), "completed")
+	}
+	require.Equal(t, []string{"1", "2", "3"}, e.versionsOf(s.UID))
+	live := e.getSecret("purge")
+
+	first := versioned.SnapshotName(s.UID, 1)
+	var once sync.Once
+	var changed string
+	rec.reset(func(r apiRequest) {
+		if r.Method != "DELETE" || !strings.HasSuffix(r.Path, "/"+first) || r.Status != 200 {
+			return
+		}
+		once.Do(func() {
+			out, err := e.kube.Client().CoreV1().Secrets(e.ns).Patch(context.Background(), "purge", types.MergePatchType,
+				[]byte(`{"stringData":{"other":"someone else's"}}`), metav1.PatchOptions{})
+			if err == nil {
+				changed = out.ResourceVersion
+			}
+		})
+	})
+	r := e.runCmd(deleteCommand(e.ns, "purge", live.ResourceVersion, "mut-purge", false), as)
+	once.Do(func() {}) // the hook's write happens before this returns
+	out := requireRefused(t, r, "changed-concurrently")
+	require.NotEmpty(t, changed, "the live Secret was changed after the first delete")
+	require.Equal(t, []any{float64(1)}, out["purgedVersions"], "only the first snapshot went")
+	require.Equal(t, []string{"2", "3"}, e.versionsOf(s.UID), "no further snapshot deleted")
+	after := e.getSecret("purge")
+	require.Equal(t, changed, after.ResourceVersion, "the live Secret keeps the change")
+	require.Equal(t, s.UID, after.UID)
+	deletes := 0
+	for _, q := range rec.requests() {
+		if q.Method == "DELETE" {
+			deletes++
+		}
+	}
+	require.Equal(t, 1, deletes, "one delete sent in all")
+	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("3"))
+}
+
+// A purge that cannot finish says what it did: of three snapshots, one
+// held by a finalizer (pending), one whose delete an admission policy
+// refuses (failed) and one deleted (absent), the run exits 75 with the
+// three counts in its outcome, the live Secret untouched; the same command
+// rerun once both are lifted completes.
+func TestIntegrationVersionedPurgeCounts(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	as := e.asWriter("counted")
+	s := e.createSecret(plainSecret("counted", map[string][]byte{"k": vCanary("0")}))
+	for i := 1; i <= 3; i++ {
+		requireOK(t, e.update("counted", fmt.Sprint("mut-c", i), vCanary(fmt.Sprint(i)), as), "completed")
+	}
+	e.addFinalizer(versioned.SnapshotName(s.UID, 1))
+	lift := e.denyDelete(versioned.SnapshotName(s.UID, 2))
+	live := e.getSecret("counted")
+	del := deleteCommand(e.ns, "counted", live.ResourceVersion, "mut-cdel", false)
+	r := e.runCmd(del, as)
+	require.Equal(t, 75, r.Code, "%s %s", r.Stdout, r.Stderr)
+	out := outcome(t, r)
+	require.Equal(t, "history-pending", out["reason"])
+	require.Contains(t, out["error"], "absent 1, pending 1, failed 1")
+	after := e.getSecret("counted")
+	require.Equal(t, live.ResourceVersion, after.ResourceVersion, "the live Secret untouched")
+	require.Nil(t, after.DeletionTimestamp)
+	require.Equal(t, []string{"1", "2"}, e.versionsOf(s.UID), "version 3 deleted, 1 held, 2 refused")
+	op, _ := e.journalOf("mut-cdel")
+	require.False(t, op.State.Terminal(), "the operation stays open")
+	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("3"))
+
+	lift()
+	e.removeFinalizers(versioned.SnapshotName(s.UID, 1))
+	requireOK(t, e.runCmd(del, as), "deleted")
+	require.Empty(t, e.snapshotsOf(s.UID))
+}
+
+// A snapshot changed between the read a purge's delete was decided from
+// and the delete (someone's finalizer: the delete's resourceVersion
+// precondition fails, 409) is refused, naming it (snapshot-changed, exit
+// 2), never deleted again with new preconditions; nothing is deleted.
+func TestIntegrationVersionedSnapshotChangedRefuses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := e.newAPIRecorder()
+	as := rec.through(e, "proxied-changed", versionedRules("changed"))
+	s := e.createSecret(plainSecret("changed", map[string][]byte{"k": vCanary("0")}))
+	requireOK(t, e.update("changed", "mut-ch1", vCanary("1"), as), "completed")
+	live := e.getSecret("changed")
+	snap := versioned.SnapshotName(s.UID, 1)
+	var once sync.Once
+	var holdErr error
+	t.Cleanup(func() { e.removeFinalizers(snap) })
+	rec.reset(func(r apiRequest) {
+		// Right after keyledger listed the history: someone holds the snapshot.
+		if r.Method == "GET" && strings.HasSuffix(r.Path, "/namespaces/"+e.ns+"/secrets") {
+			once.Do(func() {
+				_, holdErr = e.kube.Client().CoreV1().Secrets(e.ns).Patch(context.Background(), snap, types.MergePatchType,
+					[]byte(`{"metadata":{"finalizers":["keyledger.test/hold"]}}`), metav1.PatchOptions{})
+			})
+		}
+	})
+	r := e.runCmd(deleteCommand(e.ns, "changed", live.ResourceVersion, "mut-chdel", false), as)
+	once.Do(func() {}) // the hook's write happens before this returns
+	require.NoError(t, holdErr)
+	out := requireRefused(t, r, "snapshot-changed")
+	require.Equal(t, snap, out["snapshot"], "the refusal names the snapshot")
+	require.Equal(t, []any{}, out["purgedVersions"])
+	require.Equal(t, []string{"1"}, e.versionsOf(s.UID), "nothing deleted")
+	held := e.snapshotsOf(s.UID)[0]
+	require.Nil(t, held.DeletionTimestamp, "not deleted with new preconditions")
+	require.Equal(t, live.ResourceVersion, e.getSecret("changed").ResourceVersion)
+	deletes := 0
+	for _, q := range rec.requests() {
+		if q.Method == "DELETE" {
+			deletes++
+			require.Equal(t, 409, q.Status, "the one delete failed its precondition")
+		}
+	}
+	require.Equal(t, 1, deletes)
+}
