@@ -109,4 +109,4 @@ bench: platform ## Benchmarks (retirement, 64-Secret credential plan, versioned 
 
 .PHONY: clean
 clean: ## Remove build output (cached control-plane binaries and images stay).
-	rm -rf bin
+	rm -rf bin dist
