@@ -4,7 +4,10 @@ include versions.env
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/keyledger/keyledger/cmd/keyledger/app.Version=$(VERSION)
+# What `keyledger version` says was built (hack/stamp.sh: the commit, its
+# time in UTC, whether the tree differs from it).
+STAMP := $(shell bash hack/stamp.sh)
+LDFLAGS := -s -w -X github.com/keyledger/keyledger/cmd/keyledger/app.Version=$(VERSION) $(STAMP)
 # Tests talk to loopback only: testcontainers must not dial the default
 # gateway (these machines look like containers to it), and Ryuk has no image.
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
@@ -24,6 +27,18 @@ build: ## Build bin/keyledger (static, version stamped).
 image: build ## Build the image $(KEYLEDGER_IMAGE) of versions.env FROM scratch (static binary, CA bundle, UID 10001) and print its size.
 	bash hack/docker.sh
 	VERSION=$(VERSION) IMAGE=$(KEYLEDGER_IMAGE) bash hack/image.sh
+
+# The release: what a user pins. DIST is where the binaries go.
+DIST ?= dist
+
+.PHONY: release-binaries
+release-binaries: ## Static linux/amd64 and linux/arm64 binaries in $(DIST)/ with SHA256SUMS (cross-compiled, offline).
+	DIST=$(DIST) VERSION=$(VERSION) bash hack/release.sh
+
+.PHONY: release
+release: release-binaries ## release-binaries, then the image $(KEYLEDGER_IMAGE) of versions.env holding $(DIST)/keyledger-linux-amd64.
+	bash hack/docker.sh
+	VERSION=$(VERSION) IMAGE=$(KEYLEDGER_IMAGE) BINARY=$(DIST)/keyledger-linux-amd64 CONTEXT=$(DIST)/image bash hack/image.sh
 
 .PHONY: demo-platform
 demo-platform: ## Only what `make demo` uses: Docker engine, the control-plane binaries and the PostgreSQL image (the node, the server images and the operators are built by the targets that need them).
@@ -94,4 +109,4 @@ bench: platform ## Benchmarks (retirement, 64-Secret credential plan, versioned 
 
 .PHONY: clean
 clean: ## Remove build output (cached control-plane binaries and images stay).
-	rm -rf bin
+	rm -rf bin dist

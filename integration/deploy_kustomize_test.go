@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/workflow/command"
 )
 
 // The kustomizations under deploy/ that render on their own. The api-egress
@@ -108,6 +109,9 @@ type privateOverlay struct {
 	// Pooled adds components/cloudnativepg-pooler: the journal through its
 	// session pooler.
 	Pooled bool
+	// MutationID, when set, fills the Job's mutation ID label and
+	// annotation as deploy/README.md says (labels, commonAnnotations).
+	MutationID string
 }
 
 // write lays the overlay out at /private in fsys and returns its path.
@@ -133,13 +137,18 @@ func (o privateOverlay) write(t *testing.T, fsys filesys.FileSystem) string {
 	if o.ImageName != "" {
 		image = fmt.Sprintf("  newName: %s\n  newTag: %s\n", o.ImageName, o.ImageTag)
 	}
+	mutation := ""
+	if o.MutationID != "" {
+		mutation = fmt.Sprintf("labels:\n- pairs:\n    keyledger.dev/mutation-id-hash: %q\n  includeTemplates: true\n"+
+			"commonAnnotations:\n  keyledger.dev/mutation-id: %q\n", command.MutationIDHash(o.MutationID), o.MutationID)
+	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: "%[1]s"
 nameSuffix: "-%[2]s"
 resources:
 - ../deploy/overlays/cloudnativepg
-%[3]sconfigMapGenerator:
+%[3]s%[8]sconfigMapGenerator:
 - name: keyledger-command
   behavior: replace
   files:
@@ -161,7 +170,7 @@ resources:
       value: %[6]q
 images:
 - name: keyledger
-%[7]s`, o.Namespace, o.NameSuffix, listed, immutable, o.SecretName, o.Canary, image)
+%[7]s`, o.Namespace, o.NameSuffix, listed, immutable, o.SecretName, o.Canary, image, mutation)
 	require.NoError(t, fsys.WriteFile("/private/kustomization.yaml", []byte(kustomization)))
 	require.NoError(t, fsys.WriteFile("/private/command.json", o.Command))
 	return "/private"

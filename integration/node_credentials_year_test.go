@@ -33,10 +33,10 @@ func (ne *nodeEnv) syncExpectingFailure(dir, owner string) (codes []int32, logs 
 }
 
 // A server whose pod reads a different password than its Secret holds,
-// forever: across three syncs of the rendered hook Job (each with its
-// retries, backoffLimit 2), the pod is deleted exactly once (its UIDs from
-// the API server's watch: two incarnations), and every hook pod after the
-// first restart exits 2 naming the server (server-still-refuses). The hook
+// forever: across three syncs of the rendered hook Job (one pod each: its
+// podFailurePolicy fails the Job on exit 2, no retry), the pod is deleted
+// exactly once (its UIDs from the API server's watch: two incarnations),
+// and every hook pod after the first restart exits 2 naming the server (server-still-refuses). The hook
 // pods are fenced by deploy/credentials and by the hook's own rendered
 // NetworkPolicy, which alone lets them reach the server's port.
 func TestIntegrationNodeCredentialsRestartOncePerCause(t *testing.T) {
@@ -64,7 +64,7 @@ func TestIntegrationNodeCredentialsRestartOncePerCause(t *testing.T) {
 	uids := ne.podUIDs(pod)
 	for sync := 1; sync <= 3; sync++ {
 		codes, logs := ne.syncExpectingFailure(dir, owner)
-		require.Len(t, codes, 3, "sync %d: the Job's pod and its two retries: %s", sync, logs)
+		require.Len(t, codes, 1, "sync %d: one pod; exit 2 fails the Job at once (its podFailurePolicy): %s", sync, logs)
 		for _, code := range codes {
 			require.EqualValues(t, 2, code, "sync %d: every hook pod exits 2: %s", sync, logs)
 		}
@@ -73,6 +73,6 @@ func TestIntegrationNodeCredentialsRestartOncePerCause(t *testing.T) {
 		ne.waitPodReady(pod, 90*time.Second)
 	}
 	seen := uids()
-	require.Len(t, seen, 2, "the server pod was deleted exactly once across three syncs and their retries: %v", seen)
+	require.Len(t, seen, 2, "the server pod was deleted exactly once across three syncs: %v", seen)
 	requireNoValues(t, ne.hookPodLogs(), ne.secretValues(secret))
 }

@@ -19,6 +19,7 @@ func main() {
 	err := app.Run(ctx, os.Args[1:], app.StdStreams())
 	stop()
 	code := app.ExitCode(err)
+	app.WriteTerminationMessage(err)
 	phase.Write(os.Stderr)
 	os.Exit(code)
 }

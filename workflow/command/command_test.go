@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 const canary = "CANARY-SECRET-VALUE"
@@ -373,4 +374,21 @@ func FuzzDecodeStrict(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, want1, want2, "%s", out)
 	})
+}
+
+// The mutation ID's label value is a valid label value for every valid
+// mutation ID, and the same ID always gives the same value.
+func TestMutationIDHashIsALabelValue(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"m", "mut-7", "shop:orders:run-3", strings.Repeat("a", 128), "-._:"} {
+		require.NoError(t, ValidIdentifier(id), id)
+		v := MutationIDHash(id)
+		require.Empty(t, validation.IsValidLabelValue(v), id)
+		require.Len(t, v, 32)
+		require.Equal(t, v, MutationIDHash(id))
+	}
+	// Why a digest: an ID may be no label value at all.
+	require.NotEmpty(t, validation.IsValidLabelValue("shop:orders"))
+	require.NotEmpty(t, validation.IsValidLabelValue(strings.Repeat("a", 64)))
+	require.NotEqual(t, MutationIDHash("mut-7"), MutationIDHash("mut-8"))
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/keyledger/keyledger/workflow/command"
 )
 
 // Argo CD hook annotations.
@@ -30,8 +32,11 @@ const (
 	planPath = "/etc/keyledger/plan.json"
 	// hookUser is the non-root user the Job runs as: the image's UID 10001.
 	hookUser = 10001
-	// hookTTL is the Job's ttlSecondsAfterFinished.
-	hookTTL = 3600
+	// hookTTL is the Job's ttlSecondsAfterFinished: 7 days. A succeeded
+	// hook Job is deleted at once (HookSucceeded) and a failed one at the
+	// next sync (BeforeHookCreation); with no next sync, a failed Job, its
+	// pod and its logs stay a week for someone to read them.
+	hookTTL = 7 * 24 * 3600
 	// journalCluster is the CloudNativePG Cluster holding the journal
 	// (deploy/journal); its -rw Service routes to the primary.
 	journalCluster = "keyledger-journal"
@@ -118,6 +123,9 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 	user := int64(hookUser)
 	ttl, backoff, deadline := int32(hookTTL), int32(2), int64(hookDeadline)
 	tokenTTL, tokenMode := int64(hookTokenTTL), int32(0o440)
+	jobMeta := meta(HookJobName(s.Owner, plan, version, image), "1", before+",HookSucceeded")
+	jobMeta.Labels[command.LabelMutationIDHash] = command.MutationIDHash(cmd.Metadata.MutationID)
+	jobMeta.Annotations[command.AnnotationMutationID] = cmd.Metadata.MutationID
 	objects := []any{
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(name, "0", before),
 			AutomountServiceAccountToken: &no},
@@ -131,12 +139,15 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 		&networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 			ObjectMeta: meta(name, "0", before), Spec: HookPolicy(s)},
 		&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-			ObjectMeta: meta(HookJobName(s.Owner, plan, version, image), "1", before+",HookSucceeded"),
+			ObjectMeta: jobMeta,
 			Spec: batchv1.JobSpec{
 				BackoffLimit: &backoff, TTLSecondsAfterFinished: &ttl, ActiveDeadlineSeconds: &deadline,
+				PodFailurePolicy: HookPodFailurePolicy(),
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger",
-						"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner}},
+						"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner,
+						command.LabelMutationIDHash: command.MutationIDHash(cmd.Metadata.MutationID)},
+						Annotations: map[string]string{command.AnnotationMutationID: cmd.Metadata.MutationID}},
 					Spec: corev1.PodSpec{
 						ServiceAccountName: name,
 						// ADR-0262: no automounted token; the pod's only
@@ -146,8 +157,14 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 						SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
 							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 						Containers: []corev1.Container{{
-							Name: "keyledger", Image: image, Args: []string{"run", planPath},
+							Name: HookContainer, Image: image, Args: []string{"run", planPath},
 							Env: journalEnv(journal),
+							// keyledger writes its one-line outcome to the
+							// default /dev/termination-log; never the logs
+							// (FallbackToLogsOnError): the pod's status is
+							// readable by whoever may get pods, a wider
+							// circle than pods/log.
+							TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 							SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
 								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 							VolumeMounts: []corev1.VolumeMount{
@@ -192,6 +209,31 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 		docs[i] = d
 	}
 	return docs, nil
+}
+
+// HookContainer is the name of the hook Job's one container.
+const HookContainer = "keyledger"
+
+// HookPodFailurePolicy maps the hook container's exit codes (the README's
+// table) to what the Job does: only the codes a rerun can settle are
+// retried (counted against backoffLimit): 75, uncertain, which the next
+// pod resumes, and 69, a dependency not reachable before any call (a
+// journal failover, a policy not yet converged), which a later pod may
+// find again. Every other code fails the Job at once, its condition naming
+// the container and the code: 1 (a bug: a rerun repeats it), 2 (a
+// journaled refusal), 64 (bad input), 77 (wrong rights), and a kill by a
+// signal (137: out of memory, the deadline). A pod evicted or preempted
+// (condition DisruptionTarget) is replaced without counting.
+func HookPodFailurePolicy() *batchv1.PodFailurePolicy {
+	name := HookContainer
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{Action: batchv1.PodFailurePolicyActionIgnore, OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}},
+		{Action: batchv1.PodFailurePolicyActionFailJob, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: &name, Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{69, 75}}},
+		{Action: batchv1.PodFailurePolicyActionCount, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: &name, Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{69, 75}}},
+	}}
 }
 
 // HookPolicy is the hook's own NetworkPolicy: it selects this plan's hook

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/keyledger/keyledger"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -37,8 +36,9 @@ func renderCommand(_ context.Context, args []string, streams IOStreams) error {
 		return usagef("render credentials takes no arguments, only flags (--plan, --image)")
 	case planPath == "":
 		return usagef("render credentials needs --plan FILE")
-	case image == "" || strings.ContainsAny(image, " \t\n"):
-		return usagef("render credentials needs --image IMAGE (no white space; the default is the versions table's)")
+	}
+	if err := checkImage(image); err != nil {
+		return err
 	}
 	for _, f := range []struct{ flag, value string }{
 		{"--journal-namespace", journal.Namespace}, {"--journal-credentials", journal.Credentials}, {"--journal-ca", journal.CA},

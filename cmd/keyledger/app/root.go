@@ -64,7 +64,7 @@ func NewCommand(ctx context.Context, streams IOStreams) *cobra.Command {
 		{"render", group("render", streams, func(args []string) error { return renderCommand(ctx, args, streams) })},
 		{"apply-hook", func(args []string) error { return applyHookCommand(ctx, args, streams) }},
 		{"preflight", func(args []string) error { return preflightCommand(ctx, args, streams, newLogger(streams.ErrOut)) }},
-		{"version", group("version", streams, func(args []string) error { return versionCommand(args, streams) })},
+		{"version", group("version", streams, func(args []string) error { return versionCommand(ctx, args, streams) })},
 	} {
 		root.AddCommand(&cobra.Command{
 			Use:   sub.name,
@@ -101,6 +101,6 @@ func group(name string, streams IOStreams, run func(args []string) error) func(a
 
 // versionLine is what `keyledger version` and `keyledger --version` print.
 func versionLine() string {
-	b, _ := json.Marshal(map[string]string{"version": Version, "go": goVersion()})
+	b, _ := json.Marshal(buildVersion())
 	return string(b)
 }

@@ -21,7 +21,7 @@ func TestVersionFlag(t *testing.T) {
 		err := Run(context.Background(), args, IOStreams{Out: &out, ErrOut: &errOut})
 		require.NoError(t, err, "%v", args)
 		require.Equal(t, ExitDone, ExitCode(err))
-		var v map[string]string
+		var v map[string]any
 		require.NoError(t, json.Unmarshal(out.Bytes(), &v), "%v: %q", args, out.String())
 		require.Equal(t, Version, v["version"], "%v", args)
 		require.NotEmpty(t, v["go"], "%v", args)

@@ -78,6 +78,7 @@ func (l outcomeLine) MarshalJSON() ([]byte, error) {
 
 func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog.Logger) (err error) {
 	line := outcomeLine{}
+	defer noteRunOutcome(&line) // runs last: the line as printed
 	start := time.Now()
 	defer func() {
 		if err == nil || errors.Is(err, errHelp) {
