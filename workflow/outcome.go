@@ -37,6 +37,11 @@ func (e *Refused) Error() string {
 	return fmt.Sprintf("refused: %s: %s", e.Reason, e.Detail)
 }
 
+// ReasonInterrupted is the reason of a run cut off after its operation
+// became durable (a lost journal session, a dependency's failure after the
+// preparation): the journal says where it stopped.
+const ReasonInterrupted = "interrupted"
+
 // Uncertain means the outcome of an authority call could not be settled from
 // the durable facts within the bounded resolution: exit 75. Rerunning the
 // same command resumes the operation and settles it.
