@@ -241,8 +241,11 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		// same command may be moving it right now.
 		if run.Op, run.Records, err = st.Snapshot(ctx, op.MutationID); err != nil {
 			// The operation is durable and unsettled: a rerun resumes it.
-			res.Outcome = OutcomeUncertain
-			return res, journalFailed(fmt.Errorf("reading journal: %w", err), true)
+			err = journalFailed(fmt.Errorf("reading journal: %w", err), true)
+			if errors.As(err, new(*Uncertain)) {
+				res.Outcome = OutcomeUncertain
+			}
+			return res, err
 		}
 		if plan.Runs && !op.State.Terminal() && run.Op.State.Terminal() && joined < maxRunJoins {
 			// The unfinished run PrepareRun handed back was ended by the
