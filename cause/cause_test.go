@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -134,5 +135,24 @@ func TestAll(t *testing.T) {
 				require.False(t, c.Settles, "%s: a rerun alone can never fix it", permanent)
 			}
 		}
+	}
+}
+
+// docs/failures.md lists every reason with its exit codes and its fix, as
+// the table gives them.
+func TestFailuresDocListsEveryReason(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/failures.md")
+	require.NoError(t, err)
+	doc := string(b)
+	for _, c := range cause.All() {
+		before := "69"
+		if c.Permission {
+			before = "77"
+		}
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(c.Reason) + "` \\| [^|]* \\| " + before + " \\| 75 \\| [^|]* \\| (.*) \\|$")
+		m := row.FindStringSubmatch(doc)
+		require.NotNil(t, m, "docs/failures.md has no row for %s with exit %s", c.Reason, before)
+		require.Equal(t, c.Fix, m[1], c.Reason)
 	}
 }
