@@ -287,9 +287,13 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		if err := confirmReplay(ctx, plan.Family, run); err != nil {
 			return contradicted(res, err)
 		}
-		return res, finish(res)
+		err = finish(res)
+		res.Outcome = runOutcome(res.Outcome, engine)
+		return res, err
 	case err == nil, errors.As(err, &refused):
-		return res, finish(res)
+		err = finish(res)
+		res.Outcome = runOutcome(res.Outcome, engine)
+		return res, err
 	case errors.As(err, &uncertain):
 	case errors.As(err, &unavailable) && !run.Op.State.Terminal() && !hasCall(run):
 		// Nothing was sent to the authority yet: a plain dependency failure.
@@ -301,6 +305,31 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	}
 	res.Outcome = OutcomeUncertain
 	return res, err
+}
+
+// runOutcome is this run's word for an operation that ended completed
+// (journaled outcome op), as docs/failures.md defines the words:
+// completed when the operation's final call, sent by this run, was
+// answered applied (the write that makes the change is this run's; of the
+// concurrent runs of one command at most one sees it, the final call
+// being a compare-and-set); else the journaled outcome when this run
+// committed the ending or wrote part of the operation (a credential
+// plan's creates: converged when the ending was settled from a re-read of
+// what a call whose answer it did not see did); else existing: another
+// run ended the operation while this one ran, and this one wrote nothing.
+// An operation that needed no write (existing) is existing for every run;
+// any other ending (refused) keeps its word.
+func runOutcome(op Outcome, e *Engine) Outcome {
+	switch {
+	case op != OutcomeCompleted && op != OutcomeConverged:
+		return op
+	case e.applied:
+		return OutcomeCompleted
+	case e.ended, e.wrote:
+		return op
+	default:
+		return OutcomeExisting
+	}
 }
 
 // contradicted ends a run whose completed operation the cluster does not
