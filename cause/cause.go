@@ -163,7 +163,7 @@ var sqlClasses = map[string]string{
 }
 
 const (
-	rerun       = "run the same command again once PostgreSQL accepts sessions"
+	rerun       = "run the same command again once PostgreSQL accepts connections"
 	cannotRerun = "; a rerun without that change fails the same way"
 	urlSetting  = "the database URL (--database-url or KEYLEDGER_DATABASE_URL)"
 )
