@@ -288,11 +288,11 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 			return contradicted(res, err)
 		}
 		err = finish(res)
-		res.Outcome = runOutcome(res.Outcome, engine)
+		res.Outcome = runOutcome(res.Outcome, engine, run)
 		return res, err
 	case err == nil, errors.As(err, &refused):
 		err = finish(res)
-		res.Outcome = runOutcome(res.Outcome, engine)
+		res.Outcome = runOutcome(res.Outcome, engine, run)
 		return res, err
 	case errors.As(err, &uncertain):
 	case errors.As(err, &unavailable) && !run.Op.State.Terminal() && !hasCall(run):
@@ -308,28 +308,45 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 }
 
 // runOutcome is this run's word for an operation that ended completed
-// (journaled outcome op), as docs/failures.md defines the words:
-// completed when the operation's final call, sent by this run, was
-// answered applied (the write that makes the change is this run's; of the
-// concurrent runs of one command at most one sees it, the final call
-// being a compare-and-set); else the journaled outcome when this run
-// committed the ending or wrote part of the operation (a credential
-// plan's creates: converged when the ending was settled from a re-read of
-// what a call whose answer it did not see did); else existing: another
-// run ended the operation while this one ran, and this one wrote nothing.
+// (journaled outcome op), as docs/outcomes.md defines the words:
+//   - completed when the operation's final call, sent by this run, was
+//     answered applied: the write that makes the change is this run's (of
+//     the concurrent runs of one command at most one sees it, the final
+//     call being a compare-and-set or a create);
+//   - else, when this run ended the operation or wrote part of it: the
+//     journaled outcome, except that an operation whose final call this
+//     run did not see applied is converged (its change was made by a call
+//     of another run, or by one whose answer this run lost). An operation
+//     with no final call (a credential plan) keeps its word: completed
+//     when it wrote something;
+//   - else existing: another run ended the operation while this one ran,
+//     and this one wrote nothing.
+//
 // An operation that needed no write (existing) is existing for every run;
 // any other ending (refused) keeps its word.
-func runOutcome(op Outcome, e *Engine) Outcome {
+func runOutcome(op Outcome, e *Engine, run *Run) Outcome {
 	switch {
 	case op != OutcomeCompleted && op != OutcomeConverged:
 		return op
 	case e.applied:
 		return OutcomeCompleted
-	case e.ended, e.wrote:
-		return op
-	default:
+	case !e.ended && !e.wrote:
 		return OutcomeExisting
+	case hasFinalCall(run):
+		return OutcomeConverged
+	default:
+		return op
 	}
+}
+
+// hasFinalCall reports whether the operation journaled a final call.
+func hasFinalCall(run *Run) bool {
+	for _, r := range run.Records {
+		if r.Kind == store.RecordAuthorityCall && r.Final {
+			return true
+		}
+	}
+	return false
 }
 
 // contradicted ends a run whose completed operation the cluster does not
