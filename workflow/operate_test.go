@@ -452,3 +452,45 @@ func TestOperateTheWriterSaysCompleted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeExisting, res.Outcome)
 }
+
+// A run that wrote part of an operation (its first call) while another run
+// made the final call and ended it says converged, not completed: of the
+// runs of one command, only the one whose final call was applied says
+// completed.
+func TestOperateAPartialWriterSaysConverged(t *testing.T) {
+	t.Parallel()
+	j := workflowtest.NewJournal()
+	ours := func(*workflow.Run, store.Record) workflow.Verdict { return workflow.Verdict{Kind: workflow.Ours} }
+	steps := func(onSnap func(ctx context.Context)) func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		return func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+			applied := send(workflow.Answer{Status: workflow.Applied})
+			switch {
+			case func() bool { _, ok := run.Settled("live", "secret/x"); return ok }():
+				return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeCompleted}}
+			case func() bool { _, ok := run.Settled("snap", "secret/x"); return ok }():
+				return workflow.Decision{Call: &workflow.Call{Step: "live", Target: store.SecretTarget("", "x"), Final: true, Send: applied}}
+			default:
+				return workflow.Decision{Call: &workflow.Call{Step: "snap", Target: store.SecretTarget("", "x"),
+					Send: func(ctx context.Context) workflow.Answer { onSnap(ctx); return applied(ctx) }}}
+			}
+		}
+	}
+	other := &scripted{resolve: ours}
+	other.decide = steps(func(context.Context) { t.Fatal("the other run never sends the snapshot") })
+	var otherRes *workflow.Result
+	f := &scripted{resolve: ours}
+	f.decide = steps(func(ctx context.Context) {
+		// While this run's snapshot call is in flight, another run finds
+		// it calling, resolves it (ours), sends the final call and ends
+		// the operation.
+		var err error
+		otherRes, err = workflow.Operate(ctx, j, workflow.Plan{Prepare: toy("m"), Family: other}, nil)
+		require.NoError(t, err)
+	})
+	res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.sent)
+	require.Equal(t, 1, other.sent)
+	require.Equal(t, workflow.OutcomeCompleted, otherRes.Outcome, "the other run's final call made the change")
+	require.Equal(t, workflow.OutcomeConverged, res.Outcome, "this run wrote part of it")
+}
