@@ -155,7 +155,7 @@ func redact(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return context.Canceled
 	}
-	return errors.New("connection failed")
+	return connFailure(err)
 }
 
 // serverError is a redacted PostgreSQL error: its SQLSTATE and nothing the

@@ -99,6 +99,10 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 		c := batch[i] //nolint:gosec // G602: send and the dry run answer each call of batch, in order
 		switch a.Status {
 		case Applied:
+			if m.e.dry == nil {
+				m.e.wrote = true
+				m.e.applied = m.e.applied || c.Final
+			}
 		case Rejected:
 			if !rejected {
 				rejected, rejection, rejectedCall = true, a, c

@@ -114,11 +114,7 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	res := &DryRunResult{}
 	op, records, err := dryPrepare(ctx, st, plan, res)
 	if err != nil {
-		var unreachable *store.UnreachableError
-		if errors.As(err, &unreachable) {
-			return nil, &Unavailable{Dependency: "postgresql", Err: err}
-		}
-		return nil, fmt.Errorf("reading journal: %w", err)
+		return nil, journalFailed(fmt.Errorf("reading journal: %w", err), false)
 	}
 	if op != nil {
 		res.Operation = op.MutationID

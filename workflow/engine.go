@@ -34,6 +34,11 @@ type Engine struct {
 	// move: an operation found terminal otherwise was ended by another
 	// process (or another hand), which Operate does not take on trust.
 	ended bool
+	// applied is set once the operation's final call, sent by this run,
+	// was answered applied: the write that makes the change is this
+	// run's. wrote is set once any call this run sent was answered
+	// applied. (runOutcome)
+	applied, wrote bool
 }
 
 // The engine's events. Their names are also the failpoint names

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/keyledger/keyledger/cause"
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/phase"
 	"github.com/keyledger/keyledger/store"
@@ -207,7 +208,7 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	defer func() { res.Transactions = st.Transactions() - start }()
 
 	if err := plan.resolveDigest(ctx); err != nil {
-		return res, err
+		return res, journalFailed(err, false)
 	}
 	prepare := st.Prepare
 	if plan.Runs {
@@ -222,12 +223,12 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		if errors.Is(err, store.ErrDigestMismatch) {
 			return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
 		}
-		var unreachable *store.UnreachableError
-		if errors.As(err, &unreachable) {
-			return res, &Unavailable{Dependency: "postgresql", Err: err}
-		}
 		if err != nil {
-			return res, fmt.Errorf("preparing operation: %w", err)
+			// The preparation is not durable (or, when its commit's answer
+			// was lost, nothing was sent after it): any failure of the
+			// journal here is an unavailable dependency, whatever the
+			// session met (cause.Of).
+			return res, journalFailed(fmt.Errorf("preparing operation: %w", err), false)
 		}
 		run = &Run{Op: op}
 		if created {
@@ -239,7 +240,12 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		// The operation and its records as one view: another run of the
 		// same command may be moving it right now.
 		if run.Op, run.Records, err = st.Snapshot(ctx, op.Namespace, op.MutationID); err != nil {
-			return res, fmt.Errorf("reading journal: %w", err)
+			// The operation is durable and unsettled: a rerun resumes it.
+			err = journalFailed(fmt.Errorf("reading journal: %w", err), true)
+			if errors.As(err, new(*Uncertain)) {
+				res.Outcome = OutcomeUncertain
+			}
+			return res, err
 		}
 		if plan.Runs && !op.State.Terminal() && run.Op.State.Terminal() && joined < maxRunJoins {
 			// The unfinished run PrepareRun handed back was ended by the
@@ -281,9 +287,13 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		if err := confirmReplay(ctx, plan.Family, run); err != nil {
 			return contradicted(res, err)
 		}
-		return res, finish(res)
+		err = finish(res)
+		res.Outcome = runOutcome(res.Outcome, engine, run)
+		return res, err
 	case err == nil, errors.As(err, &refused):
-		return res, finish(res)
+		err = finish(res)
+		res.Outcome = runOutcome(res.Outcome, engine, run)
+		return res, err
 	case errors.As(err, &uncertain):
 	case errors.As(err, &unavailable) && !run.Op.State.Terminal() && !hasCall(run):
 		// Nothing was sent to the authority yet: a plain dependency failure.
@@ -291,10 +301,52 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	default:
 		// The journal says where the operation stopped; a rerun resumes it
 		// from there and settles it from the durable facts.
-		err = &Uncertain{Reason: "interrupted", Err: err}
+		err = &Uncertain{Reason: ReasonInterrupted, Err: err}
 	}
 	res.Outcome = OutcomeUncertain
 	return res, err
+}
+
+// runOutcome is this run's word for an operation that ended completed
+// (journaled outcome op), as docs/outcomes.md defines the words:
+//   - completed when the operation's final call, sent by this run, was
+//     answered applied: the write that makes the change is this run's (of
+//     the concurrent runs of one command at most one sees it, the final
+//     call being a compare-and-set or a create);
+//   - else, when this run ended the operation or wrote part of it: the
+//     journaled outcome, except that an operation whose final call this
+//     run did not see applied is converged (its change was made by a call
+//     of another run, or by one whose answer this run lost). An operation
+//     with no final call (a credential plan) keeps its word: completed
+//     when it wrote something;
+//   - else existing: another run ended the operation while this one ran,
+//     and this one wrote nothing.
+//
+// An operation that needed no write (existing) is existing for every run;
+// any other ending (refused) keeps its word.
+func runOutcome(op Outcome, e *Engine, run *Run) Outcome {
+	switch {
+	case op != OutcomeCompleted && op != OutcomeConverged:
+		return op
+	case e.applied:
+		return OutcomeCompleted
+	case !e.ended && !e.wrote:
+		return OutcomeExisting
+	case hasFinalCall(run):
+		return OutcomeConverged
+	default:
+		return op
+	}
+}
+
+// hasFinalCall reports whether the operation journaled a final call.
+func hasFinalCall(run *Run) bool {
+	for _, r := range run.Records {
+		if r.Kind == store.RecordAuthorityCall && r.Final {
+			return true
+		}
+	}
+	return false
 }
 
 // contradicted ends a run whose completed operation the cluster does not
@@ -363,4 +415,24 @@ func (p *Plan) resolveDigest(ctx context.Context) error {
 	}
 	p.Prepare.CommandDigest = d
 	return nil
+}
+
+// journalFailed types err, a failure met while the journal was read or
+// written outside the engine's moves: a dependency's failure (cause.Of) is
+// *Unavailable while nothing durable happened, *Uncertain (interrupted)
+// once the operation is durable. Anything else (a broken invariant of
+// keyledger's own, exit 1, or an error already typed) is returned as it is.
+func journalFailed(err error, durable bool) error {
+	if errors.As(err, new(*Refused)) || errors.As(err, new(*Uncertain)) || errors.As(err, new(*Unavailable)) {
+		return err
+	}
+	c, ok := cause.Of(err)
+	switch {
+	case !ok:
+		return err
+	case durable:
+		return &Uncertain{Reason: ReasonInterrupted, Err: err}
+	default:
+		return &Unavailable{Dependency: c.Dependency, Err: err}
+	}
 }

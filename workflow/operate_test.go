@@ -369,7 +369,8 @@ func TestDryRunOnlyReadsTheJournal(t *testing.T) {
 // An operation completed by another hand while this run drives it (found
 // on a reload after a lost compare-and-set) is believed only with the
 // cluster's agreement too: a forged completion slipped in mid-run refuses,
-// with nothing sent; a genuine concurrent one ends the run as it ended.
+// with nothing sent; a genuine concurrent one ends the run existing (this
+// run wrote nothing and ended nothing).
 func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -378,7 +379,7 @@ func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
 		outcome workflow.Outcome
 		err     error
 	}{
-		{name: "the cluster agrees", outcome: workflow.OutcomeCompleted},
+		{name: "the cluster agrees", outcome: workflow.OutcomeExisting},
 		{
 			name: "the cluster contradicts",
 			confirm: func(*workflow.Run) (*workflow.Contradiction, error) {
@@ -410,4 +411,86 @@ func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
 			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordCompletion}, kinds(records))
 		})
 	}
+}
+
+// Of the runs of one command, the one whose final call was answered
+// applied says completed, even when another run, finding the call in
+// flight, resolved it and journaled the ending (converged) first; a run
+// that wrote nothing and ended nothing says existing. Before, the writer
+// said converged, as the run that resolved its call did.
+func TestOperateTheWriterSaysCompleted(t *testing.T) {
+	t.Parallel()
+	j := workflowtest.NewJournal()
+	other := &scripted{resolve: func(*workflow.Run, store.Record) workflow.Verdict { return workflow.Verdict{Kind: workflow.Ours} }}
+	var otherRes *workflow.Result
+	f := &scripted{resolve: func(*workflow.Run, store.Record) workflow.Verdict { return workflow.Verdict{Kind: workflow.Ours} }}
+	f.decide = func(_ *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		applied := send(workflow.Answer{Status: workflow.Applied})
+		return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Final: true,
+			Send: func(ctx context.Context) workflow.Answer {
+				// While the call is in flight, another run of the command
+				// finds the operation calling, resolves the call from the
+				// cluster (ours) and ends the operation.
+				var err error
+				otherRes, err = workflow.Operate(ctx, j, workflow.Plan{Prepare: toy("m"), Family: other}, nil)
+				require.NoError(t, err)
+				return applied(ctx)
+			}}}
+	}
+	res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.sent)
+	require.Zero(t, other.sent)
+	require.Equal(t, workflow.OutcomeCompleted, res.Outcome, "this run's call made the change")
+	require.Equal(t, workflow.OutcomeConverged, otherRes.Outcome, "the other run ended the operation from a re-read")
+	op, _, err := j.Snapshot(t.Context(), "", "m")
+	require.NoError(t, err)
+	require.Equal(t, string(workflow.OutcomeConverged), op.Outcome, "the journal holds the ending run's word")
+
+	// A third run finds it ended: a replay, existing.
+	res, err = workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: other}, nil)
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeExisting, res.Outcome)
+}
+
+// A run that wrote part of an operation (its first call) while another run
+// made the final call and ended it says converged, not completed: of the
+// runs of one command, only the one whose final call was applied says
+// completed.
+func TestOperateAPartialWriterSaysConverged(t *testing.T) {
+	t.Parallel()
+	j := workflowtest.NewJournal()
+	ours := func(*workflow.Run, store.Record) workflow.Verdict { return workflow.Verdict{Kind: workflow.Ours} }
+	steps := func(onSnap func(ctx context.Context)) func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+		return func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
+			applied := send(workflow.Answer{Status: workflow.Applied})
+			switch {
+			case func() bool { _, ok := run.Settled("live", "secret/x"); return ok }():
+				return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeCompleted}}
+			case func() bool { _, ok := run.Settled("snap", "secret/x"); return ok }():
+				return workflow.Decision{Call: &workflow.Call{Step: "live", Target: store.SecretTarget("", "x"), Final: true, Send: applied}}
+			default:
+				return workflow.Decision{Call: &workflow.Call{Step: "snap", Target: store.SecretTarget("", "x"),
+					Send: func(ctx context.Context) workflow.Answer { onSnap(ctx); return applied(ctx) }}}
+			}
+		}
+	}
+	other := &scripted{resolve: ours}
+	other.decide = steps(func(context.Context) { t.Fatal("the other run never sends the snapshot") })
+	var otherRes *workflow.Result
+	f := &scripted{resolve: ours}
+	f.decide = steps(func(ctx context.Context) {
+		// While this run's snapshot call is in flight, another run finds
+		// it calling, resolves it (ours), sends the final call and ends
+		// the operation.
+		var err error
+		otherRes, err = workflow.Operate(ctx, j, workflow.Plan{Prepare: toy("m"), Family: other}, nil)
+		require.NoError(t, err)
+	})
+	res, err := workflow.Operate(t.Context(), j, workflow.Plan{Prepare: toy("m"), Family: f}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.sent)
+	require.Equal(t, 1, other.sent)
+	require.Equal(t, workflow.OutcomeCompleted, otherRes.Outcome, "the other run's final call made the change")
+	require.Equal(t, workflow.OutcomeConverged, res.Outcome, "this run wrote part of it")
 }

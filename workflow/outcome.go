@@ -10,11 +10,18 @@ import (
 type Outcome string
 
 const (
-	// OutcomeCompleted: this run made the change and confirmed it.
+	// OutcomeCompleted: the operation is in place and a call this run
+	// sent was answered applied: the write is this run's.
 	OutcomeCompleted Outcome = "completed"
-	// OutcomeExisting: the change was already in place (an exact replay); nothing was written.
+	// OutcomeExisting: the operation is in place and this run wrote
+	// nothing and ended nothing: it was ended before this run (an exact
+	// replay) or by a concurrent run while this one ran, confirmed by this
+	// run's read of the cluster; or it needed no write at all.
 	OutcomeExisting Outcome = "existing"
-	// OutcomeConverged: the change is in place, written by this operation in an earlier or concurrent run whose answer this run did not see.
+	// OutcomeConverged: the operation is in place and this run journaled
+	// its ending, settled from a re-read: the write was made by a call
+	// whose applied answer this run did not see (its own call's answer
+	// was lost, or an earlier or concurrent run's call).
 	OutcomeConverged Outcome = "converged"
 	// OutcomeRefused: the run failed closed; the reason says why.
 	OutcomeRefused Outcome = "refused"
@@ -36,6 +43,11 @@ func (e *Refused) Error() string {
 	}
 	return fmt.Sprintf("refused: %s: %s", e.Reason, e.Detail)
 }
+
+// ReasonInterrupted is the reason of a run cut off after its operation
+// became durable (a lost journal session, a dependency's failure after the
+// preparation): the journal says where it stopped.
+const ReasonInterrupted = "interrupted"
 
 // Uncertain means the outcome of an authority call could not be settled from
 // the durable facts within the bounded resolution: exit 75. Rerunning the

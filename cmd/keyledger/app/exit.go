@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/keyledger/keyledger/cause"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -123,18 +124,57 @@ func classify(err error) failure {
 		return failure{Code: ExitRefused, Outcome: workflow.OutcomeRefused, Reason: refused.Reason, Message: err.Error(),
 			Fix: "nothing more is sent for this operation; the reason (and keyledger journal show MUTATION_ID for a run) says what to change"}
 	case errors.As(err, &uncertain):
-		return failure{Code: ExitUncertain, Outcome: workflow.OutcomeUncertain, Reason: uncertain.Reason, Message: err.Error(),
+		f := failure{Code: ExitUncertain, Outcome: workflow.OutcomeUncertain, Reason: uncertain.Reason, Message: err.Error(),
 			Fix: "run the same command again: it resumes the operation and settles it"}
+		if c, ok := cause.Of(err); ok && uncertain.Reason == workflow.ReasonInterrupted {
+			// The operation is durable and unsettled: the cause says why,
+			// and its fix comes before the rerun that settles it.
+			f.Reason, f.Fix = c.Reason, afterDurable(c)
+		}
+		return f
 	case errors.As(err, &unavailable):
+		if c, ok := cause.Of(err); ok {
+			return dependencyFailure(c, err)
+		}
 		return failure{Code: ExitUnavailable, Outcome: OutcomeUnavailable, Reason: ReasonUnavailable, Message: err.Error(),
 			Fix: fixFor(unavailable.Dependency)}
 	case errors.As(err, &unreachable):
+		if c, ok := cause.Of(err); ok {
+			return dependencyFailure(c, err)
+		}
 		return failure{Code: ExitUnavailable, Outcome: OutcomeUnavailable, Reason: ReasonUnavailable, Message: err.Error(),
 			Fix: fixFor("postgresql")}
 	default:
+		if c, ok := cause.Of(err); ok {
+			// A command that is not a run (journal list, show, grant,
+			// history, ...) met a dependency's failure: nothing of it is
+			// pending.
+			return dependencyFailure(c, err)
+		}
 		return failure{Code: ExitInternal, Outcome: OutcomeError, Reason: ReasonInternal, Message: err.Error(),
 			Fix: "this is a bug: keyledger journal show MUTATION_ID says where an operation stopped; report it with this line"}
 	}
+}
+
+// dependencyFailure is a dependency's failure while nothing durable
+// happened: exit 69, or 77 when the dependency refused a right the
+// identity lacks (cause.Cause.Permission), with the cause's reason and fix.
+func dependencyFailure(c cause.Cause, err error) failure {
+	code := ExitUnavailable
+	if c.Permission {
+		code = ExitPermission
+	}
+	return failure{Code: code, Outcome: OutcomeUnavailable, Reason: c.Reason, Message: err.Error(), Fix: c.Fix}
+}
+
+// afterDurable is the fix of a dependency's failure after the operation
+// became durable: the cause's fix, then the rerun that settles it (a cause
+// a rerun settles by itself already ends with it).
+func afterDurable(c cause.Cause) string {
+	if c.Settles {
+		return c.Fix
+	}
+	return c.Fix + "; once it is fixed, run the same command again: it resumes the operation and settles it"
 }
 
 // fileMessage describes a refused command file without its path.

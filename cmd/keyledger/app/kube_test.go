@@ -44,7 +44,7 @@ current-context: x
 		{"malformed", write("garbage-canary", "{{{ this is not yaml"), ExitUsage, ReasonInvalidKubeconfig, "malformed"},
 		{"not-a-kubeconfig", write("list-canary", "[1, 2, 3]"), ExitUsage, ReasonInvalidKubeconfig, "malformed"},
 		{"directory", dir, ExitUsage, ReasonInvalidKubeconfig, "could not be read"},
-		{"unreachable-server", unreachable, ExitUnavailable, ReasonUnavailable, "kubernetes unavailable"},
+		{"unreachable-server", unreachable, ExitUnavailable, "kubernetes-connection-refused", "kubernetes unavailable"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

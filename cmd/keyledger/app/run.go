@@ -154,7 +154,7 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 	}
 	var uncertain *workflow.Uncertain
 	if errors.As(err, &uncertain) {
-		line.Reason = uncertain.Reason
+		line.Reason = describe(err).Reason // the cause of an interruption (exit.go)
 	}
 	mem := memoryKiB()
 	outcome := line.Outcome

@@ -1,0 +1,64 @@
+package integration
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
+)
+
+// Eight concurrent runs of one retirement, on the real API server and
+// PostgreSQL: the API server's history (a watch from before the runs)
+// holds one write, and the runs' words say who made it, as
+// docs/outcomes.md defines them: exactly one completed (the run whose
+// replace was answered applied), at most one converged (a run that ended
+// the operation from a re-read of the other's write, and only when the
+// journal's ending is its), every other existing. Before, all eight could
+// say converged, the one that wrote included, and two could say
+// completed.
+func TestIntegrationConcurrentRetirementsSayWhoWrote(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	before := standardKeyring()
+	s := e.createSecret(keyringSecret("keyring-eight", before))
+	mutation := "mut-eight"
+	path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-06", mutation))
+	as := e.asRetirerOf(s)
+
+	const n = 8
+	results := make([]result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = e.keyledger([]string{"run", path}, as)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	words := map[string]int{}
+	for i, r := range results {
+		require.Equal(t, 0, r.Code, "run %d: %s %s", i, r.Stdout, r.Stderr)
+		words[outcome(t, r)["outcome"].(string)]++
+	}
+	t.Logf("outcomes of %d concurrent runs: %v", n, words)
+	after := e.getSecret(s.Name)
+	requireRetired(t, after, "k-2026-06", mutation, before)
+	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write among %d runs", n)
+
+	require.Equal(t, 1, words["completed"], "exactly the run whose write was applied says completed: %v", words)
+	require.LessOrEqual(t, words["converged"], 1, "at most the run that ended the operation from a re-read: %v", words)
+	require.Equal(t, n, words["completed"]+words["converged"]+words["existing"], "no other word: %v", words)
+	op, records := e.journalOf(mutation)
+	require.Equal(t, store.StateCompleted, op.State)
+	require.Equal(t, 1, count(records, store.RecordCompletion))
+	if op.Outcome == "completed" {
+		require.Zero(t, words["converged"], "the writer ended the operation itself: nobody converged")
+	}
+}
