@@ -51,6 +51,9 @@ func hermeticCommands(t *testing.T) map[string][]string {
 	return map[string][]string{
 		"run":                {retirement},
 		"plan":               {retirement},
+		"validate":           {retirement},
+		"schema":             {"KeyRetirement"},
+		"explain":            {"KeyRetirement.spec"},
 		"migrate":            {"version"},
 		"journal list":       {},
 		"journal show":       {"mut-1"},

@@ -51,6 +51,9 @@ func NewCommand(ctx context.Context, streams IOStreams) *cobra.Command {
 	root.AddCommand(
 		newRunCommand(ctx, streams, g),
 		newPlanCommand(ctx, streams, g),
+		newValidateCommand(streams, g),
+		newSchemaCommand(streams, g),
+		newExplainCommand(streams, g),
 		newMigrateCommand(ctx, streams, g),
 		newJournalCommand(ctx, streams, g),
 		newKeyringCommand(ctx, streams, g),
