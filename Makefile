@@ -92,6 +92,10 @@ test: platform vet cover ## Everything: vet, decision coverage, unit and integra
 race: platform ## Unit and integration tests, with the tests and the keyledger binary built with the race detector.
 	KEYLEDGER_TEST_RACE=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./...
 
+.PHONY: docs
+docs: ## Regenerate docs/cli.md from the command tree (a unit test fails when it is stale).
+	$(GO) generate ./cmd/keyledger/app
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	$(GO) test ./workflow/command/ -run '^$$' -fuzz FuzzDecodeStrict -fuzztime $${FUZZTIME:-30s}

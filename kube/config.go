@@ -19,6 +19,9 @@ type ConfigOptions struct {
 	// Kubeconfig is an explicit kubeconfig path (--kubeconfig); empty means
 	// the standard rules: $KUBECONFIG, ~/.kube/config, then in-cluster.
 	Kubeconfig string
+	// Context is the kubeconfig context to use (--context); empty means the
+	// kubeconfig's current context.
+	Context string
 	// Timeout bounds every request (default 15s).
 	Timeout time.Duration
 	// Wrap, when set, wraps the transport (request counting, fault injection).
@@ -33,7 +36,17 @@ func LoadConfig(o ConfigOptions) (*rest.Config, error) {
 	if err := checkKubeconfigFiles(rules); err != nil {
 		return nil, err
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+	if o.Context != "" {
+		raw, err := loader.RawConfig()
+		if err != nil {
+			return nil, configError(err)
+		}
+		if _, ok := raw.Contexts[o.Context]; !ok {
+			return nil, fmt.Errorf("%w: the kubeconfig has no context %q", ErrConfig, o.Context)
+		}
+	}
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, configError(err)
 	}

@@ -75,7 +75,7 @@ func decodeStrict(data []byte, s *scanned, v any) error {
 		first = s.syntax
 	}
 	if first != nil {
-		return first.err
+		return first.located(data)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		// The checks above accept only what encoding/json accepts; this is a
@@ -89,6 +89,155 @@ func decodeStrict(data []byte, s *scanned, v any) error {
 type located struct {
 	offset int64
 	err    error
+	// at, when set (above 0), is one more than the offset where the
+	// problem is, for the message: a syntax error lies after the start of
+	// the token it is ordered by.
+	at int64
+	// suggest is the known member name nearest to an unknown one.
+	suggest string
+}
+
+// LocatedError is a refusal of DecodeStrict located in the document: the
+// *InvalidError (errors.As finds it; Field and Problem are its), the line
+// and column where the offending member or value begins (1-based; columns
+// count characters), and for an unknown member the nearest member name the
+// type knows, if one is close. Like the InvalidError, it never holds a
+// value from the document.
+type LocatedError struct {
+	*InvalidError
+	Line, Column int
+	// Suggestion is a member name of the same object's type ("secretName"
+	// for "secertName"), or "".
+	Suggestion string
+}
+
+func (e *LocatedError) Error() string {
+	msg := e.InvalidError.Error()
+	if e.Line > 0 {
+		msg += fmt.Sprintf(" (line %d, column %d)", e.Line, e.Column)
+	}
+	if e.Suggestion != "" {
+		msg += "; did you mean " + e.Suggestion + "?"
+	}
+	return msg
+}
+
+func (e *LocatedError) Unwrap() error { return e.InvalidError }
+
+// located makes l's refusal a *LocatedError in data.
+func (l *located) located(data []byte) error {
+	ie, ok := l.err.(*InvalidError)
+	if !ok {
+		return l.err
+	}
+	at := l.offset
+	if l.at > 0 {
+		at = l.at - 1
+	}
+	line, column := lineColumn(data, at)
+	return &LocatedError{InvalidError: ie, Line: line, Column: column, Suggestion: l.suggest}
+}
+
+// lineColumn is the 1-based line and column (in characters, a byte of
+// invalid UTF-8 counting as one) of offset in data.
+func lineColumn(data []byte, offset int64) (line, column int) {
+	offset = min(max(offset, 0), int64(len(data)))
+	before := data[:offset]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	if i := bytes.LastIndexByte(before, '\n'); i >= 0 {
+		before = before[i+1:]
+	}
+	return line, 1 + utf8.RuneCount(before)
+}
+
+// Locate is the line and column where the value at field (a path as
+// InvalidError.Field gives it: "spec.secrets[0].name") begins in data, or
+// where the nearest enclosing value present begins (a required member is
+// absent: its object); ok is false when data holds none of them.
+func Locate(data []byte, field string) (line, column int, ok bool) {
+	if len(data) > MaxSize {
+		return 0, 0, false
+	}
+	s := scan(data)
+	for {
+		for _, v := range s.values {
+			if v.path == field {
+				line, column = lineColumn(data, v.start)
+				return line, column, true
+			}
+		}
+		steps := parsePath(field)
+		if field == "" || len(steps) == 0 {
+			return 0, 0, false
+		}
+		field = pathOf(steps[:len(steps)-1])
+	}
+}
+
+// pathOf is the path of steps, as the scan writes it.
+func pathOf(steps []step) string {
+	path := ""
+	for _, st := range steps {
+		if st.index >= 0 {
+			path += "[" + strconv.Itoa(st.index) + "]"
+			continue
+		}
+		path = joinField(path, st.name)
+	}
+	return path
+}
+
+// nearestMember is the member name of the struct type at parent (under
+// root) closest to name: the same but for case, or at most two edits away
+// (and fewer than half its length); "" when none is.
+func nearestMember(root reflect.Type, parent []step, name string) string {
+	t := typeAt(root, parent)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return ""
+	}
+	best, bestDistance := "", 3
+	for known := range jsonFields(t) {
+		if strings.EqualFold(known, name) {
+			return known
+		}
+		d := editDistance(strings.ToLower(known), strings.ToLower(name))
+		if 2*d >= len(known) {
+			continue
+		}
+		if d < bestDistance || d == bestDistance && known < best {
+			best, bestDistance = known, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Damerau-Levenshtein distance (adjacent
+// transpositions count one) between a and b, in bytes.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // value is where one JSON value lies in the data, and its path.
@@ -137,7 +286,7 @@ func scan(data []byte) *scanned {
 		return s
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		s.syntax, s.valid = &located{0, Invalid("", "want object, got "+tokenKind(tok))}, nil
+		s.syntax, s.valid = &located{offset: 0, err: Invalid("", "want object, got "+tokenKind(tok))}, nil
 		return s
 	}
 	if err := w.value(tok, "", "", nil); err != nil {
@@ -156,12 +305,14 @@ func scan(data []byte) *scanned {
 		return s
 	}
 	if _, err := w.dec.Token(); err != io.EOF {
-		s.syntax = &located{int64(len(data)), Invalid("", "data after the top-level object")}
+		rest := data[w.good:]
+		at := w.good + int64(len(rest)-len(bytes.TrimLeft(rest, " \t\r\n"))) + 1
+		s.syntax = &located{offset: int64(len(data)), err: Invalid("", "data after the top-level object"), at: at}
 		s.valid = data[:w.good]
 		return s
 	}
 	if !utf8.Valid(data) && s.problem == nil {
-		s.problem = &located{int64(len(data)), Invalid("", "invalid UTF-8")}
+		s.problem = &located{offset: int64(len(data)), err: Invalid("", "invalid UTF-8")}
 	}
 	return s
 }
@@ -187,7 +338,7 @@ func (w *scanner) closers() []byte {
 // note records a problem that leaves the JSON valid; the first one counts.
 func (w *scanner) note(offset int64, err error) {
 	if w.s.problem == nil {
-		w.s.problem = &located{offset, err}
+		w.s.problem = &located{offset: offset, err: err}
 	}
 }
 
@@ -200,11 +351,13 @@ func (w *scanner) next(path string, key bool) (json.Token, *located) {
 		var se *json.SyntaxError
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return nil, &located{w.start, Invalid(path, "unexpected end of input")}
+			return nil, &located{offset: w.start, err: Invalid(path, "unexpected end of input"), at: int64(len(w.s.data)) + 1}
 		case errors.As(err, &se):
-			return nil, &located{w.start, Invalid(path, fmt.Sprintf("invalid JSON at byte offset %d", se.Offset))}
+			// The message says where: the line and column of the offset
+			// (LocatedError).
+			return nil, &located{offset: w.start, err: Invalid(path, "invalid JSON"), at: se.Offset + 1}
 		default:
-			return nil, &located{w.start, Invalid(path, "invalid JSON")}
+			return nil, &located{offset: w.start, err: Invalid(path, "invalid JSON")}
 		}
 	}
 	if _, ok := tok.(string); ok {
@@ -346,7 +499,7 @@ func (s *scanned) typed(t reflect.Type) []*located {
 			continue
 		}
 		if text != strings.TrimSpace(text) || json.Unmarshal([]byte(text), reflect.New(target).Interface()) != nil {
-			quoted = append(quoted, &located{v.start, Invalid(v.path, "want string holding a JSON "+wantKind(target))})
+			quoted = append(quoted, &located{offset: v.start, err: Invalid(v.path, "want string holding a JSON "+wantKind(target))})
 		}
 	}
 	out := quoted
@@ -355,7 +508,7 @@ func (s *scanned) typed(t reflect.Type) []*located {
 	for range len(s.values) + 1 {
 		strict, err := sigsjson.UnmarshalStrict(data, reflect.New(t).Interface(), sigsjson.DisallowUnknownFields)
 		for _, e := range strict {
-			out = append(out, s.unknown(e))
+			out = append(out, s.unknown(t, e))
 		}
 		if err == nil {
 			break
@@ -366,7 +519,7 @@ func (s *scanned) typed(t reflect.Type) []*located {
 		if errors.As(err, &te) {
 			te.Offset -= shift // back to the scanned data's offsets
 			v = s.valueAt(te)
-			p = &located{v.start, Invalid(v.path, typeProblem(te, t, v))}
+			p = &located{offset: v.start, err: Invalid(v.path, typeProblem(te, t, v))}
 		} else {
 			// Only the first: finding it blanks values one by one.
 			if shift != 0 {
@@ -386,7 +539,7 @@ func (s *scanned) typed(t reflect.Type) []*located {
 	}
 	for _, n := range s.nulls {
 		if problem := nullProblem(t, n.steps); problem != "" {
-			out = append(out, &located{n.start, Invalid(n.path, problem)})
+			out = append(out, &located{offset: n.start, err: Invalid(n.path, problem)})
 		}
 	}
 	// A number in an interface or a raw message must fit a float64, as
@@ -395,22 +548,27 @@ func (s *scanned) typed(t reflect.Type) []*located {
 	for _, n := range s.numbers {
 		if target := typeAt(t, n.steps); target != nil && takesAny(target) {
 			if problem := checkNumber(string(s.data[n.start:n.end]), anyType); problem != "" {
-				out = append(out, &located{n.start, Invalid(n.path, problem)})
+				out = append(out, &located{offset: n.start, err: Invalid(n.path, problem)})
 			}
 		}
 	}
 	return out
 }
 
-// unknown locates an unknown-field error by its path.
-func (s *scanned) unknown(e error) *located {
+// unknown locates an unknown-field error by its path, and finds the
+// member name of root's type it may have meant.
+func (s *scanned) unknown(root reflect.Type, e error) *located {
 	var fe sigsjson.FieldError
 	if errors.As(e, &fe) {
 		if m, ok := s.members[fe.FieldPath()]; ok {
-			return &located{m.offset, Invalid(m.path, "unknown field")}
+			l := &located{offset: m.offset, err: Invalid(m.path, "unknown field")}
+			if steps := parsePath(m.path); len(steps) > 0 && steps[len(steps)-1].index < 0 {
+				l.suggest = nearestMember(root, steps[:len(steps)-1], steps[len(steps)-1].name)
+			}
+			return l
 		}
 	}
-	return &located{0, Invalid("", "unknown field")}
+	return &located{offset: 0, err: Invalid("", "unknown field")}
 }
 
 // other locates a refusal the decoder gives without a position: an
@@ -429,10 +587,10 @@ func (s *scanned) other(t reflect.Type, err error) (*located, value) {
 		blanked := slices.Concat(s.valid[:v.start], []byte("null"), s.valid[v.end:])
 		_, again := sigsjson.UnmarshalStrict(blanked, reflect.New(t).Interface(), sigsjson.DisallowUnknownFields)
 		if again == nil || again.Error() != err.Error() {
-			return &located{v.start, Invalid(v.path, otherProblem(err, t, v, s.data[v.start]))}, v
+			return &located{offset: v.start, err: Invalid(v.path, otherProblem(err, t, v, s.data[v.start]))}, v
 		}
 	}
-	return &located{int64(len(s.data)), Invalid("", "invalid value")}, value{}
+	return &located{offset: int64(len(s.data)), err: Invalid("", "invalid value")}, value{}
 }
 
 // otherProblem names the kind of an Unmarshaler's refusal of v.

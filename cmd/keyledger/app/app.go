@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
-	flag "github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/keyledger/keyledger/workflow/command"
@@ -61,122 +61,99 @@ func Run(ctx context.Context, args []string, streams IOStreams) error {
 	klog.SetLogger(logr.Discard())
 	root := NewCommand(ctx, streams)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil || errors.Is(err, errHelp) {
 		return nil
 	}
-	var cmd string
-	var rest []string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, rest = args[0], args[1:]
+	name := ""
+	if cmd != nil {
+		name = strings.TrimSpace(strings.TrimPrefix(cmd.CommandPath(), root.Name()))
 	}
-	report(streams.ErrOut, commandName(cmd, rest), err, cmd == "preflight" || wantsJSON(rest), rest...)
+	report(streams.ErrOut, name, err, name == "preflight" || wantsJSON(cmd, args), args...)
 	return err
 }
 
-// commandName is how a failure line names the command: the command and,
-// for the ones with subcommands, the subcommand.
-func commandName(cmd string, rest []string) string {
-	if len(rest) == 0 {
-		return cmd
+// wantsJSON reports whether the invocation asks for -o json: the parsed
+// flag of the command that ran, or, when its flags could not be parsed,
+// the arguments as given.
+func wantsJSON(cmd *cobra.Command, args []string) bool {
+	if cmd != nil {
+		if f := cmd.Flags().Lookup("output"); f != nil && f.Changed {
+			return f.Value.String() == formatJSON
+		}
 	}
-	switch cmd + " " + rest[0] {
-	case "journal list", "journal show", "journal grant", "journal revoke", "journal grants", "journal prune", "keyring inspect", "render credentials":
-		return cmd + " " + rest[0]
-	}
-	return cmd
-}
-
-func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
-
-// wantsJSON reports whether the arguments ask for -o json.
-func wantsJSON(args []string) bool {
 	for i, a := range args {
 		switch {
 		case a == "--":
 			return false
-		case a == "-o" || a == "--o":
-			if i+1 < len(args) && args[i+1] == "json" {
+		case a == "-o" || a == "--o" || a == "--output":
+			if i+1 < len(args) && args[i+1] == formatJSON {
 				return true
 			}
-		case a == "-o=json" || a == "--o=json":
+		case a == "-o=json" || a == "--o=json" || a == "--output=json" || a == "-ojson":
 			return true
 		}
 	}
 	return false
 }
 
-func newLogger(w io.Writer) *slog.Logger {
-	level := slog.LevelInfo
-	if strings.EqualFold(os.Getenv("KEYLEDGER_LOG_LEVEL"), "debug") {
+// commonFlags are the persistent flags of the root: they may stand
+// anywhere on the line, before or after the command's name, and every
+// command takes them (a command that does not need one ignores it).
+type commonFlags struct {
+	databaseURL string
+	kubeconfig  string
+	kubeContext string
+	verbosity   int
+	quiet       bool
+}
+
+// addPersistent declares the common flags on the root.
+func (c *commonFlags) addPersistent(root *cobra.Command) {
+	fs := root.PersistentFlags()
+	fs.StringVar(&c.databaseURL, "database-url", "", "journal database URL (default $KEYLEDGER_DATABASE_URL)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+	fs.StringVar(&c.kubeContext, "context", "", "the kubeconfig context to use (default: the kubeconfig's current context)")
+	fs.IntVarP(&c.verbosity, "verbosity", "v", 0, "log level on stderr: 0 info (plan: warnings), 1 info for every command, 2 debug")
+	fs.BoolVarP(&c.quiet, "quiet", "q", false, "log only errors on stderr (a failure's line is still printed; stdout is unchanged)")
+	_ = root.RegisterFlagCompletionFunc("database-url", noCompletion)
+	_ = root.RegisterFlagCompletionFunc("context", noCompletion)
+	_ = root.RegisterFlagCompletionFunc("verbosity", fixedCompletion("0", "1", "2"))
+}
+
+// checkLogFlags validates -v and --quiet.
+func (c *commonFlags) checkLogFlags() error {
+	switch {
+	case c.verbosity < 0:
+		return usagef("-v must be 0 or more, not %d", c.verbosity)
+	case c.quiet && c.verbosity > 0:
+		return usagef("--quiet and -v %d contradict each other: give one", c.verbosity)
+	}
+	return nil
+}
+
+// logger is a command's JSON logger on w at level least (info; plan
+// passes warn: its output is for reading): --quiet logs errors only, -v 1
+// info, -v 2 debug, and KEYLEDGER_LOG_LEVEL=debug debug where least is info.
+func (c *commonFlags) logger(w io.Writer, least slog.Level) *slog.Logger {
+	level := least
+	switch {
+	case c.quiet:
+		level = slog.LevelError
+	case c.verbosity >= 2:
+		level = slog.LevelDebug
+	case c.verbosity == 1:
+		level = slog.LevelInfo
+	case least <= slog.LevelInfo && strings.EqualFold(os.Getenv("KEYLEDGER_LOG_LEVEL"), "debug"):
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// commonFlags are the connection flags shared by several commands.
-type commonFlags struct {
-	databaseURL string
-	kubeconfig  string
-	output      string
-	fsGroup     int
-}
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 // errHelp ends a command whose --help printed its usage: exit 0.
 var errHelp = errors.New("help requested")
-
-// helpSink is a flag set's output: pflag's own messages are dropped (the
-// error comes back from parse and is reported once), --help goes to out.
-type helpSink struct{ out io.Writer }
-
-func (helpSink) Write(p []byte) (int, error) { return len(p), nil }
-
-// newFlagSet is the flag set of the command named name ("journal show"):
-// GNU-style flags (pflag), which may stand before, between or after the
-// positional arguments; "--" ends them.
-func newFlagSet(name string, streams IOStreams) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(helpSink{out: streams.Out})
-	fs.Usage = func() {}
-	fs.SortFlags = false
-	return fs
-}
-
-// printHelp writes the command's usage entries and its flags.
-func printHelp(fs *flag.FlagSet) {
-	sink, ok := fs.Output().(helpSink)
-	if !ok || sink.out == nil {
-		return
-	}
-	if !writeCommandUsage(sink.out, fs.Name()) {
-		fmt.Fprintf(sink.out, "Usage:\n  keyledger %s\n", fs.Name())
-	}
-	fmt.Fprintf(sink.out, "\nFlags:\n%s", fs.FlagUsages())
-}
-
-func (c *commonFlags) addDatabase(fs *flag.FlagSet) {
-	fs.StringVar(&c.databaseURL, "database-url", "", "journal database URL (default $KEYLEDGER_DATABASE_URL)")
-}
-
-func (c *commonFlags) addKube(fs *flag.FlagSet) {
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
-}
-
-// addFSGroup is --fs-group, for a command file read from a Kubernetes
-// Secret volume: the kubelet makes such files group-readable by the pod's
-// fsGroup, so a file holding values may be group-readable by that group
-// (held by this process) and no other.
-func (c *commonFlags) addFSGroup(fs *flag.FlagSet) {
-	fs.IntVar(&c.fsGroup, "fs-group", 0,
-		"the pod's fsGroup when the command file is a Secret volume file: group read by this group (held by this process) is accepted for files holding values")
-}
-
-func (c *commonFlags) addOutput(fs *flag.FlagSet) {
-	fs.StringVarP(&c.output, "output", "o", "table", "output format: table or json")
-	// --o=json, as the standard library's flag package accepted it.
-	fs.StringVar(&c.output, "o", "table", "")
-	_ = fs.MarkHidden("o")
-}
 
 // database returns the database URL from the flag or the environment.
 func (c *commonFlags) database() (string, error) {
@@ -187,27 +164,6 @@ func (c *commonFlags) database() (string, error) {
 		return v, nil
 	}
 	return "", usagef("no database: set --database-url or KEYLEDGER_DATABASE_URL")
-}
-
-func (c *commonFlags) checkOutput() error {
-	if c.output != "table" && c.output != "json" {
-		return usagef("-o must be table or json, not %q", c.output)
-	}
-	return nil
-}
-
-// parse parses flags, which may stand before, between or after the
-// positional arguments (`journal show ID -o json`); "--" ends the flags. The
-// positional arguments are then fs.Args().
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printHelp(fs)
-			return errHelp
-		}
-		return usagef("%v", err)
-	}
-	return nil
 }
 
 // secretTarget reads the one NAMESPACE/NAME argument of cmd.

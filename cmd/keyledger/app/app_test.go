@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/workflow/command"
@@ -27,15 +28,17 @@ func TestParseInterspersedFlags(t *testing.T) {
 		{[]string{"a", "-o", "json", "b"}, "json", []string{"a", "b"}},
 	}
 	for _, tc := range cases {
-		var flags commonFlags
-		fs := newFlagSet("t", IOStreams{ErrOut: &bytes.Buffer{}})
-		flags.addOutput(fs)
-		require.NoError(t, parse(fs, tc.args), "%v", tc.args)
-		require.Equal(t, tc.output, flags.output, "%v", tc.args)
-		require.Equal(t, tc.positional, fs.Args(), "%v", tc.args)
+		var out outputFlag
+		var positional []string
+		cmd := &cobra.Command{Use: "t", Args: cobra.ArbitraryArgs, SilenceErrors: true, SilenceUsage: true,
+			RunE: func(_ *cobra.Command, args []string) error { positional = args; return nil }}
+		addOutput(cmd, &out, formatTable, formatJSON, formatYAML)
+		cmd.SetArgs(tc.args)
+		require.NoError(t, cmd.Execute(), "%v", tc.args)
+		require.Equal(t, tc.output, out.format, "%v", tc.args)
+		require.Equal(t, tc.positional, positional, "%v", tc.args)
 	}
-	fs := newFlagSet("t", IOStreams{ErrOut: &bytes.Buffer{}})
-	err := parse(fs, []string{"id", "--nope"})
+	err := Run(context.Background(), []string{"journal", "show", "id", "--nope"}, IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
 	require.Equal(t, ExitUsage, ExitCode(err))
 }
 
@@ -53,7 +56,7 @@ func TestUsageErrors(t *testing.T) {
 		{"migrate", "sideways"},
 		{"journal"},
 		{"journal", "show"},
-		{"journal", "list", "-o", "yaml"},
+		{"journal", "list", "-o", "xml"},
 		{"journal", "grant"},
 		{"journal", "prune"},
 		{"journal", "prune", "--older-than", "-1h"},
@@ -69,7 +72,7 @@ func TestUsageErrors(t *testing.T) {
 		{"journal", "grant", "kl_a", "Not_A_Label"},
 		{"journal", "revoke", "kl_a"},
 		{"journal", "grants", "extra"},
-		{"journal", "grants", "-o", "yaml"},
+		{"journal", "grants", "-o", "xml"},
 		{"migrate", "up", "--destroy-journal-records"},
 		{"keyring", "inspect", "no-slash"},
 		{"version", "extra"},

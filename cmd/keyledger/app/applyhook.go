@@ -2,12 +2,12 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -19,47 +19,85 @@ import (
 	"github.com/keyledger/keyledger/workflow/credentials"
 )
 
-// applyHookCommand: `keyledger apply-hook DIR` applies the five files render
-// --out-dir wrote, in order, as Argo CD would run the PreSync hooks: each
-// object of the same name is deleted first (BeforeHookCreation), then
-// created; then it waits for the Job to succeed or fail.
-func applyHookCommand(ctx context.Context, args []string, streams IOStreams) error {
-	var flags commonFlags
+func newApplyHookCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var out outputFlag
 	var timeout time.Duration
-	fs := newFlagSet("apply-hook", streams)
-	flags.addKube(fs)
-	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the Job")
-	if err := parse(fs, args); err != nil {
-		return err
+	cmd := &cobra.Command{
+		Use:   "apply-hook DIR",
+		Short: "apply rendered hook objects in order and wait for the Job",
+		Long: fmt.Sprintf(`Apply the %d files render credentials --out-dir wrote, in order, as Argo CD
+runs PreSync hooks: each object of the same name is deleted first
+(BeforeHookCreation), then created; then wait for the Job to succeed or fail
+(--timeout). For a cluster without Argo CD, and for tests.`, len(hookKinds)),
+		Example: `  keyledger render credentials --plan plan.json --out-dir hook/
+  keyledger apply-hook hook/ --timeout 5m`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: dirCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := g.checkLogFlags(); err != nil {
+				return err
+			}
+			if err := out.check(); err != nil {
+				return err
+			}
+			if len(args) != 1 {
+				return usagef("apply-hook takes one DIR (written by render credentials --out-dir)")
+			}
+			objs, err := readHook(args[0])
+			if err != nil {
+				return err
+			}
+			_, client, release, err := g.kubeClient(nil)
+			if err != nil {
+				return err
+			}
+			defer release()
+			if err := credentials.ApplyHook(ctx, kube.NewHook(client, objs.Job.Namespace), objs, timeout); err != nil {
+				return err
+			}
+			return writeLine(streams.Out, out.format, map[string]string{"job": objs.Job.Name, "namespace": objs.Job.Namespace, "outcome": "succeeded"})
+		},
 	}
-	if fs.NArg() != 1 {
-		return usagef("apply-hook takes one DIR (written by render credentials --out-dir)")
-	}
-	objs, err := readHook(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	_, client, release, err := flags.kubeClient(nil)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if err := credentials.ApplyHook(ctx, kube.NewHook(client, objs.Job.Namespace), objs, timeout); err != nil {
-		return err
-	}
-	b, _ := json.Marshal(map[string]string{"job": objs.Job.Name, "namespace": objs.Job.Namespace, "outcome": "succeeded"})
-	fmt.Fprintln(streams.Out, string(b))
-	return nil
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the Job")
+	_ = cmd.RegisterFlagCompletionFunc("timeout", noCompletion)
+	addOutput(cmd, &out, formatJSON, formatYAML)
+	return cmd
 }
 
-// readHook decodes the five files strictly, each of the kind its name says.
-func readHook(dir string) (*kube.HookObjects, error) {
-	o := &kube.HookObjects{ServiceAccount: &corev1.ServiceAccount{}, Role: &rbacv1.Role{}, RoleBinding: &rbacv1.RoleBinding{},
+// hookTarget is one rendered object apply-hook reads: into what, and the
+// kind its file must hold.
+type hookTarget struct {
+	into metav1.Object
+	kind string
+}
+
+// hookTargets are the objects of o in the order render writes them
+// (credentials.HookFiles).
+func hookTargets(o *kube.HookObjects) []hookTarget {
+	return []hookTarget{{o.ServiceAccount, "ServiceAccount"}, {o.Role, "Role"}, {o.RoleBinding, "RoleBinding"},
+		{o.ConfigMap, "ConfigMap"}, {o.NetworkPolicy, "NetworkPolicy"}, {o.Job, "Job"}}
+}
+
+func newHookObjects() *kube.HookObjects {
+	return &kube.HookObjects{ServiceAccount: &corev1.ServiceAccount{}, Role: &rbacv1.Role{}, RoleBinding: &rbacv1.RoleBinding{},
 		ConfigMap: &corev1.ConfigMap{}, NetworkPolicy: &networkingv1.NetworkPolicy{}, Job: &batchv1.Job{}}
-	targets := []struct {
-		into metav1.Object
-		kind string
-	}{{o.ServiceAccount, "ServiceAccount"}, {o.Role, "Role"}, {o.RoleBinding, "RoleBinding"}, {o.ConfigMap, "ConfigMap"}, {o.NetworkPolicy, "NetworkPolicy"}, {o.Job, "Job"}}
+}
+
+// hookKinds are the kinds render credentials writes, in order: what its
+// help says and what apply-hook reads.
+var hookKinds = func() []string {
+	var kinds []string
+	for _, t := range hookTargets(newHookObjects()) {
+		kinds = append(kinds, t.kind)
+	}
+	return kinds
+}()
+
+// readHook decodes the files render --out-dir writes strictly, each of the
+// kind its name says.
+func readHook(dir string) (*kube.HookObjects, error) {
+	o := newHookObjects()
+	targets := hookTargets(o)
 	entries, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(entries) != len(credentials.HookFiles) {
 		return nil, usagef("apply-hook: %s must hold exactly the %d files render --out-dir writes", dir, len(credentials.HookFiles))

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,13 +9,15 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
-// historyCommand: `keyledger history NAMESPACE/NAME [--version N]
-// [--show-keys] [-o table|json]` lists a Secret's retained versions
+// newHistoryCommand: `keyledger history NAMESPACE/NAME [--version N]
+// [--show-keys] [-o table|json|yaml]` lists a Secret's retained versions
 // (version, snapshot time, actor, source resourceVersion, key names and
 // sizes) and the look-alikes that are not history (foreign). With
 // --show-keys it adds, for the live Secret and each listed version, a
@@ -24,23 +25,44 @@ import (
 // equal values, and nothing printed can be tested offline. It never prints
 // a value. It reads the journal (which proves which snapshots keyledger
 // created), so it needs the database URL, as run does.
-func historyCommand(ctx context.Context, args []string, streams IOStreams) error {
-	var flags commonFlags
+func newHistoryCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var out outputFlag
 	var version string
 	var showKeys bool
-	fs := newFlagSet("history", streams)
-	flags.addDatabase(fs)
-	flags.addKube(fs)
-	flags.addOutput(fs)
-	fs.StringVar(&version, "version", "", "show only this retained version")
-	fs.BoolVar(&showKeys, "show-keys", false, "print each value's digest, keyed for this invocation only (equal digests: equal values), never the value")
-	if err := parse(fs, args); err != nil {
+	cmd := &cobra.Command{
+		Use:   "history NS/NAME",
+		Short: "list a Secret's retained versions (never values)",
+		Long: `List a Secret's retained versions (the snapshots SecretUpdate and
+SecretRestore archived: version, snapshot time, actor, source resourceVersion,
+key names and sizes) and the look-alikes keyledger did not create (foreign).
+History is only what the journal proves keyledger created, so it needs the
+database URL, as run does. --show-keys (optionally with --version N) adds each
+value's HMAC digest under a key drawn for this one invocation: equal digests
+mean equal values. It never prints a value.`,
+		Example: `  keyledger history shop/db
+  keyledger history shop/db --version 3 --show-keys
+  keyledger history shop/db -o json`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: noCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return historyCommand(ctx, args, version, showKeys, &out, g, streams)
+		},
+	}
+	cmd.Flags().StringVar(&version, "version", "", "show only this retained version")
+	cmd.Flags().BoolVar(&showKeys, "show-keys", false, "print each value's digest, keyed for this invocation only (equal digests: equal values), never the value")
+	_ = cmd.RegisterFlagCompletionFunc("version", noCompletion)
+	addOutput(cmd, &out, formatTable, formatJSON, formatYAML)
+	return cmd
+}
+
+func historyCommand(ctx context.Context, args []string, version string, showKeys bool, out *outputFlag, g *commonFlags, streams IOStreams) error {
+	if err := g.checkLogFlags(); err != nil {
 		return err
 	}
-	if err := flags.checkOutput(); err != nil {
+	if err := out.check(); err != nil {
 		return err
 	}
-	ns, name, err := secretTarget("history", fs.Args())
+	ns, name, err := secretTarget("history", args)
 	if err != nil {
 		return err
 	}
@@ -52,7 +74,7 @@ func historyCommand(ctx context.Context, args []string, streams IOStreams) error
 		}
 		opts.Version = n
 	}
-	databaseURL, err := flags.database()
+	databaseURL, err := g.database()
 	if err != nil {
 		return err
 	}
@@ -62,7 +84,7 @@ func historyCommand(ctx context.Context, args []string, streams IOStreams) error
 	if _, err := store.SessionTimeoutsFromEnv(os.LookupEnv); err != nil {
 		return err
 	}
-	_, client, release, err := flags.kubeClient(nil)
+	_, client, release, err := g.kubeClient(nil)
 	if err != nil {
 		return err
 	}
@@ -76,12 +98,12 @@ func historyCommand(ctx context.Context, args []string, streams IOStreams) error
 	if err != nil {
 		return err
 	}
-	return printHistory(streams.Out, flags.output, h, showKeys)
+	return printHistory(streams.Out, out.format, h, showKeys)
 }
 
 func printHistory(w io.Writer, output string, h *versioned.History, showKeys bool) error {
-	if output == "json" {
-		return json.NewEncoder(w).Encode(h)
+	if output != formatTable {
+		return writeStructured(w, output, h)
 	}
 	fmt.Fprintf(w, "secret %s/%s uid %s version %d\n\n", h.Namespace, h.Name, h.UID, h.Version)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

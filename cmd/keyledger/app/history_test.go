@@ -25,7 +25,7 @@ func TestHistoryUsageErrors(t *testing.T) {
 		{"history", "ns/a", "--version", "-1"},
 		{"history", "ns/a", "--version", "01"},
 		{"history", "ns/a", "--version", "x"},
-		{"history", "ns/a", "-o", "yaml"},
+		{"history", "ns/a", "-o", "xml"},
 	}
 	for _, args := range cases {
 		var out, errOut bytes.Buffer

@@ -9,88 +9,134 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
 
-func journalCommand(ctx context.Context, args []string, streams IOStreams) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "grant", "revoke":
-			return grantCommand(ctx, store.GrantAction(args[0]), args[1:], streams)
-		case "grants":
-			return grantsCommand(ctx, args[1:], streams)
-		case "prune":
-			return pruneCommand(ctx, args[1:], streams)
-		}
+func newJournalCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	return group("journal", "read and administer the journal",
+		`  keyledger journal list
+  keyledger journal show mut-7 -o json
+  keyledger journal grant keyledger_ai ai --database-url postgres://owner@db/journal`,
+		newJournalListCommand(ctx, streams, g),
+		newJournalShowCommand(ctx, streams, g),
+		newJournalPruneCommand(ctx, streams, g),
+		newGrantCommand(ctx, store.GrantActionGrant, streams, g),
+		newGrantCommand(ctx, store.GrantActionRevoke, streams, g),
+		newGrantsCommand(ctx, streams, g),
+	)
+}
+
+func newJournalListCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var out outputFlag
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "list journaled operations (those the role may see)",
+		Long: `List the journaled operations the connecting role may see (row-level security:
+the namespaces it was granted; the schema owner sees all), newest first, the
+runs of one credential plan together under the plan's mutation ID.`,
+		Example: `  keyledger journal list
+  keyledger journal list --limit 200 -o json`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: noCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := checkJournalFlags(g, &out); err != nil {
+				return err
+			}
+			switch {
+			case len(args) != 0:
+				return usagef("journal list takes no arguments")
+			case limit < 1 || limit > maxListLimit:
+				return usagef("journal list --limit must be from 1 to %d, not %d", maxListLimit, limit)
+			}
+			st, err := g.openJournal(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ops, err := st.List(ctx, store.ListParams{Limit: limit})
+			if err != nil {
+				return err
+			}
+			return printOperations(streams, out.format, ops)
+		},
 	}
-	if len(args) == 0 || (args[0] != "list" && args[0] != "show") {
-		return usagef("journal takes list, show MUTATION_ID, grant ROLE NAMESPACE..., revoke ROLE NAMESPACE..., grants or prune --older-than DURATION")
-	}
-	var flags commonFlags
-	fs := newFlagSet("journal "+args[0], streams)
-	flags.addDatabase(fs)
-	flags.addOutput(fs)
+	cmd.Flags().IntVar(&limit, "limit", 50, fmt.Sprintf("how many operations, newest first (1 to %d)", maxListLimit))
+	_ = cmd.RegisterFlagCompletionFunc("limit", noCompletion)
+	addOutput(cmd, &out, formatTable, formatJSON, formatYAML)
+	return cmd
+}
+
+func newJournalShowCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var out outputFlag
 	var limit int
 	var before int64
-	if args[0] == "list" {
-		fs.IntVar(&limit, "limit", 50, fmt.Sprintf("how many operations, newest first (1 to %d)", maxListLimit))
-	} else {
-		fs.IntVar(&limit, "limit", store.DefaultRunsPage, fmt.Sprintf("a plan's runs: how many, newest first (1 to %d)", store.MaxRunsPage))
-		fs.Int64Var(&before, "before", 0, "a plan's runs: only those before run number RUN (the next page)")
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "show MUTATION_ID",
+		Short: "show one operation and its records (a plan: its newest runs, --limit, at most 100)",
+		Long: `Show one operation and every record journaled for it, in order. A credential
+plan's mutation ID shows its runs, newest first, a page at a time (--limit,
+--before). Records hold names, UIDs, resourceVersions and digests, never a
+value.`,
+		Example: `  keyledger journal show mut-7
+  keyledger journal show cred-1 --limit 3 -o yaml
+  keyledger journal show cred-1 --before 40`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: noCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := checkJournalFlags(g, &out); err != nil {
+				return err
+			}
+			switch {
+			case len(args) != 1:
+				return usagef("journal show takes one MUTATION_ID")
+			case limit < 1 || limit > store.MaxRunsPage:
+				return usagef("journal show --limit must be from 1 to %d, not %d", store.MaxRunsPage, limit)
+			case before < 0:
+				return usagef("journal show --before must be a run number, not %d", before)
+			}
+			st, err := g.openJournal(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			// Mutation IDs are unique within a namespace: the owner, who
+			// reads every namespace, names one when two hold the ID.
+			op, err := st.Load(ctx, namespace, args[0])
+			if errors.Is(err, store.ErrNotFound) {
+				// A credential plan's mutation ID names its runs.
+				return showRuns(ctx, st, streams, out.format, store.RunsPageParams{Command: args[0], Namespace: namespace, Limit: limit, Before: before})
+			}
+			if err != nil {
+				return err
+			}
+			records, err := st.Records(ctx, op.ID)
+			if err != nil {
+				return err
+			}
+			return printOperation(streams, out.format, op, records)
+		},
 	}
-	if err := parse(fs, args[1:]); err != nil {
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the namespace the operation targets (needed only when the mutation ID is journaled in more than one namespace you may read)")
+	_ = cmd.RegisterFlagCompletionFunc("namespace", noCompletion)
+	cmd.Flags().IntVar(&limit, "limit", store.DefaultRunsPage, fmt.Sprintf("a plan's runs: how many, newest first (1 to %d)", store.MaxRunsPage))
+	cmd.Flags().Int64Var(&before, "before", 0, "a plan's runs: only those before run number RUN (the next page)")
+	_ = cmd.RegisterFlagCompletionFunc("limit", noCompletion)
+	_ = cmd.RegisterFlagCompletionFunc("before", noCompletion)
+	addOutput(cmd, &out, formatTable, formatJSON, formatYAML)
+	return cmd
+}
+
+// checkJournalFlags checks what every journal command checks first.
+func checkJournalFlags(g *commonFlags, out *outputFlag) error {
+	if err := g.checkLogFlags(); err != nil {
 		return err
 	}
-	if err := flags.checkOutput(); err != nil {
-		return err
-	}
-	switch {
-	case args[0] == "list" && fs.NArg() != 0:
-		return usagef("journal list takes no arguments")
-	case args[0] == "show" && fs.NArg() != 1:
-		return usagef("journal show takes one MUTATION_ID")
-	case args[0] == "list" && (limit < 1 || limit > maxListLimit):
-		return usagef("journal list --limit must be from 1 to %d, not %d", maxListLimit, limit)
-	case args[0] == "show" && (limit < 1 || limit > store.MaxRunsPage):
-		return usagef("journal show --limit must be from 1 to %d, not %d", store.MaxRunsPage, limit)
-	case before < 0:
-		return usagef("journal show --before must be a run number, not %d", before)
-	}
-	switch args[0] {
-	case "list":
-		st, err := flags.openJournal(ctx)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		ops, err := st.List(ctx, store.ListParams{Limit: limit})
-		if err != nil {
-			return err
-		}
-		return printOperations(streams, flags.output, ops)
-	case "show":
-		st, err := flags.openJournal(ctx)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		op, err := st.Load(ctx, "", fs.Arg(0))
-		if errors.Is(err, store.ErrNotFound) {
-			// A credential plan's mutation ID names its runs.
-			return showRuns(ctx, st, streams, flags.output, store.RunsPageParams{Command: fs.Arg(0), Limit: limit, Before: before})
-		}
-		if err != nil {
-			return err
-		}
-		records, err := st.Records(ctx, op.ID)
-		if err != nil {
-			return err
-		}
-		return printOperation(streams, flags.output, op, records)
-	default:
-		return usagef("journal takes list, show, grant, revoke or grants, not %q", args[0])
-	}
+	return out.check()
 }
 
 // maxListLimit bounds journal list --limit.
@@ -108,8 +154,12 @@ func showRuns(ctx context.Context, st *store.Store, streams IOStreams, output st
 		return usagef("no operation with mutation ID %q", p.Command)
 	}
 	defer func() {
-		if _, n, ok := store.SplitRunID(runs[len(runs)-1].MutationID); ok && more && output != "json" {
-			fmt.Fprintf(streams.Out, "\nolder runs: keyledger journal show %s --before %d\n", p.Command, n)
+		if _, n, ok := store.SplitRunID(runs[len(runs)-1].MutationID); ok && more && output == formatTable {
+			ns := ""
+			if p.Namespace != "" {
+				ns = " --namespace " + p.Namespace
+			}
+			fmt.Fprintf(streams.Out, "\nolder runs: keyledger journal show %s%s --before %d\n", p.Command, ns, n)
 		}
 	}()
 	var list []operationJSON
@@ -118,7 +168,7 @@ func showRuns(ctx context.Context, st *store.Store, streams IOStreams, output st
 		if err != nil {
 			return err
 		}
-		if output == "json" {
+		if output != formatTable {
 			list = append(list, toJSON(op, records))
 			continue
 		}
@@ -129,8 +179,8 @@ func showRuns(ctx context.Context, st *store.Store, streams IOStreams, output st
 			return err
 		}
 	}
-	if output == "json" {
-		return json.NewEncoder(streams.Out).Encode(list)
+	if output != formatTable {
+		return writeStructured(streams.Out, output, list)
 	}
 	return nil
 }
@@ -217,12 +267,12 @@ func groupRuns(ops []*store.Operation) []*store.Operation {
 
 func printOperations(streams IOStreams, output string, ops []*store.Operation) error {
 	ops = groupRuns(ops)
-	if output == "json" {
+	if output != formatTable {
 		list := make([]operationJSON, 0, len(ops))
 		for _, op := range ops {
 			list = append(list, toJSON(op, nil))
 		}
-		return json.NewEncoder(streams.Out).Encode(list)
+		return writeStructured(streams.Out, output, list)
 	}
 	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MUTATION\tRUN\tKIND\tTARGET\tSTATE\tOUTCOME\tREASON\tCREATED")
@@ -238,8 +288,8 @@ func printOperations(streams IOStreams, output string, ops []*store.Operation) e
 }
 
 func printOperation(streams IOStreams, output string, op *store.Operation, records []store.Record) error {
-	if output == "json" {
-		return json.NewEncoder(streams.Out).Encode(toJSON(op, records))
+	if output != formatTable {
+		return writeStructured(streams.Out, output, toJSON(op, records))
 	}
 	fmt.Fprintf(streams.Out, "mutation %s (%s) request %s\ntarget   %s/%s uid %s\nstate    %s outcome %s reason %s\ncommand  %s\n\n",
 		op.MutationID, op.Kind, op.RequestID, op.Namespace, op.Name, dash(op.ExpectedUID), op.State,
@@ -278,29 +328,51 @@ func shortUID(uid string) string {
 	return uid
 }
 
-// grantCommand is journal grant and journal revoke: ROLE NAMESPACE..., as
-// the schema owner. It prints one line per namespace, in argument order:
+// newGrantCommand is journal grant and journal revoke: ROLE NAMESPACE...,
+// as the schema owner. It prints one line per namespace, in argument order:
 // "ACTION ROLE NAMESPACE changed|unchanged", or with -o json the
-// store.GrantChange as a JSON object.
-func grantCommand(ctx context.Context, action store.GrantAction, args []string, streams IOStreams) error {
-	var flags commonFlags
-	fs := newFlagSet("journal "+string(action), streams)
-	flags.addDatabase(fs)
-	flags.addOutput(fs)
-	if err := parse(fs, args); err != nil {
+// store.GrantChange as a JSON object (with -o yaml, the list of them).
+func newGrantCommand(ctx context.Context, action store.GrantAction, streams IOStreams, g *commonFlags) *cobra.Command {
+	var out outputFlag
+	cmd := &cobra.Command{
+		Use:   string(action) + " ROLE NAMESPACE...",
+		Short: "as the schema owner: let ROLE act on NAMESPACEs",
+		Long: `As the journal's schema owner, let a namespace's role (a LOGIN role the
+deployment declares) read and append the operations of NAMESPACEs, and no
+others (row-level security). Idempotent: a grant that exists is unchanged. A
+role that would see past row-level security (a superuser, BYPASSRLS,
+CREATEROLE, the owner) is refused with exit 77.`,
+		Example: `  keyledger journal grant keyledger_ai ai
+  keyledger journal grant keyledger_shop shop shop-staging -o json`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: noCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return grantCommand(ctx, action, args, &out, g, streams)
+		},
+	}
+	if action == store.GrantActionRevoke {
+		cmd.Short = "as the schema owner: take NAMESPACEs from ROLE"
+		cmd.Long = `As the journal's schema owner, take NAMESPACEs from a role: it no longer sees
+or appends their operations. Revoking a role's last namespace takes its
+journal rights. Idempotent: a grant that does not exist is unchanged.`
+		cmd.Example = `  keyledger journal revoke keyledger_ai ai`
+	}
+	addOutput(cmd, &out, formatTable, formatJSON, formatYAML)
+	return cmd
+}
+
+func grantCommand(ctx context.Context, action store.GrantAction, args []string, out *outputFlag, g *commonFlags, streams IOStreams) error {
+	if err := checkJournalFlags(g, out); err != nil {
 		return err
 	}
-	if err := flags.checkOutput(); err != nil {
-		return err
-	}
-	if fs.NArg() < 2 {
+	if len(args) < 2 {
 		return usagef("journal %s takes ROLE NAMESPACE...", action)
 	}
-	role, namespaces := fs.Arg(0), fs.Args()[1:]
+	role, namespaces := args[0], args[1:]
 	if _, err := store.CheckGrantArgs(role, namespaces); err != nil {
 		return err
 	}
-	st, err := flags.openJournal(ctx)
+	st, err := g.openJournal(ctx)
 	if err != nil {
 		return err
 	}
@@ -313,8 +385,11 @@ func grantCommand(ctx context.Context, action store.GrantAction, args []string, 
 	if err != nil {
 		return err
 	}
+	if out.format == formatYAML {
+		return writeYAML(streams.Out, changes)
+	}
 	for _, c := range changes {
-		if flags.output == "json" {
+		if out.format == formatJSON {
 			b, _ := json.Marshal(c)
 			fmt.Fprintln(streams.Out, string(b))
 			continue
@@ -328,45 +403,55 @@ func grantCommand(ctx context.Context, action store.GrantAction, args []string, 
 	return nil
 }
 
-// grantsCommand is journal grants: the grants the connecting role may see
-// (all for the owner), or with --history every grant and revoke (owner only).
-func grantsCommand(ctx context.Context, args []string, streams IOStreams) error {
-	var flags commonFlags
+// newGrantsCommand is journal grants: the grants the connecting role may
+// see (all for the owner), or with --history every grant and revoke (owner
+// only).
+func newGrantsCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var out outputFlag
 	var history bool
-	fs := newFlagSet("journal grants", streams)
-	flags.addDatabase(fs)
-	flags.addOutput(fs)
-	fs.BoolVar(&history, "history", false, "every grant and revoke, oldest first (schema owner only)")
-	if err := parse(fs, args); err != nil {
-		return err
+	cmd := &cobra.Command{
+		Use:   "grants [--history]",
+		Short: "list the namespace grants (or every change)",
+		Long: `List the namespace grants: all of them for the schema owner, its own for a
+namespace's role. With --history (the owner only), every grant and revoke,
+oldest first, with the session role that made it.`,
+		Example: `  keyledger journal grants
+  keyledger journal grants --history -o json`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: noCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := checkJournalFlags(g, &out); err != nil {
+				return err
+			}
+			if len(args) != 0 {
+				return usagef("journal grants takes no arguments")
+			}
+			st, err := g.openJournal(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if history {
+				events, err := st.GrantHistory(ctx)
+				if err != nil {
+					return err
+				}
+				return printRows(streams, out.format, events, "AT\tACTION\tROLE\tNAMESPACE\tBY\tAS", func(e store.GrantEvent) []any {
+					return []any{e.At.UTC().Format(time.RFC3339), e.Action, e.Role, e.Namespace, e.SessionRole, e.ActingRole}
+				})
+			}
+			grants, err := st.Grants(ctx)
+			if err != nil {
+				return err
+			}
+			return printRows(streams, out.format, grants, "ROLE\tNAMESPACE\tGRANTED", func(g store.NamespaceGrant) []any {
+				return []any{g.Role, g.Namespace, g.GrantedAt.UTC().Format(time.RFC3339)}
+			})
+		},
 	}
-	if err := flags.checkOutput(); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return usagef("journal grants takes no arguments")
-	}
-	st, err := flags.openJournal(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if history {
-		events, err := st.GrantHistory(ctx)
-		if err != nil {
-			return err
-		}
-		return printRows(streams, flags.output, events, "AT\tACTION\tROLE\tNAMESPACE\tBY\tAS", func(e store.GrantEvent) []any {
-			return []any{e.At.UTC().Format(time.RFC3339), e.Action, e.Role, e.Namespace, e.SessionRole, e.ActingRole}
-		})
-	}
-	grants, err := st.Grants(ctx)
-	if err != nil {
-		return err
-	}
-	return printRows(streams, flags.output, grants, "ROLE\tNAMESPACE\tGRANTED", func(g store.NamespaceGrant) []any {
-		return []any{g.Role, g.Namespace, g.GrantedAt.UTC().Format(time.RFC3339)}
-	})
+	cmd.Flags().BoolVar(&history, "history", false, "every grant and revoke, oldest first (schema owner only)")
+	addOutput(cmd, &out, formatTable, formatJSON, formatYAML)
+	return cmd
 }
 
 // openJournal opens the journal a journal subcommand reads or changes; a
@@ -383,14 +468,14 @@ func (c *commonFlags) openJournal(ctx context.Context) (*store.Store, error) {
 	return st, nil
 }
 
-// printRows prints rows as JSON (an empty list for none) or as a table
-// under header (tab-separated column names), one line of cells a row.
+// printRows prints rows as JSON or YAML (an empty list for none) or as a
+// table under header (tab-separated column names), one line of cells a row.
 func printRows[T any](streams IOStreams, output string, rows []T, header string, cells func(T) []any) error {
-	if output == "json" {
+	if output != formatTable {
 		if rows == nil {
 			rows = []T{}
 		}
-		return json.NewEncoder(streams.Out).Encode(rows)
+		return writeStructured(streams.Out, output, rows)
 	}
 	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, header)

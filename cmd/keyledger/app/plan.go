@@ -8,36 +8,58 @@ import (
 	"log/slog"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// planCommand: `keyledger plan [-o table|json] FILE` shows what `run FILE`
-// would do, and writes nothing: it validates as run does, runs the
-// permission check and the reads a run makes, reads the journal (a terminal
-// operation is a replay), and drives the family's decisions with every call
-// held back (workflow.DryRun).
-func planCommand(ctx context.Context, args []string, streams IOStreams, log *slog.Logger) error {
-	var flags commonFlags
-	fs := newFlagSet("plan", streams)
-	flags.addDatabase(fs)
-	flags.addKube(fs)
-	flags.addFSGroup(fs)
-	flags.addOutput(fs)
-	if err := parse(fs, args); err != nil {
+func newPlanCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var fsGroup int
+	var out outputFlag
+	cmd := &cobra.Command{
+		Use:   "plan COMMAND_FILE",
+		Short: "show what run would do; writes nothing",
+		Long: `Show what run would do with the same command file, and write nothing: plan
+validates the file as run does, runs the same permission check and the same
+reads, reads the journal (an operation that already ended is a replay), and
+drives the family's decisions with every call held back. It prints the calls
+in order with their verb, target and preconditions, the answer it expects,
+and the ending (never a value). It sends no write and journals nothing.`,
+		Example: `  keyledger plan /abs/path/retire.json
+  keyledger plan -o json /abs/path/plan.json | jq .calls`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: fileCompletion("json"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return planCommand(ctx, args, fsGroup, &out, g, streams)
+		},
+	}
+	addFSGroup(cmd, &fsGroup)
+	addOutput(cmd, &out, formatTable, formatJSON, formatYAML)
+	return cmd
+}
+
+// planCommand shows what `run FILE` would do, and writes nothing: it
+// validates as run does, runs the permission check and the reads a run
+// makes, reads the journal (a terminal operation is a replay), and drives
+// the family's decisions with every call held back (workflow.DryRun).
+func planCommand(ctx context.Context, args []string, fsGroup int, out *outputFlag, g *commonFlags, streams IOStreams) error {
+	if err := g.checkLogFlags(); err != nil {
 		return err
 	}
-	if err := flags.checkOutput(); err != nil {
+	if err := out.check(); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usagef("plan takes exactly one command file, got %d arguments", fs.NArg())
+	if len(args) != 1 {
+		return usagef("plan takes exactly one command file, got %d arguments", len(args))
 	}
-	pr, err := prepareRun(fs.Arg(0), &flags)
+	pr, err := prepareRun(args[0], fsGroup, g)
 	if err != nil {
 		return err
 	}
-	deps, plan, release, err := pr.connect(&flags, log, nil)
+	// Only warnings and errors at -v 0: plan's output is for reading.
+	log := g.logger(streams.ErrOut, slog.LevelWarn)
+	deps, plan, release, err := pr.connect(g, log, nil)
 	if err != nil {
 		return err
 	}
@@ -46,11 +68,14 @@ func planCommand(ctx context.Context, args []string, streams IOStreams, log *slo
 	if err != nil {
 		return err
 	}
-	out := toPlanJSON(pr, res)
-	if flags.output == "json" {
-		return json.NewEncoder(streams.Out).Encode(out)
+	p := toPlanJSON(pr, res)
+	switch out.format {
+	case formatJSON:
+		return json.NewEncoder(streams.Out).Encode(p)
+	case formatYAML:
+		return writeYAML(streams.Out, p)
 	}
-	return printPlan(streams.Out, out)
+	return printPlan(streams.Out, p)
 }
 
 // planJSON is `keyledger plan -o json`.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/phase"
@@ -76,51 +77,98 @@ func (l outcomeLine) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog.Logger) (err error) {
+func newRunCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var fsGroup int
+	var out outputFlag
+	cmd := &cobra.Command{
+		Use:   "run COMMAND_FILE",
+		Short: "run one command file (absolute path)",
+		Long: `Run one command file: validate it, check the identity's rights, journal the
+operation in PostgreSQL, call the Kubernetes API and journal what came back.
+The same file run again resumes or replays the operation (exit 0 when it is
+already done); a CredentialPlan converges again on every run.
+
+stdout carries exactly one outcome line: JSON by default (machines and Jobs
+read it; -o yaml for people), whatever happens, also on a failure. Logs go
+to stderr as JSON lines. The file must be given by its absolute path; a file
+holding values (SecretUpdate) must not be group- or world-readable.`,
+		Example: `  keyledger run /abs/path/retire.json
+  keyledger run --database-url postgres://kl_ai@db/journal /abs/path/retire.json
+  keyledger run --fs-group 10001 /etc/keyledger/command.json   # a Secret volume file
+  keyledger run -o yaml /abs/path/update.json`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: fileCompletion("json"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return runCommand(ctx, args, fsGroup, &out, g, streams)
+		},
+	}
+	addFSGroup(cmd, &fsGroup)
+	addOutput(cmd, &out, formatJSON, formatYAML)
+	// A flag run cannot parse still ends with its outcome line.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return finishRun(streams, g.logger(streams.ErrOut, slog.LevelInfo), out.format, &outcomeLine{}, usagef("%v", err))
+	})
+	return cmd
+}
+
+// addFSGroup is --fs-group, for a command file read from a Kubernetes
+// Secret volume: the kubelet makes such files group-readable by the pod's
+// fsGroup, so a file holding values may be group-readable by that group
+// (held by this process) and no other.
+func addFSGroup(cmd *cobra.Command, fsGroup *int) {
+	cmd.Flags().IntVar(fsGroup, "fs-group", 0,
+		"the pod's fsGroup when the command file is a Secret volume file: group read by this group (held by this process) is accepted for files holding values")
+	_ = cmd.RegisterFlagCompletionFunc("fs-group", noCompletion)
+}
+
+// finishRun ends a run: its outcome line on stdout (line as far as the run
+// got, completed from err when it failed) and, on a failure, its one JSON
+// log line on stderr saying what happened and what to do.
+func finishRun(streams IOStreams, log *slog.Logger, format string, line *outcomeLine, err error) error {
+	if format != formatYAML {
+		format = formatJSON
+	}
+	if err == nil || errors.Is(err, errHelp) {
+		if line.Outcome != "" {
+			_ = writeLine(streams.Out, format, *line)
+		}
+		return err
+	}
+	f := describe(err)
+	switch {
+	case line.Outcome == "":
+		line.Outcome, line.Reason, line.Error = string(f.Outcome), f.Reason, f.Message
+	case f.Outcome == workflow.OutcomeUncertain:
+		// An open operation: what is left to settle (a cleanup's counts of
+		// snapshots absent, pending and failed), as the stderr line says it.
+		line.Error = f.Message
+	}
+	_ = writeLine(streams.Out, format, *line)
+	attrs := []any{"outcome", line.Outcome, "reason", line.Reason, "exit_code", f.Code, "error", f.Message, "fix", f.Fix}
+	log.Error("run ended", attrs...)
+	return &reported{err: err}
+}
+
+func runCommand(ctx context.Context, args []string, fsGroup int, out *outputFlag, g *commonFlags, streams IOStreams) (err error) {
 	line := outcomeLine{}
 	defer noteRunOutcome(&line) // runs last: the line as printed
 	start := time.Now()
-	defer func() {
-		if err == nil || errors.Is(err, errHelp) {
-			if line.Outcome != "" {
-				b, _ := json.Marshal(line)
-				fmt.Fprintln(streams.Out, string(b))
-			}
-			return
-		}
-		f := describe(err)
-		switch {
-		case line.Outcome == "":
-			line.Outcome, line.Reason, line.Error = string(f.Outcome), f.Reason, f.Message
-		case f.Outcome == workflow.OutcomeUncertain:
-			// An open operation: what is left to settle (a cleanup's
-			// counts of snapshots absent, pending and failed), as the
-			// stderr line says it.
-			line.Error = f.Message
-		}
-		b, _ := json.Marshal(line)
-		fmt.Fprintln(streams.Out, string(b))
-		// The one stderr line of a failed run: what happened and what to do.
-		attrs := []any{"outcome", line.Outcome, "reason", line.Reason, "exit_code", f.Code, "error", f.Message, "fix", f.Fix}
-		log.Error("run ended", attrs...)
-		err = &reported{err: err}
-	}()
+	log := g.logger(streams.ErrOut, slog.LevelInfo)
+	defer func() { err = finishRun(streams, log, out.format, &line, err) }()
 
-	var flags commonFlags
-	fs := newFlagSet("run", streams)
-	flags.addDatabase(fs)
-	flags.addKube(fs)
-	flags.addFSGroup(fs)
-	if err := parse(fs, args); err != nil {
+	if err := g.checkLogFlags(); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usagef("run takes exactly one command file, got %d arguments", fs.NArg())
+	if err := out.check(); err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usagef("run takes exactly one command file, got %d arguments", len(args))
 	}
 	// Everything is validated before the kubeconfig is loaded or any
 	// connection is made: the file, its family's fields, the environment.
 	endPhase := phase.Begin("configuration: command file")
-	pr, err := prepareRun(fs.Arg(0), &flags)
+	pr, err := prepareRun(args[0], fsGroup, g)
 	endPhase()
 	if pr != nil {
 		line.Kind, line.MutationID = pr.kind, pr.mutationID
@@ -131,7 +179,7 @@ func runCommand(ctx context.Context, args []string, streams IOStreams, log *slog
 
 	var counter kube.Counter
 	endPhase = phase.Begin("configuration: cluster client")
-	deps, plan, release, err := pr.connect(&flags, log, func(rt http.RoundTripper) http.RoundTripper {
+	deps, plan, release, err := pr.connect(g, log, func(rt http.RoundTripper) http.RoundTripper {
 		return phase.Wrap(counter.Wrap(faultWrap(rt)), kube.RequestName)
 	})
 	endPhase()
@@ -213,29 +261,48 @@ func (pr *preparedRun) connect(flags *commonFlags, log *slog.Logger, wrap func(h
 // the environment settings and the database URL, in that order, and
 // contacts nothing. The result carries kind and mutation ID as soon as the
 // envelope is read, even when a later check fails.
-func prepareRun(path string, flags *commonFlags) (*preparedRun, error) {
-	if flags.fsGroup < 0 {
-		return nil, usagef("--fs-group must be a group ID above 0, got %d", flags.fsGroup)
-	}
-	f, err := command.Read(path, command.ReadOptions{FSGroup: flags.fsGroup})
+func prepareRun(path string, fsGroup int, g *commonFlags) (*preparedRun, error) {
+	pr, _, err := loadCommand(path, fsGroup)
 	if err != nil {
-		return nil, err
+		return pr, err
 	}
+	if pr.databaseURL, err = g.database(); err != nil {
+		return pr, err
+	}
+	if err := store.CheckURL(pr.databaseURL); err != nil {
+		return pr, err
+	}
+	return pr, nil
+}
+
+// loadCommand reads the command file and runs its family's decoder and
+// checks and the environment's, as run does, contacting nothing (what
+// validate runs). The file is returned once read, even when a later check
+// fails.
+func loadCommand(path string, fsGroup int) (*preparedRun, *command.File, error) {
+	if fsGroup < 0 {
+		return nil, nil, usagef("--fs-group must be a group ID above 0, got %d", fsGroup)
+	}
+	f, err := command.Read(path, command.ReadOptions{FSGroup: fsGroup})
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, err := loadFile(f)
+	return pr, f, err
+}
+
+// loadFile is loadCommand once the file is read.
+func loadFile(f *command.File) (*preparedRun, error) {
 	pr := &preparedRun{kind: f.Envelope.Kind, mutationID: f.Envelope.Metadata.MutationID}
 	load, ok := families[f.Envelope.Kind]
 	if !ok {
 		return pr, command.Invalid("kind", f.Envelope.Kind+" is not supported by this version of keyledger")
 	}
+	var err error
 	if pr.build, err = load(f, os.LookupEnv); err != nil {
 		return pr, err
 	}
 	if err := checkEnvironment(); err != nil {
-		return pr, err
-	}
-	if pr.databaseURL, err = flags.database(); err != nil {
-		return pr, err
-	}
-	if err := store.CheckURL(pr.databaseURL); err != nil {
 		return pr, err
 	}
 	return pr, nil

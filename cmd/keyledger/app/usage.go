@@ -4,86 +4,55 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
-// entry is one line of the usage: a synopsis and what it does. The
-// program's usage, each command group's usage and each command's --help
-// are all made from entries, so the usage text lives in one place.
-type entry struct {
-	// command is the command (and subcommand) the entry documents:
-	// "run", "journal show".
-	command string
-	// synopsis is the invocation, starting with "keyledger".
-	synopsis string
-	// doc is the description, one element per printed line.
-	doc []string
+// The usage text has one source, the command tree: the program's usage
+// lists every command's synopsis (its path and the arguments of its Use)
+// beside its Short; a command's help starts with the same lines, then its
+// Long, its flags and its Example; docs/cli.md is written from the same
+// tree (writeReference).
+
+// synopsis is c's invocation: "keyledger journal show MUTATION_ID".
+func synopsis(c *cobra.Command) string {
+	if _, args, ok := strings.Cut(c.Use, " "); ok {
+		return c.CommandPath() + " " + args
+	}
+	return c.CommandPath()
 }
 
-// entries is the usage of every command, in the order the program's usage
-// lists them.
-var entries = []entry{
-	{"run", "keyledger run COMMAND_FILE", []string{"run one command file (absolute path)"}},
-	{"plan", "keyledger plan COMMAND_FILE", []string{"show what run would do; writes nothing"}},
-	{"migrate", "keyledger migrate up|down|version|recover", []string{
-		"manage the journal schema (recover: clear",
-		"the dirty mark an earlier version left;",
-		"down refuses to drop journal rows unless",
-		"--destroy-journal-records)"}},
-	{"journal list", "keyledger journal list", []string{"list journaled operations (those the role may see)"}},
-	{"journal show", "keyledger journal show MUTATION_ID", []string{
-		"show one operation and its records (a plan: its",
-		"newest runs, --limit, at most 100)"}},
-	{"journal prune", "keyledger journal prune --older-than DURATION", []string{
-		"as the schema owner: remove finished plan runs",
-		"older than DURATION (each plan keeps its newest)"}},
-	{"journal grant", "keyledger journal grant ROLE NAMESPACE...", []string{
-		"as the schema owner: let ROLE act on NAMESPACEs"}},
-	{"journal revoke", "keyledger journal revoke ROLE NAMESPACE...", []string{
-		"as the schema owner: take NAMESPACEs from ROLE"}},
-	{"journal grants", "keyledger journal grants [--history]", []string{"list the namespace grants (or every change)"}},
-	{"keyring inspect", "keyledger keyring inspect NS/NAME", []string{"print a keyring's catalog (never material)"}},
-	{"history", "keyledger history NS/NAME", []string{"list a Secret's retained versions (never values)"}},
-	{"history", "keyledger history NS/NAME --version N --show-keys", []string{
-		"one version's key names and value digests"}},
-	{"render credentials", "keyledger render credentials --plan FILE [--image IMAGE]", []string{
-		"print a credential plan's Argo CD PreSync hook objects"}},
-	{"apply-hook", "keyledger apply-hook DIR", []string{"apply rendered hook objects in order and wait for the Job"}},
-	{"preflight", "keyledger preflight --canary IP:PORT", []string{"prove the API server reachable, the canary not"}},
-	{"version", "keyledger version", []string{"print the version"}},
-	{"completion", "keyledger completion bash|zsh|fish", []string{"print a shell completion script"}},
+// usageLeaves are the commands the usage lists for c: c itself, or, for a
+// command holding subcommands, each of them (a subcommand holding more,
+// in turn). completion is one entry: its shells are its arguments.
+func usageLeaves(c *cobra.Command) []*cobra.Command {
+	if !c.HasAvailableSubCommands() || c.Name() == "completion" {
+		return []*cobra.Command{c}
+	}
+	var out []*cobra.Command
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() {
+			out = append(out, usageLeaves(s)...)
+		}
+	}
+	return out
 }
-
-const usageHeader = "keyledger: exactly-once operations on Kubernetes Secrets, journaled in PostgreSQL\n\n"
-
-const usageFooter = `
-Flags common to commands that need them:
-  --database-url URL   journal database (default $KEYLEDGER_DATABASE_URL)
-  --kubeconfig PATH    cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  -o table|json        output format of journal, history and plan
-  -h, --help           usage of the program or of one command (exit 0)
-  --version            print the version (as keyledger version)
-
-A failure prints one line on stderr saying what failed and what to do
-(with -o json: a JSON object with error, reason and fix).
-Exit codes: 0 done, 1 internal error, 2 refused, 64 usage or invalid
-command file, 69 dependency unreachable, 75 outcome uncertain (rerun
-settles it), 77 permission matrix mismatch.
-`
 
 // docColumn is where descriptions start; a longer synopsis has its
 // description on the lines below it.
 const docColumn = 40
 
-// writeEntries writes the entries for which match is true, in the usage's
-// layout.
-func writeEntries(w io.Writer, match func(entry) bool) {
+// usageWidth is the width the descriptions are wrapped to.
+const usageWidth = 80
+
+// writeEntries writes one entry per command: its synopsis and its Short,
+// wrapped from docColumn.
+func writeEntries(w io.Writer, commands []*cobra.Command) {
 	indent := strings.Repeat(" ", docColumn)
-	for _, e := range entries {
-		if !match(e) {
-			continue
-		}
-		line := "  " + e.synopsis
-		doc := e.doc
+	for _, c := range commands {
+		line := "  " + synopsis(c)
+		doc := wrap(c.Short, usageWidth-docColumn)
 		if len(line) <= docColumn-2 {
 			line += strings.Repeat(" ", docColumn-len(line)) + doc[0]
 			doc = doc[1:]
@@ -95,37 +64,99 @@ func writeEntries(w io.Writer, match func(entry) bool) {
 	}
 }
 
+// wrap breaks text into lines of at most width characters at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) > width:
+			lines = append(lines, line)
+			line = word
+		default:
+			line += " " + word
+		}
+	}
+	return append(lines, line)
+}
+
+const usageHeader = "keyledger: exactly-once operations on Kubernetes Secrets, journaled in PostgreSQL\n\n"
+
+// usageFooter follows the global flags in the program's usage.
+const usageFooter = `
+Flags go anywhere on the line (GNU style: --flag VALUE, --flag=VALUE);
+"--" ends them. -o (table, json, yaml) is taken by every command whose
+output is structured; run prints its one JSON outcome line unless asked
+for yaml. keyledger help COMMAND or keyledger COMMAND --help prints a
+command's usage, flags and examples (exit 0).
+
+A failure prints one line on stderr saying what failed and what to do
+(with -o json: a JSON object with error, reason and fix).
+Exit codes: 0 done, 1 internal error, 2 refused, 64 usage or invalid
+command file, 69 dependency unreachable, 75 outcome uncertain (rerun
+settles it), 77 permission matrix mismatch.
+`
+
 // writeUsage writes the program's usage.
-func writeUsage(w io.Writer) {
+func writeUsage(w io.Writer, root *cobra.Command) {
 	fmt.Fprint(w, usageHeader+"Usage:\n")
-	writeEntries(w, func(entry) bool { return true })
+	writeEntries(w, usageLeaves(root))
+	fmt.Fprintf(w, "\nGlobal flags:\n%s", rootFlags(root).FlagUsages())
 	fmt.Fprint(w, usageFooter)
 }
 
-// writeCommandUsage writes the entries of command (a command, or a group
-// such as "journal": every command in it) and reports whether there were
-// any.
-func writeCommandUsage(w io.Writer, command string) bool {
-	match := func(e entry) bool { return e.command == command || strings.HasPrefix(e.command, command+" ") }
-	found := false
-	for _, e := range entries {
-		found = found || match(e)
-	}
-	if !found {
-		return false
-	}
-	fmt.Fprint(w, "Usage:\n")
-	writeEntries(w, match)
-	return true
-}
-
-// shortDoc is a command's one-line description for completion: its first
-// entry's description.
-func shortDoc(command string) string {
-	for _, e := range entries {
-		if e.command == command || strings.HasPrefix(e.command, command+" ") {
-			return strings.Join(e.doc, " ")
+// rootFlags are the persistent flags and the root's own (--help,
+// --version), as one set.
+func rootFlags(root *cobra.Command) *pflag.FlagSet {
+	root.InitDefaultHelpFlag()
+	root.InitDefaultVersionFlag()
+	fs := pflag.NewFlagSet("keyledger", pflag.ContinueOnError)
+	fs.AddFlagSet(root.PersistentFlags())
+	for name, usage := range map[string]string{
+		"help":    "usage of the program, or of one command (keyledger COMMAND --help); exit 0",
+		"version": "print the version (as keyledger version)",
+	} {
+		if f := root.Flags().Lookup(name); f != nil {
+			f.Usage = usage
+			fs.AddFlag(f)
 		}
 	}
-	return ""
+	return fs
+}
+
+// writeCommandHelp writes one command's help: its usage entries (for a
+// group, every command in it), its description, its flags, the global
+// flags and its examples.
+func writeCommandHelp(w io.Writer, c *cobra.Command) {
+	c.InitDefaultHelpFlag()
+	fmt.Fprint(w, "Usage:\n")
+	writeEntries(w, usageLeaves(c))
+	long := c.Long
+	if long == "" {
+		long = c.Short
+	}
+	fmt.Fprintf(w, "\n%s\n", strings.TrimRight(long, "\n"))
+	if local := c.LocalFlags().FlagUsages(); local != "" {
+		fmt.Fprintf(w, "\nFlags:\n%s", local)
+	}
+	if inherited := c.InheritedFlags().FlagUsages(); inherited != "" {
+		fmt.Fprintf(w, "\nGlobal Flags:\n%s", inherited)
+	}
+	if c.Example != "" {
+		fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(c.Example, "\n"))
+	}
+}
+
+// setHelp makes every help (--help, -h, help COMMAND) print the usage
+// above on streams.Out.
+func setHelp(root *cobra.Command, streams IOStreams) {
+	root.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		if c == root {
+			writeUsage(streams.Out, root)
+			return
+		}
+		writeCommandHelp(streams.Out, c)
+	})
 }

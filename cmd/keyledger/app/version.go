@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/migrations"
@@ -51,34 +52,45 @@ type schema struct {
 	Dirty    *bool `json:"dirty,omitempty"`
 }
 
-func versionCommand(ctx context.Context, args []string, streams IOStreams) error {
-	var flags commonFlags
-	output := "json"
-	fs := newFlagSet("version", streams)
-	flags.addDatabase(fs)
-	fs.StringVarP(&output, "output", "o", "json", "output format: json, yaml or table")
-	if err := parse(fs, args); err != nil {
-		return err
+func newVersionCommand(ctx context.Context, streams IOStreams, g *commonFlags) *cobra.Command {
+	var out outputFlag
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "print the version, commit and journal schema",
+		Long: `Print keyledger's version, the commit and commit time it was built from,
+whether the tree was modified, the Go release and platform, and the journal
+schema version it migrates to. Given --database-url, it also reads the schema
+version the journal holds (and nothing else). One JSON line by default (what
+keyledger --version prints).`,
+		Example:           "  keyledger version\n  keyledger version -o table --database-url \"$OWNER_URL\"",
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: noCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := g.checkLogFlags(); err != nil {
+				return err
+			}
+			if err := out.check(); err != nil {
+				return err
+			}
+			if len(args) != 0 {
+				return usagef("version takes no arguments")
+			}
+			v := buildVersion()
+			// Only a journal named on the command line is read: `keyledger
+			// version` alone contacts nothing, whatever
+			// KEYLEDGER_DATABASE_URL holds.
+			if g.databaseURL != "" {
+				status, err := store.MigrateWith(ctx, g.databaseURL, store.MigrateVersion, store.MigrateOptions{})
+				if err != nil {
+					return err
+				}
+				v.Schema.Found, v.Schema.Dirty = &status.Version, &status.Dirty
+			}
+			return printVersion(streams, v, out.format)
+		},
 	}
-	if fs.NArg() != 0 {
-		return usagef("version takes no arguments")
-	}
-	switch output {
-	case "json", "yaml", "table":
-	default:
-		return usagef("-o must be json, yaml or table, not %q", output)
-	}
-	v := buildVersion()
-	// Only a journal named on the command line is read: `keyledger version`
-	// alone contacts nothing, whatever KEYLEDGER_DATABASE_URL holds.
-	if flags.databaseURL != "" {
-		status, err := store.MigrateWith(ctx, flags.databaseURL, store.MigrateVersion, store.MigrateOptions{})
-		if err != nil {
-			return err
-		}
-		v.Schema.Found, v.Schema.Dirty = &status.Version, &status.Dirty
-	}
-	return printVersion(streams, v, output)
+	addOutput(cmd, &out, formatJSON, formatYAML, formatTable)
+	return cmd
 }
 
 func printVersion(streams IOStreams, v versionInfo, output string) error {
