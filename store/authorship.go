@@ -24,6 +24,11 @@ type RunRecordParams struct {
 	Step, Target string
 	// UID and Digest, when not empty, the record must carry.
 	UID, Digest string
+	// Except, when not empty, is the mutation ID of a run whose records
+	// are not answers: a run being resumed asks whether any other run
+	// journaled the same thing, and its own record (which whoever holds
+	// the journal role could have written) must not hide an older one.
+	Except string
 }
 
 // RunRecord is a record found in one run of a command.
@@ -49,7 +54,7 @@ func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, 
 	var r Record
 	err := s.onReadConn(func(q reader) error {
 		var err error
-		r, err = scanRecord(q.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest, p.Namespace), &found.Run)
+		r, err = scanRecord(q.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest, p.Namespace, p.Except), &found.Run)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -76,14 +81,14 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 		return out, nil
 	}
 	defer phase.Begin("query find-each-in-runs")()
-	var namespaces, commands, kinds, steps, targets, uids, digests []string
+	var namespaces, excepts, commands, kinds, steps, targets, uids, digests []string
 	for _, p := range ps {
-		namespaces = append(namespaces, p.Namespace)
+		namespaces, excepts = append(namespaces, p.Namespace), append(excepts, p.Except)
 		commands, kinds, steps = append(commands, p.Command), append(kinds, string(p.Kind)), append(steps, p.Step)
 		targets, uids, digests = append(targets, p.Target), append(uids, p.UID), append(digests, p.Digest)
 	}
 	err := s.onReadConn(func(q reader) error {
-		rows, err := q.Query(ctx, findEachInRunsQuery, commands, kinds, steps, targets, uids, digests, namespaces)
+		rows, err := q.Query(ctx, findEachInRunsQuery, commands, kinds, steps, targets, uids, digests, namespaces, excepts)
 		if err != nil {
 			return wrap("reading the command's runs", err)
 		}
@@ -114,18 +119,19 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 
 // findEachInRunsQuery is FindEachInRuns' SQL: $1 to $6 the questions'
 // commands, kinds, steps, targets, UIDs and digests (empty for any), $7
-// their namespaces, one
+// their namespaces, $8 the runs they skip (empty for none), one
 // element per question; each row is a question's 1-based position and its
 // answer, as findInRunsQuery finds it; a question without one has no row.
 const findEachInRunsQuery = `
 		SELECT q.ord, f.*
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-		  WITH ORDINALITY AS q(q_command, q_kind, q_step, q_target, q_uid, q_digest, q_namespace, ord)
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+		  WITH ORDINALITY AS q(q_command, q_kind, q_step, q_target, q_uid, q_digest, q_namespace, q_except, ord)
 		CROSS JOIN LATERAL (
 			SELECT (SELECT o.mutation_id FROM keyledger.operations o WHERE o.id = r.operation_id), ` + recordColumns + `
 			FROM keyledger.records r
 			WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o
-			                         WHERE o.target_namespace = q.q_namespace AND (o.mutation_id = q.q_command OR o.` + runSeries + ` = q.q_command))
+			                         WHERE o.target_namespace = q.q_namespace AND (o.mutation_id = q.q_command OR o.` + runSeries + ` = q.q_command)
+			                           AND o.mutation_id <> q.q_except)
 			  AND r.kind = q.q_kind::keyledger.record_kind AND r.step = q.q_step AND r.target = q.q_target
 			  AND (q.q_uid = '' OR r.uid = q.q_uid) AND (q.q_digest = '' OR r.digest = q.q_digest)
 			ORDER BY r.id DESC LIMIT 1) f
@@ -133,12 +139,13 @@ const findEachInRunsQuery = `
 
 // findInRunsQuery is FindInRuns' SQL: $1 the command, $2 to $6 the
 // record's kind, step, target, UID and digest (” for any), $7 the
-// namespace of its runs.
+// namespace of its runs, $8 a run to skip (” for none).
 const findInRunsQuery = `
 		SELECT (SELECT o.mutation_id FROM keyledger.operations o WHERE o.id = r.operation_id), ` + recordColumns + `
 		FROM keyledger.records r
 		WHERE r.operation_id IN (SELECT o.id FROM keyledger.operations o
-		                         WHERE o.target_namespace = $7 AND (o.mutation_id = $1 OR o.` + runSeries + ` = $1))
+		                         WHERE o.target_namespace = $7 AND (o.mutation_id = $1 OR o.` + runSeries + ` = $1)
+		                           AND o.mutation_id <> $8)
 		  AND r.kind = $2::keyledger.record_kind AND r.step = $3 AND r.target = $4
 		  AND ($5 = '' OR r.uid = $5) AND ($6 = '' OR r.digest = $6)
 		ORDER BY r.id DESC LIMIT 1`

@@ -74,31 +74,52 @@ func TestJournaledCallAskedTable(t *testing.T) {
 				require.Equal(t, probed, e.k.probed[podApp], "not probed")
 				require.Equal(t, 1, e.k.count(opDeletePod, podApp))
 			}},
-		{Name: "the same call, the server refusing now for that cause: sent", Setup: respec(withServers, staleServer),
+		{Name: "the same call, the server refusing now for a cause no run restarted it for: sent", Setup: respec(withServers, staleServer),
 			Check: func(t *testing.T, e *env, r result) {
 				healthy(t, e, r)
+				// A new Secret version: a new cause (run 1 restarted for the
+				// old one).
+				e.k.editSecret(e.cmd.Spec.Servers[0].Secret, func(s *corev1.Secret) { s.Annotations["example.com/touched"] = "yes" })
 				e.k.probes[podApp] = []ProbeResult{{Status: ProbeRefused, Reason: "wrongpass"}}
 				e.forgeDeletePod()
 				r = e.run()
 				require.Equal(t, 2, e.k.count(opDeletePod, podApp), "asked now: sent")
 				require.Equal(t, "completed", r.Ending())
 			}},
+		// The unfinished run's own call does not hide the restart run 1
+		// made for the same cause: one restart per cause, whoever wrote
+		// the unfinished run.
+		{Name: "the same call, the server refusing now for the cause run 1 restarted it for: refused", Setup: respec(withServers, staleServer),
+			Check: func(t *testing.T, e *env, r result) {
+				healthy(t, e, r)
+				e.k.probes[podApp] = []ProbeResult{{Status: ProbeRefused, Reason: "wrongpass"}}
+				e.forgeDeletePod()
+				r = e.run()
+				require.Equal(t, 1, e.k.count(opDeletePod, podApp), "not restarted twice for one cause")
+				require.Equal(t, "refused/"+workflow.ReasonCallNotAsked, r.Ending())
+			}},
 	})
 }
 
-// findsOne is a journal whose FindInRuns finds one delete-pod record of
-// the cause (in run), or none (run empty), or fails.
+// findsOne is a journal whose FindInRuns finds the newest of the runs
+// holding a delete-pod record of the cause (runs, newest first) that is
+// not the run the question excepts, or none, or fails.
 type findsOne struct {
 	workflow.JournalReader
-	run string
-	err error
+	runs []string
+	err  error
 }
 
-func (j findsOne) FindInRuns(context.Context, store.RunRecordParams) (*store.RunRecord, error) {
-	if j.err != nil || j.run == "" {
+func (j findsOne) FindInRuns(_ context.Context, p store.RunRecordParams) (*store.RunRecord, error) {
+	if j.err != nil {
 		return nil, j.err
 	}
-	return &store.RunRecord{Run: j.run}, nil
+	for _, run := range j.runs {
+		if run != p.Except {
+			return &store.RunRecord{Run: run}, nil
+		}
+	}
+	return nil, nil
 }
 
 // TestRestartDeclinedTable: the decision whether a refusing server is
@@ -110,7 +131,7 @@ func TestRestartDeclinedTable(t *testing.T) {
 		name       string
 		authorship Authorship
 		optIn      bool
-		found      string // the run holding a restart of this cause
+		found      []string // the runs holding a restart of this cause, newest first
 		mine       string // the run whose call is asked again ("" in a decision)
 		want, by   string
 	}{
@@ -118,14 +139,18 @@ func TestRestartDeclinedTable(t *testing.T) {
 		{name: "adopted, no earlier restart", authorship: AuthorshipAdopted},
 		{name: "unproven", authorship: AuthorshipUnproven, want: ReasonSecretUnproven},
 		{name: "unproven, opted in", authorship: AuthorshipUnproven, optIn: true},
-		{name: "unproven, opted in, restarted for the cause by run 1", authorship: AuthorshipUnproven, optIn: true, found: "m-1:run-1",
+		{name: "unproven, opted in, restarted for the cause by run 1", authorship: AuthorshipUnproven, optIn: true, found: []string{"m-1:run-1"},
 			want: ReasonServerStillRefuses, by: "m-1:run-1"},
-		{name: "unproven wins over the restart memory", authorship: AuthorshipUnproven, found: "m-1:run-1", want: ReasonSecretUnproven},
-		{name: "proven, restarted for the cause by run 1", authorship: AuthorshipProven, found: "m-1:run-1",
+		{name: "unproven wins over the restart memory", authorship: AuthorshipUnproven, found: []string{"m-1:run-1"}, want: ReasonSecretUnproven},
+		{name: "proven, restarted for the cause by run 1", authorship: AuthorshipProven, found: []string{"m-1:run-1"},
 			want: ReasonServerStillRefuses, by: "m-1:run-1"},
-		{name: "asked again: the restart found is the call's own run", authorship: AuthorshipProven, found: "m-1:run-2", mine: "m-1:run-2"},
-		{name: "asked again: another run restarted for the cause", authorship: AuthorshipProven, found: "m-1:run-1", mine: "m-1:run-2",
+		{name: "asked again: the restart found is the call's own run", authorship: AuthorshipProven, found: []string{"m-1:run-2"}, mine: "m-1:run-2"},
+		{name: "asked again: another run restarted for the cause", authorship: AuthorshipProven, found: []string{"m-1:run-1"}, mine: "m-1:run-2",
 			want: ReasonServerStillRefuses, by: "m-1:run-1"},
+		// The call's own run (a forged unfinished run, say) is newer than a
+		// real restart for the cause: its own record does not hide it.
+		{name: "asked again: the call's own run is newer than another run's restart", authorship: AuthorshipProven,
+			found: []string{"m-1:run-7", "m-1:run-3"}, mine: "m-1:run-7", want: ReasonServerStillRefuses, by: "m-1:run-3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -135,7 +160,7 @@ func TestRestartDeclinedTable(t *testing.T) {
 			}
 			e := newEnv(t, spec)
 			f := e.family()
-			f.journal = findsOne{run: c.found}
+			f.journal = findsOne{runs: c.found}
 			why, by, err := f.restartDeclined(context.Background(), "pod/"+podApp, c.authorship, cause{}, c.mine)
 			require.NoError(t, err)
 			require.Equal(t, c.want, why)

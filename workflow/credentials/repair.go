@@ -167,12 +167,14 @@ func (f *family) restartDeclined(ctx context.Context, target string, authorship 
 	if f.journal == nil {
 		return "", "", nil
 	}
+	// Any run but mine: the call being asked again is mine, and a record
+	// of mine (forged or not) never hides an older restart for the cause.
 	found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
-		Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest()})
+		Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest(), Except: mine})
 	switch {
 	case err != nil:
 		return "", "", &workflow.Unavailable{Dependency: "postgresql", Err: err}
-	case found != nil && (mine == "" || found.Run != mine):
+	case found != nil:
 		return ReasonServerStillRefuses, found.Run, nil
 	}
 	return "", "", nil

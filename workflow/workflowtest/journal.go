@@ -566,11 +566,14 @@ func (j *Journal) FindInRuns(ctx context.Context, p store.RunRecordParams) (*sto
 	if j.closed {
 		return nil, fmt.Errorf("%s: connection failed", what)
 	}
-	if err := firstErr(checkText(p.Command), checkText(p.Step), checkText(p.Target), checkText(p.UID), checkText(p.Digest)); err != nil {
+	if err := firstErr(checkText(p.Command), checkText(p.Step), checkText(p.Target), checkText(p.UID), checkText(p.Digest), checkText(p.Except)); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var found *store.RunRecord
 	for _, e := range j.runs(p.Namespace, p.Command) {
+		if p.Except != "" && e.op.MutationID == p.Except {
+			continue
+		}
 		for _, s := range e.records {
 			r := s.r
 			if r.Kind != p.Kind || r.Step != p.Step || r.Target != p.Target ||
