@@ -132,7 +132,7 @@ func TestRestartDeclinedTable(t *testing.T) {
 		authorship Authorship
 		optIn      bool
 		found      []string // the runs holding a restart of this cause, newest first
-		mine       string // the run whose call is asked again ("" in a decision)
+		mine       string   // the run whose call is asked again ("" in a decision)
 		want, by   string
 	}{
 		{name: "proven, no earlier restart", authorship: AuthorshipProven},
