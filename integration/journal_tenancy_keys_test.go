@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/cause"
+	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -227,4 +229,64 @@ func TestIntegrationJournalPruneKeepsRestartMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, found, "the restart is remembered after the prune")
 	require.Equal(t, store.RunID(plan, 1), found.Run)
+}
+
+// A's role fills PostgreSQL's shared lock table with advisory locks (no
+// role can be kept from it: PostgreSQL has no per-role lock quota). B's
+// runs meet an unavailable dependency with its reason (journal-out-of-
+// memory, settled by a rerun; never a bug, never a wait), and converge
+// once A lets go. On a server of its own: the lock table is the server's,
+// and every other test's too.
+func TestIntegrationTenancyLockTableExhaustion(t *testing.T) {
+	t.Parallel()
+	setup(t) // the platform's images are built
+	ctx := t.Context()
+	pg, err := platform.StartPostgres(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Terminate(context.WithoutCancel(ctx)) })
+	nsA, nsB := "tenant-a", "tenant-b"
+	journal, err := pg.NewJournal(ctx, "kl_locks", nsB)
+	require.NoError(t, err)
+	roleA, pw := "kl_ns_a_"+randomSuffix(t), randomSuffix(t)
+	require.NoError(t, pg.EnsureRole(ctx, roleA, pw))
+	require.NoError(t, platform.Grant(ctx, journal.OwnerURL, roleA, nsA))
+	urlA, err := pg.URLFor(journal.OwnerURL, roleA, pw)
+	require.NoError(t, err)
+
+	p := toyPreparation("mut-locks", 3)
+	p.Kind, p.Namespace = "ToyPlan", nsB
+	b := roleStore(t, journal.OperatorURL)
+	op, created, err := b.PrepareRun(ctx, p)
+	require.NoError(t, err)
+	require.True(t, created)
+	endRun(t, b, op, store.StateCompleted)
+
+	// A takes advisory locks until PostgreSQL says the lock table is full;
+	// session locks stay held past the failed statement.
+	a := connect(t, urlA)
+	var full error
+	for i := int64(0); i < 1000 && full == nil; i++ {
+		_, full = a.Exec(ctx, `SELECT pg_advisory_lock(k) FROM generate_series($1::int8, $1::int8 + 999) k`, i*1000)
+	}
+	require.Equal(t, "53200", sqlState(full), "the lock table is full: %v", full)
+
+	// B's next sync cannot hold its run: an unavailable dependency a rerun
+	// settles, named.
+	next := roleStore(t, journal.OperatorURL)
+	_, _, err = next.PrepareRun(ctx, p)
+	require.Error(t, err)
+	c, ok := cause.Of(err)
+	require.True(t, ok, "a dependency's failure, not a bug: %v", err)
+	require.Equal(t, "journal-out-of-memory", c.Reason)
+	require.True(t, c.Settles, "a rerun settles it")
+
+	// A lets go: B's next sync converges.
+	_, err = a.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
+	require.NoError(t, err)
+	again := roleStore(t, journal.OperatorURL)
+	run, created, err := again.PrepareRun(ctx, p)
+	require.NoError(t, err, "B converges once A lets go")
+	if created {
+		endRun(t, again, run, store.StateCompleted)
+	}
 }
