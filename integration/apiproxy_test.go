@@ -56,12 +56,11 @@ func (e *env) newAPIRecorder() *apiRecorder {
 	pool := x509.NewCertPool()
 	require.True(e.t, pool.AppendCertsFromPEM(admin.CAData), "the API server's CA")
 	rec := &apiRecorder{t: e.t}
-	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy := &httputil.ReverseProxy{}
 	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: admin.ServerName, MinVersion: tls.VersionTLS12}}
-	direct := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		direct(r)
-		r.Host = target.Host
+	proxy.Rewrite = func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = target.Host
 	}
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		body, err := io.ReadAll(resp.Body)

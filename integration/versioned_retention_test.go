@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,7 @@ const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=
 func snapshotReads(reqs []apiRequest) []apiRequest {
 	var out []apiRequest
 	for _, r := range reqs {
-		if r.Method == "GET" && strings.Contains(r.Path, "/secrets/"+kube.SnapshotPrefix) {
+		if r.Method == http.MethodGet && strings.Contains(r.Path, "/secrets/"+kube.SnapshotPrefix) {
 			out = append(out, r)
 		}
 	}
@@ -89,7 +90,7 @@ func TestIntegrationVersionedPurgeStopsWhenLiveChanges(t *testing.T) {
 	var once sync.Once
 	var changed string
 	rec.reset(func(r apiRequest) {
-		if r.Method != "DELETE" || !strings.HasSuffix(r.Path, "/"+first) || r.Status != 200 {
+		if r.Method != http.MethodDelete || !strings.HasSuffix(r.Path, "/"+first) || r.Status != 200 {
 			return
 		}
 		once.Do(func() {
@@ -111,7 +112,7 @@ func TestIntegrationVersionedPurgeStopsWhenLiveChanges(t *testing.T) {
 	require.Equal(t, s.UID, after.UID)
 	deletes := 0
 	for _, q := range rec.requests() {
-		if q.Method == "DELETE" {
+		if q.Method == http.MethodDelete {
 			deletes++
 		}
 	}
@@ -173,7 +174,7 @@ func TestIntegrationVersionedSnapshotChangedRefuses(t *testing.T) {
 	t.Cleanup(func() { e.removeFinalizers(snap) })
 	rec.reset(func(r apiRequest) {
 		// Right after keyledger listed the history: someone holds the snapshot.
-		if r.Method == "GET" && strings.HasSuffix(r.Path, "/namespaces/"+e.ns+"/secrets") {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/namespaces/"+e.ns+"/secrets") {
 			once.Do(func() {
 				_, holdErr = e.kube.Client().CoreV1().Secrets(e.ns).Patch(context.Background(), snap, types.MergePatchType,
 					[]byte(`{"metadata":{"finalizers":["keyledger.test/hold"]}}`), metav1.PatchOptions{})
@@ -192,7 +193,7 @@ func TestIntegrationVersionedSnapshotChangedRefuses(t *testing.T) {
 	require.Equal(t, live.ResourceVersion, e.getSecret("changed").ResourceVersion)
 	deletes := 0
 	for _, q := range rec.requests() {
-		if q.Method == "DELETE" {
+		if q.Method == http.MethodDelete {
 			deletes++
 			require.Equal(t, 409, q.Status, "the one delete failed its precondition")
 		}

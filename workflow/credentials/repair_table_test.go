@@ -27,10 +27,9 @@ func (e *env) pod(name string) string {
 func TestDeletePodTable(t *testing.T) {
 	t.Parallel()
 	pod := "pod/" + podApp
-	var repairedAsked func(t *testing.T, e *env, r result, asked bool)
 	// repaired: the pod that refused (named by the first probe) is gone,
 	// its replacement accepted.
-	repairedAsked = func(t *testing.T, e *env, r result, asked bool) {
+	repairedAsked := func(t *testing.T, e *env, r result, asked bool) {
 		t.Helper()
 		before := firstRecordOf(r, store.RecordProbe, stepProbe, pod).UID
 		require.NotEmpty(t, before)
