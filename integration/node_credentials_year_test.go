@@ -34,8 +34,8 @@ func (ne *nodeEnv) syncExpectingFailure(dir, owner string) (codes []int32, logs 
 
 // A server whose pod reads a different password than its Secret holds,
 // forever: across three syncs of the rendered hook Job (one pod each: its
-// podFailurePolicy fails the Job on exit 2, no retry), the pod is deleted
-// exactly once (its UIDs from the API server's watch: two incarnations),
+// podFailurePolicy fails the Job on exit 2, no retry), with the owner's
+// journal prune after each, the pod is deleted exactly once (its UIDs from the API server's watch: two incarnations),
 // and every hook pod after the first restart exits 2 naming the server (server-still-refuses). The hook
 // pods are fenced by deploy/credentials and by the hook's own rendered
 // NetworkPolicy, which alone lets them reach the server's port.
@@ -71,6 +71,11 @@ func TestIntegrationNodeCredentialsRestartOncePerCause(t *testing.T) {
 		require.Contains(t, logs, "server-still-refuses", "sync %d", sync)
 		require.Contains(t, logs, pod, "sync %d: the refusal names the server", sync)
 		ne.waitPodReady(pod, 90*time.Second)
+		// The owner prunes every finished run it may between two syncs:
+		// the run that holds the restart is kept (migration 12), so the
+		// next sync still knows the cause was answered.
+		r := ne.keyledger([]string{"journal", "prune", "--older-than", "0s"}, withDatabase(ne.journal.OwnerURL))
+		require.Equal(t, 0, r.Code, "prune after sync %d: %s %s", sync, r.Stdout, r.Stderr)
 	}
 	seen := uids()
 	require.Len(t, seen, 2, "the server pod was deleted exactly once across three syncs: %v", seen)
