@@ -36,9 +36,10 @@ func Verify[T any](ctx context.Context, intended T, read func(context.Context) (
 
 // Reach runs contact, which reaches a server beyond the API server (a
 // credential probe) and returns rec completed with what it found. A dry
-// run reaches nothing: it returns rec with status planned.
+// run reaches nothing: it returns rec with status planned (unless it is
+// the check of a run without its journal, which probes for real).
 func Reach(ctx context.Context, rec store.Record, contact func(context.Context, store.Record) (store.Record, error)) (store.Record, error) {
-	if isDryRun(ctx) {
+	if isDryRun(ctx) && !reaches(ctx) {
 		rec.Status = statusPlanned
 		return rec, nil
 	}
@@ -110,7 +111,12 @@ func DryRun(ctx context.Context, deps Deps, plan Plan) (*DryRunResult, error) {
 	}
 	defer st.Close()
 	bindJournal(st, plan.Family)
+	return dryDrive(ctx, st, plan, log)
+}
 
+// dryDrive is a dry run once the journal is open (or stands in: the check
+// of a run without its journal, unjournaled).
+func dryDrive(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*DryRunResult, error) {
 	res := &DryRunResult{}
 	op, records, err := dryPrepare(ctx, st, plan, res)
 	if err != nil {

@@ -52,6 +52,12 @@ type Plan struct {
 	// its own (store.PrepareRun), so running the command again converges
 	// again instead of replaying, while an interrupted run is resumed.
 	Runs bool
+	// Unjournaled lets a desired-state run whose journal is down (an
+	// outage that ends by itself) end without it when, decided from the
+	// cluster alone, it has nothing to write, delete or restart
+	// (unjournaled). The journal proves authorship and remembers restarts;
+	// only writes and restarts need those.
+	Unjournaled bool
 }
 
 // JournalReader reads records of other operations than the one being run.
@@ -129,6 +135,9 @@ type Result struct {
 	// Transactions is the number of journal transactions committed while
 	// this run was operating (by this run alone, unless the Store is shared).
 	Transactions int64
+	// Journal is JournalNotConsulted when the run ended without its
+	// journal (Plan.Unjournaled), empty otherwise.
+	Journal string
 }
 
 // begin is what Execute and DryRun do before the journal is read: the
@@ -157,7 +166,7 @@ func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, erro
 	st, err := deps.OpenStore(ctx)
 	endPhase()
 	if err != nil {
-		return nil, nil, &Unavailable{Dependency: "postgresql", Err: err}
+		return nil, log, &journalConnectError{&Unavailable{Dependency: "postgresql", Err: err}}
 	}
 	return st, log, nil
 }
@@ -182,6 +191,10 @@ func orDiscard(log *slog.Logger) *slog.Logger {
 // operation is terminal or its outcome is uncertain.
 func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	st, log, err := begin(ctx, deps, plan)
+	var connect *journalConnectError
+	if errors.As(err, &connect) {
+		return unjournaled(ctx, plan, log, connect.err)
+	}
 	if err != nil {
 		return nil, err
 	}

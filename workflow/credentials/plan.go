@@ -47,6 +47,11 @@ func Plan(cmd *Command, cfg *rest.Config) (workflow.Plan, error) {
 		// A plan is desired state: every run is an operation of its own
 		// ("<mutationId>:run-<n>"), an interrupted run is resumed.
 		Runs: true,
+		// A sync with nothing to write (every Secret present and complete,
+		// every server accepting) does not need the journal: while it is
+		// down, the hook still reads and probes, and exits 0 saying the
+		// journal was not consulted (docs/security.md).
+		Unjournaled: true,
 	}, nil
 }
 
