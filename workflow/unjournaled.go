@@ -113,4 +113,3 @@ func (emptyJournal) LatestRun(context.Context, string, string) (*store.Operation
 
 func (emptyJournal) Transactions() int64 { return 0 }
 func (emptyJournal) Close()              {}
-
