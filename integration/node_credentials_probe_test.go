@@ -53,9 +53,9 @@ func redisConnections(t *testing.T, addr string) int {
 // any AUTH) carrying the label the hook's NetworkPolicy lets the hook
 // reach: shop-cache-a, whose controller owner reference names a
 // StatefulSet shop-cache in a made-up API group, and shop-cache-0, the
-// StatefulSet's own pod name (its controller cannot create it: its
-// template names a ServiceAccount that does not exist), carrying the real
-// StatefulSet's UID, labels and identity but another container. Every
+// StatefulSet's own pod name, planted with its labels and identity while
+// the name was free and adopted by its controller (the real UID), but
+// running another container than the template's. Every
 // hook pod of the sync (the Job and its retries) exits 2 server-not-owned,
 // and each redis-server accepted no connection but the test's own.
 func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
@@ -63,25 +63,32 @@ func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	ne.joinJournal()
 	apiIP, apiPort := ne.apiEndpoint()
 	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
-	sts := ne.blockedStatefulSet("shop-cache")
 	listener := []corev1.Container{{Name: "server", Image: ne.serversImage(), ImagePullPolicy: corev1.PullNever,
 		Command: []string{"redis-server", "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"}}}
-	plant := func(name string, owner metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) string {
+	plant := func(name string, owner *metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) string {
 		t.Helper()
-		spec.Containers, spec.TerminationGracePeriodSeconds = listener, ptr(int64(1))
-		labels["app"], labels["statefulset.kubernetes.io/pod-name"] = "shop-cache", name
-		owner.Controller = ptr(true)
-		_, err := ne.kube.Client().CoreV1().Pods(ne.ns).Create(t.Context(), &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
-			Spec:       spec}, metav1.CreateOptions{})
+		spec.Containers, spec.TerminationGracePeriodSeconds, spec.AutomountServiceAccountToken = listener, ptr(int64(1)), ptr(false)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
+		if owner != nil {
+			owner.Controller = ptr(true)
+			pod.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		_, err := ne.kube.Client().CoreV1().Pods(ne.ns).Create(t.Context(), pod, metav1.CreateOptions{})
 		require.NoError(t, err)
 		return net.JoinHostPort(ne.waitPodReady(name, 90*time.Second), "6379")
 	}
-	a := plant("shop-cache-a", metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache",
-		UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"}, map[string]string{}, corev1.PodSpec{AutomountServiceAccountToken: ptr(false)})
-	b := plant("shop-cache-0", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "shop-cache", UID: sts.UID},
-		map[string]string{"apps.kubernetes.io/pod-index": "0"},
-		corev1.PodSpec{AutomountServiceAccountToken: ptr(false), Hostname: "shop-cache-0", Subdomain: "shop-cache"})
+	// shop-cache-0 first, with the StatefulSet's labels and identity while
+	// its name is free: the StatefulSet's controller adopts it (the real
+	// UID) and, the pod being there, starts none of its own.
+	labels, spec := statefulPodIdentity("shop-cache", 0, corev1.PodSpec{})
+	b := plant("shop-cache-0", nil, labels, spec)
+	ne.adoptingStatefulSet(t.Context(), "shop-cache", []corev1.Container{{Name: "server", Image: ne.serversImage(), ImagePullPolicy: corev1.PullNever,
+		Command: []string{"redis-server", "--port", "6379", "--requirepass", "$(PASSWORD)", "--save", "", "--appendonly", "no"},
+		Env: []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "shop-cache-app"}, Key: "password"}}}}}})
+	a := plant("shop-cache-a", &metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache",
+		UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"}, map[string]string{"app": "shop-cache", "statefulset.kubernetes.io/pod-name": "shop-cache-a"},
+		corev1.PodSpec{})
 
 	plan := credentialPlan(ne.ns, "mut-node-planted", []planSecret{standardSecret("shop-cache-app")}, func(spec map[string]any) {
 		spec["servers"] = []any{
