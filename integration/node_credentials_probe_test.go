@@ -46,7 +46,7 @@ func redisConnections(t *testing.T, addr string) int {
 	return 0
 }
 
-// TestIntegrationNodeCredentialsProbeReachesOnlyItsServer: on the test
+// TestIntegrationNodePlantedPodsGetNothing: on the test
 // node, two pods planted by someone who may create pods, each named as a
 // planned server whose expected controller is the StatefulSet shop-cache,
 // each a real redis-server without a password (a listener that would take
@@ -58,7 +58,7 @@ func redisConnections(t *testing.T, addr string) int {
 // running another container than the template's. Every
 // hook pod of the sync (the Job and its retries) exits 2 server-not-owned,
 // and each redis-server accepted no connection but the test's own.
-func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
+func TestIntegrationNodePlantedPodsGetNothing(t *testing.T) {
 	ne := setupNode(t)
 	ne.joinJournal()
 	apiIP, apiPort := ne.apiEndpoint()
@@ -98,6 +98,8 @@ func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 		}
 	})
 	codes, logs := ne.syncExpectingFailure(ne.renderHook(plan), specOf(t, plan).Owner)
+	require.Equal(t, 1, redisConnections(t, a), "the pod owned in another API group: no connection but this one")
+	require.Equal(t, 1, redisConnections(t, b), "the pod with the real UID and another container: no connection but this one")
 	require.NotEmpty(t, codes, logs)
 	for _, code := range codes {
 		require.EqualValues(t, 2, code, "every hook pod exits 2: %s", logs)
@@ -105,7 +107,5 @@ func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	require.Contains(t, logs, credentials.ReasonServerNotOwned)
 	require.Contains(t, logs, `"check":"owner-group"`)
 	require.Contains(t, logs, `"check":"containers"`)
-	require.Equal(t, 1, redisConnections(t, a), "the pod owned in another API group: no connection but this one")
-	require.Equal(t, 1, redisConnections(t, b), "the pod with the real UID and another container: no connection but this one")
 	requireNoValues(t, logs, ne.secretValues("shop-cache-app"))
 }
