@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -49,47 +49,60 @@ func listenCounting(t *testing.T, ip string) *countingListener {
 }
 
 // plantPod creates, as someone holding only `create pods` in the namespace
-// would, a pod named name carrying a controller owner reference, with the
-// labels and spec of their choice; playing its kubelet, it is Running and
-// Ready at ip. (The namespace's default ServiceAccount, which admission
-// wants, may still be on its way: the create is tried again until it is.)
-func (e *env) plantPod(ctx context.Context, name, ip string, owner metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) types.UID {
+// would, a pod named name carrying owner (when set) as its controller
+// owner reference, with the labels and spec of their choice; playing its
+// kubelet, it is Running and Ready at ip.
+func (e *env) plantPod(ctx context.Context, name, ip string, owner *metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) types.UID {
 	e.t.Helper()
-	yes := true
-	owner.Controller = &yes
-	spec.AutomountServiceAccountToken = &[]bool{false}[0]
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}}, Spec: spec}
-	require.NoError(e.t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := e.kube.Client().CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
-		if apierrors.IsForbidden(err) {
-			return false, nil // the ServiceAccount is not there yet
-		}
-		return err == nil, err
-	}), "planting pod %s", name)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
+	if owner != nil {
+		o := *owner
+		o.Controller = &[]bool{true}[0]
+		pod.OwnerReferences = []metav1.OwnerReference{o}
+	}
+	_, err := e.kube.Client().CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(e.t, err, "planting pod %s", name)
 	p, err := e.kube.PlayKubelet(ctx, e.ns, name, ip)
 	require.NoError(e.t, err)
 	return p.UID
 }
 
-// blockedStatefulSet creates a one-replica StatefulSet (updateStrategy
-// OnDelete) whose controller cannot create its pod (its template names a
-// ServiceAccount that does not exist, which admission refuses): its pod
-// name shop-cache-0 stays free for someone else's pod, which the
-// controller then claims as its own and leaves alone.
-func (e *env) blockedStatefulSet(name string) *appsv1.StatefulSet {
+// adoptingStatefulSet creates a one-replica StatefulSet (updateStrategy
+// OnDelete) after someone planted a pod under its pod name name-0 with
+// its selector's labels and identity: its controller adopts that pod (the
+// pod's controller owner reference then carries the StatefulSet's UID,
+// written by the controller itself), creates no pod of its own, and
+// leaves it alone. It waits for the adoption.
+func (e *env) adoptingStatefulSet(ctx context.Context, name string, containers []corev1.Container) *appsv1.StatefulSet {
 	e.t.Helper()
 	one := int32(1)
 	labels := map[string]string{"app": name}
-	sts, err := e.kube.Client().AppsV1().StatefulSets(e.ns).Create(e.t.Context(), &appsv1.StatefulSet{
+	sts, err := e.kube.Client().AppsV1().StatefulSets(e.ns).Create(ctx, &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{ServiceAccountName: "absent-" + randomSuffix(e.t),
-					Containers: []corev1.Container{{Name: "server", Image: "server:test"}}}}},
+				Spec: corev1.PodSpec{Containers: containers}}},
 	}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
+	require.NoError(e.t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := e.kube.Client().CoreV1().Pods(e.ns).Get(ctx, name+"-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ref := metav1.GetControllerOf(p)
+		return ref != nil && ref.UID == sts.UID, nil
+	}), "the StatefulSet's controller adopts the planted pod")
 	return sts
+}
+
+// statefulPodIdentity is what a StatefulSet's controller gives its pod
+// set-<ordinal> (labels, hostname, subdomain): a pod planted with it is
+// taken for one of its pods.
+func statefulPodIdentity(set string, ordinal int, spec corev1.PodSpec) (map[string]string, corev1.PodSpec) {
+	name := set + "-" + strconv.Itoa(ordinal)
+	spec.Hostname, spec.Subdomain = name, set
+	return map[string]string{"app": set, "statefulset.kubernetes.io/pod-name": name, "apps.kubernetes.io/pod-index": strconv.Itoa(ordinal)}, spec
 }
 
 // TestIntegrationCredentialsProbeReachesOnlyItsServer: two pods planted by
@@ -98,10 +111,11 @@ func (e *env) blockedStatefulSet(name string) *appsv1.StatefulSet {
 // an address where a listener counts connections: shop-cache-a, whose
 // controller owner reference names a StatefulSet shop-cache in a made-up
 // API group (the garbage collector never resolves it), with the
-// template's containers; and shop-cache-0, the StatefulSet's own pod name
-// (its controller could not create it), carrying the real StatefulSet's
-// UID (readable from any of its pods), its labels and identity, but
-// another container. Neither gets a connection (each listener counts
+// template's containers; and shop-cache-0, the StatefulSet's own pod name,
+// planted with its labels and identity while the name was free and then
+// adopted by the StatefulSet's controller (so it carries the real
+// StatefulSet's UID, as a forger could also write it: any sibling pod
+// shows it), but running another container. Neither gets a connection (each listener counts
 // zero), nothing is deleted, and the run refuses server-not-owned naming
 // both pods and the check each failed. The identity holds exactly the
 // rendered Role, get on the StatefulSet included.
@@ -109,15 +123,16 @@ func TestIntegrationCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	sts := e.blockedStatefulSet("shop-cache")
 	otherGroup, otherContainer := listenCounting(t, "127.0.0.31"), listenCounting(t, "127.0.0.32")
+	// shop-cache-0 first: planted with the StatefulSet's labels and
+	// identity before the StatefulSet exists, it is adopted by its
+	// controller, which gives it the real UID.
+	labels, spec := statefulPodIdentity("shop-cache", 0, corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "listener:test"}}})
+	b := e.plantPod(ctx, "shop-cache-0", "127.0.0.32", nil, labels, spec)
+	sts := e.adoptingStatefulSet(ctx, "shop-cache", []corev1.Container{{Name: "server", Image: "server:test"}})
 	a := e.plantPod(ctx, "shop-cache-a", "127.0.0.31",
-		metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache", UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"},
+		&metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache", UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"},
 		map[string]string{"app": "shop-cache"}, corev1.PodSpec{Containers: sts.Spec.Template.Spec.Containers})
-	b := e.plantPod(ctx, "shop-cache-0", "127.0.0.32",
-		metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "shop-cache", UID: sts.UID},
-		map[string]string{"app": "shop-cache", "statefulset.kubernetes.io/pod-name": "shop-cache-0", "apps.kubernetes.io/pod-index": "0"},
-		corev1.PodSpec{Hostname: "shop-cache-0", Subdomain: "shop-cache", Containers: []corev1.Container{{Name: "server", Image: "listener:test"}}})
 
 	plan := credentialPlan(e.ns, "mut-planted-pods", []planSecret{standardSecret("shop-cache-app")}, func(spec map[string]any) {
 		spec["servers"] = []any{
@@ -127,13 +142,13 @@ func TestIntegrationCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 		}
 	})
 	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
+	require.Zero(t, otherGroup.accepted.Load(), "the pod owned in another API group got no connection")
+	require.Zero(t, otherContainer.accepted.Load(), "the pod with the real UID and another container got no connection")
 	out := requireRefused(t, r, credentials.ReasonServerNotOwned)
 	require.Equal(t, []any{
 		map[string]any{"pod": "shop-cache-a", "check": "owner-group"},
 		map[string]any{"pod": "shop-cache-0", "check": "containers"},
 	}, out["notOwned"], "the outcome names each pod and the check it failed")
-	require.Zero(t, otherGroup.accepted.Load(), "the pod owned in another API group got no connection")
-	require.Zero(t, otherContainer.accepted.Load(), "the pod with the real UID and another container got no connection")
 	for name, uid := range map[string]types.UID{"shop-cache-a": a, "shop-cache-0": b} {
 		p, err := e.kube.Client().CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)

@@ -46,42 +46,49 @@ func redisConnections(t *testing.T, addr string) int {
 	return 0
 }
 
-// TestIntegrationNodeCredentialsProbeReachesOnlyItsServer: on the test
+// TestIntegrationNodePlantedPodsGetNothing: on the test
 // node, two pods planted by someone who may create pods, each named as a
 // planned server whose expected controller is the StatefulSet shop-cache,
 // each a real redis-server without a password (a listener that would take
 // any AUTH) carrying the label the hook's NetworkPolicy lets the hook
 // reach: shop-cache-a, whose controller owner reference names a
 // StatefulSet shop-cache in a made-up API group, and shop-cache-0, the
-// StatefulSet's own pod name (its controller cannot create it: its
-// template names a ServiceAccount that does not exist), carrying the real
-// StatefulSet's UID, labels and identity but another container. Every
+// StatefulSet's own pod name, planted with its labels and identity while
+// the name was free and adopted by its controller (the real UID), but
+// running another container than the template's. Every
 // hook pod of the sync (the Job and its retries) exits 2 server-not-owned,
 // and each redis-server accepted no connection but the test's own.
-func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
+func TestIntegrationNodePlantedPodsGetNothing(t *testing.T) {
 	ne := setupNode(t)
 	ne.joinJournal()
 	apiIP, apiPort := ne.apiEndpoint()
 	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
-	sts := ne.blockedStatefulSet("shop-cache")
 	listener := []corev1.Container{{Name: "server", Image: ne.serversImage(), ImagePullPolicy: corev1.PullNever,
 		Command: []string{"redis-server", "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"}}}
-	plant := func(name string, owner metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) string {
+	plant := func(name string, owner *metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) string {
 		t.Helper()
-		spec.Containers, spec.TerminationGracePeriodSeconds = listener, ptr(int64(1))
-		labels["app"], labels["statefulset.kubernetes.io/pod-name"] = "shop-cache", name
-		owner.Controller = ptr(true)
-		_, err := ne.kube.Client().CoreV1().Pods(ne.ns).Create(t.Context(), &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
-			Spec:       spec}, metav1.CreateOptions{})
+		spec.Containers, spec.TerminationGracePeriodSeconds, spec.AutomountServiceAccountToken = listener, ptr(int64(1)), ptr(false)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
+		if owner != nil {
+			owner.Controller = ptr(true)
+			pod.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		_, err := ne.kube.Client().CoreV1().Pods(ne.ns).Create(t.Context(), pod, metav1.CreateOptions{})
 		require.NoError(t, err)
 		return net.JoinHostPort(ne.waitPodReady(name, 90*time.Second), "6379")
 	}
-	a := plant("shop-cache-a", metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache",
-		UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"}, map[string]string{}, corev1.PodSpec{AutomountServiceAccountToken: ptr(false)})
-	b := plant("shop-cache-0", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "shop-cache", UID: sts.UID},
-		map[string]string{"apps.kubernetes.io/pod-index": "0"},
-		corev1.PodSpec{AutomountServiceAccountToken: ptr(false), Hostname: "shop-cache-0", Subdomain: "shop-cache"})
+	// shop-cache-0 first, with the StatefulSet's labels and identity while
+	// its name is free: the StatefulSet's controller adopts it (the real
+	// UID) and, the pod being there, starts none of its own.
+	labels, spec := statefulPodIdentity("shop-cache", 0, corev1.PodSpec{})
+	b := plant("shop-cache-0", nil, labels, spec)
+	ne.adoptingStatefulSet(t.Context(), "shop-cache", []corev1.Container{{Name: "server", Image: ne.serversImage(), ImagePullPolicy: corev1.PullNever,
+		Command: []string{"redis-server", "--port", "6379", "--requirepass", "$(PASSWORD)", "--save", "", "--appendonly", "no"},
+		Env: []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "shop-cache-app"}, Key: "password"}}}}}})
+	a := plant("shop-cache-a", &metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "StatefulSet", Name: "shop-cache",
+		UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"}, map[string]string{"app": "shop-cache", "statefulset.kubernetes.io/pod-name": "shop-cache-a"},
+		corev1.PodSpec{})
 
 	plan := credentialPlan(ne.ns, "mut-node-planted", []planSecret{standardSecret("shop-cache-app")}, func(spec map[string]any) {
 		spec["servers"] = []any{
@@ -91,6 +98,8 @@ func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 		}
 	})
 	codes, logs := ne.syncExpectingFailure(ne.renderHook(plan), specOf(t, plan).Owner)
+	require.Equal(t, 1, redisConnections(t, a), "the pod owned in another API group: no connection but this one")
+	require.Equal(t, 1, redisConnections(t, b), "the pod with the real UID and another container: no connection but this one")
 	require.NotEmpty(t, codes, logs)
 	for _, code := range codes {
 		require.EqualValues(t, 2, code, "every hook pod exits 2: %s", logs)
@@ -98,7 +107,5 @@ func TestIntegrationNodeCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	require.Contains(t, logs, credentials.ReasonServerNotOwned)
 	require.Contains(t, logs, `"check":"owner-group"`)
 	require.Contains(t, logs, `"check":"containers"`)
-	require.Equal(t, 1, redisConnections(t, a), "the pod owned in another API group: no connection but this one")
-	require.Equal(t, 1, redisConnections(t, b), "the pod with the real UID and another container: no connection but this one")
 	requireNoValues(t, logs, ne.secretValues("shop-cache-app"))
 }
