@@ -164,40 +164,12 @@ func TestIntegrationCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-planted-pods:run-1"), e.secretValues("shop-cache-app"))
 }
 
-// forgeUnfinishedRun is the attack of issue 35 on a credential plan: with
-// the run's own journal role and plain SQL, it journals the plan's run n
-// left in calling, its preparation as PrepareRun writes it and one pending
-// call.
+// forgeUnfinishedRun is the attack of issue 35 on a credential plan: the
+// plan's run n, its preparation as PrepareRun writes it, left in calling
+// with one pending call (forgeOperation).
 func forgeUnfinishedRun(t *testing.T, url string, prepare store.PrepareParams, n int64, call store.Record) {
 	t.Helper()
-	ctx := t.Context()
-	p := store.RunPreparation(prepare, n, store.RunLineage{})
-	conn := connect(t, url)
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	var id int64
-	require.NoError(t, tx.QueryRow(ctx, `
-		INSERT INTO keyledger.operations (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-		p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID).Scan(&id))
-	insert := func(r store.Record) {
-		t.Helper()
-		var attempt, batch *int
-		if r.Kind == store.RecordAuthorityCall {
-			attempt, batch = &r.Attempt, &r.Batch
-		}
-		_, err := tx.Exec(ctx, `
-			INSERT INTO keyledger.records (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			id, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, batch, r.Final, r.Detail.JSON())
-		require.NoError(t, err, "forging a %s record", r.Kind)
-	}
-	insert(store.Record{Kind: store.RecordPreparation, Step: "preparation", Digest: p.CommandDigest, Detail: p.Detail})
-	insert(call)
-	_, err = tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'calling' WHERE id = $1`, id)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+	forgeOperation(t, url, store.RunPreparation(prepare, n, store.RunLineage{}), store.StateCalling, call)
 }
 
 // TestIntegrationCredentialsForgedCallNotSent: a record is evidence, never

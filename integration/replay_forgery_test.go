@@ -22,12 +22,13 @@ import (
 // namespace's own role, the forgery does too.
 func (e *env) runJournalURL() string { return e.journal.OperatorURL }
 
-// forgeCompleted is the attack of issue 18: with the run's own journal
-// role and plain SQL (no keyledger code), it journals in one transaction a
-// completed operation for a command that never ran: the operation row, its
-// preparation (the command digest a real run computes), calls and answers
-// in the shape a run journals them, and the completion record.
-func forgeCompleted(t *testing.T, url string, p store.PrepareParams, records ...store.Record) {
+// forgeOperation is the attack of issues 18 and 35: with the run's own
+// journal role and plain SQL (no keyledger code), it journals in one
+// transaction the operation p, its preparation (the command digest a real
+// run computes) and records in the shape a run journals them, left in
+// state: calling (an interrupted run whose last call's answer was never
+// recorded) or completed (then ending with a completion record).
+func forgeOperation(t *testing.T, url string, p store.PrepareParams, state store.State, records ...store.Record) {
 	t.Helper()
 	ctx := t.Context()
 	conn := connect(t, url)
@@ -41,25 +42,39 @@ func forgeCompleted(t *testing.T, url string, p store.PrepareParams, records ...
 		p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID).Scan(&id))
 	insert := func(r store.Record) {
 		t.Helper()
-		detail := r.Detail.JSON()
 		var attempt, batch *int
 		if r.Kind == store.RecordAuthorityCall {
 			attempt, batch = &r.Attempt, &r.Batch
 		}
-		_, err = tx.Exec(ctx, `
+		_, err := tx.Exec(ctx, `
 			INSERT INTO keyledger.records (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			id, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, batch, r.Final, detail)
+			id, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, batch, r.Final, r.Detail.JSON())
 		require.NoError(t, err, "forging a %s record", r.Kind)
 	}
 	insert(store.Record{Kind: store.RecordPreparation, Step: "preparation", Digest: p.CommandDigest, UID: p.ExpectedUID, Detail: p.Detail})
-	_, err = tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'completed', outcome = 'completed' WHERE id = $1`, id)
-	require.NoError(t, err)
+	if state == store.StateCompleted {
+		// Moved first: records of a finished operation are appended only
+		// in the transaction that finished it.
+		_, err = tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'completed', outcome = 'completed' WHERE id = $1`, id)
+		require.NoError(t, err)
+		records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed"})
+	}
 	for _, r := range records {
 		insert(r)
 	}
-	insert(store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed"})
+	if state != store.StateCompleted {
+		_, err = tx.Exec(ctx, `UPDATE keyledger.operations SET state = $2 WHERE id = $1`, id, string(state))
+		require.NoError(t, err)
+	}
 	require.NoError(t, tx.Commit(ctx))
+}
+
+// forgeCompleted forges a completed operation for a command that never
+// ran (forgeOperation).
+func forgeCompleted(t *testing.T, url string, p store.PrepareParams, records ...store.Record) {
+	t.Helper()
+	forgeOperation(t, url, p, store.StateCompleted, records...)
 }
 
 // readCommand reads a command file as `keyledger run` does.

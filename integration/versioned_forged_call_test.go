@@ -11,39 +11,6 @@ import (
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
-// forgeInterrupted is the attack of issue 35 on a one-shot operation: with
-// the run's own journal role and plain SQL, it journals p left in calling:
-// its preparation, then records (the last a call whose answer was never
-// recorded), as a run interrupted after its call record committed would
-// have left it.
-func forgeInterrupted(t *testing.T, url string, p store.PrepareParams, records ...store.Record) {
-	t.Helper()
-	ctx := t.Context()
-	conn := connect(t, url)
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	var id int64
-	require.NoError(t, tx.QueryRow(ctx, `
-		INSERT INTO keyledger.operations (kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-		p.Kind, p.MutationID, p.RequestID, p.CommandDigest, p.Namespace, p.Name, p.ExpectedUID).Scan(&id))
-	for _, r := range append([]store.Record{{Kind: store.RecordPreparation, Step: "preparation", Digest: p.CommandDigest, Detail: p.Detail}}, records...) {
-		var attempt, batch *int
-		if r.Kind == store.RecordAuthorityCall {
-			attempt, batch = &r.Attempt, &r.Batch
-		}
-		_, err := tx.Exec(ctx, `
-			INSERT INTO keyledger.records (operation_id, kind, step, target, attempt, uid, resource_version, digest, status, reason, batch, final, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			id, string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason, batch, r.Final, r.Detail.JSON())
-		require.NoError(t, err, "forging a %s record", r.Kind)
-	}
-	_, err = tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'calling' WHERE id = $1`, id)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-}
-
 // TestIntegrationVersionedForgedPruneNotSent: a record is evidence, never
 // an instruction. A Secret with three snapshots, well within the history
 // limit; then, with the namespace's journal role and plain SQL, an
@@ -67,10 +34,10 @@ func TestIntegrationVersionedForgedPruneNotSent(t *testing.T) {
 	path := e.writeCommand("mut-fp-forged.json", updateCommand(e.ns, "db", cur.ResourceVersion, "mut-fp-forged", map[string][]byte{"k": vCanary("new")}))
 	cmd, err := versioned.Decode(readCommand(t, path))
 	require.NoError(t, err)
-	forgeInterrupted(t, e.runJournalURL(), store.PrepareParams{
+	forgeOperation(t, e.runJournalURL(), store.PrepareParams{
 		Kind: command.KindSecretUpdate, MutationID: "mut-fp-forged", RequestID: "req-mut-fp-forged", CommandDigest: cmd.Digest,
 		Namespace: e.ns, Name: "db", Detail: store.DetailOf(map[string]any{"expectedResourceVersion": cur.ResourceVersion, "keys": []string{"k"}}),
-	},
+	}, store.StateCalling,
 		store.Record{Kind: store.RecordObservation, Step: versioned.StepReadLive, Target: "secret/db", UID: string(cur.UID), ResourceVersion: cur.ResourceVersion},
 		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepPruneSnapshot, Target: "secret/" + v1.Name, Attempt: 1, Batch: 1,
 			UID: string(v1.UID), ResourceVersion: v1.ResourceVersion},
