@@ -14,10 +14,14 @@ import (
 
 // syncExpectingFailure runs `keyledger apply-hook DIR` (an Argo CD sync)
 // whose Job fails after its retries, and returns the exit codes of the
-// Job's pods and their logs.
-func (ne *nodeEnv) syncExpectingFailure(dir, owner string) (codes []int32, logs string) {
+// Job's pods and their logs; applyHookOutput, when given, receives what
+// apply-hook printed.
+func (ne *nodeEnv) syncExpectingFailure(dir, owner string, applyHookOutput ...*string) (codes []int32, logs string) {
 	ne.t.Helper()
 	r := ne.keyledger([]string{"apply-hook", dir, "--timeout", "4m"})
+	for _, out := range applyHookOutput {
+		*out = r.Stdout + r.Stderr
+	}
 	require.NotEqual(ne.t, 0, r.Code, "the sync fails: %s %s", r.Stdout, r.Stderr)
 	require.Contains(ne.t, r.Stdout+r.Stderr, "hook-job-failed", "%s %s\n%s", r.Stdout, r.Stderr, ne.hookPodLogs())
 	pods, err := ne.kube.Client().CoreV1().Pods(ne.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "keyledger.dev/owner=" + owner})

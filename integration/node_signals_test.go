@@ -74,12 +74,14 @@ func TestIntegrationNodeFailureSignals(t *testing.T) {
 	refused := credentialPlan(ne.ns, refusedID, []planSecret{standardSecret(refusedSecret)}, func(spec map[string]any) {
 		spec["owner"] = refusedOwner
 	})
-	_, logs := ne.syncExpectingFailure(ne.renderHook(refused), refusedOwner)
+	var applyHook string
+	_, logs := ne.syncExpectingFailure(ne.renderHook(refused), refusedOwner, &applyHook)
 	job, failed, pods := ne.hookJobEnd(refusedOwner)
 	require.Len(t, pods, 1, "exit 2 is not retried: %s", logs)
 	require.Equal(t, "PodFailurePolicy", failed.Reason, failed.Message)
 	require.Contains(t, failed.Message, "keyledger", "the condition names the container")
 	require.Contains(t, failed.Message, "exit code 2", "the condition names the exit code")
+	require.Contains(t, applyHook, failed.Message, "apply-hook reports the Job's Failed condition")
 	msg, code := terminationMessage(t, pods[0])
 	require.EqualValues(t, 2, code)
 	require.Equal(t, map[string]any{"outcome": "refused", "reason": "secret-wrong-type", "kind": "CredentialPlan",

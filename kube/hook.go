@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -154,9 +155,10 @@ func (h *Hook) Create(ctx context.Context, o metav1.Object) error {
 }
 
 // WaitJob reads the Job until it has a true Complete condition (failed is
-// false) or a true Failed condition (failed is true); an error when a read
-// fails or ctx ends first.
-func (h *Hook) WaitJob(ctx context.Context, name string) (failed bool, err error) {
+// false) or a true Failed condition (failed is true, why its reason and
+// message: with a podFailurePolicy, the container and its exit code); an
+// error when a read fails or ctx ends first.
+func (h *Hook) WaitJob(ctx context.Context, name string) (failed bool, why string, err error) {
 	err = poll.Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
 		j, err := wrapped(h.jobs.Get(ctx, name, metav1.GetOptions{}))
 		if err != nil {
@@ -170,13 +172,13 @@ func (h *Hook) WaitJob(ctx context.Context, name string) (failed bool, err error
 			case batchv1.JobComplete:
 				return true, nil
 			case batchv1.JobFailed:
-				failed = true
+				failed, why = true, strings.TrimSpace(c.Reason+": "+c.Message)
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-	return failed, err
+	return failed, why, err
 }
 
 // bound refuses an object of another namespace or of a kind Hook does not

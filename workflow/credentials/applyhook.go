@@ -26,7 +26,7 @@ type hookAPI interface {
 	Delete(ctx context.Context, o metav1.Object) error
 	WaitGone(ctx context.Context, o metav1.Object) error
 	Create(ctx context.Context, o metav1.Object) error
-	WaitJob(ctx context.Context, name string) (failed bool, err error)
+	WaitJob(ctx context.Context, name string) (failed bool, why string, err error)
 }
 
 var _ hookAPI = (*kube.Hook)(nil)
@@ -51,12 +51,16 @@ func ApplyHook(ctx context.Context, hook hookAPI, o *kube.HookObjects, timeout t
 			return &workflow.Unavailable{Dependency: "kubernetes", Err: fmt.Errorf("creating %s: %w", ref, err)}
 		}
 	}
-	failed, err := hook.WaitJob(ctx, o.Job.Name)
+	failed, why, err := hook.WaitJob(ctx, o.Job.Name)
 	switch {
 	case err != nil:
 		return &workflow.Uncertain{Reason: ReasonHookJobUnfinished, Err: err}
 	case failed:
-		return &workflow.Refused{Reason: ReasonHookJobFailed, Detail: "job " + o.Job.Name + " failed; see its pod's output"}
+		// why is the Job's Failed condition (with the podFailurePolicy: the
+		// container and its exit code); the pods' termination messages hold
+		// keyledger's outcome and reason.
+		return &workflow.Refused{Reason: ReasonHookJobFailed, Detail: "job " + o.Job.Name + " failed (" + why +
+			"); its pods' termination messages say why"}
 	}
 	return nil
 }

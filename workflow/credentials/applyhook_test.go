@@ -35,12 +35,15 @@ func (h *scriptedHook) do(verb string, o metav1.Object) error {
 func (h *scriptedHook) Delete(_ context.Context, o metav1.Object) error   { return h.do("delete", o) }
 func (h *scriptedHook) WaitGone(_ context.Context, o metav1.Object) error { return h.do("gone", o) }
 func (h *scriptedHook) Create(_ context.Context, o metav1.Object) error   { return h.do("create", o) }
-func (h *scriptedHook) WaitJob(_ context.Context, name string) (bool, error) {
+func (h *scriptedHook) WaitJob(_ context.Context, name string) (bool, string, error) {
 	h.verbs = append(h.verbs, "wait job/"+name)
 	if h.failVerb == "wait" {
-		return false, errors.New("scripted wait failure")
+		return false, "", errors.New("scripted wait failure")
 	}
-	return h.jobFailed, nil
+	if h.jobFailed {
+		return true, "PodFailurePolicy: Container keyledger for pod shop/job-x failed with exit code 2 matching FailJob rule at index 1", nil
+	}
+	return false, "", nil
 }
 
 func hookObjects() *kube.HookObjects {
@@ -83,4 +86,5 @@ func TestApplyHook(t *testing.T) {
 	var refused *workflow.Refused
 	require.ErrorAs(t, ApplyHook(t.Context(), &scriptedHook{jobFailed: true}, hookObjects(), time.Minute), &refused)
 	require.Equal(t, ReasonHookJobFailed, refused.Reason)
+	require.Contains(t, refused.Error(), "exit code 2", "the refusal carries the Job's Failed condition")
 }
