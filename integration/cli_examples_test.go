@@ -102,7 +102,25 @@ func TestIntegrationCLIExamples(t *testing.T) {
 	for _, name := range []string{"credential-plan.json", "credential-plan-servers.json"} {
 		plan := example(t, name)
 		plan["spec"].(map[string]any)["namespace"] = e.ns
-		requireExpected(t, name, want[name], e.runCmd(plan, e.asCredentialRunner(plan)))
+		as := e.asCredentialRunner(plan)
+		path := e.writeCommand(name, plan)
+		// plan predicts the authorship the run then reports: every Secret
+		// it would create is proven.
+		p := e.keyledger([]string{"plan", "-o", "json", path}, as)
+		require.Equal(t, 0, p.Code, "plan %s: %s", name, p.Stderr)
+		var predicted struct {
+			Summary struct {
+				Authorship map[string]string `json:"authorship"`
+			} `json:"summary"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(p.Stdout), &predicted), p.Stdout)
+		out := requireExpected(t, name, want[name], e.keyledger([]string{"run", path}, as))
+		ran := map[string]string{}
+		for k, v := range out["authorship"].(map[string]any) {
+			ran[k] = v.(string)
+			require.Equal(t, "proven", v, "%s: %s was created by this run", name, k)
+		}
+		require.Equal(t, predicted.Summary.Authorship, ran, "%s: plan predicts the run's authorship", name)
 	}
 
 	// The live Secret the versioned examples write, with the key the update

@@ -444,6 +444,12 @@ func (p *progress) observe(r store.Record) error {
 		if err != nil {
 			return err
 		}
+		if d.Authorship == "" && r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) {
+			// An applied create is this run's: proven, whatever its answer
+			// carries (Send's says so; a create held back and taken as
+			// applied, as keyledger plan takes it, carries nothing).
+			d.Authorship = AuthorshipProven
+		}
 		if d.Authorship != "" {
 			p.authorship[name], p.by[name] = d.Authorship, d.By
 			if r.Kind == store.RecordAuthorityResult {
