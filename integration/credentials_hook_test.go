@@ -140,7 +140,7 @@ func TestIntegrationCredentialsRenderDefaultImage(t *testing.T) {
 // name by delete, wait until gone, create (Argo CD's BeforeHookCreation),
 // again at the next sync; the wait for a Job no pod ever runs ends at
 // --timeout with 75 hook-job-unfinished; an identity without the rights stops
-// at the first delete with 69 and changes nothing. The Job succeeding in its
+// at the first delete with 77 (kubernetes-forbidden) and changes nothing. The Job succeeding in its
 // pod is TestIntegrationNodeCredentialsHook's.
 func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 	t.Parallel()
@@ -161,9 +161,11 @@ func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 	require.NoError(t, err)
 
 	r = e.keyledger([]string{"apply-hook", dir, "--timeout", "20s"}, asKubeconfig(e.serviceAccountKubeconfig("no-rights", nil)))
-	require.Equal(t, 69, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Contains(t, r.Stderr, "kubernetes unavailable: deleting serviceaccount/"+name+":")
-	require.Contains(t, r.Stderr, "forbidden")
+	// A forbidden request is a permission the identity lacks (exit 77,
+	// kubernetes-forbidden), not an unavailable dependency.
+	require.Equal(t, 77, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stderr, "deleting serviceaccount/"+name+":")
+	require.Contains(t, r.Stderr, "[kubernetes-forbidden, exit 77]")
 	cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, stale.UID, cm.UID, "nothing was replaced")

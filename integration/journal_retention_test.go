@@ -353,7 +353,7 @@ func TestIntegrationJournalReadersUseIndexes(t *testing.T) {
 		"latest-run":   {"bulk-7", toyNamespace},
 		"runs-page":    {"bulk-7", "", 11, toyNamespace},
 		"step-records": {toyNamespace, "name-7", "create-snapshot", "uid-1", []string{"secret/x-7", "secret/x-8"}},
-		"runs-record":  {"bulk-7", "observation", "create-snapshot", "secret/x-7", "", "", toyNamespace},
+		"runs-record":  {"bulk-7", "observation", "create-snapshot", "secret/x-7", "", "", toyNamespace, ""},
 	}
 	plans := map[string]string{}
 	for name, args := range explainArgs {
