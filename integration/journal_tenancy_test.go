@@ -382,6 +382,16 @@ func TestIntegrationTenancyMutationIDs(t *testing.T) {
 	got, err := owner.Load(ctx, b.ns, "mut-squat")
 	require.NoError(t, err)
 	require.Equal(t, mine.ID, got.ID)
+	// So is `journal show` as the owner: exit 64 naming the flag; with it,
+	// the namespace's operation.
+	r := e.keyledger([]string{"journal", "show", "mut-squat"}, withDatabase(e.journal.OwnerURL))
+	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stderr, "[mutation-id-ambiguous, exit 64]")
+	require.Contains(t, r.Stderr, "--namespace")
+	r = e.keyledger([]string{"journal", "show", "mut-squat", "--namespace", b.ns, "-o", "json"}, withDatabase(e.journal.OwnerURL))
+	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stdout, b.ns)
+	require.NotContains(t, r.Stdout, a.ns)
 }
 
 // Nothing is appended to a finished operation, by its own namespace's role
