@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // apiRequest is one request keyledger sent through an apiRecorder, with
@@ -116,17 +115,7 @@ func (r *apiRecorder) reset(after func(apiRequest)) {
 // trusts its certificate only.
 func (r *apiRecorder) through(e *env, name string, rules []rbacv1.PolicyRule) runOption {
 	e.t.Helper()
-	ctx, c := e.t.Context(), e.kube.Client()
-	_, err := c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	_, err = c.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: e.ns}},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, name, 600)
-	require.NoError(e.t, err)
+	cfg := e.serviceAccountConfig(name, rules)
 	cfg.Host = r.srv.URL
 	cfg.TLSClientConfig.ServerName = ""
 	cfg.TLSClientConfig.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})

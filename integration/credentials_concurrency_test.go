@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,19 +73,7 @@ func TestIntegrationCredentialsOneWritePerSecretUnder32Runs(t *testing.T) {
 	as := e.asCredentialRunner(plan)
 	from := e.secretsRV()
 	const n = 32
-	results := make([]result, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i] = e.keyledger([]string{"run", path}, as)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results := e.runTogether(n, []string{"run", path}, as)
 	outcomes := map[string]int{}
 	for i, r := range results {
 		outcomes[concurrentPlanOutcome(t, i, r)]++

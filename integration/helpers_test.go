@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +81,26 @@ func count(records []store.Record, kind store.RecordKind) int {
 }
 
 // writeCommand writes a command file (mode 0600) and returns its absolute path.
+// runTogether starts n runs of the binary with args at the same moment and
+// returns how each ended, in start order.
+func (e *env) runTogether(n int, args []string, opts ...runOption) []result {
+	e.t.Helper()
+	results := make([]result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = e.keyledger(args, opts...)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return results
+}
+
 func (e *env) writeCommand(name string, v any) string {
 	e.t.Helper()
 	b, err := json.Marshal(v)

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,19 +27,7 @@ func TestIntegrationConcurrentRetirementsSayWhoWrote(t *testing.T) {
 	as := e.asRetirerOf(s)
 
 	const n = 8
-	results := make([]result, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i] = e.keyledger([]string{"run", path}, as)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results := e.runTogether(n, []string{"run", path}, as)
 
 	words := map[string]int{}
 	for i, r := range results {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/keyledger/keyledger/workflow/retire"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
@@ -100,6 +101,16 @@ func retirementRules(secretName string) []rbacv1.PolicyRule { return retire.Rule
 // that runs as it.
 func (e *env) serviceAccountKubeconfig(name string, rules []rbacv1.PolicyRule) string {
 	e.t.Helper()
+	path, err := e.kube.KubeconfigForConfig(e.serviceAccountConfig(name, rules), e.t.TempDir())
+	require.NoError(e.t, err)
+	return path
+}
+
+// serviceAccountConfig makes the ServiceAccount name of the test's
+// namespace hold exactly rules (a Role and its RoleBinding) and returns a
+// client configuration with a token of it.
+func (e *env) serviceAccountConfig(name string, rules []rbacv1.PolicyRule) *rest.Config {
+	e.t.Helper()
 	ctx, c := e.t.Context(), e.kube.Client()
 	_, err := c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
@@ -111,9 +122,7 @@ func (e *env) serviceAccountKubeconfig(name string, rules []rbacv1.PolicyRule) s
 	require.NoError(e.t, err)
 	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, name, 600)
 	require.NoError(e.t, err)
-	path, err := e.kube.KubeconfigForConfig(cfg, e.t.TempDir())
-	require.NoError(e.t, err)
-	return path
+	return cfg
 }
 
 // asRetirerOf runs as a ServiceAccount holding exactly a retirement's rights
