@@ -22,7 +22,7 @@ func init() {
 	add("kubernetes-tls", false, false, "the API server's certificate does not verify against the kubeconfig's CA (or names another host): correct certificate-authority or server in the kubeconfig"+cannotRerun)
 	add("kubernetes-unreachable", true, false, "the API server could not be reached: "+kubeRerun)
 	add("kubernetes-unauthorized", false, false, "the API server rejected the credentials (401: an expired, revoked or unknown token or certificate): give the identity a valid token (a fresh kubeconfig, a projected ServiceAccount token)"+cannotRerun)
-	add("kubernetes-forbidden", false, true, "the API server forbade a request the permission check had allowed (403: the rights changed during the run, or an admission policy refused): restore exactly the rights the operation needs (README, Using it)"+cannotRerun)
+	add("kubernetes-forbidden", false, true, "the API server forbade a request the permission check had allowed (403: the rights changed during the run, or an admission policy refused): restore exactly the rights the operation needs (docs/reference.md, Using it)"+cannotRerun)
 	add("kubernetes-throttled", true, false, "the API server is throttling requests (429): "+kubeRerun)
 	add("kubernetes-server-error", true, false, "the API server failed the request (5xx): "+kubeRerun)
 }

@@ -90,10 +90,10 @@ func classify(err error) failure {
 			Fix: "see keyledger --help"}
 	case errors.As(err, &setting):
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonUsage, Message: setting.Error(),
-			Fix: "set " + setting.Name + " as the README describes, or unset it"}
+			Fix: "set " + setting.Name + " as docs/reference.md describes, or unset it"}
 	case errors.As(err, &storeSetting):
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonUsage, Message: storeSetting.Error(),
-			Fix: "set " + storeSetting.Name + " as the README describes, or unset it"}
+			Fix: "set " + storeSetting.Name + " as docs/reference.md describes, or unset it"}
 	case errors.As(err, &fileErr):
 		// The message never carries the file's path.
 		return failure{Code: ExitUsage, Outcome: OutcomeInvalid, Reason: ReasonInvalidCommand,
@@ -119,7 +119,7 @@ func classify(err error) failure {
 		return failure{Code: code, Outcome: OutcomeInvalid, Reason: precondition.Reason, Message: precondition.Msg, Fix: precondition.Fix}
 	case errors.As(err, &permission):
 		return failure{Code: ExitPermission, Outcome: workflow.OutcomeRefused, Reason: ReasonPermission, Message: err.Error(),
-			Fix: "give the identity exactly the rights the operation needs (README, Using it), nothing more, then run again; PostgreSQL was not contacted"}
+			Fix: "give the identity exactly the rights the operation needs (docs/reference.md, Using it), nothing more, then run again; PostgreSQL was not contacted"}
 	case errors.As(err, &refused):
 		return failure{Code: ExitRefused, Outcome: workflow.OutcomeRefused, Reason: refused.Reason, Message: err.Error(),
 			Fix: "nothing more is sent for this operation; the reason (and keyledger journal show MUTATION_ID for a run) says what to change"}
