@@ -81,10 +81,13 @@ func newJournalShowCommand(ctx context.Context, streams IOStreams, g *commonFlag
 		Long: `Show one operation and every record journaled for it, in order. A credential
 plan's mutation ID shows its runs, newest first, a page at a time (--limit,
 --before). Records hold names, UIDs, resourceVersions and digests, never a
-value.`,
+value. A mutation ID is unique within its namespace: a role that reads more
+than one namespace (the schema owner) names which with --namespace when two
+hold the ID (mutation-id-ambiguous, exit 64, otherwise).`,
 		Example: `  keyledger journal show mut-7
   keyledger journal show cred-1 --limit 3 -o yaml
-  keyledger journal show cred-1 --before 40`,
+  keyledger journal show cred-1 --before 40
+  keyledger journal show mut-7 --namespace team-a`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: noCompletion,
 		RunE: func(_ *cobra.Command, args []string) error {
