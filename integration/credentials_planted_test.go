@@ -2,9 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,7 +10,6 @@ import (
 
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/credentials"
-	"github.com/keyledger/keyledger/workflow/versioned"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
@@ -170,106 +166,4 @@ func TestIntegrationCredentialsKeptIsNotApplied(t *testing.T) {
 	})
 	plan = credentialPlan(e.ns, "mut-typed", []planSecret{standardSecret(typed)})
 	requireRefused(t, e.keyledger([]string{"run", e.writeCommand("typed.json", plan)}, e.asCredentialRunner(plan)), "secret-wrong-type")
-}
-
-// A live write interrupted after its call was journaled (the process dies
-// before sending it), whose archive another identity deletes before the
-// rerun: the rerun re-checks the archive before re-sending, refuses
-// archive-missing, and writes nothing. The same for a restore. The journal
-// shows no snapshot nonce.
-func TestIntegrationVersionedResendRechecksArchive(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	as := e.asWriter("upd", "rst")
-	t.Run("update", func(t *testing.T) {
-		s := e.createSecret(plainSecret("upd", map[string][]byte{"k": vCanary("u0")}))
-		cmd := updateCommand(e.ns, "upd", s.ResourceVersion, "mut-upd", map[string][]byte{"k": vCanary("u1")})
-		r := e.runCmd(cmd, as, withFailpoint("after-call#2")) // replace-live journaled, never sent
-		require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
-		snap := versioned.SnapshotName(s.UID, 1)
-		nonce := e.getSecret(snap).Annotations[versioned.AnnotationNonce]
-		require.Regexp(t, "^[0-9a-f]{32}$", nonce)
-		show := e.keyledger([]string{"journal", "show", "mut-upd", "-o", "json"})
-		require.Equal(t, 0, show.Code, show.Stderr)
-		require.NotContains(t, show.Stdout, nonce, "journal show prints no nonce")
-		require.NotContains(t, show.Stdout, `"nonce"`)
-		sum := sha256Hex(nonce)
-		require.Contains(t, show.Stdout, sum, "only its digest")
-
-		require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), snap, metav1.DeleteOptions{}))
-		r = e.runCmd(cmd, as)
-		requireRefused(t, r, "archive-missing")
-		require.NotContains(t, r.Stdout, "converged")
-		after := e.getSecret("upd")
-		require.Equal(t, s.ResourceVersion, after.ResourceVersion, "not written")
-		require.Equal(t, vCanary("u0"), after.Data["k"], "the old data is kept")
-		op, records := e.journalOf("mut-upd")
-		require.Equal(t, store.StateRefused, op.State)
-		require.Len(t, recordsOf(records, store.RecordAuthorityCall, "replace-live"), 1, "never sent again")
-		assertNoCanary(t, r.Stdout+r.Stderr, vCanary("u0"), vCanary("u1"))
-	})
-	t.Run("restore", func(t *testing.T) {
-		s := e.createSecret(plainSecret("rst", map[string][]byte{"k": vCanary("r0")}))
-		requireOK(t, e.update("rst", "mut-rst-1", vCanary("r1"), as), "completed")
-		live := e.getSecret("rst")
-		cmd := restoreCommand(e.ns, "rst", live.ResourceVersion, "mut-rst", 1)
-		r := e.runCmd(cmd, as, withFailpoint("after-call#2"))
-		require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
-		require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), versioned.SnapshotName(s.UID, 2), metav1.DeleteOptions{}))
-		r = e.runCmd(cmd, as)
-		requireRefused(t, r, "archive-missing")
-		require.NotContains(t, r.Stdout, "converged")
-		after := e.getSecret("rst")
-		require.Equal(t, live.ResourceVersion, after.ResourceVersion, "not written")
-		require.Equal(t, vCanary("r1"), after.Data["k"])
-	})
-}
-
-func sha256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// A stale SecretUpdate whose predecessor snapshot is a look-alike planted
-// by another identity (right name, right source-resource-version, data that
-// makes the live bytes match) exits non-zero and is not existing.
-func TestIntegrationVersionedStalePlantedPredecessor(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	as := e.asWriter("stale")
-	s := e.createSecret(plainSecret("stale", map[string][]byte{"k": vCanary("s0")}))
-	// Version 2 is written by hand (someone else): the command the planter
-	// forges history for never ran.
-	live := s.DeepCopy()
-	live.Annotations = map[string]string{"keyledger.dev/version": "2"}
-	live.Data = map[string][]byte{"k": vCanary("s1")}
-	live, err := e.kube.Client().CoreV1().Secrets(e.ns).Update(t.Context(), live, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	_, err = e.planter().CoreV1().Secrets(e.ns).Create(t.Context(), lookalike(s, 1, map[string][]byte{"k": vCanary("s0")}), metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	r := e.runCmd(updateCommand(e.ns, "stale", s.ResourceVersion, "mut-stale", map[string][]byte{"k": vCanary("s1")}), as)
-	requireRefused(t, r, "stale-resource-version")
-	require.Equal(t, live.ResourceVersion, e.getSecret("stale").ResourceVersion)
-}
-
-// A delete without history purges first; when the live delete is then
-// refused, the refusal names the versions already purged.
-func TestIntegrationVersionedPurgeThenRefusedNamesPurged(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	as := e.asWriter("purged")
-	s := e.createSecret(plainSecret("purged", map[string][]byte{"k": vCanary("p0")}))
-	for i := 1; i <= 2; i++ {
-		requireOK(t, e.update("purged", fmt.Sprint("mut-p", i), vCanary(fmt.Sprint("p", i)), as), "completed")
-	}
-	lift := e.denyDelete("purged")
-	defer lift()
-	live := e.getSecret("purged")
-	r := e.runCmd(deleteCommand(e.ns, "purged", live.ResourceVersion, "mut-purge", false), as)
-	require.Equal(t, 2, r.Code, "%s %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
-	require.Equal(t, []any{1.0, 2.0}, out["purgedVersions"], "the refusal says the history is gone: %s", r.Stdout)
-	require.Empty(t, e.snapshotsOf(s.UID))
-	require.Equal(t, live.ResourceVersion, e.getSecret("purged").ResourceVersion, "the live Secret stays")
 }
