@@ -12,8 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/keyledger/keyledger/poll"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // HookObjects are the six objects of a credentials hook (what `keyledger
@@ -122,7 +121,7 @@ func (h *Hook) WaitGone(ctx context.Context, o metav1.Object) error {
 	if err := h.bound(o); err != nil {
 		return err
 	}
-	return poll.Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextCancel(ctx, hookPoll, true, func(ctx context.Context) (bool, error) {
 		err := h.get(ctx, o)
 		if errors.Is(err, ReasonNotFound) {
 			return true, nil
@@ -159,7 +158,7 @@ func (h *Hook) Create(ctx context.Context, o metav1.Object) error {
 // message: with a podFailurePolicy, the container and its exit code); an
 // error when a read fails or ctx ends first.
 func (h *Hook) WaitJob(ctx context.Context, name string) (failed bool, why string, err error) {
-	err = poll.Poll(ctx, hookPoll, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextCancel(ctx, hookPoll, true, func(ctx context.Context) (bool, error) {
 		j, err := wrapped(h.jobs.Get(ctx, name, metav1.GetOptions{}))
 		if err != nil {
 			return false, err

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/keyledger/keyledger/poll"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // reachableAttempt bounds one connection attempt of WaitReachable: a
@@ -15,7 +14,7 @@ import (
 const reachableAttempt = 5 * time.Second
 
 // WaitReachable connects to databaseURL every interval until PostgreSQL
-// answers, for at most wait, and returns how many attempts it made. A
+// answers, for at most limit, and returns how many attempts it made. A
 // server that answers refuses nothing here: a wrong password or a missing
 // database is the caller's next error, not a reason to wait. When the
 // deadline passes it returns the last *UnreachableError (the URL never
@@ -23,16 +22,16 @@ const reachableAttempt = 5 * time.Second
 // database that is not reachable yet (its Service, or a NetworkPolicy
 // implementation that admits the Job's new pod IP a moment later): it waits
 // instead of failing on the first look.
-func WaitReachable(ctx context.Context, databaseURL string, wait, interval time.Duration) (int, error) {
+func WaitReachable(ctx context.Context, databaseURL string, limit, interval time.Duration) (int, error) {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return 0, ErrInvalidURL
 	}
-	within, cancel := context.WithTimeout(ctx, wait)
+	within, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	attempts := 0
 	var last error
-	err = poll.Poll(within, interval, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextCancel(within, interval, true, func(ctx context.Context) (bool, error) {
 		attempts++
 		last = ping(ctx, cfg)
 		var unreachable *UnreachableError

@@ -111,7 +111,7 @@
 //
 // Everything the decisions reach outside the process goes through a seam
 // of the family: authority (exactly the kube.Credentials methods it calls),
-// prober (Probe), waiter (poll.Poll under waitBound) and the reader values
+// prober (Probe), waiter (wait.PollUntilContextCancel under waitBound) and the reader values
 // and nonces come from (crypto/rand). The unit tests put the test kit's
 // scripted API server (workflow/kubetest: UIDs, resourceVersions,
 // preconditions, JSON patch tests, faults per request) behind them, with

@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keyledger/keyledger/kube"
-	"github.com/keyledger/keyledger/poll"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
@@ -574,7 +574,7 @@ func (f *family) wait(ctx context.Context, cond func(ctx context.Context) (bool,
 // after this.
 const lookGrace = 5 * time.Second
 
-// bounded is the run's waiter: poll.Poll looks at cond every interval
+// bounded is the run's waiter: wait.PollUntilContextCancel looks at cond every interval
 // until it is done or fails; when bound passes first, the wait ends not done
 // and without an error. A look that fails once the bound has passed is the
 // bound passing, not a failure.
@@ -587,7 +587,7 @@ func bounded(bound, interval time.Duration) waiter {
 		defer cancelLook()
 		done := false
 		var lookErr error
-		err := poll.Poll(within, interval, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextCancel(within, interval, true, func(context.Context) (bool, error) {
 			done, lookErr = cond(look)
 			return done, lookErr
 		})

@@ -1,6 +1,8 @@
 package versioned
 
 import (
+	"crypto/pbkdf2"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -258,7 +260,7 @@ func valuesVerifier(mutationID string, data map[string][]byte) (string, error) {
 		input = append(input, data[k]...)
 	}
 	salt := []byte("keyledger.dev/secret-update/v2\x00" + mutationID)
-	dk, err := pbkdf2SHA256(string(input), salt, VerifierIterations)
+	dk, err := pbkdf2.Key(sha256.New, string(input), salt, VerifierIterations, sha256.Size)
 	if err != nil {
 		return "", fmt.Errorf("computing the command digest: %w", err)
 	}

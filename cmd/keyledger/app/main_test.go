@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // asBinaryEnv makes the test binary run as keyledger (Run on its
@@ -16,5 +18,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asBinaryEnv) == "1" {
 		os.Exit(ExitCode(Run(context.Background(), os.Args[1:], StdStreams())))
 	}
-	os.Exit(m.Run())
+	// The tests fail when a goroutine they started still runs after the last.
+	goleak.VerifyTestMain(m)
 }
