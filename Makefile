@@ -98,10 +98,10 @@ docs: ## Regenerate docs/cli.md from the command tree (a unit test fails when it
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
-	$(GO) test ./workflow/command/ -run '^$$' -fuzz FuzzDecodeStrict -fuzztime $${FUZZTIME:-30s}
-	$(GO) test ./workflow/command/ -run '^$$' -fuzz FuzzDecodersAgree -fuzztime $${FUZZTIME:-30s}
-	$(GO) test ./workflow/retire/keyring/ -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s}
-	$(GO) test ./workflow/credentials/ -run '^$$' -fuzz FuzzDecode -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./workflow/command/ -run '^$$' -fuzz '^FuzzDecodeStrict$$' -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./workflow/command/ -run '^$$' -fuzz '^FuzzDecodersAgree$$' -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./workflow/retire/keyring/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./workflow/credentials/ -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: demo
 demo: demo-platform ## Bring up the local platform and walk through the three families (plan, run, replay, refusal, recreate, restore, history) and the journal.
