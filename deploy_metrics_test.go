@@ -25,10 +25,10 @@ func shippedMetrics(t *testing.T) map[string][]string {
 	var cm corev1.ConfigMap
 	require.NoError(t, yaml.UnmarshalStrict(data, &cm))
 	var queries map[string]struct {
-		Query           string                                  `json:"query"`
-		Primary         bool                                    `json:"primary"`
-		TargetDatabases []string                                `json:"target_databases"`
-		Name            string                                  `json:"name"`
+		Query           string                                    `json:"query"`
+		Primary         bool                                      `json:"primary"`
+		TargetDatabases []string                                  `json:"target_databases"`
+		Name            string                                    `json:"name"`
 		Metrics         []map[string]struct{ Usage, Name string } `json:"metrics"`
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["queries"]), &queries))
