@@ -138,16 +138,22 @@ func (j *cnpgJournal) pollMetrics(what string, limit time.Duration, cond func([]
 	return page
 }
 
-// keyledgerLines is every line of a metrics page about keyledger's queries,
-// their errors included (cnpg_errors_total names the failed query).
+// keyledgerLines is every sample of a metrics page from keyledger's
+// queries, and every error of them (cnpg_errors_total names the failed
+// query).
 func keyledgerLines(page string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(page, "\n") {
-		if strings.Contains(line, "keyledger") && !strings.HasPrefix(line, "#") {
+		if strings.HasPrefix(line, "cnpg_keyledger_") || queryError(line) {
 			b.WriteString(line + "\n")
 		}
 	}
 	return b.String()
+}
+
+// queryError: line is CloudNativePG's count of a keyledger query's errors.
+func queryError(line string) bool {
+	return strings.HasPrefix(line, "cnpg_errors_total{") && strings.Contains(line, `errorUserQueries="keyledger_`)
 }
 
 // metricsCountRefusal: the primary's metrics endpoint serves keyledger's
@@ -165,7 +171,7 @@ func metricsCountRefusal(j *cnpgJournal) {
 	samples, err := parseMetrics(page)
 	require.NoError(t, err)
 	before := valueOf(samples, "cnpg_keyledger_refusals_count", refusal)
-	t.Logf("before the refused run: %s", keyledgerLines(page))
+	t.Logf("before the refused run:\n%s", keyledgerLines(page))
 
 	s := ne.createSecret(keyringSecret("metrics-keyring", standardKeyring()))
 	const mutation = "mut-cnpg-metrics-refused"
@@ -180,7 +186,10 @@ func metricsCountRefusal(j *cnpgJournal) {
 	samples, err = parseMetrics(page)
 	require.NoError(t, err)
 	require.Equal(t, before+1, valueOf(samples, "cnpg_keyledger_refusals_count", refusal), "exactly one more refusal")
-	t.Logf("after the refused run: %s", keyledgerLines(page))
+	t.Logf("after the refused run:\n%s", keyledgerLines(page))
+	for _, line := range strings.Split(page, "\n") {
+		require.False(t, queryError(line), "a keyledger query failed: %s", line)
+	}
 	j.requireNoSecrets(page, mutation, s.Name)
 }
 
@@ -233,4 +242,5 @@ images:
 	}
 	require.Regexp(t, `(?m)^mut-cnpg-metrics-refused\s.*\srefused\s+refused\s+key-active\s`, log)
 	j.requireNoSecrets(log)
+	j.journal.deleteJob("keyledger-journal-list") // as the README does after reading
 }
