@@ -216,16 +216,7 @@ func TestIntegrationJournalMetricsCountsOnly(t *testing.T) {
 	require.Equal(t, "1", countOf(t, refusals, metricRow{"target_namespace": m.b, "family": "retirement", "reason": "uid-changed"}))
 	require.Equal(t, "1", countOf(t, got["keyledger_uncertain_plans"], metricRow{"target_namespace": m.a}))
 	require.Empty(t, countOf(t, got["keyledger_uncertain_plans"], metricRow{"target_namespace": m.b}))
-	// The shipped threshold (15 minutes) leaves out operations just
-	// prepared; a threshold of zero counts them.
-	require.Empty(t, countOf(t, got["keyledger_unfinished"], metricRow{"target_namespace": m.a}))
-	unfinished, err := scrapeQuery(ctx, exporter, "SELECT target_namespace, family, state, operations AS count FROM keyledger_metrics.unfinished(interval '0')")
-	require.NoError(t, err)
-	require.Equal(t, "1", countOf(t, unfinished, metricRow{"target_namespace": m.a, "family": "retirement", "state": "prepared"}))
-	require.Equal(t, "1", countOf(t, unfinished, metricRow{"target_namespace": m.a, "family": "credentials", "state": "prepared"}))
-	require.Empty(t, countOf(t, unfinished, metricRow{"target_namespace": m.b}))
-	_, err = scrapeQuery(ctx, exporter, "SELECT * FROM keyledger_metrics.unfinished(interval '-1 second')")
-	require.Equal(t, "22023", sqlState(err), "a negative age is refused: %v", err)
+	m.requireUnfinishedThreshold(t, exporter, got["keyledger_unfinished"])
 
 	text, err := json.Marshal(got)
 	require.NoError(t, err)
@@ -248,6 +239,21 @@ func TestIntegrationJournalMetricsCountsOnly(t *testing.T) {
 		_, err := scrapeQuery(ctx, roleA, q.Query)
 		require.Equal(t, "42501", sqlState(err), "%s as a namespace role: %v", name, err)
 	}
+}
+
+// requireUnfinishedThreshold: the shipped threshold (15 minutes) leaves out
+// operations just prepared (shipped, the rows of the shipped query); a
+// threshold of zero counts A's two, none of B's; a negative one is refused.
+func (m *metricsJournal) requireUnfinishedThreshold(t *testing.T, exporter *pgx.Conn, shipped []metricRow) {
+	t.Helper()
+	require.Empty(t, countOf(t, shipped, metricRow{"target_namespace": m.a}))
+	unfinished, err := scrapeQuery(t.Context(), exporter, "SELECT target_namespace, family, state, operations AS count FROM keyledger_metrics.unfinished(interval '0')")
+	require.NoError(t, err)
+	require.Equal(t, "1", countOf(t, unfinished, metricRow{"target_namespace": m.a, "family": "retirement", "state": "prepared"}))
+	require.Equal(t, "1", countOf(t, unfinished, metricRow{"target_namespace": m.a, "family": "credentials", "state": "prepared"}))
+	require.Empty(t, countOf(t, unfinished, metricRow{"target_namespace": m.b}))
+	_, err = scrapeQuery(t.Context(), exporter, "SELECT * FROM keyledger_metrics.unfinished(interval '-1 second')")
+	require.Equal(t, "22023", sqlState(err), "a negative age is refused: %v", err)
 }
 
 // requireNoJournalReach: the metrics role reads no relation of the journal's
