@@ -21,7 +21,7 @@ import (
 
 // shippedKustomizations are the deploy/ directories a user builds.
 var shippedKustomizations = []string{"base", "versioned", "control", "overlays/cloudnativepg",
-	"overlays/cloudnativepg-versioned", "journal", "journal/grant"}
+	"overlays/cloudnativepg-versioned", "journal", "journal/grant", "journal/inspect"}
 
 // imageFindings lists every container image of the Jobs in yamlDocs (a
 // kustomize build's output) that is not want.

@@ -162,7 +162,7 @@ func deployJobs(t *testing.T) map[string]batchv1.Job {
 func TestDeployJobsCarryFailureSignals(t *testing.T) {
 	t.Parallel()
 	jobs := deployJobs(t)
-	require.Len(t, jobs, 5, "the retirement, versioned, control, migration and grant Jobs: %v", jobs)
+	require.Len(t, jobs, 6, "the retirement, versioned, control, migration, grant and inspect Jobs: %v", jobs)
 	for path, j := range jobs {
 		require.NotNil(t, j.Spec.BackoffLimit, path)
 		require.Zero(t, *j.Spec.BackoffLimit, "%s: ADR-0262 keeps backoffLimit 0", path)

@@ -290,7 +290,7 @@ func numbersFor(j batchv1.Job) jobNumbers {
 	switch j.Spec.Template.Labels["app.kubernetes.io/component"] {
 	case controlComponent:
 		return jobNumbers{deadline: controlDeadline, backoff: adrBackoffLimit}
-	case "migrate", "grant": // the journal's schema-owner Jobs: PostgreSQL only
+	case "migrate", "grant", "inspect": // the journal's schema-owner Jobs: PostgreSQL only
 		return jobNumbers{deadline: adrDeadline, backoff: adrBackoffLimit}
 	default: // retire, versioned: they call the API server
 		return jobNumbers{deadline: adrDeadline, backoff: adrBackoffLimit, token: true}

@@ -30,7 +30,7 @@ import (
 // The kustomizations under deploy/ that render on their own. The api-egress
 // component is a template: it is rendered only through a private overlay
 // (privateOverlay), as an operator would use it.
-var kustomizations = []string{"base", "versioned", "control", "overlays/cloudnativepg", "overlays/cloudnativepg-versioned", "journal", "journal/grant", "credentials"}
+var kustomizations = []string{"base", "versioned", "control", "overlays/cloudnativepg", "overlays/cloudnativepg-versioned", "journal", "journal/grant", "journal/inspect", "credentials"}
 
 // deployFS is the repository's deploy/ tree copied into an in-memory
 // filesystem at /deploy, so tests can add private overlays beside it

@@ -610,6 +610,9 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		j.requireRunsThroughPooler(pods)
 	})
 
+	t.Run("metrics-refusal-count", func(*testing.T) { metricsCountRefusal(j) })
+	t.Run("journal-list-in-cluster", func(*testing.T) { journalListInCluster(j) })
+
 	t.Run("failover-mid-operation", func(t *testing.T) {
 		// Two operations stopped mid-way, then one loss of the primary (a
 		// failover takes minutes here: both share it): a retirement killed

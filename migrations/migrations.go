@@ -1,8 +1,10 @@
 // Package migrations holds keyledger's journal schema as golang-migrate SQL
 // files, embedded so that `keyledger migrate up` needs nothing on disk.
 //
-// Migrations never create roles and, since 000005, grant no role anything:
-// each namespace's role is granted by the schema owner with keyledger
+// Migrations never create roles and, since 000005, grant no role anything
+// but one: 000013 lets PostgreSQL's predefined role pg_monitor (whose member
+// CloudNativePG's metrics exporter is) call the count functions of the
+// schema keyledger_metrics, and nothing else. Each namespace's role is granted by the schema owner with keyledger
 // journal grant (store.Grant). Migrations 000001 to 000004 still grant the
 // shared operator role of older journals (named by the session setting
 // keyledger.operator_role, --operator-role, default keyledger_operator)

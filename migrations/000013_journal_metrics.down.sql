@@ -1,0 +1,2 @@
+-- Back to migration 12: no metrics schema, nothing granted to pg_monitor.
+DROP SCHEMA keyledger_metrics CASCADE;
