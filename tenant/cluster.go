@@ -72,7 +72,7 @@ func rolePatch(ctx context.Context, a *Admin, n Names, present bool) ([]byte, Ac
 		return nil, "", err
 	}
 	want := managedRole(n, present)
-	roles, hasRoles, _ := unstructured.NestedSlice(cluster.Object, "spec", "managed", "roles")
+	roles, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "managed", "roles")
 	_, hasManaged, _ := unstructured.NestedMap(cluster.Object, "spec", "managed")
 	i := slices.IndexFunc(roles, func(r any) bool { m, _ := r.(map[string]any); return m["name"] == n.Role })
 	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": cluster.GetResourceVersion()}}
@@ -86,10 +86,10 @@ func rolePatch(ctx context.Context, a *Admin, n Names, present bool) ([]byte, Ac
 	case i >= 0:
 		ops = append(ops, map[string]any{"op": "replace", "path": fmt.Sprintf("/spec/managed/roles/%d", i), "value": want})
 		action = Updated
-	case hasRoles:
+	case len(roles) > 0:
 		ops = append(ops, map[string]any{"op": "add", "path": "/spec/managed/roles/-", "value": want})
 		action = Created
-	case hasManaged:
+	case hasManaged: // "add" sets the member, also over an empty or null list
 		ops = append(ops, map[string]any{"op": "add", "path": "/spec/managed/roles", "value": []any{want}})
 		action = Created
 	default:
