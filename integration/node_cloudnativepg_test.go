@@ -610,7 +610,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		j.requireRunsThroughPooler(pods)
 	})
 
-	t.Run("onboarding-rotation-offboarding", func(t *testing.T) { nodeOnboarding(t, j) })
+	t.Run("onboarding", func(t *testing.T) { nodeOnboarding(t, j) })
 
 	t.Run("failover-mid-operation", func(t *testing.T) {
 		// Two operations stopped mid-way, then one loss of the primary (a

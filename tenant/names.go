@@ -14,18 +14,18 @@ const (
 	// JournalCluster is the CloudNativePG Cluster of the journal.
 	JournalCluster = "keyledger-journal"
 	// CASecret is CloudNativePG's CA Secret (certificate and private key).
-	CASecret = "keyledger-journal-ca"
+	CASecret = "keyledger-journal-ca" //nolint:gosec // G101: a Secret's name, not a credential
 	// CAConfigMap is the CA's certificate in a served namespace.
 	CAConfigMap = "keyledger-journal-ca"
 	// CredentialsSecret is the role's login in a served namespace, read by
 	// the Jobs (components/cloudnativepg).
-	CredentialsSecret = "keyledger-journal-credentials"
+	CredentialsSecret = "keyledger-journal-credentials" //nolint:gosec // G101: a Secret's name, not a credential
 	// FencePolicy is the NetworkPolicy of a namespace's credentials hooks
 	// (deploy/credentials).
 	FencePolicy = "keyledger-credentials"
 	// RoleSecretPrefix + NS is the role's password Secret CloudNativePG
 	// reads, in the journal's namespace.
-	RoleSecretPrefix = "keyledger-role-"
+	RoleSecretPrefix = "keyledger-role-" //nolint:gosec // G101: a Secret name's prefix, not a credential
 	// RolePrefix + NS (every "-" turned into "_") is the namespace's role.
 	RolePrefix = "keyledger_"
 )
@@ -47,7 +47,7 @@ func For(ns string) (Names, error) {
 	role := RolePrefix + strings.ReplaceAll(ns, "-", "_")
 	if len(role) > 63 {
 		return Names{}, &store.PreconditionError{Reason: store.ReasonInvalidNamespace,
-			Msg: fmt.Sprintf("namespace %q is too long to onboard: its role %s%s... would exceed PostgreSQL's 63 characters", ns, RolePrefix, ns[:8]),
+			Msg: fmt.Sprintf("namespace %q is too long to onboard: its role name would have %d characters, PostgreSQL's limit is 63", ns, len(role)),
 			Fix: "onboard a namespace of at most 53 characters, or declare its role and grant it by hand (deploy/README.md, appendix)"}
 	}
 	if ns == JournalNamespace {
