@@ -33,44 +33,83 @@ type onboarded struct {
 // changes nothing (it says so; no object's resourceVersion moves, nor the
 // Cluster's generation). After `rotate` a new Job completes; after
 // `offboard` the role is gone, and a Job of the namespace never starts its
-// container (CreateContainerConfigError, the login Secret is gone), fails
-// at its deadline (DeadlineExceeded) and writes nothing.
+// main container, fails at its deadline (DeadlineExceeded) and writes
+// nothing.
 func nodeOnboarding(t *testing.T, j *cnpgJournal) {
 	ne := setupNode(t) // a fresh namespace, unknown to the journal
 	ne.binary = j.binary
 	ne.journal = &platform.Journal{Name: "keyledger", OwnerURL: j.owner}
-	ns, role := ne.ns, "keyledger_"+strings.ReplaceAll(ne.ns, "-", "_")
-	var outputs strings.Builder // every output of the admin commands, for the canary
-	admin := func(args ...string) result {
-		r := ne.keyledger(append([]string{"journal"}, args...), withDatabase(j.owner))
-		outputs.WriteString(r.Stdout + r.Stderr)
-		return r
-	}
-	require.False(t, j.roleExists(role), "the journal does not know %s yet", ns)
+	o := &onboarding{j: j, ne: ne, ns: ne.ns, role: "keyledger_" + strings.ReplaceAll(ne.ns, "-", "_")}
+	o.objs = []onboarded{{"Secret", journalNamespace, "keyledger-role-" + o.ns}, {"Secret", o.ns, "keyledger-journal-credentials"},
+		{"ConfigMap", o.ns, "keyledger-journal-ca"}, {"NetworkPolicy", o.ns, "keyledger-credentials"}}
+	require.False(t, j.roleExists(o.role), "the journal does not know %s yet", o.ns)
+	o.onboardTwice()
 
-	r := admin("onboard", ns, "--dry-run")
+	host := journalService + "." + journalNamespace + ".svc"
+	ne.retirementJobTwice("onboarded", "onboarded-keyring", "mut-onboarded-retire", host)
+	onboardedHook(ne)
+	passwords := [][]byte{j.password(o.ns)}
+
+	rv := j.resourceVersion(o.objs[1])
+	r := o.admin("rotate", o.ns)
+	require.Equal(t, 0, r.Code, "rotate: %s %s", r.Stdout, r.Stderr)
+	o.requireLines(r.Stdout, "updated Secret "+journalNamespace+"/keyledger-role-"+o.ns, "updated Secret "+o.ns+"/keyledger-journal-credentials")
+	require.NotEqual(t, rv, j.resourceVersion(o.objs[1]), "rotate wrote the Jobs' login")
+	ne.retirementJobTwice("rotated", "rotated-keyring", "mut-onboarded-rotated", host)
+	passwords = append(passwords, j.password(o.ns))
+	require.False(t, bytes.Equal(passwords[0], passwords[1]), "rotate changed the password")
+
+	o.offboardTwice()
+	offboardedJob(ne, host)
+	requireNoValues(t, o.outputs.String(), passwords)
+}
+
+// onboarding is one namespace's way through onboard, rotate and offboard.
+type onboarding struct {
+	j        *cnpgJournal
+	ne       *nodeEnv
+	ns, role string
+	objs     []onboarded
+	outputs  strings.Builder // every output of the admin commands, for the canary
+}
+
+// admin runs `keyledger journal ARGS` as the platform administrator with
+// the schema owner's URL.
+func (o *onboarding) admin(args ...string) result {
+	r := o.ne.keyledger(append([]string{"journal"}, args...), withDatabase(o.j.owner))
+	o.outputs.WriteString(r.Stdout + r.Stderr)
+	return r
+}
+
+func (o *onboarding) requireLines(stdout string, lines ...string) {
+	o.ne.t.Helper()
+	for _, line := range lines {
+		require.Contains(o.ne.t, stdout, line+"\n")
+	}
+}
+
+// onboardTwice: a dry run writes nothing, onboard creates every object, a
+// second onboard changes nothing and says so.
+func (o *onboarding) onboardTwice() {
+	t, j, ns := o.ne.t, o.j, o.ns
+	r := o.admin("onboard", ns, "--dry-run")
 	require.Equal(t, 0, r.Code, "dry run: %s %s", r.Stdout, r.Stderr)
-	require.Contains(t, r.Stdout, "would create Secret "+journalNamespace+"/keyledger-role-"+ns+"\n")
-	require.Contains(t, r.Stdout, "would create ManagedRole "+journalNamespace+"/"+role+"\n")
-	require.Contains(t, r.Stdout, "namespace "+ns+": dry run, nothing written\n")
-	objs := []onboarded{{"Secret", journalNamespace, "keyledger-role-" + ns}, {"Secret", ns, "keyledger-journal-credentials"},
-		{"ConfigMap", ns, "keyledger-journal-ca"}, {"NetworkPolicy", ns, "keyledger-credentials"}}
-	for _, o := range objs {
-		require.Empty(t, j.resourceVersion(o), "the dry run wrote %s %s/%s", o.kind, o.ns, o.name)
+	o.requireLines(r.Stdout, "would create Secret "+journalNamespace+"/keyledger-role-"+ns,
+		"would create ManagedRole "+journalNamespace+"/"+o.role, "namespace "+ns+": dry run, nothing written")
+	for _, obj := range o.objs {
+		require.Empty(t, j.resourceVersion(obj), "the dry run wrote %s %s/%s", obj.kind, obj.ns, obj.name)
 	}
 
-	r = admin("onboard", ns)
+	r = o.admin("onboard", ns)
 	require.Equal(t, 0, r.Code, "onboard: %s %s", r.Stdout, r.Stderr)
-	for _, line := range []string{"created Secret " + journalNamespace + "/keyledger-role-" + ns, "created ManagedRole " + journalNamespace + "/" + role,
-		"created JournalGrant " + ns + "/" + role, "created ConfigMap " + ns + "/keyledger-journal-ca",
-		"created NetworkPolicy " + ns + "/keyledger-credentials", "created Secret " + ns + "/keyledger-journal-credentials",
-		"namespace " + ns + ": changed"} {
-		require.Contains(t, r.Stdout, line+"\n")
-	}
-	require.True(t, j.roleExists(role))
-	rvs, generation := j.resourceVersions(objs), j.clusterGeneration()
+	o.requireLines(r.Stdout, "created Secret "+journalNamespace+"/keyledger-role-"+ns, "created ManagedRole "+journalNamespace+"/"+o.role,
+		"created JournalGrant "+ns+"/"+o.role, "created ConfigMap "+ns+"/keyledger-journal-ca",
+		"created NetworkPolicy "+ns+"/keyledger-credentials", "created Secret "+ns+"/keyledger-journal-credentials",
+		"namespace "+ns+": changed")
+	require.True(t, j.roleExists(o.role))
+	rvs, generation := j.resourceVersions(o.objs), j.clusterGeneration()
 
-	r = admin("onboard", ns)
+	r = o.admin("onboard", ns)
 	require.Equal(t, 0, r.Code, "second onboard: %s %s", r.Stdout, r.Stderr)
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	require.Len(t, lines, 7, "one line per object and the summary: %s", r.Stdout)
@@ -78,44 +117,31 @@ func nodeOnboarding(t *testing.T, j *cnpgJournal) {
 		require.True(t, strings.HasPrefix(line, "unchanged "), "second onboard: %q", line)
 	}
 	require.Equal(t, "namespace "+ns+": nothing changed", lines[6])
-	require.Equal(t, rvs, j.resourceVersions(objs), "the second onboard wrote nothing")
+	require.Equal(t, rvs, j.resourceVersions(o.objs), "the second onboard wrote nothing")
 	require.Equal(t, generation, j.clusterGeneration(), "the second onboard left the Cluster's spec alone")
+}
 
-	host := journalService + "." + journalNamespace + ".svc"
-	ne.retirementJobTwice("onboarded", "onboarded-keyring", "mut-onboarded-retire", host)
-	onboardedHook(ne)
-	passwords := [][]byte{j.password(ns)}
-
-	r = admin("rotate", ns)
-	require.Equal(t, 0, r.Code, "rotate: %s %s", r.Stdout, r.Stderr)
-	require.Contains(t, r.Stdout, "updated Secret "+journalNamespace+"/keyledger-role-"+ns+"\n")
-	require.Contains(t, r.Stdout, "updated Secret "+ns+"/keyledger-journal-credentials\n")
-	require.NotEqual(t, rvs[1], j.resourceVersion(objs[1]), "rotate wrote the Jobs' login")
-	ne.retirementJobTwice("rotated", "rotated-keyring", "mut-onboarded-rotated", host)
-	passwords = append(passwords, j.password(ns))
-	require.False(t, bytes.Equal(passwords[0], passwords[1]), "rotate changed the password")
-
-	r = admin("offboard", ns, "--dry-run")
+// offboardTwice: a dry run deletes nothing, offboard removes every object
+// and the role, a second offboard finds everything absent.
+func (o *onboarding) offboardTwice() {
+	t, j, ns := o.ne.t, o.j, o.ns
+	r := o.admin("offboard", ns, "--dry-run")
 	require.Equal(t, 0, r.Code, "offboard dry run: %s %s", r.Stdout, r.Stderr)
-	require.Contains(t, r.Stdout, "would delete JournalGrant "+ns+"/"+role+"\n")
-	require.NotEmpty(t, j.resourceVersion(objs[1]), "the dry run deleted nothing")
-	r = admin("offboard", ns)
-	require.Equal(t, 0, r.Code, "offboard: %s %s", r.Stdout, r.Stderr)
-	for _, line := range []string{"deleted JournalGrant " + ns + "/" + role, "deleted ManagedRole " + journalNamespace + "/" + role,
-		"deleted Secret " + ns + "/keyledger-journal-credentials", "deleted Secret " + journalNamespace + "/keyledger-role-" + ns,
-		"deleted ConfigMap " + ns + "/keyledger-journal-ca", "deleted NetworkPolicy " + ns + "/keyledger-credentials"} {
-		require.Contains(t, r.Stdout, line+"\n")
-	}
-	require.False(t, j.roleExists(role), "CloudNativePG dropped the role")
-	for _, o := range objs {
-		require.Empty(t, j.resourceVersion(o), "offboard left %s %s/%s", o.kind, o.ns, o.name)
-	}
-	r = admin("offboard", ns)
-	require.Equal(t, 0, r.Code, "second offboard: %s %s", r.Stdout, r.Stderr)
-	require.Contains(t, r.Stdout, "namespace "+ns+": nothing changed\n")
+	o.requireLines(r.Stdout, "would delete JournalGrant "+ns+"/"+o.role)
+	require.NotEmpty(t, j.resourceVersion(o.objs[1]), "the dry run deleted nothing")
 
-	offboardedJob(ne, host)
-	requireNoValues(t, outputs.String(), passwords)
+	r = o.admin("offboard", ns)
+	require.Equal(t, 0, r.Code, "offboard: %s %s", r.Stdout, r.Stderr)
+	o.requireLines(r.Stdout, "deleted JournalGrant "+ns+"/"+o.role, "deleted ManagedRole "+journalNamespace+"/"+o.role,
+		"deleted Secret "+ns+"/keyledger-journal-credentials", "deleted Secret "+journalNamespace+"/keyledger-role-"+ns,
+		"deleted ConfigMap "+ns+"/keyledger-journal-ca", "deleted NetworkPolicy "+ns+"/keyledger-credentials")
+	require.False(t, j.roleExists(o.role), "CloudNativePG dropped the role")
+	for _, obj := range o.objs {
+		require.Empty(t, j.resourceVersion(obj), "offboard left %s %s/%s", obj.kind, obj.ns, obj.name)
+	}
+	r = o.admin("offboard", ns)
+	require.Equal(t, 0, r.Code, "second offboard: %s %s", r.Stdout, r.Stderr)
+	o.requireLines(r.Stdout, "namespace "+ns+": nothing changed")
 }
 
 // onboardedHook: the credentials hook, rendered with the defaults, fenced
