@@ -26,7 +26,9 @@ const ManagedRoleKind = "ManagedRole"
 // leave the role unmanaged, still able to log in.
 func managedRole(n Names, present bool) map[string]any {
 	if !present {
-		return map[string]any{"name": n.Role, "ensure": "absent"}
+		// With the CRD's defaults spelled out, as the API server stores
+		// the entry: an entry read back equals the one written.
+		return map[string]any{"name": n.Role, "ensure": "absent", "connectionLimit": int64(-1), "inherit": true}
 	}
 	return map[string]any{
 		"name": n.Role, "ensure": "present", "comment": "keyledger Jobs and hooks of namespace " + n.Namespace,

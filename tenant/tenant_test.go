@@ -248,7 +248,7 @@ func TestOffboardRemovesWhatOnboardMade(t *testing.T) {
 	changes, err := w.admin.Offboard(t.Context(), "team-a")
 	require.NoError(t, err)
 	require.Equal(t, []Action{Deleted, Deleted, Deleted, Deleted, Deleted, Deleted}, actions(changes))
-	require.Equal(t, []any{map[string]any{"name": "keyledger_team_a", "ensure": "absent"}}, w.roles(t))
+	require.Equal(t, []any{map[string]any{"name": "keyledger_team_a", "ensure": "absent", "connectionLimit": int64(-1), "inherit": true}}, w.roles(t))
 	require.False(t, w.journal.roles["keyledger_team_a"])
 	require.Empty(t, w.journal.grants)
 	require.Nil(t, w.secret(t, "team-a", CredentialsSecret))
