@@ -612,6 +612,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 
 	t.Run("metrics-refusal-count", func(*testing.T) { metricsCountRefusal(j) })
 	t.Run("journal-list-in-cluster", func(*testing.T) { journalListInCluster(j) })
+	t.Run("onboarding", func(t *testing.T) { nodeOnboarding(t, j) })
 
 	t.Run("failover-mid-operation", func(t *testing.T) {
 		// Two operations stopped mid-way, then one loss of the primary (a

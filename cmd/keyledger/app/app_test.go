@@ -73,6 +73,13 @@ func TestUsageErrors(t *testing.T) {
 		{"journal", "revoke", "kl_a"},
 		{"journal", "grants", "extra"},
 		{"journal", "grants", "-o", "xml"},
+		{"journal", "onboard"},
+		{"journal", "onboard", "ns-a", "ns-b"},
+		{"journal", "onboard", "Not_A_Label"},
+		{"journal", "onboard", "keyledger-journal"},
+		{"journal", "onboard", "ns-a", "--wait", "0s"},
+		{"journal", "rotate", "ns-"},
+		{"journal", "offboard", "ns-a", "-o", "xml"},
 		{"migrate", "up", "--destroy-journal-records"},
 		{"keyring", "inspect", "no-slash"},
 		{"version", "extra"},
@@ -144,6 +151,9 @@ func TestGrantArgumentsNamed(t *testing.T) {
 		{[]string{"journal", "grant", "Bad-Role", "ns-a"}, "invalid-role", `"Bad-Role"`},
 		{[]string{"journal", "revoke", "pg_monitor", "ns-a"}, "invalid-role", `"pg_monitor"`},
 		{[]string{"journal", "grant", "kl_a", "ns-a", "ns-b-"}, "invalid-namespace", `"ns-b-"`},
+		{[]string{"journal", "onboard", "Team_A"}, "invalid-namespace", `"Team_A"`},
+		{[]string{"journal", "offboard", "keyledger-journal"}, "namespace-is-journal", `"keyledger-journal"`},
+		{[]string{"journal", "rotate", strings.Repeat("a", 54)}, "invalid-namespace", "63"},
 	} {
 		var out, errOut bytes.Buffer
 		err := Run(context.Background(), c.args, IOStreams{Out: &out, ErrOut: &errOut})

@@ -61,6 +61,9 @@ func hermeticCommands(t *testing.T) map[string][]string {
 		"journal grant":      {"kl_a", "ns-a"},
 		"journal revoke":     {"kl_a", "ns-a"},
 		"journal grants":     {},
+		"journal onboard":    {"ns-a", "--dry-run"},
+		"journal rotate":     {"ns-a", "--dry-run"},
+		"journal offboard":   {"ns-a", "--dry-run"},
 		"keyring inspect":    {"ai/keyring"},
 		"history":            {"shop/db"},
 		"render credentials": {"--plan", plan, "--image", "img"},
@@ -247,7 +250,7 @@ printf '%s\n' "${COMPREPLY[@]}"
 	require.Equal(t, []string{"list"}, complete("keyledger", "journal", "l"))
 	require.Equal(t, []string{"table", "json", "yaml"}, complete("keyledger", "plan", "-o", ""))
 	require.Equal(t, []string{"json", "yaml"}, complete("keyledger", "run", "/abs/f.json", "-o", ""))
-	require.Equal(t, []string{"list", "show", "prune", "grant", "revoke", "grants"}, complete("keyledger", "--database-url", "x", "journal", ""))
+	require.Equal(t, []string{"list", "show", "prune", "grant", "revoke", "grants", "onboard", "rotate", "offboard"}, complete("keyledger", "--database-url", "x", "journal", ""))
 	require.Equal(t, []string{"up", "down", "version", "recover"}, complete("keyledger", "migrate", ""))
 	require.Equal(t, []string{"--database-url"}, complete("keyledger", "journal", "list", "--datab"))
 	require.Equal(t, []string{"unreachable", "reachable"}, complete("keyledger", "preflight", "--expect-canary", ""))

@@ -19,13 +19,17 @@ func newJournalCommand(ctx context.Context, streams IOStreams, g *commonFlags) *
 	return group("journal", "read and administer the journal",
 		`  keyledger journal list
   keyledger journal show mut-7 -o json
-  keyledger journal grant keyledger_ai ai --database-url postgres://owner@db/journal`,
+  keyledger journal grant keyledger_ai ai --database-url postgres://owner@db/journal
+  keyledger journal onboard team-a --database-url postgres://owner@db/journal`,
 		newJournalListCommand(ctx, streams, g),
 		newJournalShowCommand(ctx, streams, g),
 		newJournalPruneCommand(ctx, streams, g),
 		newGrantCommand(ctx, store.GrantActionGrant, streams, g),
 		newGrantCommand(ctx, store.GrantActionRevoke, streams, g),
 		newGrantsCommand(ctx, streams, g),
+		newTenantCommand(ctx, tenantActions[0], streams, g),
+		newTenantCommand(ctx, tenantActions[1], streams, g),
+		newTenantCommand(ctx, tenantActions[2], streams, g),
 	)
 }
 
