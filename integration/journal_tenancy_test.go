@@ -286,9 +286,11 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 	// A member of the owner has the owner's privileges: refused as the owner.
 	// A member of a BYPASSRLS role may SET ROLE to it; a CREATEROLE role may
 	// (before PostgreSQL 16) make itself a member of the owner.
-	member, superMember, bypassMember, creator := "kl_member_"+randomSuffix(t), "kl_sumember_"+randomSuffix(t),
-		"kl_bymember_"+randomSuffix(t), "kl_creator_"+randomSuffix(t)
-	for _, r := range []string{member, superMember, bypassMember, creator} {
+	// A member of pg_monitor runs the metrics' functions (migration 13),
+	// which count every namespace's operations.
+	member, superMember, bypassMember, creator, monitor := "kl_member_"+randomSuffix(t), "kl_sumember_"+randomSuffix(t),
+		"kl_bymember_"+randomSuffix(t), "kl_creator_"+randomSuffix(t), "kl_monitor_"+randomSuffix(t)
+	for _, r := range []string{member, superMember, bypassMember, creator, monitor} {
 		require.NoError(t, shared.pg.EnsureRole(ctx, r, randomSuffix(t)))
 	}
 	for _, stmt := range []string{
@@ -296,6 +298,7 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 		"GRANT " + super + " TO " + superMember,
 		"GRANT " + bypass + " TO " + bypassMember,
 		"ALTER ROLE " + creator + " CREATEROLE",
+		"GRANT pg_monitor TO " + monitor,
 	} {
 		_, err := admin.Exec(ctx, stmt)
 		require.NoError(t, err)
@@ -313,6 +316,7 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 		{superMember, "tenant-x", 77, "role-is-superuser"},
 		{bypassMember, "tenant-x", 77, "role-bypasses-rls"},
 		{creator, "tenant-x", 77, "role-can-create-roles"},
+		{monitor, "tenant-x", 77, "role-is-monitor"},
 		{"kl_nobody_" + randomSuffix(t), "tenant-x", 64, "role-missing"},
 		{member, "Tenant_X", 64, "invalid-namespace"},
 		{"Bad Role", "tenant-x", 64, "invalid-role"},

@@ -41,6 +41,10 @@ const (
 	// ReasonRoleCreatesRoles: a CREATEROLE role may grant itself the
 	// owner's membership (before PostgreSQL 16) (exit 77).
 	ReasonRoleCreatesRoles = "role-can-create-roles"
+	// ReasonRoleIsMonitor: a member of pg_monitor runs the metrics'
+	// functions (migration 13), which count every namespace's operations
+	// (exit 77).
+	ReasonRoleIsMonitor = "role-is-monitor"
 	// ReasonSchemaTooOld: the journal is not migrated to namespace
 	// tenancy (migration 5) yet (exit 64).
 	ReasonSchemaTooOld = "schema-too-old"
@@ -263,14 +267,15 @@ func checkGrantee(ctx context.Context, tx pgx.Tx, role string) error {
 	// wide as that role (attributes are not inherited, but SET ROLE takes
 	// them); a CREATEROLE role may, before PostgreSQL 16, grant itself
 	// membership in the owner.
-	var super, bypass, owner, createRole bool
+	var super, bypass, owner, createRole, monitor bool
 	err := tx.QueryRow(ctx, `SELECT
 		r.rolsuper OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles s WHERE s.rolsuper AND s.oid <> r.oid AND pg_has_role(r.oid, s.oid, 'MEMBER')),
 		r.rolbypassrls OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles s WHERE s.rolbypassrls AND s.oid <> r.oid AND pg_has_role(r.oid, s.oid, 'MEMBER')),
 		pg_has_role(r.oid, c.relowner, 'MEMBER'),
-		r.rolcreaterole
+		r.rolcreaterole,
+		pg_has_role(r.oid, 'pg_monitor', 'MEMBER')
 		FROM pg_catalog.pg_roles r, pg_catalog.pg_class c
-		WHERE r.rolname = $1 AND c.oid = 'keyledger.operations'::regclass`, role).Scan(&super, &bypass, &owner, &createRole)
+		WHERE r.rolname = $1 AND c.oid = 'keyledger.operations'::regclass`, role).Scan(&super, &bypass, &owner, &createRole, &monitor)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return &PreconditionError{Reason: ReasonRoleMissing,
@@ -295,6 +300,10 @@ func checkGrantee(ctx context.Context, tx pgx.Tx, role string) error {
 		return &PreconditionError{Reason: ReasonRoleCreatesRoles, Permission: true,
 			Msg: fmt.Sprintf("role %q has CREATEROLE: it may make itself a member of other roles, the owner's among them; nothing was granted", role),
 			Fix: fmt.Sprintf("ALTER ROLE %s NOCREATEROLE, or grant a role of its own to the namespace", pgx.Identifier{role}.Sanitize())}
+	case monitor:
+		return &PreconditionError{Reason: ReasonRoleIsMonitor, Permission: true,
+			Msg: fmt.Sprintf("role %q is a member of pg_monitor: it reads every namespace's operation counts (the journal's metrics); nothing was granted", role),
+			Fix: fmt.Sprintf("REVOKE pg_monitor FROM %s, or grant a role of its own to the namespace", pgx.Identifier{role}.Sanitize())}
 	}
 	return nil
 }
