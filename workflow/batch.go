@@ -72,7 +72,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 			return err
 		}
 	default:
-		if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
+		if err := m.fire(ctx, store.EventCall, move{records: records}); err != nil {
 			return err
 		}
 		// Counted once the call records are committed: a batch whose commit
@@ -124,7 +124,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	case unknown:
 		// A rejected call among them refuses the operation only once every
 		// sibling whose answer was lost is settled (see resolve).
-		return m.fire(ctx, eventResolve, move{records: results})
+		return m.fire(ctx, store.EventResolve, move{records: results})
 	case len(batch) == 1 && batch[0].Final:
 		summary := batch[0].Summary
 		if !answers[0].Summary.IsZero() {
@@ -134,7 +134,7 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	case pipelined:
 		return m.answerAhead(ctx, results)
 	default:
-		return m.fire(ctx, eventAnswer, move{records: results})
+		return m.fire(ctx, store.EventAnswer, move{records: results})
 	}
 }
 
@@ -151,7 +151,7 @@ func (m *machine) answerAhead(ctx context.Context, results []store.Record) error
 	if err == nil && d.Complete != nil && d.Refuse == nil && d.Call == nil && len(d.Calls) == 0 && d.End == nil {
 		return m.complete(ctx, *d.Complete, append(slices.Clip(results), d.Notes...))
 	}
-	if ferr := m.fire(ctx, eventAnswer, move{records: results}); ferr != nil {
+	if ferr := m.fire(ctx, store.EventAnswer, move{records: results}); ferr != nil {
 		return ferr
 	}
 	if err != nil {

@@ -143,8 +143,9 @@ func dryDrive(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*DryR
 	run := &Run{Op: op, Records: records}
 	before := len(records)
 	dry := &dryCalls{}
-	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: dry}
-	_, err = engine.Drive(ctx, run)
+	eng := newEngine(&dryJournal{run: run}, plan, log)
+	eng.dry = dry
+	err = eng.drive(ctx, run)
 	res.Records = append(res.Records, run.Records[before:]...)
 	res.verbs = dry.verbs
 	var (

@@ -284,15 +284,15 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 		return res, finish(res)
 	}
 
-	engine := &Engine{Journal: st, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts}
-	_, err = engine.Drive(ctx, run)
+	eng := newEngine(st, plan, log)
+	err = eng.drive(ctx, run)
 	var (
 		refused     *Refused
 		uncertain   *Uncertain
 		unavailable *Unavailable
 	)
 	switch {
-	case err == nil && !engine.ended && run.Op.State == store.StateCompleted && !plan.Runs:
+	case err == nil && !eng.ended && run.Op.State == store.StateCompleted && !plan.Runs:
 		// Another process completed the operation while this run drove it
 		// (found on a reload): believed, as a replay is, only with the
 		// cluster's agreement. (A desired-state run is not asked: the next
@@ -301,11 +301,11 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 			return contradicted(res, err)
 		}
 		err = finish(res)
-		res.Outcome = runOutcome(res.Outcome, engine, run)
+		res.Outcome = runOutcome(res.Outcome, eng, run)
 		return res, err
 	case err == nil, errors.As(err, &refused):
 		err = finish(res)
-		res.Outcome = runOutcome(res.Outcome, engine, run)
+		res.Outcome = runOutcome(res.Outcome, eng, run)
 		return res, err
 	case errors.As(err, &uncertain):
 	case errors.As(err, &unavailable) && !run.Op.State.Terminal() && !hasCall(run):
@@ -337,7 +337,7 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 //
 // An operation that needed no write (existing) is existing for every run;
 // any other ending (refused) keeps its word.
-func runOutcome(op Outcome, e *Engine, run *Run) Outcome {
+func runOutcome(op Outcome, e *engine, run *Run) Outcome {
 	switch {
 	case op != OutcomeCompleted && op != OutcomeConverged:
 		return op

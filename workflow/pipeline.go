@@ -87,7 +87,7 @@ func (m *machine) pipeline(ctx context.Context, batch []*Call, notes int, record
 		end := chunkEnd(start, len(batch))
 		var err error
 		if start == 0 {
-			err = m.fire(ctx, eventCall, move{records: records[:notes+end]})
+			err = m.fire(ctx, store.EventCall, move{records: records[:notes+end]})
 		} else {
 			take(0)
 			err = m.note(ctx, append(results(), records[notes+start:notes+end]...)...)

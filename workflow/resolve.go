@@ -121,5 +121,5 @@ func (m *machine) resolve(ctx context.Context) error {
 	if len(open) == 1 && open[0].Final {
 		return m.complete(ctx, Completion{Outcome: OutcomeConverged, Summary: last.Summary}, notes)
 	}
-	return m.fire(ctx, eventAnswer, move{records: notes})
+	return m.fire(ctx, store.EventAnswer, move{records: notes})
 }
