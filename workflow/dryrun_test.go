@@ -56,7 +56,7 @@ func dryEngine(f Family) (*engine, *Run) {
 	run := &Run{Op: &store.Operation{MutationID: "m", State: store.StatePrepared},
 		Records: []store.Record{{Kind: store.RecordPreparation, Step: "preparation"}}}
 	e := newEngine(&dryJournal{run: run}, Plan{Family: f}, nil)
-	e.dry = &dryCalls{}
+	e.sender = &dryCalls{}
 	return e, run
 }
 
@@ -81,7 +81,7 @@ func TestDryRunSendsNothing(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"create-a", "patch-b"}, steps)
-	res := &DryRunResult{Records: run.Records, verbs: e.dry.verbs}
+	res := &DryRunResult{Records: run.Records, verbs: e.sender.(*dryCalls).verbs}
 	for _, c := range res.Calls() {
 		require.Equal(t, VerbDelete, res.Verb(c), "the verb is the call's, not its step name's (%s)", c.Step)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/looplab/fsm"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow/failpoint"
 )
 
 // Journal is what the engine needs from the store.
@@ -30,8 +29,8 @@ type engine struct {
 	// MaxAttempts bounds how many times one run sends the call of one step
 	// and target (default 3); a rerun may send it again.
 	MaxAttempts int
-	// dry, when set, holds every call back (DryRun).
-	dry *dryCalls
+	// sender sends the calls (liveSender) or holds them back (DryRun).
+	sender sender
 	// ended is set once this engine committed the operation's terminal
 	// move: an operation found terminal otherwise was ended by another
 	// process (or another hand), which Operate does not take on trust.
@@ -45,7 +44,9 @@ type engine struct {
 
 // newEngine is the engine of one run of plan on journal j.
 func newEngine(j Journal, plan Plan, log *slog.Logger) *engine {
-	return &engine{Journal: &announcedJournal{Journal: j}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts}
+	e := &engine{Journal: &announcedJournal{Journal: j}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts}
+	e.sender = liveSender{e}
+	return e
 }
 
 // move is the payload of one event: the records it commits and, for a
@@ -136,9 +137,7 @@ func (m *machine) fire(ctx context.Context, event store.Event, mv move) error {
 		m.e.ended = true
 	}
 	m.e.Log.Debug("transition", "event", string(event), "state", m.fsm.Current(), "mutation_id", m.run.Op.MutationID)
-	if m.e.dry == nil {
-		failpoint.Hit("after-" + string(event))
-	}
+	m.e.sender.moved(event)
 	return nil
 }
 

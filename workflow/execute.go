@@ -171,6 +171,26 @@ func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, erro
 	return st, log, nil
 }
 
+// checkAccess runs the permission matrix and, when the plan sets Rights,
+// the rules review of the family's complete rule set: every real run and
+// every dry run checks it before the journal is opened.
+func checkAccess(ctx context.Context, deps Deps, plan Plan, log *slog.Logger) error {
+	if len(plan.Access) == 0 && plan.Rights == nil {
+		return nil
+	}
+	// The matrix and the rules review go out as one fan-out on one
+	// connection (kube.CheckAccessAndRules).
+	mismatches, err := kube.CheckAccessAndRules(ctx, deps.Kube, plan.Access, plan.Rights)
+	if err != nil {
+		return &Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	if len(mismatches) > 0 {
+		return &PermissionMismatch{Mismatches: mismatches}
+	}
+	log.Info("permission matrix holds", "checks", len(plan.Access))
+	return nil
+}
+
 // bindJournal hands the open journal to a family that reads other
 // operations' records (JournalBound), before its first decision.
 func bindJournal(st Store, f Family) {
@@ -373,14 +393,6 @@ func contradicted(res *Result, err error) (*Result, error) {
 		res.Outcome = OutcomeRefused
 	}
 	return res, err
-}
-
-// kubeCheckAccess runs the permission matrix and, when the plan sets
-// Rights, the rules review of the family's complete rule set; it returns
-// every mismatch. Both go out as one fan-out on one connection
-// (kube.CheckAccessAndRules).
-func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error) {
-	return kube.CheckAccessAndRules(ctx, deps.Kube, plan.Access, plan.Rights)
 }
 
 // finish sets the outcome of a terminal operation. A replay of a completed
