@@ -92,7 +92,7 @@ func (m *machine) answered(ctx context.Context, batch []*Call, answers []Answer,
 	var rejection Answer
 	var rejectedCall *Call
 	for i, a := range answers {
-		c := batch[i] //nolint:gosec // G602: a sender answers each call of batch, in order
+		c := batch[i]
 		switch a.Status {
 		case Applied:
 			m.e.sender.applied(c)

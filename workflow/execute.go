@@ -243,42 +243,58 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	if err := plan.resolveDigest(ctx); err != nil {
 		return res, journalFailed(err, false)
 	}
+	run, err := prepare(ctx, st, plan, log)
+	if err != nil {
+		if errors.As(err, new(*Uncertain)) {
+			res.Outcome = OutcomeUncertain
+		}
+		return res, err
+	}
+	res.Run = run
+	if run.Op.State.Terminal() {
+		res.Replayed = true
+		// A completed operation is reported existing only once a read of
+		// the cluster made now shows its effect.
+		if err := confirmReplay(ctx, plan.Family, run); err != nil {
+			return contradicted(res, err)
+		}
+		return res, finish(res)
+	}
+	eng := newEngine(st, plan, log)
+	return drove(ctx, plan, eng, res, eng.drive(ctx, run))
+}
+
+// prepare journals the operation (or the next run, plan.Runs) or finds the
+// one journaled, and returns it with its records.
+func prepare(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Run, error) {
 	prepare := st.Prepare
 	if plan.Runs {
 		prepare = st.PrepareRun
 	}
-	var run *Run
-	var op *store.Operation
-	var err error
 	for joined := 0; ; joined++ {
-		var created bool
-		op, created, err = prepare(ctx, plan.Prepare)
+		op, created, err := prepare(ctx, plan.Prepare)
 		if errors.Is(err, store.ErrDigestMismatch) {
-			return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
+			return nil, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
 		}
 		if err != nil {
 			// The preparation is not durable (or, when its commit's answer
 			// was lost, nothing was sent after it): any failure of the
 			// journal here is an unavailable dependency, whatever the
 			// session met (cause.Of).
-			return res, journalFailed(fmt.Errorf("preparing operation: %w", err), false)
+			return nil, journalFailed(fmt.Errorf("preparing operation: %w", err), false)
 		}
-		run = &Run{Op: op}
+		run := &Run{Op: op}
 		if created {
 			run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
 			log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
 			failpoint.Hit("after-prepare")
-			break
+			return run, nil
 		}
 		// The operation and its records as one view: another run of the
 		// same command may be moving it right now.
 		if run.Op, run.Records, err = st.Snapshot(ctx, op.Namespace, op.MutationID); err != nil {
 			// The operation is durable and unsettled: a rerun resumes it.
-			err = journalFailed(fmt.Errorf("reading journal: %w", err), true)
-			if errors.As(err, new(*Uncertain)) {
-				res.Outcome = OutcomeUncertain
-			}
-			return res, err
+			return nil, journalFailed(fmt.Errorf("reading journal: %w", err), true)
 		}
 		if plan.Runs && !op.State.Terminal() && run.Op.State.Terminal() && joined < maxRunJoins {
 			// The unfinished run PrepareRun handed back was ended by the
@@ -289,23 +305,14 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 			log.Info("run ended before it was joined", "mutation_id", op.MutationID)
 			continue
 		}
-		op = run.Op
-		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
-		break
+		log.Info("resuming", "mutation_id", run.Op.MutationID, "state", string(run.Op.State))
+		return run, nil
 	}
-	res.Run = run
-	if op.State.Terminal() {
-		res.Replayed = true
-		// A completed operation is reported existing only once a read of
-		// the cluster made now shows its effect.
-		if err := confirmReplay(ctx, plan.Family, run); err != nil {
-			return contradicted(res, err)
-		}
-		return res, finish(res)
-	}
+}
 
-	eng := newEngine(st, plan, log)
-	err = eng.drive(ctx, run)
+// drove says how a run the engine drove ended (err is drive's).
+func drove(ctx context.Context, plan Plan, eng *engine, res *Result, err error) (*Result, error) {
+	run := res.Run
 	var (
 		refused     *Refused
 		uncertain   *Uncertain

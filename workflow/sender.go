@@ -72,7 +72,7 @@ func (m *machine) atOnce(ctx context.Context, batch []*Call, records []store.Rec
 	answers := answer()
 	results := make([]store.Record, len(batch))
 	for i, a := range answers {
-		results[i] = resultRecord(batch[i], a) //nolint:gosec // G602: a sender answers each call of batch, in order
+		results[i] = resultRecord(batch[i], a)
 	}
 	return answers, results, nil
 }
