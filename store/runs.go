@@ -144,21 +144,10 @@ func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 	defer phase.Begin("tx prepare run")()
 	s.driver.mu.Lock()
 	defer s.driver.mu.Unlock()
-	if s.driver.conn == nil {
-		conn, err := s.pool.Acquire(ctx)
-		if err != nil {
-			return nil, false, unreachable("acquiring the run driver's connection", err)
-		}
-		s.driver.conn = conn
+	if err := s.acquireDriver(ctx); err != nil {
+		return nil, false, err
 	}
-	defer func() {
-		// A session that ended took its run locks with it: the next
-		// PrepareRun drives on a new one.
-		if s.driver.conn.Conn().IsClosed() {
-			s.driver.conn.Release()
-			s.driver.conn = nil
-		}
-	}()
+	defer s.dropEndedDriver()
 	err = s.inTxOn(ctx, s.driver.conn, func(tx pgx.Tx) (err error) {
 		defer func() {
 			if err == nil && op != nil && !op.State.Terminal() {
@@ -184,40 +173,10 @@ func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 				}
 			case latest.State.Terminal():
 			default:
-				live, err := runLive(ctx, tx, latest.ID)
-				if err != nil {
+				var joined *Operation
+				if joined, latest, close, err = continueRun(ctx, tx, p, latest); err != nil || joined != nil {
+					op = joined
 					return err
-				}
-				// Read it again now that its lock was tested: a driver that
-				// ended it and exited committed the ending first.
-				if latest, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM keyledger.operations WHERE id = $1`, latest.ID)); err != nil {
-					return wrap("reading the run", err)
-				}
-				if latest.State.Terminal() {
-					break
-				}
-				var resumes int
-				var age time.Duration
-				if err := tx.QueryRow(ctx, resumesQuery, latest.ID, string(RecordObservation), StepResumeRun).Scan(&resumes, &age); err != nil {
-					return wrap("counting the run's resumes", err)
-				}
-				if live {
-					// Another process of the namespace drives it now: this
-					// one joins it, no resume; only its age bounds it.
-					close = RunBound{MaxAge: p.Bound.MaxAge}.exceeded(0, age)
-					if close == "" {
-						op = latest
-						return nil
-					}
-				} else {
-					close = p.Bound.exceeded(resumes, age)
-					if close == "" {
-						if op, err = resumeIn(ctx, tx, latest, resumes+1); err != nil || op != nil {
-							return err
-						}
-						// It ended while this transaction waited for its row:
-						// the next run is prepared below.
-					}
 				}
 			}
 			if close != "" {
@@ -236,6 +195,70 @@ func (s *Store) prepareRun(ctx context.Context, p PrepareParams) (op *Operation,
 		return nil, false, err
 	}
 	return op, created, nil
+}
+
+// dropEndedDriver lets go of the run driver's connection when its session
+// ended: that took its run locks with it, and the next PrepareRun drives
+// on a new one. The caller holds s.driver.mu.
+func (s *Store) dropEndedDriver() {
+	if s.driver.conn.Conn().IsClosed() {
+		s.driver.conn.Release()
+		s.driver.conn = nil
+	}
+}
+
+// acquireDriver holds the run driver's connection, acquiring it when
+// none is held. The caller holds s.driver.mu.
+func (s *Store) acquireDriver(ctx context.Context) error {
+	if s.driver.conn != nil {
+		return nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return unreachable("acquiring the run driver's connection", err)
+	}
+	s.driver.conn = conn
+	return nil
+}
+
+// continueRun decides, in tx, what becomes of latest, the command's newest
+// run, unfinished when read: joined (this process joins it, or resumes
+// it) is set when it goes on; otherwise close is the reason to close it
+// ("" for none: it ended meanwhile, and the next run is prepared), and
+// again is latest as read again once its lock was tested.
+func continueRun(ctx context.Context, tx pgx.Tx, p PrepareParams, latest *Operation) (joined, again *Operation, close string, err error) {
+	live, err := runLive(ctx, tx, latest.ID)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	// Read it again now that its lock was tested: a driver that
+	// ended it and exited committed the ending first.
+	if latest, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM keyledger.operations WHERE id = $1`, latest.ID)); err != nil {
+		return nil, nil, "", wrap("reading the run", err)
+	}
+	if latest.State.Terminal() {
+		return nil, latest, "", nil
+	}
+	var resumes int
+	var age time.Duration
+	if err := tx.QueryRow(ctx, resumesQuery, latest.ID, string(RecordObservation), StepResumeRun).Scan(&resumes, &age); err != nil {
+		return nil, nil, "", wrap("counting the run's resumes", err)
+	}
+	if live {
+		// Another process of the namespace drives it now: this
+		// one joins it, no resume; only its age bounds it.
+		if close = (RunBound{MaxAge: p.Bound.MaxAge}).exceeded(0, age); close == "" {
+			return latest, latest, "", nil
+		}
+		return nil, latest, close, nil
+	}
+	if close = p.Bound.exceeded(resumes, age); close != "" {
+		return nil, latest, close, nil
+	}
+	// A nil operation: it ended while this transaction waited for its
+	// row, and the next run is prepared.
+	joined, err = resumeIn(ctx, tx, latest, resumes+1)
+	return joined, latest, "", err
 }
 
 // A run is live while a process drives it: that process holds a shared

@@ -2,7 +2,7 @@ package store
 
 // State is where an operation stands in the journal. The same values exist as
 // the PostgreSQL enum keyledger.operation_state, and the moves between them
-// are listed both in Edges and in the table keyledger.state_edges.
+// are defined by Events (machine.go), and repeated in keyledger.state_edges.
 type State string
 
 const (
@@ -27,20 +27,6 @@ func States() []State {
 
 // Terminal reports whether no further move is possible from s.
 func (s State) Terminal() bool { return s == StateCompleted || s == StateRefused }
-
-// Edge is one allowed move of an operation's state.
-type Edge struct{ From, To State }
-
-// Edges are the only moves the journal accepts; migration 000001 repeats them
-// in keyledger.state_edges and a trigger enforces them.
-func Edges() []Edge {
-	return []Edge{
-		{StatePrepared, StateCalling}, {StatePrepared, StateCompleted}, {StatePrepared, StateRefused},
-		{StateCalling, StateAnswered}, {StateCalling, StateResolving}, {StateCalling, StateCompleted}, {StateCalling, StateRefused},
-		{StateAnswered, StateCalling}, {StateAnswered, StateResolving}, {StateAnswered, StateCompleted}, {StateAnswered, StateRefused},
-		{StateResolving, StateCalling}, {StateResolving, StateAnswered}, {StateResolving, StateCompleted}, {StateResolving, StateRefused},
-	}
-}
 
 // RecordKind names what a journal record says. The same values exist as the
 // PostgreSQL enum keyledger.record_kind; workflow step names use the same words.

@@ -55,3 +55,9 @@ func ParseTarget(namespace, text string) (Target, error) {
 	}
 	return Target{Kind: TargetKind(kind), Namespace: namespace, Name: name}, nil
 }
+
+// TargetIn is the record's target, in namespace, the operation's: the
+// journal writes its text (Target.String) and this reads it back.
+func (r Record) TargetIn(namespace string) (Target, error) {
+	return ParseTarget(namespace, r.Target)
+}

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow/failpoint"
 )
 
 // ReasonAttemptLimit: a step and target of the operation was already sent
@@ -25,33 +24,52 @@ const sendConcurrency = 32
 // rejected one, resolving when any outcome is unknown. A batch of one is a
 // single call, which may be final.
 func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Record) error {
-	var planned []Answer
-	if m.e.dry != nil {
-		// A dry run: nothing is sent; stop before recording a call decided
-		// twice.
-		var err error
-		if planned, err = m.e.dry.answer(ctx, batch); err != nil {
+	if err := m.e.sender.admit(ctx, batch); err != nil {
+		return err
+	}
+	if refusal, err := m.checkBatch(batch); err != nil || refusal != nil {
+		if err != nil {
 			return err
 		}
+		return m.refuse(ctx, ReasonAttemptLimit, *refusal, notes)
 	}
+	answers, results, err := m.e.sender.deliver(ctx, m, batch, len(notes), m.callRecords(batch, notes))
+	if err != nil {
+		return err
+	}
+	return m.answered(ctx, batch, answers, results)
+}
+
+// checkBatch checks a batch before its records are journaled: an error
+// for a batch the engine must never send (a final call in a batch, a call
+// twice, one sent MaxAttempts times in this run), or the summary of an
+// attempt-limit refusal.
+func (m *machine) checkBatch(batch []*Call) (*store.Detail, error) {
 	seen := map[string]bool{}
 	for _, c := range batch {
 		key := callKey(c.Step, c.Target.String())
 		switch {
 		case len(batch) > 1 && c.Final:
-			return errors.New("a final call cannot be sent in a batch")
+			return nil, errors.New("a final call cannot be sent in a batch")
 		case seen[key]:
-			return fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target.String())
+			return nil, fmt.Errorf("step %s %s appears twice in one batch", c.Step, c.Target.String())
 		case m.sent[key] >= m.e.MaxAttempts:
-			return &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target.String(), m.sent[key])}
+			return nil, &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target.String(), m.sent[key])}
 		}
 		seen[key] = true
 		if n := m.run.Attempts(c.Step, c.Target.String()); n >= store.MaxCallAttempt {
 			// The journal holds at most store.MaxCallAttempt attempts of a
 			// step and target (a CHECK): refuse before the database would.
-			return m.refuse(ctx, ReasonAttemptLimit, store.DetailOf(attemptLimit{Step: c.Step, Target: c.Target.String(), Attempts: n}), notes)
+			d := store.DetailOf(attemptLimit{Step: c.Step, Target: c.Target.String(), Attempts: n})
+			return &d, nil
 		}
 	}
+	return nil, nil
+}
+
+// callRecords are notes, then the authority_call record of each call of
+// the batch, numbered as the next batch.
+func (m *machine) callRecords(batch []*Call, notes []store.Record) []store.Record {
 	batchNo := m.run.lastBatch() + 1
 	records := append([]store.Record{}, notes...)
 	for _, c := range batch {
@@ -62,47 +80,22 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Batch: batchNo, Final: c.Final, Detail: c.Detail,
 		})
 	}
-	var answers []Answer
-	var results []store.Record
-	pipelined := m.e.dry == nil && len(batch) > pipelineChunk
-	switch {
-	case pipelined:
-		var err error
-		if answers, results, err = m.pipeline(ctx, batch, len(notes), records); err != nil {
-			return err
-		}
-	default:
-		if err := m.fire(ctx, eventCall, move{records: records}); err != nil {
-			return err
-		}
-		// Counted once the call records are committed: a batch whose commit
-		// lost to another process (the state moved) was never sent, and
-		// deciding it again after the reload is not another send.
-		for _, c := range batch {
-			m.sent[callKey(c.Step, c.Target.String())]++
-		}
-		answers = planned
-		if m.e.dry == nil {
-			answers = send(ctx, batch)
-			failpoint.Hit("after-send")
-		}
-		results = make([]store.Record, len(batch))
-		for i, a := range answers {
-			results[i] = resultRecord(batch[i], a) //nolint:gosec // G602: send and the dry run answer each call of batch, in order
-		}
-	}
+	return records
+}
 
+// answered moves on from a batch's answers (results, their records not
+// journaled yet): refused when the authority rejected a call and no
+// answer is unknown, resolving when any is unknown, completed when a
+// final call was applied, else answered.
+func (m *machine) answered(ctx context.Context, batch []*Call, answers []Answer, results []store.Record) error {
 	var rejected, unknown bool
 	var rejection Answer
 	var rejectedCall *Call
 	for i, a := range answers {
-		c := batch[i] //nolint:gosec // G602: send and the dry run answer each call of batch, in order
+		c := batch[i]
 		switch a.Status {
 		case Applied:
-			if m.e.dry == nil {
-				m.e.wrote = true
-				m.e.applied = m.e.applied || c.Final
-			}
+			m.e.sender.applied(c)
 		case Rejected:
 			if !rejected {
 				rejected, rejection, rejectedCall = true, a, c
@@ -113,29 +106,34 @@ func (m *machine) calls(ctx context.Context, batch []*Call, notes ...store.Recor
 	}
 	switch {
 	case rejected && !unknown:
-		summary := rejectedCall.Summary
-		if len(batch) > 1 {
-			var err error
-			if summary, err = m.batchSummary(summary, results); err != nil {
-				return err
-			}
-		}
-		return m.refuse(ctx, rejection.Reason, summary, results)
+		return m.refuseRejected(ctx, batch, rejectedCall.Summary, rejection.Reason, results)
 	case unknown:
 		// A rejected call among them refuses the operation only once every
 		// sibling whose answer was lost is settled (see resolve).
-		return m.fire(ctx, eventResolve, move{records: results})
+		return m.fire(ctx, store.EventResolve, move{records: results})
 	case len(batch) == 1 && batch[0].Final:
 		summary := batch[0].Summary
 		if !answers[0].Summary.IsZero() {
 			summary = answers[0].Summary
 		}
 		return m.complete(ctx, Completion{Outcome: OutcomeCompleted, Summary: summary}, results)
-	case pipelined:
+	case m.e.sender.pipelines(batch):
 		return m.answerAhead(ctx, results)
 	default:
-		return m.fire(ctx, eventAnswer, move{records: results})
+		return m.fire(ctx, store.EventAnswer, move{records: results})
 	}
+}
+
+// refuseRejected refuses the operation whose call the authority rejected;
+// a batch's refusal names what the batch applied.
+func (m *machine) refuseRejected(ctx context.Context, batch []*Call, summary store.Detail, reason string, results []store.Record) error {
+	if len(batch) > 1 {
+		var err error
+		if summary, err = m.batchSummary(summary, results); err != nil {
+			return err
+		}
+	}
+	return m.refuse(ctx, reason, summary, results)
 }
 
 // answerAhead ends a pipelined batch whose every call was applied, given
@@ -151,7 +149,7 @@ func (m *machine) answerAhead(ctx context.Context, results []store.Record) error
 	if err == nil && d.Complete != nil && d.Refuse == nil && d.Call == nil && len(d.Calls) == 0 && d.End == nil {
 		return m.complete(ctx, *d.Complete, append(slices.Clip(results), d.Notes...))
 	}
-	if ferr := m.fire(ctx, eventAnswer, move{records: results}); ferr != nil {
+	if ferr := m.fire(ctx, store.EventAnswer, move{records: results}); ferr != nil {
 		return ferr
 	}
 	if err != nil {

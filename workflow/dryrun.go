@@ -143,8 +143,9 @@ func dryDrive(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*DryR
 	run := &Run{Op: op, Records: records}
 	before := len(records)
 	dry := &dryCalls{}
-	engine := &Engine{Journal: &dryJournal{run: run}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts, dry: dry}
-	_, err = engine.Drive(ctx, run)
+	eng := newEngine(&dryJournal{run: run}, plan, log)
+	eng.sender = dry
+	err = eng.drive(ctx, run)
 	res.Records = append(res.Records, run.Records[before:]...)
 	res.verbs = dry.verbs
 	var (
@@ -229,29 +230,29 @@ func dryPrepare(ctx context.Context, st Store, plan Plan, res *DryRunResult) (*s
 	return op, records, nil
 }
 
-// checkAccess runs the permission matrix and the Secret rules review.
-func checkAccess(ctx context.Context, deps Deps, plan Plan, log *slog.Logger) error {
-	if len(plan.Access) == 0 && plan.Rights == nil {
-		return nil
-	}
-	mismatches, err := kubeCheckAccess(ctx, deps, plan)
-	if err != nil {
-		return &Unavailable{Dependency: "kubernetes", Err: err}
-	}
-	if len(mismatches) > 0 {
-		return &PermissionMismatch{Mismatches: mismatches}
-	}
-	log.Info("permission matrix holds", "checks", len(plan.Access))
-	return nil
+// dryCalls is a dry run's sender: it holds every call back, answering each
+// as applied as intended (or as its Foresee says), and one decided twice
+// stops the dry run. Its moves run no failpoint and its answers are no
+// writes.
+type dryCalls struct {
+	seen    map[string]bool
+	verbs   map[string]Verb // each planned call's verb, by step and target
+	planned []Answer        // the admitted batch's answers
 }
 
-// dryCalls holds a dry run's calls back: each is answered as applied as
-// intended (or as its Foresee says), and one decided twice stops the dry
-// run.
-type dryCalls struct {
-	seen  map[string]bool
-	verbs map[string]Verb // each planned call's verb, by step and target
+func (d *dryCalls) admit(ctx context.Context, batch []*Call) error {
+	planned, err := d.answer(ctx, batch)
+	d.planned = planned
+	return err
 }
+
+func (d *dryCalls) deliver(ctx context.Context, m *machine, batch []*Call, _ int, records []store.Record) ([]Answer, []store.Record, error) {
+	return m.atOnce(ctx, batch, records, func() []Answer { return d.planned })
+}
+
+func (*dryCalls) pipelines([]*Call) bool { return false }
+func (*dryCalls) moved(store.Event)      {}
+func (*dryCalls) applied(*Call)          {}
 
 // answer admits a batch and returns its planned answers.
 func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) {

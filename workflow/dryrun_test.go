@@ -52,10 +52,12 @@ func (f repeatFamily) Resolve(context.Context, *Run, store.Record) (Verdict, err
 
 func (f repeatFamily) ConfirmReplay(context.Context, *Run) (*Contradiction, error) { return nil, nil }
 
-func dryEngine(f Family) (*Engine, *Run) {
+func dryEngine(f Family) (*engine, *Run) {
 	run := &Run{Op: &store.Operation{MutationID: "m", State: store.StatePrepared},
 		Records: []store.Record{{Kind: store.RecordPreparation, Step: "preparation"}}}
-	return &Engine{Journal: &dryJournal{run: run}, Family: f, dry: &dryCalls{}}, run
+	e := newEngine(&dryJournal{run: run}, Plan{Family: f}, nil)
+	e.sender = &dryCalls{}
+	return e, run
 }
 
 // A dry run drives the same decisions with every call held back: the
@@ -65,7 +67,7 @@ func TestDryRunSendsNothing(t *testing.T) {
 	t.Parallel()
 	sent := 0
 	e, run := dryEngine(scriptFamily{script: []string{"create-a", "patch-b"}, sent: &sent})
-	_, err := e.Drive(context.WithValue(context.Background(), dryRunKey{}, true), run)
+	err := e.drive(context.WithValue(context.Background(), dryRunKey{}, true), run)
 	require.NoError(t, err)
 	require.Zero(t, sent, "no call was sent")
 	require.Equal(t, store.StateCompleted, run.Op.State)
@@ -79,7 +81,7 @@ func TestDryRunSendsNothing(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"create-a", "patch-b"}, steps)
-	res := &DryRunResult{Records: run.Records, verbs: e.dry.verbs}
+	res := &DryRunResult{Records: run.Records, verbs: e.sender.(*dryCalls).verbs}
 	for _, c := range res.Calls() {
 		require.Equal(t, VerbDelete, res.Verb(c), "the verb is the call's, not its step name's (%s)", c.Step)
 	}
@@ -91,7 +93,7 @@ func TestDryRunStopsOnARepeatedCall(t *testing.T) {
 	t.Parallel()
 	sent := 0
 	e, run := dryEngine(repeatFamily{sent: &sent})
-	_, err := e.Drive(context.Background(), run)
+	err := e.drive(context.Background(), run)
 	var stop *planStop
 	require.ErrorAs(t, err, &stop)
 	require.Zero(t, sent)

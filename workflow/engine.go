@@ -10,7 +10,6 @@ import (
 	"github.com/looplab/fsm"
 
 	"github.com/keyledger/keyledger/store"
-	"github.com/keyledger/keyledger/workflow/failpoint"
 )
 
 // Journal is what the engine needs from the store.
@@ -20,16 +19,18 @@ type Journal interface {
 	Snapshot(ctx context.Context, ns, mutationID string) (*store.Operation, []store.Record, error)
 }
 
-// Engine drives operations of one family through the state machine.
-type Engine struct {
-	Journal Journal
+// engine drives operations of one family through the state machine.
+type engine struct {
+	// Journal holds the operation: its moves go through announcedJournal
+	// only, which commits nothing the state machine did not announce.
+	Journal *announcedJournal
 	Family  Family
 	Log     *slog.Logger
 	// MaxAttempts bounds how many times one run sends the call of one step
 	// and target (default 3); a rerun may send it again.
 	MaxAttempts int
-	// dry, when set, holds every call back (DryRun).
-	dry *dryCalls
+	// sender sends the calls (liveSender) or holds them back (DryRun).
+	sender sender
 	// ended is set once this engine committed the operation's terminal
 	// move: an operation found terminal otherwise was ended by another
 	// process (or another hand), which Operate does not take on trust.
@@ -41,47 +42,30 @@ type Engine struct {
 	applied, wrote bool
 }
 
-// The engine's events. Their names are also the failpoint names
-// ("after-"+event) and the words the journal's records use.
-const (
-	eventCall     = "call"
-	eventAnswer   = "answer"
-	eventResolve  = "resolve"
-	eventComplete = "complete"
-	eventRefuse   = "refuse"
-)
-
-// Events is the state machine: each event with the states it leaves from and
-// the state it enters. It is exactly store.Edges, grouped by destination.
-func Events() fsm.Events {
-	s := func(states ...store.State) []string {
-		out := make([]string, len(states))
-		for i, st := range states {
-			out[i] = string(st)
-		}
-		return out
-	}
-	return fsm.Events{
-		{Name: eventCall, Src: s(store.StatePrepared, store.StateAnswered, store.StateResolving), Dst: string(store.StateCalling)},
-		{Name: eventAnswer, Src: s(store.StateCalling, store.StateResolving), Dst: string(store.StateAnswered)},
-		{Name: eventResolve, Src: s(store.StateCalling, store.StateAnswered), Dst: string(store.StateResolving)},
-		{Name: eventComplete, Src: s(store.StatePrepared, store.StateCalling, store.StateAnswered, store.StateResolving), Dst: string(store.StateCompleted)},
-		{Name: eventRefuse, Src: s(store.StatePrepared, store.StateCalling, store.StateAnswered, store.StateResolving), Dst: string(store.StateRefused)},
-	}
+// newEngine is the engine of one run of plan on journal j.
+func newEngine(j Journal, plan Plan, log *slog.Logger) *engine {
+	e := &engine{Journal: &announcedJournal{Journal: j}, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts}
+	e.sender = liveSender{e}
+	return e
 }
 
-// move is the payload of one transition.
+// move is the payload of one event: the records it commits and, for a
+// terminal move, the outcome.
 type move struct {
 	records []store.Record
 	outcome Outcome
 	reason  string
 }
 
-// machine binds one operation's fsm to the journal: the before_event
-// callback commits the transition, and cancels the event when the commit
-// fails, so the in-memory state never runs ahead of the journal.
+// machine binds one operation's fsm (store.Events, the one definition of
+// the journal's moves) to the journal: the before_event callback commits
+// the move, and cancels the event when the commit fails, so the in-memory
+// state never runs ahead of the journal. Every move, a note (records
+// appended without moving the state) included, is an event of the fsm:
+// the journal the machine holds refuses a transition the fsm did not
+// announce (announcedJournal).
 type machine struct {
-	e   *Engine
+	e   *engine
 	run *Run
 	fsm *fsm.FSM
 	// sent counts this run's sends per step and target: MaxAttempts bounds
@@ -93,20 +77,17 @@ type machine struct {
 	next *Decision
 }
 
-func (e *Engine) newMachine(run *Run) *machine {
+func (e *engine) newMachine(run *Run) *machine {
 	m := &machine{e: e, run: run, sent: map[string]int{}}
-	m.fsm = fsm.NewFSM(string(run.Op.State), Events(), fsm.Callbacks{
+	m.fsm = fsm.NewFSM(string(run.Op.State), store.Events(), fsm.Callbacks{
 		"before_event": func(ctx context.Context, ev *fsm.Event) {
 			mv := ev.Args[0].(move)
-			op, err := e.Journal.Transition(ctx, store.TransitionParams{
-				OperationID: run.Op.ID,
-				From:        store.State(ev.Src),
-				To:          store.State(ev.Dst),
-				Revision:    run.Op.Revision,
-				Records:     mv.records,
-				Outcome:     string(mv.outcome),
-				Reason:      mv.reason,
-			})
+			p := store.TransitionParams{
+				OperationID: run.Op.ID, From: store.State(ev.Src), To: store.State(ev.Dst), Revision: run.Op.Revision,
+				Records: mv.records, Outcome: string(mv.outcome), Reason: mv.reason,
+			}
+			e.Journal.announced = &p
+			op, err := e.Journal.Transition(ctx, p)
 			if err != nil {
 				ev.Cancel(err)
 				return
@@ -118,29 +99,77 @@ func (e *Engine) newMachine(run *Run) *machine {
 	return m
 }
 
-// fire commits one transition, then runs the failpoint named after it.
-func (m *machine) fire(ctx context.Context, event string, mv move) error {
-	if err := m.fsm.Event(ctx, event, mv); err != nil {
-		var canceled fsm.CanceledError
-		if errors.As(err, &canceled) && canceled.Err != nil {
-			return canceled.Err
-		}
+// errUnannounced is a journal move the fsm did not announce: a bug.
+var errUnannounced = errors.New("a journal move bypassed the state machine")
+
+// announcedJournal is the only journal a machine moves: it commits the
+// one transition the fsm's callback announced, exactly as announced, and
+// refuses any other (errUnannounced).
+type announcedJournal struct {
+	Journal
+	announced *store.TransitionParams
+}
+
+func (j *announcedJournal) Transition(ctx context.Context, p store.TransitionParams) (*store.Operation, error) {
+	a := j.announced
+	j.announced = nil
+	if a == nil || a.OperationID != p.OperationID || a.From != p.From || a.To != p.To || a.Revision != p.Revision {
+		return nil, fmt.Errorf("%w: %s -> %s", errUnannounced, p.From, p.To)
+	}
+	return j.Journal.Transition(ctx, p)
+}
+
+// fire commits one move, then runs the failpoint named after it (a note
+// has none).
+func (m *machine) fire(ctx context.Context, event store.Event, mv move) error {
+	err := m.fsm.Event(ctx, string(event), mv)
+	var canceled fsm.CanceledError
+	var stayed fsm.NoTransitionError
+	switch {
+	case errors.As(err, &canceled) && canceled.Err != nil:
+		return canceled.Err
+	case errors.As(err, &stayed) && event == store.EventNote && stayed.Err == nil:
+		return nil // a note stays in its state
+	case err != nil:
 		return fmt.Errorf("state machine event %s from %s: %w", event, m.fsm.Current(), err)
 	}
 	if m.run.Op.State.Terminal() {
 		m.e.ended = true
 	}
-	m.e.Log.Debug("transition", "event", event, "state", m.fsm.Current(), "mutation_id", m.run.Op.MutationID)
-	if m.e.dry == nil {
-		failpoint.Hit("after-" + event)
-	}
+	m.e.Log.Debug("transition", "event", string(event), "state", m.fsm.Current(), "mutation_id", m.run.Op.MutationID)
+	m.e.sender.moved(event)
 	return nil
 }
 
-// Drive runs the operation until it is terminal or its outcome is uncertain.
-// It returns the final operation; a refused operation returns *Refused and an
-// unsettled one *Uncertain.
-func (e *Engine) Drive(ctx context.Context, run *Run) (*Run, error) {
+// note appends records without moving the state.
+func (m *machine) note(ctx context.Context, records ...store.Record) error {
+	return m.fire(ctx, store.EventNote, move{records: records})
+}
+
+// reload replaces the run's view with a consistent snapshot of the journal
+// after another process moved the operation (store.ErrStateMoved), and
+// sets the machine to the state read: the one place the fsm is set
+// rather than moved, and only to a state the fsm's own edges reach from
+// where it stood (the journal only moves forward).
+func (m *machine) reload(ctx context.Context) error {
+	run := m.run
+	op, records, err := m.e.Journal.Snapshot(ctx, run.Op.Namespace, run.Op.MutationID)
+	if err != nil {
+		return fmt.Errorf("reloading operation: %w", err)
+	}
+	from := store.State(m.fsm.Current())
+	if !store.Reachable(from, op.State) {
+		return fmt.Errorf("reloading operation: the journal holds state %s, which the state machine cannot reach from %s", op.State, from)
+	}
+	run.Op, run.Records = op, records
+	m.next = nil
+	m.fsm.SetState(string(op.State))
+	return nil
+}
+
+// drive runs the operation until it is terminal or its outcome is uncertain.
+// A refused operation returns *Refused and an unsettled one *Uncertain.
+func (e *engine) drive(ctx context.Context, run *Run) error {
 	if e.MaxAttempts <= 0 {
 		e.MaxAttempts = 3
 	}
@@ -153,43 +182,30 @@ func (e *Engine) Drive(ctx context.Context, run *Run) (*Run, error) {
 		if errors.Is(err, store.ErrStateMoved) {
 			// Another process moved this operation: reload the journal and
 			// continue from what it recorded.
-			if err := e.reload(ctx, run); err != nil {
-				return run, err
+			if err := m.reload(ctx); err != nil {
+				return err
 			}
-			m.next = nil
-			m.fsm.SetState(string(run.Op.State))
 			continue
 		}
 		if err != nil {
-			return run, err
+			return err
 		}
 		if run.Op.State.Terminal() {
 			if run.Op.State == store.StateRefused {
-				return run, &Refused{Reason: run.Op.Reason}
+				return &Refused{Reason: run.Op.Reason}
 			}
-			return run, nil
+			return nil
 		}
 	}
-}
-
-// reload replaces the run's view with a consistent snapshot of the journal:
-// an operation read apart from its records could pair a state with records
-// another process appended after it.
-func (e *Engine) reload(ctx context.Context, run *Run) error {
-	op, records, err := e.Journal.Snapshot(ctx, run.Op.Namespace, run.Op.MutationID)
-	if err != nil {
-		return fmt.Errorf("reloading operation: %w", err)
-	}
-	run.Op, run.Records = op, records
-	return nil
 }
 
 // step makes one move from the current state.
 func (m *machine) step(ctx context.Context) error {
 	run := m.run
-	switch run.Op.State {
+	state := store.State(m.fsm.Current())
+	switch state {
 	case store.StatePrepared, store.StateAnswered:
-		if d := m.next; d != nil && run.Op.State == store.StateAnswered {
+		if d := m.next; d != nil && state == store.StateAnswered {
 			m.next = nil
 			return m.decide(ctx, *d)
 		}
@@ -210,13 +226,13 @@ func (m *machine) step(ctx context.Context) error {
 		if len(lost) == 0 {
 			lost = []store.Record{{Kind: store.RecordAuthorityResult, Step: "unknown", Status: "lost", Reason: "no-result-recorded"}}
 		}
-		return m.fire(ctx, eventResolve, move{records: lost})
+		return m.fire(ctx, store.EventResolve, move{records: lost})
 	case store.StateResolving:
 		return m.resolve(ctx)
 	case store.StateCompleted, store.StateRefused:
 		return nil
 	default:
-		return fmt.Errorf("operation in unknown state %q", run.Op.State)
+		return fmt.Errorf("operation in unknown state %q", state)
 	}
 }
 
@@ -257,25 +273,12 @@ func (m *machine) complete(ctx context.Context, c Completion, before []store.Rec
 	records := append(slices.Clip(before), store.Record{
 		Kind: store.RecordCompletion, Step: "complete", Status: string(c.Outcome), Detail: c.Summary,
 	})
-	return m.fire(ctx, eventComplete, move{records: records, outcome: c.Outcome})
+	return m.fire(ctx, store.EventComplete, move{records: records, outcome: c.Outcome})
 }
 
 func (m *machine) refuse(ctx context.Context, reason string, summary store.Detail, before []store.Record) error {
 	records := append(slices.Clip(before), store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason, Detail: summary})
-	return m.fire(ctx, eventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
-}
-
-// note appends records without moving the state.
-func (m *machine) note(ctx context.Context, records ...store.Record) error {
-	op, err := m.e.Journal.Transition(ctx, store.TransitionParams{
-		OperationID: m.run.Op.ID, From: m.run.Op.State, To: m.run.Op.State, Revision: m.run.Op.Revision, Records: records,
-	})
-	if err != nil {
-		return err
-	}
-	m.run.Op = op
-	m.run.Records = append(m.run.Records, records...)
-	return nil
+	return m.fire(ctx, store.EventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }
 
 func orDefault(s, def string) string {

@@ -171,6 +171,26 @@ func begin(ctx context.Context, deps Deps, plan Plan) (Store, *slog.Logger, erro
 	return st, log, nil
 }
 
+// checkAccess runs the permission matrix and, when the plan sets Rights,
+// the rules review of the family's complete rule set: every real run and
+// every dry run checks it before the journal is opened.
+func checkAccess(ctx context.Context, deps Deps, plan Plan, log *slog.Logger) error {
+	if len(plan.Access) == 0 && plan.Rights == nil {
+		return nil
+	}
+	// The matrix and the rules review go out as one fan-out on one
+	// connection (kube.CheckAccessAndRules).
+	mismatches, err := kube.CheckAccessAndRules(ctx, deps.Kube, plan.Access, plan.Rights)
+	if err != nil {
+		return &Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	if len(mismatches) > 0 {
+		return &PermissionMismatch{Mismatches: mismatches}
+	}
+	log.Info("permission matrix holds", "checks", len(plan.Access))
+	return nil
+}
+
 // bindJournal hands the open journal to a family that reads other
 // operations' records (JournalBound), before its first decision.
 func bindJournal(st Store, f Family) {
@@ -223,42 +243,58 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 	if err := plan.resolveDigest(ctx); err != nil {
 		return res, journalFailed(err, false)
 	}
+	run, err := prepare(ctx, st, plan, log)
+	if err != nil {
+		if errors.As(err, new(*Uncertain)) {
+			res.Outcome = OutcomeUncertain
+		}
+		return res, err
+	}
+	res.Run = run
+	if run.Op.State.Terminal() {
+		res.Replayed = true
+		// A completed operation is reported existing only once a read of
+		// the cluster made now shows its effect.
+		if err := confirmReplay(ctx, plan.Family, run); err != nil {
+			return contradicted(res, err)
+		}
+		return res, finish(res)
+	}
+	eng := newEngine(st, plan, log)
+	return drove(ctx, plan, eng, res, eng.drive(ctx, run))
+}
+
+// prepare journals the operation (or the next run, plan.Runs) or finds the
+// one journaled, and returns it with its records.
+func prepare(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Run, error) {
 	prepare := st.Prepare
 	if plan.Runs {
 		prepare = st.PrepareRun
 	}
-	var run *Run
-	var op *store.Operation
-	var err error
 	for joined := 0; ; joined++ {
-		var created bool
-		op, created, err = prepare(ctx, plan.Prepare)
+		op, created, err := prepare(ctx, plan.Prepare)
 		if errors.Is(err, store.ErrDigestMismatch) {
-			return res, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
+			return nil, &Refused{Reason: "mutation-id-reused", Detail: "this mutationId is journaled for a different command"}
 		}
 		if err != nil {
 			// The preparation is not durable (or, when its commit's answer
 			// was lost, nothing was sent after it): any failure of the
 			// journal here is an unavailable dependency, whatever the
 			// session met (cause.Of).
-			return res, journalFailed(fmt.Errorf("preparing operation: %w", err), false)
+			return nil, journalFailed(fmt.Errorf("preparing operation: %w", err), false)
 		}
-		run = &Run{Op: op}
+		run := &Run{Op: op}
 		if created {
 			run.Records = []store.Record{{Kind: store.RecordPreparation, Step: string(store.RecordPreparation), Digest: op.CommandDigest}}
 			log.Info("prepared", "mutation_id", op.MutationID, "kind", op.Kind)
 			failpoint.Hit("after-prepare")
-			break
+			return run, nil
 		}
 		// The operation and its records as one view: another run of the
 		// same command may be moving it right now.
 		if run.Op, run.Records, err = st.Snapshot(ctx, op.Namespace, op.MutationID); err != nil {
 			// The operation is durable and unsettled: a rerun resumes it.
-			err = journalFailed(fmt.Errorf("reading journal: %w", err), true)
-			if errors.As(err, new(*Uncertain)) {
-				res.Outcome = OutcomeUncertain
-			}
-			return res, err
+			return nil, journalFailed(fmt.Errorf("reading journal: %w", err), true)
 		}
 		if plan.Runs && !op.State.Terminal() && run.Op.State.Terminal() && joined < maxRunJoins {
 			// The unfinished run PrepareRun handed back was ended by the
@@ -269,30 +305,21 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 			log.Info("run ended before it was joined", "mutation_id", op.MutationID)
 			continue
 		}
-		op = run.Op
-		log.Info("resuming", "mutation_id", op.MutationID, "state", string(op.State))
-		break
+		log.Info("resuming", "mutation_id", run.Op.MutationID, "state", string(run.Op.State))
+		return run, nil
 	}
-	res.Run = run
-	if op.State.Terminal() {
-		res.Replayed = true
-		// A completed operation is reported existing only once a read of
-		// the cluster made now shows its effect.
-		if err := confirmReplay(ctx, plan.Family, run); err != nil {
-			return contradicted(res, err)
-		}
-		return res, finish(res)
-	}
+}
 
-	engine := &Engine{Journal: st, Family: plan.Family, Log: log, MaxAttempts: plan.MaxAttempts}
-	_, err = engine.Drive(ctx, run)
+// drove says how a run the engine drove ended (err is drive's).
+func drove(ctx context.Context, plan Plan, eng *engine, res *Result, err error) (*Result, error) {
+	run := res.Run
 	var (
 		refused     *Refused
 		uncertain   *Uncertain
 		unavailable *Unavailable
 	)
 	switch {
-	case err == nil && !engine.ended && run.Op.State == store.StateCompleted && !plan.Runs:
+	case err == nil && !eng.ended && run.Op.State == store.StateCompleted && !plan.Runs:
 		// Another process completed the operation while this run drove it
 		// (found on a reload): believed, as a replay is, only with the
 		// cluster's agreement. (A desired-state run is not asked: the next
@@ -301,11 +328,11 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 			return contradicted(res, err)
 		}
 		err = finish(res)
-		res.Outcome = runOutcome(res.Outcome, engine, run)
+		res.Outcome = runOutcome(res.Outcome, eng, run)
 		return res, err
 	case err == nil, errors.As(err, &refused):
 		err = finish(res)
-		res.Outcome = runOutcome(res.Outcome, engine, run)
+		res.Outcome = runOutcome(res.Outcome, eng, run)
 		return res, err
 	case errors.As(err, &uncertain):
 	case errors.As(err, &unavailable) && !run.Op.State.Terminal() && !hasCall(run):
@@ -337,7 +364,7 @@ func Operate(ctx context.Context, st Store, plan Plan, log *slog.Logger) (*Resul
 //
 // An operation that needed no write (existing) is existing for every run;
 // any other ending (refused) keeps its word.
-func runOutcome(op Outcome, e *Engine, run *Run) Outcome {
+func runOutcome(op Outcome, e *engine, run *Run) Outcome {
 	switch {
 	case op != OutcomeCompleted && op != OutcomeConverged:
 		return op
@@ -373,14 +400,6 @@ func contradicted(res *Result, err error) (*Result, error) {
 		res.Outcome = OutcomeRefused
 	}
 	return res, err
-}
-
-// kubeCheckAccess runs the permission matrix and, when the plan sets
-// Rights, the rules review of the family's complete rule set; it returns
-// every mismatch. Both go out as one fan-out on one connection
-// (kube.CheckAccessAndRules).
-func kubeCheckAccess(ctx context.Context, deps Deps, plan Plan) ([]string, error) {
-	return kube.CheckAccessAndRules(ctx, deps.Kube, plan.Access, plan.Rights)
 }
 
 // finish sets the outcome of a terminal operation. A replay of a completed

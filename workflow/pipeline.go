@@ -51,87 +51,101 @@ func chunkEnd(start, n int) int {
 // calling, with the answers journaled so far; resolution reads what
 // happened to the others, and a call never committed was never sent.
 func (m *machine) pipeline(ctx context.Context, batch []*Call, notes int, records []store.Record) ([]Answer, []store.Record, error) {
-	answers := make([]Answer, len(batch))
-	arrived := make(chan int, len(batch))
-	sem := make(chan struct{}, sendConcurrency)
-	var wg sync.WaitGroup
-	var got []int // answers arrived, not journaled
-	journaled := 0
-	// take moves the answers arrived into got: at least least of them,
-	// waiting for them when fewer have arrived.
-	take := func(least int) {
-		for len(got) < least {
-			got = append(got, <-arrived)
-		}
-		for {
-			select {
-			case i := <-arrived:
-				got = append(got, i)
-			default:
-				return
-			}
-		}
-	}
-	// results turns got into result records, in the batch's order.
-	results := func() []store.Record {
-		slices.Sort(got)
-		out := make([]store.Record, 0, len(got))
-		for _, i := range got {
-			out = append(out, resultRecord(batch[i], answers[i]))
-		}
-		journaled += len(got)
-		got = nil
-		return out
-	}
+	f := &inFlight{batch: batch, answers: make([]Answer, len(batch)), arrived: make(chan int, len(batch)), sem: make(chan struct{}, sendConcurrency)}
 	for start := 0; start < len(batch); {
 		end := chunkEnd(start, len(batch))
 		var err error
 		if start == 0 {
-			err = m.fire(ctx, eventCall, move{records: records[:notes+end]})
+			err = m.fire(ctx, store.EventCall, move{records: records[:notes+end]})
 		} else {
-			take(0)
-			err = m.note(ctx, append(results(), records[notes+start:notes+end]...)...)
+			f.take(0)
+			err = m.note(ctx, append(f.results(), records[notes+start:notes+end]...)...)
 		}
 		if err != nil {
-			wg.Wait()
+			f.wg.Wait()
 			return nil, nil, err
 		}
 		if start > 0 {
 			failpoint.Hit("after-chunk")
 		}
 		for i := start; i < end; i++ {
-			c := batch[i]
 			// Counted once its record is committed (as a batch sent at once).
-			m.sent[callKey(c.Step, c.Target.String())]++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				answers[i] = c.Send(ctx)
-				<-sem
-				arrived <- i
-			}()
+			m.sent[callKey(batch[i].Step, batch[i].Target.String())]++
+			f.send(ctx, i)
 		}
 		start = end
 	}
 	// Every call is journaled: the answers follow while others are in
 	// flight; the last ones go with the batch's last move.
 	for {
-		outstanding := len(batch) - journaled - len(got)
+		outstanding := len(batch) - f.journaled - len(f.got)
 		if outstanding == 0 {
 			break
 		}
-		take(min(pipelineChunk-len(got), outstanding))
-		if journaled+len(got) == len(batch) {
+		f.take(min(pipelineChunk-len(f.got), outstanding))
+		if f.journaled+len(f.got) == len(batch) {
 			break
 		}
-		if err := m.note(ctx, results()...); err != nil {
-			wg.Wait()
+		if err := m.note(ctx, f.results()...); err != nil {
+			f.wg.Wait()
 			return nil, nil, err
 		}
 	}
-	wg.Wait()
-	rest := results()
+	f.wg.Wait()
+	rest := f.results()
 	failpoint.Hit("after-send")
-	return answers, rest, nil
+	return f.answers, rest, nil
+}
+
+// inFlight is a pipelined batch's calls on their way: the answers, in the
+// batch's order, and those arrived and not journaled yet.
+type inFlight struct {
+	batch     []*Call
+	answers   []Answer
+	arrived   chan int
+	sem       chan struct{}
+	wg        sync.WaitGroup
+	got       []int // answers arrived, not journaled
+	journaled int
+}
+
+// send sends call i in the background, at most sendConcurrency at once.
+func (f *inFlight) send(ctx context.Context, i int) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.sem <- struct{}{}
+		f.answers[i] = f.batch[i].Send(ctx)
+		<-f.sem
+		f.arrived <- i
+	}()
+}
+
+// take moves the answers arrived into got: at least least of them,
+// waiting for them when fewer have arrived.
+func (f *inFlight) take(least int) {
+	for len(f.got) < least {
+		f.got = append(f.got, <-f.arrived)
+	}
+	for {
+		select {
+		case i := <-f.arrived:
+			f.got = append(f.got, i)
+		default:
+			return
+		}
+	}
+}
+
+// results turns got into result records, in the batch's order, and counts
+// them journaled.
+func (f *inFlight) results() []store.Record {
+	slices.Sort(f.got)
+	out := make([]store.Record, 0, len(f.got))
+	for _, i := range f.got {
+		out = append(out, resultRecord(f.batch[i], f.answers[i]))
+	}
+	f.journaled += len(f.got)
+	f.got = nil
+	return out
 }

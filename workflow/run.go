@@ -49,6 +49,20 @@ func (r *Run) Settled(step, target string) (Settlement, bool) {
 	return settlement(r.Records, step, target)
 }
 
+// Settles reports whether r, an answer or a resolution, settles the call
+// before it as done: an applied answer, or an "ours" resolution after its
+// answer was lost. It is the rule Settled applies, and the one a family
+// asks when it reads records one by one.
+func Settles(r store.Record) bool {
+	return AppliedResult(r) || r.Kind == store.RecordResolution && r.Status == string(Ours)
+}
+
+// AppliedResult reports whether r is an answer the authority gave as
+// applied.
+func AppliedResult(r store.Record) bool {
+	return r.Kind == store.RecordAuthorityResult && r.Status == string(Applied)
+}
+
 func settlement(records []store.Record, step, target string) (Settlement, bool) {
 	var s Settlement
 	called, settled := false, false
@@ -62,8 +76,7 @@ func settlement(records []store.Record, step, target string) (Settlement, bool) 
 		case store.RecordAuthorityResult, store.RecordResolution:
 			if called {
 				s.By = rec
-				settled = rec.Kind == store.RecordAuthorityResult && rec.Status == string(Applied) ||
-					rec.Kind == store.RecordResolution && rec.Status == string(Ours)
+				settled = Settles(rec)
 			}
 		}
 	}

@@ -203,7 +203,7 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 }
 
 func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (workflow.Verdict, error) {
-	t, err := store.ParseTarget(f.cmd.Spec.Namespace, call.Target)
+	t, err := call.TargetIn(f.cmd.Spec.Namespace)
 	if err != nil {
 		return workflow.Verdict{}, err
 	}
@@ -318,7 +318,7 @@ func fold(run *workflow.Run) (*progress, error) {
 
 // nameOf is the name of the object r's target names ("" for none).
 func (p *progress) nameOf(r store.Record) (string, error) {
-	t, err := store.ParseTarget(p.namespace, r.Target)
+	t, err := r.TargetIn(p.namespace)
 	return t.Name, err
 }
 
@@ -356,8 +356,7 @@ func (p *progress) freshen(r store.Record) error {
 	if err != nil {
 		return err
 	}
-	settles := r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) ||
-		r.Kind == store.RecordResolution && r.Status == string(workflow.Ours)
+	settles := workflow.Settles(r)
 	switch {
 	case settles && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
 		d, err := detailOf[secretDetail](r)
@@ -444,7 +443,7 @@ func (p *progress) observe(r store.Record) error {
 		if err != nil {
 			return err
 		}
-		if d.Authorship == "" && r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied) {
+		if d.Authorship == "" && workflow.AppliedResult(r) {
 			// An applied create is this run's: proven, whatever its answer
 			// carries (Send's says so; a create held back and taken as
 			// applied, as keyledger plan takes it, carries nothing).

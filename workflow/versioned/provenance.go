@@ -66,7 +66,7 @@ func (p provenance) add(records []store.Record, liveUID types.UID) error {
 		if r.Step != StepCreateSnapshot {
 			continue
 		}
-		t, err := store.ParseTarget("", r.Target)
+		t, err := r.TargetIn("")
 		if err != nil {
 			return err
 		}
@@ -85,11 +85,11 @@ func (p provenance) add(records []store.Record, liveUID types.UID) error {
 				p.nonces[digest] = slot
 			}
 		case store.RecordAuthorityResult:
-			if bound[r.Target] && r.Status == string(workflow.Applied) && r.UID != "" {
+			if bound[r.Target] && workflow.Settles(r) && r.UID != "" {
 				p.uids[types.UID(r.UID)] = slot
 			}
 		case store.RecordResolution:
-			if bound[r.Target] && r.Status == string(workflow.Ours) && r.UID != "" {
+			if bound[r.Target] && workflow.Settles(r) && r.UID != "" {
 				p.uids[types.UID(r.UID)] = slot
 			}
 		}

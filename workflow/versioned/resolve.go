@@ -107,7 +107,7 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	if settled != nil {
 		return *settled, nil
 	}
-	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
+	t, err := call.TargetIn(f.cmd.Namespace)
 	if err != nil {
 		return workflow.Verdict{}, err
 	}
@@ -183,7 +183,7 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 // (another resourceVersion: a precondition conflict) is refused
 // (snapshot-changed), unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	t, err := store.ParseTarget(f.cmd.Namespace, call.Target)
+	t, err := call.TargetIn(f.cmd.Namespace)
 	if err != nil {
 		return workflow.Verdict{}, err
 	}

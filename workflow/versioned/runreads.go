@@ -106,7 +106,7 @@ func (m *runReads) fold(records []store.Record) bool {
 			if _, ok := m.calls[callKey(r.Step, r.Target)]; !ok {
 				return false
 			}
-		case r.Kind == store.RecordAuthorityResult && r.Status == string(workflow.Applied):
+		case workflow.AppliedResult(r):
 			if !m.applied(r) {
 				return false
 			}
@@ -124,7 +124,7 @@ func (m *runReads) applied(r store.Record) bool {
 	if !ok {
 		return false
 	}
-	t, err := store.ParseTarget("", r.Target)
+	t, err := r.TargetIn("")
 	if err != nil {
 		return false // not a target this run's calls name: its reads are dropped
 	}
