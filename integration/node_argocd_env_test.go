@@ -71,6 +71,14 @@ func (r *gitRepo) putHook(sub, hookDir string) {
 	}
 }
 
+// putFile copies one file of a rendered hook directory to app/sub/.
+func (r *gitRepo) putFile(sub, hookDir, name string) {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(hookDir, name))
+	require.NoError(r.t, err)
+	require.NoError(r.t, os.WriteFile(filepath.Join(r.dir, "app", sub, name), b, 0o644))
+}
+
 func (r *gitRepo) putObject(name string, obj map[string]any) {
 	r.t.Helper()
 	b, err := yaml.Marshal(obj)
@@ -143,6 +151,27 @@ func (a *argoApp) sync(revision, user string) {
 	require.NoError(a.ne.t, err)
 	_, err = a.apps.Patch(a.ne.t.Context(), a.name, types.MergePatchType, b, metav1.PatchOptions{})
 	require.NoError(a.ne.t, err)
+}
+
+// waitCompared waits (at most limit) until Argo CD compared the
+// Application with revision and returns the sync status it found
+// (Synced, OutOfSync). Automated sync decides in the same reconcile.
+func (a *argoApp) waitCompared(revision string, limit time.Duration) string {
+	t := a.ne.t
+	t.Helper()
+	var status string
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+		app, err := a.apps.Get(ctx, a.name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		rev, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
+		status, _, _ = unstructured.NestedString(app.Object, "status", "sync", "status")
+		_, refreshing := app.GetAnnotations()["argocd.argoproj.io/refresh"]
+		return rev == revision && !refreshing, nil
+	})
+	require.NoError(t, err, "Argo CD did not compare %s within %s:\n%s", revision, limit, a.argo.LogTails(15))
+	return status
 }
 
 // operation is what the Application's status says of its last sync.

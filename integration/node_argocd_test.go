@@ -124,18 +124,31 @@ func (s *argoSuite) secondSync(t *testing.T) {
 // hookOnlyChange: a commit that changes only the hook's image (a new tag of
 // the same image, imported into the node) is a new Job name and a new sync
 // marker: the Application goes out of sync and automated sync runs the new
-// Job, which writes nothing.
+// Job, which writes nothing. First the Job alone is committed, as render
+// wrote it before the marker: Argo CD compares it, finds the Application
+// Synced, and starts no sync.
 func (s *argoSuite) hookOnlyChange(t *testing.T) {
 	ne := s.ne
 	image := keyledgerTestImage + "-argocd"
 	out, err := exec.Command("docker", "tag", nodeShared.image, image).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.NoError(t, ne.node.ImportImages(t.Context(), image))
-	s.repo.putHook("shop", ne.renderHook(s.plan, "--image", image))
+	dir := ne.renderHook(s.plan, "--image", image)
+	s.repo.putFile("shop", dir, credentials.HookFiles[len(credentials.HookFiles)-1])
+	jobOnly := s.repo.commit("shop: the hook's new image, without the marker")
+	s.app.refresh() // what a git webhook does; Argo CD polls every 3 minutes otherwise
+	status := s.app.waitCompared(jobOnly, 2*time.Minute)
+	require.Equal(t, "Synced", status, "hooks are not compared")
+	last, err := s.app.operation(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "second-sync", last.User, "no sync started after the second: %s", last.Revision)
+	require.Equal(t, []string{s.firstJob}, s.history.jobsNamed(argoShopJobs), "no sync ran the new Job")
+
+	s.repo.putHook("shop", dir)
 	s.imageChange = s.repo.commit("shop: the hook's new image")
 	changed := strings.Fields(s.repo.git("diff", "--name-only", s.first, s.imageChange))
 	require.Equal(t, []string{"app/shop/6-job.yaml", "app/shop/" + credentials.SyncFile}, changed, "only the hook Job and its marker change")
-	s.app.refresh() // what a git webhook does; Argo CD polls every 3 minutes otherwise
+	s.app.refresh()
 	op := s.app.waitOperation(s.imageChange, "", 4*time.Minute)
 	require.Equal(t, "Succeeded", op.Phase, op.Message)
 	s.imageJob = s.markerJob(t)
