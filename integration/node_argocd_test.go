@@ -62,7 +62,7 @@ func TestIntegrationNodeArgoCD(t *testing.T) {
 	ne.serversImage()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	argo, err := platform.StartArgoCD(ctx, ne.kube)
+	argo, err := platform.StartArgoCD(ctx, ne.kube, ne.node)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = argo.Stop() })
 	s := &argoSuite{ne: ne, argo: argo, repo: newGitRepo(t), history: ne.watchHistory(),

@@ -69,8 +69,10 @@ const InClusterServer = "https://kubernetes.default.svc"
 
 // StartArgoCD builds (first run) Argo CD, installs its CRDs and
 // configuration into k and starts redis-server, the repo-server and the
-// application controller, each logging into k's work directory.
-func StartArgoCD(ctx context.Context, k *Kube) (_ *ArgoCD, retErr error) {
+// application controller, each logging into the node's state directory.
+// Each process's argv[0] names that directory, so the next StartNode after
+// a test process died (reapDeadNode) ends them with the node's.
+func StartArgoCD(ctx context.Context, k *Kube, n *Node) (_ *ArgoCD, retErr error) {
 	home, err := runHackScript(ctx, "argocd.sh")
 	if err != nil {
 		return nil, err
@@ -78,7 +80,7 @@ func StartArgoCD(ctx context.Context, k *Kube) (_ *ArgoCD, retErr error) {
 	if err := installArgoCD(ctx, k, home); err != nil {
 		return nil, fmt.Errorf("installing Argo CD: %w", err)
 	}
-	a := &ArgoCD{dir: filepath.Join(k.WorkDir(), "argocd")}
+	a := &ArgoCD{dir: filepath.Join(n.StateDir(), "argocd")}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, a.Stop())
@@ -195,6 +197,9 @@ func (a *ArgoCD) start(name string, env []string, path string, args ...string) e
 	}
 	defer log.Close()
 	cmd := exec.Command(path, args...)
+	// argv[0] in the node's state directory (the argocd binary picks its
+	// component from ARGOCD_BINARY_NAME, not from argv[0]).
+	cmd.Args[0] = filepath.Join(a.dir, name)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + a.dir}, env...)
 	cmd.Dir = a.dir
 	cmd.Stdout, cmd.Stderr = log, log
