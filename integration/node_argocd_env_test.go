@@ -179,7 +179,7 @@ type operation struct {
 	Phase, Message, Revision, User string
 	Automated                      bool
 	RetryCount                     int64
-	Status                              map[string]any
+	Status                         map[string]any
 }
 
 func (a *argoApp) operation(ctx context.Context) (operation, error) {
@@ -249,7 +249,9 @@ func (ne *nodeEnv) watchHistory() *history {
 	watches := []func() (watch.Interface, error){
 		func() (watch.Interface, error) { return c.CoreV1().Secrets(ne.ns).Watch(ctx, metav1.ListOptions{}) },
 		func() (watch.Interface, error) { return c.BatchV1().Jobs(ne.ns).Watch(ctx, metav1.ListOptions{}) },
-		func() (watch.Interface, error) { return c.AppsV1().StatefulSets(ne.ns).Watch(ctx, metav1.ListOptions{}) },
+		func() (watch.Interface, error) {
+			return c.AppsV1().StatefulSets(ne.ns).Watch(ctx, metav1.ListOptions{})
+		},
 		func() (watch.Interface, error) { return c.CoreV1().Pods(ne.ns).Watch(ctx, metav1.ListOptions{}) },
 	}
 	for _, start := range watches {

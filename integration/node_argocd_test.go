@@ -33,7 +33,7 @@ type argoSuite struct {
 	history *history
 	plan    map[string]any
 	// commits by step, and the hook Job names seen.
-	first, imageChange, failing string
+	first, imageChange, failing  string
 	firstJob, imageJob, stuckJob string
 }
 
@@ -298,7 +298,7 @@ func (ne *nodeEnv) valkeyObject(name, secret string) map[string]any {
 				"automountServiceAccountToken": false, "terminationGracePeriodSeconds": 1,
 				"containers": []any{map[string]any{"name": "server", "image": ne.serversImage(), "imagePullPolicy": "Never",
 					"command": []any{"redis-server", "--port", "6379", "--requirepass", "$(PASSWORD)", "--save", "", "--appendonly", "no"},
-					"env": []any{map[string]any{"name": "PASSWORD", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secret, "key": "password"}}}},
+					"env":     []any{map[string]any{"name": "PASSWORD", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secret, "key": "password"}}}},
 				}},
 			}}},
 	}
