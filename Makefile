@@ -45,11 +45,12 @@ demo-platform: ## Only what `make demo` uses: Docker engine, the control-plane b
 	bash hack/demo-platform.sh
 
 .PHONY: platform
-platform: demo-platform ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them).
+platform: demo-platform ## Install and start what tests need: Docker engine, control-plane and node binaries, PostgreSQL and server images, the operators (KEYLEDGER_OPERATORS=off skips them), Argo CD (KEYLEDGER_ARGOCD=off skips it).
 	bash hack/deps.sh
 	if [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/node.sh >/dev/null && bash hack/servers-image.sh >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ]; then bash hack/operators.sh external-secrets >/dev/null; fi
 	if [ "$${KEYLEDGER_OPERATORS:-}" != off ] && [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/operators-images.sh >/dev/null; fi
+	if [ "$${KEYLEDGER_ARGOCD:-}" != off ] && [ "$${KEYLEDGER_OPERATORS:-}" != off ] && [ "$${KEYLEDGER_NODE:-}" != off ]; then bash hack/argocd.sh >/dev/null; fi
 
 .PHONY: vet
 vet: lint ## go vet, gofmt check and golangci-lint (.golangci.yml).

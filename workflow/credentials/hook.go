@@ -211,6 +211,29 @@ func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal)
 	return docs, nil
 }
 
+// SyncFile is the file `render credentials --out-dir` writes SyncMarker
+// to, after HookFiles.
+const SyncFile = "7-sync.yaml"
+
+// SyncMarker is the one object render credentials writes beside the hook
+// that is not a hook: a ConfigMap <owner>-credentials-sync, holding no
+// secret, whose key job names the hook Job (HookJobName: a hash of the plan,
+// keyledger's version and the image). Argo CD compares only non-hook objects
+// with the cluster, so without it a commit that changes only the hook (a new
+// plan, version or image) leaves the Application Synced and automated sync
+// never runs the new Job; with it, the Application is OutOfSync until a sync
+// ran the hook and then applied the marker (ordinary objects are applied
+// after the PreSync phase succeeded).
+func SyncMarker(cmd *Command, plan []byte, image, version string) ([]byte, error) {
+	s := cmd.Spec
+	return toYAML(&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Owner + "-credentials-sync", Namespace: s.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger", "app.kubernetes.io/component": "credentials",
+				"keyledger.dev/owner": s.Owner}},
+		Data: map[string]string{"job": HookJobName(s.Owner, plan, version, image)},
+	})
+}
+
 // HookContainer is the name of the hook Job's one container.
 const HookContainer = "keyledger"
 

@@ -25,10 +25,12 @@ func newApplyHookCommand(ctx context.Context, streams IOStreams, g *commonFlags)
 	cmd := &cobra.Command{
 		Use:   "apply-hook DIR",
 		Short: "apply rendered hook objects in order and wait for the Job",
-		Long: fmt.Sprintf(`Apply the %d files render credentials --out-dir wrote, in order, as Argo CD
+		Long: fmt.Sprintf(`Apply the %d hook files render credentials --out-dir wrote, in order, as Argo CD
 runs PreSync hooks: each object of the same name is deleted first
 (BeforeHookCreation), then created; then wait for the Job to succeed or fail
-(--timeout). For a cluster without Argo CD, and for tests.`, len(hookKinds)),
+(--timeout). For a cluster without Argo CD, and for tests. The directory's
+last file, %s, only tells Argo CD that the hook changed: it is read, not
+applied.`, len(hookKinds), credentials.SyncFile),
 		Example: `  keyledger render credentials --plan plan.json --out-dir hook/
   keyledger apply-hook hook/ --timeout 5m`,
 		Args:              cobra.ArbitraryArgs,
@@ -99,8 +101,13 @@ func readHook(dir string) (*kube.HookObjects, error) {
 	o := newHookObjects()
 	targets := hookTargets(o)
 	entries, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(entries) != len(credentials.HookFiles) {
-		return nil, usagef("apply-hook: %s must hold exactly the %d files render --out-dir writes", dir, len(credentials.HookFiles))
+	if err != nil || len(entries) != len(credentials.HookFiles)+1 {
+		return nil, usagef("apply-hook: %s must hold exactly the %d files render --out-dir writes", dir, len(credentials.HookFiles)+1)
+	}
+	var marker metav1.TypeMeta
+	b, err := os.ReadFile(filepath.Join(dir, credentials.SyncFile)) //nolint:gosec // G304: as below, a fixed file name in the named directory
+	if err != nil || yaml.Unmarshal(b, &marker) != nil || marker.Kind != "ConfigMap" {
+		return nil, usagef("apply-hook: %s must hold the ConfigMap render --out-dir writes", credentials.SyncFile)
 	}
 	var ns string
 	for i, t := range targets {

@@ -32,14 +32,15 @@ func TestRenderHelpSaysWhatItWrites(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &tm))
 		written = append(written, tm.Kind)
 	}
-	require.Equal(t, hookKinds, written, "render writes hookKinds, in order")
-	require.Len(t, credentials.HookFiles, len(written), "one file per object with --out-dir")
+	require.Equal(t, append(append([]string{}, hookKinds...), "ConfigMap"), written, "render writes hookKinds, in order, then the sync marker")
+	require.Len(t, credentials.HookFiles, len(hookKinds), "one file per hook object with --out-dir")
 
 	var help bytes.Buffer
 	require.NoError(t, Run(context.Background(), []string{"render", "credentials", "--help"}, IOStreams{Out: &help, ErrOut: &bytes.Buffer{}}))
 	text := strings.Join(strings.Fields(help.String()), " ")
-	require.Contains(t, text, fmt.Sprintf("print a credential plan's %d Argo CD PreSync hook objects (%s)", len(written), strings.Join(written, ", ")))
-	require.Contains(t, text, fmt.Sprintf("Print the %d Argo CD PreSync hook objects (%s)", len(written), strings.Join(written, ", ")))
+	hooks := written[:len(hookKinds)]
+	require.Contains(t, text, fmt.Sprintf("print a credential plan's %d Argo CD PreSync hook objects (%s) and a ConfigMap naming the hook Job", len(hooks), strings.Join(hooks, ", ")))
+	require.Contains(t, text, fmt.Sprintf("Print the %d Argo CD PreSync hook objects (%s) and a ConfigMap naming the hook Job", len(hooks), strings.Join(hooks, ", ")))
 	require.Contains(t, text, fmt.Sprintf("write the %d objects as files here", len(written)))
 	for _, n := range []string{"one", "two", "three", "four", "five", "six", "seven", "eight"} {
 		require.NotRegexp(t, `(?i)\b`+n+` (Argo CD |PreSync |hook )*objects`, text, "a number in words that could drift")

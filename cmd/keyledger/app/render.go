@@ -22,10 +22,11 @@ func newRenderCommand(streams IOStreams, g *commonFlags) *cobra.Command {
 		newRenderCredentialsCommand(streams, g))
 }
 
-// renderedObjects says what render credentials writes: how many objects,
-// of which kinds, in order (hookKinds, as apply-hook reads them).
+// renderedObjects says what render credentials writes: how many hook
+// objects, of which kinds, in order (hookKinds, as apply-hook reads them),
+// and the sync marker after them.
 func renderedObjects() string {
-	return fmt.Sprintf("%d Argo CD PreSync hook objects (%s)", len(hookKinds), strings.Join(hookKinds, ", "))
+	return fmt.Sprintf("%d Argo CD PreSync hook objects (%s) and a ConfigMap naming the hook Job", len(hookKinds), strings.Join(hookKinds, ", "))
 }
 
 // renderOptions are render credentials' flags.
@@ -47,6 +48,8 @@ func newRenderCredentialsCommand(streams IOStreams, g *commonFlags) *cobra.Comma
 		Long: strings.Join(wrap("Print the "+renderedObjects()+" that run a CredentialPlan on every Argo CD sync: "+
 			"the Role holds exactly the plan's rights, the NetworkPolicy lets the hook reach only the plan's servers, "+
 			"the ConfigMap carries the plan and the Job runs keyledger run on it, as the plan namespace's own journal role. "+
+			"The last object, <owner>-credentials-sync, is not a hook: it names the Job, so a commit that changes only the plan, "+
+			"the image or keyledger's version puts the Argo CD Application out of sync and automated sync runs the new Job (docs/argocd.md). "+
 			"Commit the output beside the application's manifests (or generate it in a config management plugin); "+
 			"--out-dir writes one file per object for apply-hook, which applies them in order without Argo CD.", 78), "\n"),
 		Example: `  keyledger render credentials --plan examples/credential-plan.json > hook.yaml
@@ -61,7 +64,7 @@ func newRenderCredentialsCommand(streams IOStreams, g *commonFlags) *cobra.Comma
 	fs := cmd.Flags()
 	fs.StringVar(&o.planPath, "plan", "", "the CredentialPlan command file")
 	fs.StringVar(&o.image, "image", keyledger.Image(), "the keyledger container image the Job runs (default: KEYLEDGER_IMAGE of versions.env, what make image builds)")
-	fs.StringVar(&o.outDir, "out-dir", "", fmt.Sprintf("write the %d objects as files here (for apply-hook) instead of stdout", len(hookKinds)))
+	fs.StringVar(&o.outDir, "out-dir", "", fmt.Sprintf("write the %d objects as files here (for apply-hook) instead of stdout", len(hookKinds)+1))
 	fs.StringVar(&o.journal.Namespace, "journal-namespace", "keyledger-journal", "the journal's namespace (its CloudNativePG Cluster keyledger-journal; the Job reaches keyledger-journal-rw there)")
 	fs.StringVar(&o.journal.Credentials, "journal-credentials", "keyledger-journal-credentials", "Secret of the plan's namespace with username and password of that namespace's journal role (read by the kubelet, not by the Job's Role)")
 	fs.StringVar(&o.journal.CA, "journal-ca", "keyledger-journal-ca", "ConfigMap of the plan's namespace whose key ca.crt is the journal CA's certificate (verify-full)")
@@ -125,6 +128,11 @@ func renderCommand(args []string, o *renderOptions, g *commonFlags, streams IOSt
 	if err != nil {
 		return err
 	}
+	marker, err := credentials.SyncMarker(cmd, f.Bytes, image, Version)
+	if err != nil {
+		return err
+	}
+	docs = append(docs, marker)
 	if outDir == "" && o.output.format == formatJSON {
 		return writeList(streams.Out, docs)
 	}
@@ -140,8 +148,9 @@ func renderCommand(args []string, o *renderOptions, g *commonFlags, streams IOSt
 	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // G301: the rendered objects hold names and references, no secret value; git and kubectl read them
 		return fmt.Errorf("creating %s: %w", outDir, err)
 	}
+	files := append(append([]string{}, credentials.HookFiles...), credentials.SyncFile)
 	for i, d := range docs {
-		if err := os.WriteFile(filepath.Join(outDir, credentials.HookFiles[i]), d, 0o644); err != nil { //nolint:gosec // G306: as the directory above: no secret value, meant to be shared
+		if err := os.WriteFile(filepath.Join(outDir, files[i]), d, 0o644); err != nil { //nolint:gosec // G306: as the directory above: no secret value, meant to be shared
 			return fmt.Errorf("writing hook object: %w", err)
 		}
 	}

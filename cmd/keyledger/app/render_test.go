@@ -53,7 +53,7 @@ func TestRenderCredentialsGolden(t *testing.T) {
 	require.Equal(t, string(want), out)
 
 	docs := strings.Split(out, "\n---\n")
-	require.Len(t, docs, 6)
+	require.Len(t, docs, 7, "six hook objects and the sync marker")
 	for i, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy", "Job"} {
 		require.Contains(t, docs[i], "kind: "+kind)
 		require.Contains(t, docs[i], "argocd.argoproj.io/hook: PreSync")
@@ -106,6 +106,44 @@ func TestRenderAndApplyHookUsage(t *testing.T) {
 	require.NoError(t, os.Rename(filepath.Join(dir, "2-role.yaml"), filepath.Join(dir, "2-x.yaml")))
 	_, err = readHook(dir)
 	require.Equal(t, ExitUsage, ExitCode(err))
+	require.NoError(t, os.Rename(filepath.Join(dir, "2-x.yaml"), filepath.Join(dir, "2-role.yaml")))
+	require.NoError(t, os.Rename(filepath.Join(dir, credentials.SyncFile), filepath.Join(dir, "7-x.yaml")))
+	_, err = readHook(dir)
+	require.Equal(t, ExitUsage, ExitCode(err), "the sync marker missing")
+}
+
+// Argo CD compares only non-hook objects with the cluster: the last object
+// render writes is an ordinary ConfigMap (no hook annotation, no secret)
+// naming the hook Job, so a change of the plan, the image or keyledger's
+// version (each a new Job name) changes an object Argo CD compares, and a
+// render that changes none of them writes the same marker.
+func TestRenderSyncMarkerNamesTheHookJob(t *testing.T) {
+	t.Parallel()
+	marker := func(out string) corev1.ConfigMap {
+		t.Helper()
+		docs := strings.Split(out, "\n---\n")
+		require.Len(t, docs, 7)
+		var cm corev1.ConfigMap
+		require.NoError(t, yaml.UnmarshalStrict([]byte(docs[6]), &cm))
+		return cm
+	}
+	out, err := render(t, "--image", "img:1")
+	require.NoError(t, err)
+	job, _ := renderedHookJob(t, out)
+	cm := marker(out)
+	require.Equal(t, "ConfigMap", cm.Kind)
+	require.Equal(t, "shop-orders-cache-credentials-sync", cm.Name)
+	require.Equal(t, job.Namespace, cm.Namespace)
+	require.Empty(t, cm.Annotations, "not a hook: Argo CD compares it")
+	require.Equal(t, map[string]string{"job": job.Name}, cm.Data, "the Job's name and nothing else")
+	again, err := render(t, "--image", "img:1")
+	require.NoError(t, err)
+	require.Equal(t, cm, marker(again), "the same render, the same marker")
+	other, err := render(t, "--image", "img:2")
+	require.NoError(t, err)
+	job2, _ := renderedHookJob(t, other)
+	require.NotEqual(t, job.Name, job2.Name)
+	require.Equal(t, job2.Name, marker(other).Data["job"], "a new image changes the marker")
 }
 
 // The Job's container must read the plan as a regular file. A ConfigMap
@@ -224,7 +262,7 @@ func TestRenderCredentialsThroughThePooler(t *testing.T) {
 func renderedHookJob(t *testing.T, out string) (batchv1.Job, map[string]corev1.EnvVar) {
 	t.Helper()
 	docs := strings.Split(out, "\n---\n")
-	require.Len(t, docs, 6)
+	require.Len(t, docs, 7)
 	var job batchv1.Job
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[5]), &job))
 	env := map[string]corev1.EnvVar{}
