@@ -100,38 +100,47 @@ type burst struct {
 	took time.Duration
 	// refusals counts the runs that exited 69 or 75, by "CODE reason".
 	refusals map[string]int
+	// left are the tenants whose plan had not completed when it stopped.
+	left []*burstTenant
 }
 
 // converge runs every tenant's plan at once, then again, at once, the
 // runs that exited 69 or 75 (as the hook Job's podFailurePolicy retries
-// them), until every plan has completed or maxRounds have run. A run that
-// exits with any other code fails the test: a burst's runs end 0, 69 or
-// 75, and each is bounded by the harness's timeout (a hang fails too).
+// them), until every plan has completed; it fails the test if any is left
+// after maxRounds.
 func (e *env) converge(tenants []*burstTenant, maxRounds int, opts ...runOption) burst {
 	e.t.Helper()
-	b := burst{refusals: map[string]int{}}
+	b := e.rounds(tenants, maxRounds, opts...)
+	require.Empty(e.t, b.left, "every plan converges within %d rounds; %d left: %v", maxRounds, len(b.left), b.refusals)
+	return b
+}
+
+// rounds runs the tenants' plans in rounds as converge does, at most
+// maxRounds, and returns how far they got. A run that exits with any code
+// but 0, 69 or 75 fails the test: a burst's runs end 0, 69 or 75, and each
+// is bounded by the harness's timeout (a hang fails too).
+func (e *env) rounds(tenants []*burstTenant, maxRounds int, opts ...runOption) burst {
+	e.t.Helper()
+	b := burst{refusals: map[string]int{}, left: tenants}
 	start := time.Now()
-	pending := tenants
-	for b.rounds = 1; len(pending) > 0; b.rounds++ {
-		require.LessOrEqual(e.t, b.rounds, maxRounds, "every plan converges within %d rounds; %d left: %v", maxRounds, len(pending), b.refusals)
+	for ; len(b.left) > 0 && b.rounds < maxRounds; b.rounds++ {
 		var again []*burstTenant
-		for i, r := range e.burstRound(pending, start, opts...) {
-			r.round = b.rounds
+		for i, r := range e.burstRound(b.left, start, opts...) {
+			r.round = b.rounds + 1
 			b.runs = append(b.runs, r)
 			switch r.Code {
 			case 0:
 				require.Equal(e.t, "completed", outcome(e.t, r.result)["outcome"], r.Stdout)
 			case 69, 75:
 				b.refusals[fmt.Sprint(r.Code, " ", outcome(e.t, r.result)["reason"])]++
-				again = append(again, pending[i])
+				again = append(again, b.left[i])
 			default:
-				e.t.Fatalf("round %d, %s: exit %d (only 0, 69 and 75 are a burst's): %s %s", b.rounds, pending[i].ns, r.Code, r.Stdout, r.Stderr)
+				e.t.Fatalf("round %d, %s: exit %d (only 0, 69 and 75 are a burst's): %s %s", r.round, b.left[i].ns, r.Code, r.Stdout, r.Stderr)
 			}
 		}
-		e.t.Logf("round %d: %d runs, %d to run again", b.rounds, len(pending), len(again))
-		pending = again
+		e.t.Logf("round %d: %d runs, %d to run again", b.rounds+1, len(b.left), len(again))
+		b.left = again
 	}
-	b.rounds--
 	b.took = time.Since(start)
 	return b
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +54,41 @@ func TestIntegrationJournalBurstThroughSessionPooler(t *testing.T) {
 	b := e.converge(j.tenants, 6)
 	t.Logf("rounds %d, refusals by exit code and reason: %v", b.rounds, b.refusals)
 	e.requireCreated(j.tenants)
+}
+
+// A session pooler sized without max_db_connections (four server
+// sessions per role, no cap) in front of the same journal: the roles whose
+// runs got a session in the first round keep it idle in their pools
+// (server_idle_timeout, ten minutes by default), so the other namespaces'
+// runs meet the journal's limit again in every round and the burst does
+// not converge. Each of those runs still exits 69 or 75, never 1. This is
+// why deploy/README.md says to set max_db_connections.
+func TestIntegrationJournalBurstThroughUncappedPoolerStarves(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if err := platform.PgBouncerInstalled(); err != nil {
+		t.Skip(err.Error())
+	}
+	j := e.burstTenants(50)
+	j.limitConnections(t, 30)
+	j.throughPooler(t, 4, 0)
+
+	b := e.rounds(j.tenants, 3)
+	t.Logf("refusals by exit code and reason: %v", b.refusals)
+	require.NotEmpty(t, b.left, "the namespaces refused in the first round are refused in every round")
+	var third int
+	for _, r := range b.runs {
+		if r.round == 3 {
+			third++
+			require.NotZero(t, r.Code, "a namespace refused twice is refused a third time")
+		}
+	}
+	require.Equal(t, len(b.left), third)
+	var completed []*burstTenant
+	for _, tn := range j.tenants {
+		if !slices.Contains(b.left, tn) {
+			completed = append(completed, tn)
+		}
+	}
+	e.requireCreated(completed)
 }
