@@ -72,8 +72,11 @@ func TestIntegrationJournalBurstThroughSessionPooler(t *testing.T) {
 // runs got a session in the first round keep it idle in their pools
 // (server_idle_timeout, ten minutes by default), so the other namespaces'
 // runs meet the journal's limit again in every round and the burst does
-// not converge. Each of those runs still exits 69 or 75, never 1. This is
-// why deploy/README.md says to set max_db_connections.
+// not converge. Each of those runs still exits 69 or 75, never 1, with a
+// reason that says the pooler had no server session for it
+// (journal-pooler-no-server, not a broken protocol: PgBouncer sends its
+// refusal as 08P01) or that none came in time. This is why
+// deploy/README.md says to set max_db_connections.
 func TestIntegrationJournalBurstThroughUncappedPoolerStarves(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -86,6 +89,10 @@ func TestIntegrationJournalBurstThroughUncappedPoolerStarves(t *testing.T) {
 
 	b := e.rounds(j.tenants, 3)
 	t.Logf("refusals by exit code and reason: %v", b.refusals)
+	require.Contains(t, b.refusals, "69 journal-pooler-no-server", "PgBouncer's refusal is named as the pooler's")
+	for _, k := range b.refusalKinds() {
+		require.Contains(t, []string{"69 journal-pooler-no-server", "75 journal-pooler-no-server", "69 journal-timeout", "75 journal-timeout"}, k)
+	}
 	require.NotEmpty(t, b.left, "the namespaces refused in the first round are refused in every round")
 	var third int
 	for _, r := range b.runs {
