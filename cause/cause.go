@@ -109,6 +109,7 @@ var connReasons = map[string]string{
 	store.ConnTLSServerName:  "journal-tls-server-name",
 	store.ConnTLSCertificate: "journal-tls-certificate",
 	store.ConnTLS:            "journal-tls",
+	store.ConnPoolerNoServer: "journal-pooler-no-server",
 }
 
 // ofSQLState reads a PostgreSQL error by its SQLSTATE: the codes listed
@@ -196,6 +197,7 @@ func init() {
 	add("journal-transaction-aborted", true, false, "a statement of the journal transaction failed before this one (a timeout, a lost lock): "+rerun)
 	add("journal-read-only", true, false, "the journal session is read-only (a standby, a -ro Service, a failover in progress): point "+urlSetting+" at the primary (CloudNativePG: the -rw Service), then "+rerun)
 	add("journal-too-many-connections", true, false, "PostgreSQL refused the session: max_connections is reached. Wait for sessions to end, or raise max_connections or put a session pooler in front (deploy/README.md), then "+rerun)
+	add("journal-pooler-no-server", true, false, "the session pooler could not open a server session for this role (PostgreSQL refused it, often at max_connections, or is down; PgBouncer waits server_login_retry before it tries again): set the pooler's max_db_connections below max_connections (deploy/README.md), then "+rerun)
 	add("journal-out-of-memory", true, false, "PostgreSQL ran out of memory or of lock table slots (max_locks_per_transaction): "+rerun+"; if it repeats, raise the server's memory or max_locks_per_transaction")
 	add("journal-insufficient-resources", true, false, "PostgreSQL ran out of a resource (disk space, a configured limit): free it, then "+rerun)
 	add("journal-lock-timeout", true, false, "a journal row or run lock held by another session was not released within the lock timeout (KEYLEDGER_DB_LOCK_TIMEOUT): "+rerun)

@@ -67,6 +67,7 @@ func TestOf(t *testing.T) {
 		{"closed", &store.ConnError{Class: store.ConnClosed}, "journal-connection-lost"},
 		{"tls server name", &store.UnreachableError{Err: &store.ConnError{Class: store.ConnTLSServerName}}, "journal-tls-server-name"},
 		{"tls certificate", &store.UnreachableError{Err: &store.ConnError{Class: store.ConnTLSCertificate}}, "journal-tls-certificate"},
+		{"pooler without a server session", &store.UnreachableError{Err: &store.ConnError{Class: store.ConnPoolerNoServer}}, "journal-pooler-no-server"},
 		{"connect timeout", &store.UnreachableError{Err: fmt.Errorf("connecting: %w", context.DeadlineExceeded)}, "journal-timeout"},
 		{"silent", fmt.Errorf("x: %w", store.ErrJournalSilent), "journal-silent"},
 		{"not fresh", store.ErrSessionNotFresh, "journal-session-not-fresh"},

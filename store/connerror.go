@@ -23,7 +23,28 @@ const (
 	ConnTLSCertificate = "tls-certificate"
 	ConnTLS            = "tls"
 	ConnClosed         = "connection-closed"
+	// ConnPoolerNoServer is a session pooler (PgBouncer) that could not
+	// open a server session for the client: it relays the server's refusal
+	// (too many connections) or its own cached login failure, both as
+	// SQLSTATE 08P01, which is otherwise a broken wire protocol.
+	ConnPoolerNoServer = "pooler-no-server"
 )
+
+// poolerNoServer says whether a 08P01 error's message is PgBouncer's
+// "no server session for you": the words it sends (pgbouncer 1.x) when a
+// server login failed or is failing.
+func poolerNoServer(code, message string) bool {
+	if code != "08P01" {
+		return false
+	}
+	for _, words := range []string{"server login has been failing", "cannot connect to server",
+		"too many connections", "too many clients", "no more connections allowed"} {
+		if strings.Contains(message, words) {
+			return true
+		}
+	}
+	return false
+}
 
 // ConnError is a journal connection that failed without an answer from
 // the server, redacted to its class (ConnRefused, ...). The message never

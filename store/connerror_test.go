@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A connection that failed without a server's answer keeps its class
@@ -42,6 +44,19 @@ func TestRedactKeepsTheConnectionClass(t *testing.T) {
 		if strings.Contains(got.Error(), canary) || strings.Contains(got.Error(), "192.0.2.9") {
 			t.Errorf("%s: %q leaks connection details", name, got)
 		}
+	}
+	// PgBouncer without a server session: its 08P01 words, never a
+	// broken protocol; another 08P01 still is one.
+	for _, msg := range []string{"server login has been failing, try again later (server_login_retry)",
+		`too many connections for database "` + canary + `"`, "pgbouncer cannot connect to server"} {
+		var conn *ConnError
+		if got := redact(&pgconn.PgError{Code: "08P01", Message: msg}); !errors.As(got, &conn) || conn.Class != ConnPoolerNoServer ||
+			strings.Contains(got.Error(), canary) {
+			t.Errorf("PgBouncer's %q: redact = %v, want class %s and no name", msg, got, ConnPoolerNoServer)
+		}
+	}
+	if got := redact(&pgconn.PgError{Code: "08P01", Message: "invalid message format"}); errors.As(got, new(*ConnError)) {
+		t.Errorf("a broken protocol is not the pooler's refusal: %v", got)
 	}
 	if got := redact(errors.New("can't scan into dest[3]")); errors.As(got, new(*ConnError)) {
 		t.Errorf("a failure that is not a connection's has no class: %v", got)

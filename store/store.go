@@ -142,6 +142,9 @@ func redact(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		if poolerNoServer(pgErr.Code, pgErr.Message) {
+			return &ConnError{Class: ConnPoolerNoServer}
+		}
 		if pgErr.ConstraintName != "" {
 			return &serverError{code: pgErr.Code, text: fmt.Sprintf("server error %s (%s) on %s", pgErr.Code, pgErr.Severity, pgErr.ConstraintName)}
 		}

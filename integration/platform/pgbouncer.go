@@ -39,6 +39,10 @@ type PgBouncerOptions struct {
 	// PoolSize is default_pool_size: the server sessions per database and
 	// role (default 40).
 	PoolSize int
+	// MaxDBConnections is max_db_connections: the server sessions per
+	// database over every role's pool (0: no cap). Past it a client waits
+	// in the pooler, which closes another pool's idle session to make room.
+	MaxDBConnections int
 }
 
 // PgBouncerInstalled says whether Debian's pgbouncer is installed (nil)
@@ -132,10 +136,11 @@ pool_mode = session
 server_reset_query = %s
 max_client_conn = 500
 default_pool_size = %d
+max_db_connections = %d
 logfile = %s
 log_connections = 0
 log_disconnections = 0
-`, server.Hostname(), server.Port(), port, filepath.Join(dir, "users.txt"), reset, poolSize, filepath.Join(dir, "pgbouncer.log"))
+`, server.Hostname(), server.Port(), port, filepath.Join(dir, "users.txt"), reset, poolSize, opts.MaxDBConnections, filepath.Join(dir, "pgbouncer.log"))
 	for name, content := range map[string]string{"users.txt": auth.String(), "pgbouncer.ini": ini} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			return nil, err

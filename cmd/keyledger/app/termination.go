@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"sync"
 	"syscall"
+
+	"github.com/keyledger/keyledger/store"
 )
 
 // TerminationLogEnv names the file a process writes its one-line outcome
@@ -24,7 +26,10 @@ type terminationLine struct {
 	Reason     string `json:"reason,omitempty"`
 	Kind       string `json:"kind,omitempty"`
 	MutationID string `json:"mutationId,omitempty"`
-	ExitCode   int    `json:"exitCode"`
+	// Journal is "not-consulted" for a run that ended without its journal
+	// (nothing to write while it could not be reached).
+	Journal  string `json:"journal,omitempty"`
+	ExitCode int    `json:"exitCode"`
 }
 
 // The members a termination line may carry; anything else is left off
@@ -74,6 +79,7 @@ func terminationMessage(err error) []byte {
 	lastRun.Lock()
 	if l := lastRun.line; l != nil && l.Outcome != "" {
 		t.Outcome, t.Reason, t.Kind, t.MutationID = l.Outcome, l.Reason, l.Kind, l.MutationID
+		t.Journal = summaryWord(l.Summary, "journal")
 	}
 	lastRun.Unlock()
 	keep := func(s string, p *regexp.Regexp) string {
@@ -84,8 +90,20 @@ func terminationMessage(err error) []byte {
 	}
 	t.Outcome, t.Reason = keep(t.Outcome, wordPattern), keep(t.Reason, wordPattern)
 	t.Kind, t.MutationID = keep(t.Kind, kindPattern), keep(t.MutationID, mutationIDPattern)
+	t.Journal = keep(t.Journal, wordPattern)
 	b, _ := json.Marshal(t)
 	return append(b, '\n')
+}
+
+// summaryWord is the string member key of a run's summary ("" when it has
+// none or it is not a string).
+func summaryWord(summary store.Detail, key string) string {
+	fields, _ := summaryFields(summary)
+	var s string
+	if json.Unmarshal(fields[key], &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // writeTerminationLog replaces the content of the regular file at path

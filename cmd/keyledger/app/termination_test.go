@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/store"
 )
 
 // resetLastRun forgets the run an earlier test made in this process.
@@ -77,6 +79,20 @@ func TestTerminationMessageKeepsOnlyWords(t *testing.T) {
 		MutationID: "m/../../x", Error: "10.0.0.1:5432 said no"})
 	raw := string(terminationMessage(nil))
 	require.JSONEq(t, `{"outcome":"refused","exitCode":0}`, raw)
+}
+
+// A run that ended without its journal says so in the pod's status too,
+// with the word its stdout line has; a summary's other members stay out,
+// and a journal member that is not a word is left off.
+func TestTerminationMessageSaysJournalNotConsulted(t *testing.T) {
+	resetLastRun(t)
+	noteRunOutcome(&outcomeLine{Outcome: "existing", Kind: "CredentialPlan", MutationID: "m1",
+		Summary: store.DetailOf(map[string]any{"journal": "not-consulted", "authorship": "not-checked", "calls": 0})})
+	require.JSONEq(t, `{"outcome":"existing","kind":"CredentialPlan","mutationId":"m1","journal":"not-consulted","exitCode":0}`,
+		string(terminationMessage(nil)))
+
+	noteRunOutcome(&outcomeLine{Outcome: "existing", Summary: store.DetailOf(map[string]any{"journal": "10.0.0.1:5432"})})
+	require.JSONEq(t, `{"outcome":"existing","exitCode":0}`, string(terminationMessage(nil)))
 }
 
 // Writing the message never fails a run and never creates a file: a
