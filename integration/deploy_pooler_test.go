@@ -94,6 +94,17 @@ func TestIntegrationDeployJournalPooler(t *testing.T) {
 	require.Positive(t, instances)
 	require.Equal(t, limit, instances*poolSize, "instances x default_pool_size is the role's connectionLimit")
 	require.Equal(t, "DISCARD ALL", spec("pgbouncer", "parameters", "server_reset_query"))
+	// A cap over every role, below the server's max_connections (100 unless
+	// the Cluster sets it): without it, a burst past max_connections starves
+	// the roles refused once (TestIntegrationJournalBurstThroughUncappedPoolerStarves).
+	dbCap, err := strconv.ParseInt(spec("pgbouncer", "parameters", "max_db_connections"), 10, 64)
+	require.NoError(t, err, "the Pooler caps its server sessions over every role (max_db_connections)")
+	maxConnections := int64(100)
+	if v, ok, _ := unstructured.NestedString(cluster.Object, "spec", "postgresql", "parameters", "max_connections"); ok {
+		maxConnections, err = strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err)
+	}
+	require.Less(t, instances*dbCap, maxConnections, "instances x max_db_connections stays below max_connections")
 
 	names, _, err := unstructured.NestedStringSlice(cluster.Object, "spec", "certificates", "serverAltDNSNames")
 	require.NoError(t, err)
