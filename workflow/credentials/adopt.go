@@ -16,18 +16,18 @@ import (
 // in flight at once.
 const readConcurrency = 32
 
-// checkAdoption reads the ExternalSecret of every planned Secret's name
+// readExternalSecrets reads the ExternalSecret of every planned Secret's name
 // (concurrently), listed in adopt or not, before anything is written.
 // Absent: nothing to adopt. Generator-backed and writing the Secret of its
 // own name: adopted (orphaned, then waited for). Anything else (its data comes from a remote
 // store, or it writes another Secret) is not ours to replace: refuse.
-func (f *family) checkAdoption(ctx context.Context, p *progress) (*workflow.Decision, error) {
+func (f *family) readExternalSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	if p.adoptChecked {
 		return nil, nil
 	}
 	absent := 0
 	names := f.cmd.Spec.SecretNames()
-	// The planned Secrets ensureSecrets will read are read in the same
+	// The planned Secrets createSecret will read are read in the same
 	// round (one round of reads instead of two); in a fresh run that round
 	// was started while the journal was opened (prefetch). The Secret
 	// reads are used only when no ExternalSecret is found: then nothing is
@@ -195,15 +195,15 @@ func targetName(es *unstructured.Unstructured) string {
 	return es.GetName()
 }
 
-// orphanExternalSecrets deletes, one at a time, each ExternalSecret found
-// by checkAdoption (or orphaned by an earlier process of this run) with
+// orphanExternalSecret deletes, one at a time, each ExternalSecret found
+// by readExternalSecrets (or orphaned by an earlier process of this run) with
 // propagationPolicy Orphan, so its Secret stays, and waits until the garbage
 // collector has released the Secret and removed the ExternalSecret.
 // Right before each delete it reads the ExternalSecret again and checks it
 // again (an ExternalSecret switched to a remote store while the run waited
 // for another one stops the run before its delete); the delete carries that
 // read's UID and resourceVersion as preconditions.
-func (f *family) orphanExternalSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
+func (f *family) orphanExternalSecret(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	for _, name := range f.cmd.Spec.SecretNames() {
 		if p.externalGone[name] || !p.found[name] && !p.externalDeleted[name] {
 			continue
@@ -301,12 +301,12 @@ func (f *family) resolveOrphan(ctx context.Context, name string, call store.Reco
 	return v, nil
 }
 
-// deleteGenerators retires each listed Password generator once every
+// deleteGenerator retires each listed Password generator once every
 // adopted ExternalSecret is gone (nothing regenerates a value after that).
 // Each is read first (the read is journaled with the call) and deleted with
 // that read's UID and resourceVersion as preconditions; an absent one is
 // journaled as such and not deleted.
-func (f *family) deleteGenerators(ctx context.Context, p *progress) (*workflow.Decision, error) {
+func (f *family) deleteGenerator(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	for _, g := range f.cmd.Spec.GeneratorNames() {
 		if _, done := p.generatorsDeleted[g]; done {
 			continue

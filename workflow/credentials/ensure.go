@@ -12,7 +12,7 @@ import (
 	"github.com/keyledger/keyledger/workflow"
 )
 
-// ensureSecrets reads every planned Secret this run has not settled since
+// createSecret reads every planned Secret this run has not settled since
 // it was last resumed (GET by name: a planned Secret that exists is never
 // POSTed, so no password travels for it), creates the absent ones in one
 // batch (one call record each, committed together before any is sent;
@@ -22,7 +22,7 @@ import (
 // completeChunk to a read-secrets record, with the UID and authorship of
 // each. A resumed run reads again what it settled before it was resumed:
 // a Secret deleted meanwhile is created again.
-func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Decision, error) {
+func (f *family) createSecret(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
 	found := newCompleteNotes(f.cmd.Spec.Namespace)
 	// The reads first, concurrently (readSecrets), and the journal's
@@ -30,7 +30,7 @@ func (f *family) ensureSecrets(ctx context.Context, p *progress) (*workflow.Deci
 	// (prefetchAuthorship); then the decision, in plan order, as if each
 	// Secret were read when it is reached.
 	idx, names := p.unsettled(f.cmd.Spec)
-	reads := p.early // read by checkAdoption in this decision, when nothing came between
+	reads := p.early // read by readExternalSecrets in this decision, when nothing came between
 	if len(reads) != len(names) {
 		reads = f.readSecrets(ctx, names)
 	}

@@ -139,9 +139,32 @@ func newFamily(cmd *Command, client authority) *family {
 		reprobe: bounded(reprobeBound, reprobePoll), random: rand.Reader}
 }
 
-// step is one phase of a plan. It returns a decision when something is left
-// to do in it, nil when the phase is done.
-type step func(ctx context.Context, p *progress) (*workflow.Decision, error)
+// steps are a plan's phases, in order (workflow.Step), each named with the
+// journal's word for the first thing it reads or writes.
+func (f *family) steps() []workflow.Step[*progress] {
+	return []workflow.Step[*progress]{
+		noted(f.readExternalSecrets),  // read the ExternalSecret of every planned Secret; one not generator-backed refuses before any write
+		noted(f.orphanExternalSecret), // delete each with propagationPolicy Orphan, wait until it is gone
+		noted(f.deleteGenerator),      // delete the retired Password generators
+		noted(f.createSecret),         // create each Secret, or patch in only what an existing one lacks
+		noted(f.probeServer),          // probe each server; delete a refusing pod once, wait, probe again
+	}
+}
+
+// noted stops the steps at the first record a step noted that does not
+// fold (progress.err), as at an error of the step's own.
+func noted(s workflow.Step[*progress]) workflow.Step[*progress] {
+	return func(ctx context.Context, p *progress) (*workflow.Decision, error) {
+		d, err := s(ctx, p)
+		if err == nil {
+			err = p.err
+		}
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+}
 
 // Decide walks the phases in order and returns the first thing left to do,
 // with the records the phases noted on the way (reads, probes).
@@ -150,30 +173,17 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 	if err != nil {
 		return workflow.Decision{}, err
 	}
-	steps := []step{
-		f.checkAdoption,         // read the ExternalSecret of every planned Secret; one not generator-backed refuses before any write
-		f.orphanExternalSecrets, // delete each with propagationPolicy Orphan, wait until it is gone
-		f.deleteGenerators,      // delete the retired Password generators
-		f.ensureSecrets,         // create each Secret, or patch in only what an existing one lacks
-		f.repairServers,         // probe each server; delete a refusing pod once, wait, probe again
+	d, err := workflow.RunSteps(ctx, p, f.steps())
+	switch {
+	case err != nil:
+		return workflow.Decision{}, err
+	case d == nil:
+		return workflow.Decision{Notes: p.notes, Complete: &workflow.Completion{Outcome: p.outcome(), Summary: f.summary(p)}}, nil
+	case d.Refuse != nil:
+		d.Refuse.Summary = withRun(p.run, d.Refuse.Summary)
 	}
-	for _, s := range steps {
-		d, err := s(ctx, p)
-		if err == nil {
-			err = p.err
-		}
-		if err != nil {
-			return workflow.Decision{}, err
-		}
-		if d != nil {
-			if d.Refuse != nil {
-				d.Refuse.Summary = withRun(p.run, d.Refuse.Summary)
-			}
-			d.Notes = append(p.notes, d.Notes...)
-			return *d, nil
-		}
-	}
-	return workflow.Decision{Notes: p.notes, Complete: &workflow.Completion{Outcome: p.outcome(), Summary: f.summary(p)}}, nil
+	d.Notes = append(p.notes, d.Notes...)
+	return *d, nil
 }
 
 // note keeps r to journal with this decision, and folds it in: the rest of
@@ -256,8 +266,8 @@ type progress struct {
 	// record says server-not-owned.
 	notOwned map[string]string
 	// early: the reads of the unsettled planned Secrets (progress.unsettled)
-	// that checkAdoption made in this decision alongside the ExternalSecret
-	// reads, kept only when it found no ExternalSecret; ensureSecrets
+	// that readExternalSecrets made in this decision alongside the ExternalSecret
+	// reads, kept only when it found no ExternalSecret; createSecret
 	// decides from them instead of reading again.
 	early []secretRead
 	// authorship of each planned Secret, as this run journaled it (the

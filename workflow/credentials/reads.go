@@ -40,7 +40,7 @@ func (f *family) readSecret(ctx context.Context, name string) secretRead {
 }
 
 // unsettled lists, in plan order, the planned Secrets not settled since
-// the run was last resumed (progress.fresh): those ensureSecrets reads.
+// the run was last resumed (progress.fresh): those createSecret reads.
 func (p *progress) unsettled(s Spec) (idx []int, names []string) {
 	for i, plan := range s.Secrets {
 		if !p.fresh[plan.Name] {
@@ -50,7 +50,7 @@ func (p *progress) unsettled(s Spec) (idx []int, names []string) {
 	return idx, names
 }
 
-// keptFields trims a Secret read by ensureSecrets to what the decision
+// keptFields trims a Secret read by createSecret to what the decision
 // reads: its identity, version, type, immutability, deletion, labels, owner
 // references, the names of its keys (each value is zeroed and dropped: no
 // secret value outlives the read) and the annotations keyledger decides on

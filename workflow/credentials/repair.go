@@ -25,7 +25,7 @@ import (
 // when it starts).
 const probeSkipped ProbeStatus = "skipped"
 
-// repairServers probes each server pod with the password its Secret holds.
+// probeServer probes each server pod with the password its Secret holds.
 // A pod that refuses is deleted once (UID precondition); the run waits,
 // bounded, for its replacement (same name, new UID, Ready) and probes it
 // again: still refused is a refusal (exit 2). An unknown answer never
@@ -37,7 +37,7 @@ const probeSkipped ProbeStatus = "skipped"
 // another server's repair) or by a rerun. An unknown answer is never a
 // reason to delete a pod; the run ends uncertain when the decision's last
 // probe of a server is unknown.
-func (f *family) repairServers(ctx context.Context, p *progress) (*workflow.Decision, error) {
+func (f *family) probeServer(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	unknown := 0
 	var notOwned []notOwnedPod
 	for _, srv := range f.cmd.Spec.Servers {
@@ -337,7 +337,7 @@ func (c cause) digest() string {
 // stands. Only the last answer is journaled: one probe record per probe
 // of a server, as before.
 func (f *family) probeUntilReached(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, string, error) {
-	res, rv, err := f.probeServer(ctx, srv, pod)
+	res, rv, err := f.probeOnce(ctx, srv, pod)
 	if err != nil || !res.unreachable() {
 		return res, rv, err
 	}
@@ -354,7 +354,7 @@ func (f *family) probeUntilReached(ctx context.Context, srv Server, pod *corev1.
 		if reason, _, err := f.probeable(ctx, srv, cur); err != nil || reason != "" {
 			return true, err // not to be probed: the last answer stands
 		}
-		again, againRV, err := f.probeServer(ctx, srv, cur)
+		again, againRV, err := f.probeOnce(ctx, srv, cur)
 		if err != nil {
 			return false, err
 		}
@@ -367,9 +367,9 @@ func (f *family) probeUntilReached(ctx context.Context, srv Server, pod *corev1.
 	return res, rv, nil
 }
 
-// probeServer reads the server's Secret and probes the pod's IP; it says
+// probeOnce reads the server's Secret and probes the pod's IP; it says
 // which resourceVersion of the Secret the password came from.
-func (f *family) probeServer(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, string, error) {
+func (f *family) probeOnce(ctx context.Context, srv Server, pod *corev1.Pod) (ProbeResult, string, error) {
 	s, err := f.kube.GetSecret(ctx, srv.Secret)
 	if err != nil {
 		return ProbeResult{}, "", kubeErr(err)

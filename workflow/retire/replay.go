@@ -47,7 +47,7 @@ func (f *family) ConfirmReplay(ctx context.Context, run *workflow.Run) (*workflo
 				Detail: "the keyring Secret has UID " + string(s.UID) + ", the journal's is " + uid}, nil
 		}
 	}
-	m, err := readKeyring(s, f.cmd.Spec)
+	m, err := decodeKeyring(s, f.cmd.Spec)
 	if err != nil {
 		return &workflow.Contradiction{Reason: workflow.ReplayPrefix + reasonOf(err),
 			Detail: "the keyring Secret cannot be read as this operation's keyring (" + reasonOf(err) + ")"}, nil

@@ -13,8 +13,12 @@ import (
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 )
 
-// stepReplace is the one authority call of a retirement.
-const stepReplace = "replace-keyring"
+// The journal's words for a retirement's steps: the one authority call and
+// the read that decides it.
+const (
+	stepReplace     = "replace-keyring"
+	stepReadKeyring = "read-keyring"
+)
 
 // Plan builds the engine's plan for one retirement.
 func Plan(cmd *Command, client kube.Interface) workflow.Plan {
@@ -147,52 +151,41 @@ func (f *family) read(ctx context.Context, run *workflow.Run) (*corev1.Secret, k
 	return s, ring, nil
 }
 
-// step is one phase of a retirement's decision, named with the journal's
-// word for what it reads or writes, as the other families' steps are: it
-// returns a decision when something is left to do, or nil when the next
-// step decides.
-type step func(ctx context.Context, r *retiring) (*workflow.Decision, error)
-
-// steps are a retirement's, in order.
-var steps = []step{
-	readKeyringStep, // GET the Secret and decode its keyring (read-keyring)
-	checkReceipt,    // this retirement's receipt there already: existing; another's: receipt-conflict
-	replaceKeyring,  // retire the key, compare-and-set on the resourceVersion (replace-keyring)
+// steps are a retirement's, in order (workflow.Step).
+var steps = []workflow.Step[*retiring]{
+	readKeyring,    // GET the Secret and decode its keyring (read-keyring)
+	checkReceipt,   // this retirement's receipt there already: existing; another's: receipt-conflict
+	replaceKeyring, // retire the key, compare-and-set on the resourceVersion (replace-keyring)
 }
 
 // retiring is what one decision of a retirement has found so far.
 type retiring struct {
 	f      *family
 	run    *workflow.Run
-	s      *corev1.Secret    // the Secret (readKeyringStep)
+	s      *corev1.Secret    // the Secret (readKeyring)
 	m      *keyring.Manifest // its keyring
 	digest string            // its catalog digest
 	obs    store.Record      // what the read showed (read-keyring)
 }
 
-// Decide runs the steps in order: already done, refuse, or replace.
+// Decide runs the steps in order: already done, refuse, or replace (the
+// last step always decides).
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
-	return (&retiring{f: f, run: run}).decide(ctx)
-}
-
-// decide returns the first decision of the steps (the last always decides).
-func (r *retiring) decide(ctx context.Context) (workflow.Decision, error) {
-	for _, s := range steps {
-		if d, err := s(ctx, r); err != nil || d != nil {
-			if d == nil {
-				return workflow.Decision{}, err
-			}
-			return *d, err
+	d, err := workflow.RunSteps(ctx, &retiring{f: f, run: run}, steps)
+	if d == nil {
+		if err == nil {
+			err = errors.New("retirement: no step decided")
 		}
+		return workflow.Decision{}, err
 	}
-	return workflow.Decision{}, errors.New("retirement: no step decided")
+	return *d, err
 }
 
 func decided(d workflow.Decision) (*workflow.Decision, error) { return &d, nil }
 
-// readKeyringStep reads the Secret and decodes its keyring: absent or
+// readKeyring reads the Secret and decodes its keyring: absent or
 // undecodable refuses.
-func readKeyringStep(ctx context.Context, r *retiring) (*workflow.Decision, error) {
+func readKeyring(ctx context.Context, r *retiring) (*workflow.Decision, error) {
 	s, ring, err := r.f.read(ctx, r.run)
 	if err != nil {
 		if errors.Is(err, kube.ReasonNotFound) {
@@ -344,7 +337,7 @@ func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, digest string,
 // (digest, m's catalog digest), never material.
 func observation(s *corev1.Secret, m *keyring.Manifest, digest string) store.Record {
 	return store.Record{
-		Kind: store.RecordObservation, Step: "read-keyring", Target: store.SecretTarget(s.Namespace, s.Name).String(), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Kind: store.RecordObservation, Step: stepReadKeyring, Target: store.SecretTarget(s.Namespace, s.Name).String(), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Digest: digest, Detail: store.DetailOf(readDetail{Generation: m.Generation, Keys: len(m.Keys)}),
 	}
 }
@@ -370,7 +363,7 @@ func inspect(ctx context.Context, secret secrets, dataKey string) ([]byte, error
 			dataKey = k
 		}
 	}
-	m, err := readKeyring(s, Spec{ExpectedUID: string(s.UID), DataKey: dataKey})
+	m, err := decodeKeyring(s, Spec{ExpectedUID: string(s.UID), DataKey: dataKey})
 	if err != nil {
 		return nil, &workflow.Refused{Reason: reasonOf(err)}
 	}

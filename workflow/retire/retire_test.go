@@ -574,7 +574,7 @@ func retireRows(t testing.TB) []row {
 }
 
 // refusalRows: every refusal Decide reaches, before any call: each reason
-// readKeyring gives (the Secret's shape, then the manifest's parse) and each
+// decodeKeyring gives (the Secret's shape, then the manifest's parse) and each
 // the retirement itself gives. None sends a call or writes.
 func refusalRows() []row {
 	shape := []string{"preparation"}

@@ -44,10 +44,10 @@ type refusal struct{ reason string }
 
 func (r *refusal) Error() string { return r.reason }
 
-// readKeyring checks that s is a valid keyring Secret for spec and decodes
+// decodeKeyring checks that s is a valid keyring Secret for spec and decodes
 // its manifest. Every refusal is a *refusal, or the manifest's
 // *keyring.Error, each with a stable reason (reasonOf).
-func readKeyring(s *corev1.Secret, spec Spec) (*keyring.Manifest, error) {
+func decodeKeyring(s *corev1.Secret, spec Spec) (*keyring.Manifest, error) {
 	m, _, err := readCatalog(s, spec)
 	return m, err
 }

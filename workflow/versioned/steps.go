@@ -13,12 +13,11 @@ import (
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
-// step is one phase of a versioned write's decision, named with the
-// journal's word for what it reads or writes. It returns a decision when
-// something is left to do (a call, a refusal, a completion, an end), or nil
-// when its part is done and the next step decides. Steps run in the order
-// of their list; each reads what the steps before it found from w.
-type step func(ctx context.Context, w *write) (*workflow.Decision, error)
+// step is one phase of a versioned write's decision (workflow.Step), named
+// with the journal's word for what it reads or writes, or check..., need...,
+// expect..., bind..., confirm... for one that judges what the steps before
+// it found in w.
+type step = workflow.Step[*write]
 
 // The steps of each kind of versioned write, in order. Every write is one
 // engine call whose target is "secret/<name>"; a decision runs the list
@@ -28,10 +27,10 @@ var (
 	// createSteps: an update with expectedResourceVersion "" creates the
 	// Secret at version 1, or finds it created.
 	createSteps = []step{
-		readLive,    // GET the live Secret (read-live)
-		createLive,  // absent: create it at version 1 (create-live)
-		bindLive,    // the UID this operation first observed, or uid-changed
-		createdLive, // present: exactly what the create writes (existing), or already-exists
+		readLive,     // GET the live Secret (read-live)
+		createLive,   // absent: create it at version 1 (create-live)
+		bindLive,     // the UID this operation first observed, or uid-changed
+		checkCreated, // present: exactly what the create writes (existing), or already-exists
 	}
 	// updateSteps: archive version N, prune beyond the limit, write N+1.
 	updateSteps = []step{
@@ -39,8 +38,8 @@ var (
 		needLive,       // absent: secret-absent
 		bindLive,       // the UID this operation first observed, or uid-changed
 		expectLive,     // at expectedResourceVersion, or already this command's result (existing), or stale
-		writableLive,   // not terminating, not a service-account token
-		readCounter,    // the live version counter N (keyledger.dev/version)
+		checkWritable,  // not terminating, not a service-account token
+		checkCounter,   // the live version counter N (keyledger.dev/version)
 		checkUpdate,    // not immutable, every removed key present
 		checkSlots,     // list the history: the slots from N up hold nothing keyledger did not make
 		createSnapshot, // archive the live state at version N (create-snapshot)
@@ -54,9 +53,9 @@ var (
 		needLive,
 		bindLive,
 		expectLive,
-		writableLive,
-		readCounter,
-		readTarget, // the target version: below N, genuine, readable, within the size limit
+		checkWritable,
+		checkCounter,
+		checkTarget, // the target version: below N, genuine, readable, within the size limit
 		checkSlots,
 		createSnapshot,
 		checkArchive,
@@ -71,8 +70,8 @@ var (
 		needLive,       // absent: secret-absent
 		bindLive,       // the UID this operation first observed, or uid-changed
 		expectLive,     // at expectedResourceVersion, or stale
-		writableLive,   // not terminating, not a service-account token
-		readCounter,    // the live version counter
+		checkWritable,  // not terminating, not a service-account token
+		checkCounter,   // the live version counter
 		deleteSnapshot, // delete every genuine snapshot, then confirm none is left (delete-snapshot)
 		deleteLive,     // delete the live Secret with UID and resourceVersion preconditions (delete-live)
 	}
@@ -84,7 +83,7 @@ var (
 		needLive,
 		bindLive,
 		expectLive,
-		writableLive,
+		checkWritable,
 		deleteLive,
 	}
 )
@@ -110,8 +109,8 @@ type write struct {
 	live      *corev1.Secret    // the live Secret (readLive); nil when absent
 	read      bool              // live was read before the steps ran (ConfirmReplay)
 	liveFresh bool              // live was read by this decision
-	n         int64             // its version counter (readCounter)
-	base      map[string][]byte // the data the live write starts from (checkUpdate, readTarget)
+	n         int64             // its version counter (checkCounter)
+	base      map[string][]byte // the data the live write starts from (checkUpdate, checkTarget)
 	snap      *corev1.Secret    // the archive of version n (createSnapshot)
 	inv       inventory         // the history of the live UID (checkSlots)
 }
@@ -170,18 +169,17 @@ func writesLive(d workflow.Decision) bool {
 	return d.Call != nil && (d.Call.Step == StepReplaceLive || d.Call.Step == StepDeleteLive)
 }
 
-// decide returns the first decision of the command's steps.
+// decide returns the first decision of the command's steps (the last
+// always decides).
 func (w *write) decide(ctx context.Context) (workflow.Decision, error) {
-	for _, s := range w.f.steps() {
-		d, err := s(ctx, w)
-		if err != nil {
-			return workflow.Decision{}, err
-		}
-		if d != nil {
-			return *d, nil
-		}
+	d, err := workflow.RunSteps(ctx, w, w.f.steps())
+	switch {
+	case err != nil:
+		return workflow.Decision{}, err
+	case d == nil:
+		return workflow.Decision{}, fmt.Errorf("versioned %s: no step decided", w.f.cmd.Kind)
 	}
-	return workflow.Decision{}, fmt.Errorf("versioned %s: no step decided", w.f.cmd.Kind)
+	return *d, nil
 }
 
 // withObservation journals, with d, what the read of the live Secret that
@@ -243,9 +241,9 @@ func bindLive(_ context.Context, w *write) (*workflow.Decision, error) {
 	return nil, nil
 }
 
-// createdLive completes a create that finds exactly what it writes, and
+// checkCreated completes a create that finds exactly what it writes, and
 // refuses one that finds anything else.
-func createdLive(_ context.Context, w *write) (*workflow.Decision, error) {
+func checkCreated(_ context.Context, w *write) (*workflow.Decision, error) {
 	if w.f.isCreated(w.live) {
 		return decided(w.f.complete(workflow.OutcomeExisting, w.live, summaryDetail{Version: new(int64(1))}))
 	}
@@ -275,8 +273,8 @@ func expectLive(ctx context.Context, w *write) (*workflow.Decision, error) {
 	return decided(f.refuse(ReasonStale, w.live))
 }
 
-// writableLive refuses a Secret being deleted and a service-account token.
-func writableLive(_ context.Context, w *write) (*workflow.Decision, error) {
+// checkWritable refuses a Secret being deleted and a service-account token.
+func checkWritable(_ context.Context, w *write) (*workflow.Decision, error) {
 	switch {
 	case w.live.DeletionTimestamp != nil:
 		return decided(w.f.refuse(ReasonTerminating, w.live))
@@ -286,9 +284,9 @@ func writableLive(_ context.Context, w *write) (*workflow.Decision, error) {
 	return nil, nil
 }
 
-// readCounter reads the live version counter; an invalid one refuses with
+// checkCounter reads the live version counter; an invalid one refuses with
 // its own reason.
-func readCounter(_ context.Context, w *write) (*workflow.Decision, error) {
+func checkCounter(_ context.Context, w *write) (*workflow.Decision, error) {
 	n, err := CurrentVersion(w.live.Annotations[AnnotationVersion], hasKey(w.live.Annotations, AnnotationVersion))
 	if err != nil {
 		return decided(w.f.refuse(err.Error(), w.live))
@@ -313,12 +311,12 @@ func checkUpdate(_ context.Context, w *write) (*workflow.Decision, error) {
 	return nil, nil
 }
 
-// readTarget reads a restore's target: only versions below the live
+// checkTarget reads a restore's target: only versions below the live
 // counter are archived history (version-ahead), and only a genuine
 // snapshot is read (loadTarget). An immutable Secret that already holds the
 // target's data is restored (existing); otherwise immutable refuses, and so
 // does data over the API server's limit (too-large).
-func readTarget(ctx context.Context, w *write) (*workflow.Decision, error) {
+func checkTarget(ctx context.Context, w *write) (*workflow.Decision, error) {
 	f, live := w.f, w.live
 	if f.cmd.Version >= w.n {
 		return decided(f.refuse(ReasonVersionAhead, live))
