@@ -37,7 +37,7 @@ func checkRuns(runs []soakRun) []string {
 	for _, r := range runs {
 		switch {
 		case r.Attempt < 0:
-			out = append(out, fmt.Sprintf("operation %d never settled (no run exited 0 within %s)", r.Op, soakSettleTime))
+			out = append(out, fmt.Sprintf("operation %d never settled (no run exited 0 with the journal within %s)", r.Op, soakSettleTime))
 		case r.Hung:
 			out = append(out, fmt.Sprintf("operation %d attempt %d: hung (no exit within %s)", r.Op, r.Attempt, soakRunTimeout))
 		case r.Killed:
@@ -102,7 +102,7 @@ func (p *soakPlatform) checkJournal(t *testing.T, ops []*soakOp, runs []soakRun)
 			}
 			id = all[len(all)-1].MutationID
 		}
-		out = append(out, completedInJournal(ctx, st, id, "operation "+op.Mutation)...)
+		out = append(out, completedInJournal(ctx, st, id, fmt.Sprintf("operation %s (runs %s)", op.Mutation, runEnds(runs, op.Index)))...)
 	}
 	for _, r := range runs {
 		o := runOutcome(r)
@@ -116,6 +116,26 @@ func (p *soakPlatform) checkJournal(t *testing.T, ops []*soakOp, runs []soakRun)
 		out = append(out, completedInJournal(ctx, st, id, fmt.Sprintf("operation %d attempt %d printed completed, but", r.Op, r.Attempt))...)
 	}
 	return out
+}
+
+// runEnds lists how each run of one operation ended, in order of attempts.
+func runEnds(runs []soakRun, op int) string {
+	var ends []string
+	for _, r := range runs {
+		if r.Op != op {
+			continue
+		}
+		o := runOutcome(r)
+		end := fmt.Sprintf("%d:exit %d %v", r.Attempt, r.Code, o["outcome"])
+		if o["journal"] != nil {
+			end += fmt.Sprintf(" journal %v", o["journal"])
+		}
+		if r.Killed {
+			end = fmt.Sprintf("%d:killed", r.Attempt)
+		}
+		ends = append(ends, end)
+	}
+	return strings.Join(ends, ", ")
 }
 
 func completedInJournal(ctx context.Context, st *store.Store, id, who string) []string {

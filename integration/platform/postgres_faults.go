@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,19 +67,39 @@ func (p *Postgres) TerminateSessions(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Pause freezes the container (docker pause: every process stopped,
-// connections open, nothing answered) until Unpause.
-func (p *Postgres) Pause(ctx context.Context) error { return p.docker(ctx, "pause") }
+// Pause stops every process of the container with SIGSTOP (connections
+// stay open, nothing is answered) until Unpause. Signals, not docker pause:
+// the cgroup freezer may refuse to freeze a busy container.
+func (p *Postgres) Pause(ctx context.Context) error {
+	for range 2 { // the second pass stops a backend forked during the first
+		if err := p.signalAll(ctx, syscall.SIGSTOP); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-// Unpause continues a paused container.
-func (p *Postgres) Unpause(ctx context.Context) error { return p.docker(ctx, "unpause") }
+// Unpause continues a paused container (SIGCONT to every process).
+func (p *Postgres) Unpause(ctx context.Context) error { return p.signalAll(ctx, syscall.SIGCONT) }
 
-func (p *Postgres) docker(ctx context.Context, verb string) error {
+// signalAll sends sig to every process of the container (host PIDs, from
+// docker top).
+func (p *Postgres) signalAll(ctx context.Context, sig syscall.Signal) error {
 	if p.container == nil {
 		return errExternal
 	}
-	if out, err := exec.CommandContext(ctx, "docker", verb, p.container.GetContainerID()).CombinedOutput(); err != nil {
-		return fmt.Errorf("docker %s of the PostgreSQL container: %w: %s", verb, err, out)
+	out, err := exec.CommandContext(ctx, "docker", "top", p.container.GetContainerID(), "-eo", "pid").Output()
+	if err != nil {
+		return fmt.Errorf("listing the PostgreSQL container's processes: %w", err)
+	}
+	for _, field := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(field)
+		if err != nil {
+			continue // the PID header
+		}
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signalling a PostgreSQL process: %w", err)
+		}
 	}
 	return nil
 }
