@@ -124,27 +124,27 @@ func etcdRevision(ctx context.Context, base string) (int64, error) {
 }
 
 // watchSecretHistory starts recording every write to ns's Secrets from
-// etcd's current revision on. Stop it with stop.
+// etcd's current revision on (the stream replays from that revision, so
+// nothing written after this returns is missed). Stop it with stop.
 func watchSecretHistory(ctx context.Context, base, ns string) (*etcdHistory, error) {
 	rev, err := etcdRevision(ctx, base)
 	if err != nil {
 		return nil, fmt.Errorf("reading etcd's revision: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	key := secretsPrefix(ns)
-	resp, err := etcdPost(ctx, base, "/v3/watch", map[string]any{"create_request": map[string]any{
-		"key": key, "range_end": prefixEnd(key), "start_revision": strconv.FormatInt(rev+1, 10),
-	}})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("opening etcd's watch: %w", err)
-	}
 	h := &etcdHistory{notify: make(chan struct{}, 1), cancel: cancel}
-	go h.read(resp, len(key))
+	go h.read(ctx, base, secretsPrefix(ns), rev+1)
 	return h, nil
 }
 
-func (h *etcdHistory) read(resp *http.Response, prefixLen int) {
+func (h *etcdHistory) read(ctx context.Context, base string, key []byte, from int64) {
+	resp, err := etcdPost(ctx, base, "/v3/watch", map[string]any{"create_request": map[string]any{
+		"key": key, "range_end": prefixEnd(key), "start_revision": strconv.FormatInt(from, 10),
+	}})
+	if err != nil {
+		h.fail(fmt.Errorf("opening etcd's watch: %w", err))
+		return
+	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -159,7 +159,7 @@ func (h *etcdHistory) read(resp *http.Response, prefixLen int) {
 			return
 		}
 		for _, ev := range line.Result.Events {
-			se, err := decodeSecretEvent(ev.Type, ev.KV, prefixLen)
+			se, err := decodeSecretEvent(ev.Type, ev.KV, len(key))
 			if err != nil {
 				h.fail(err)
 				return

@@ -148,8 +148,10 @@ func TestIntegrationSoak(t *testing.T) {
 	require.Empty(t, problems, "soak seed %d (%d operations) failed; replay: make soak SOAK_SEED=%d SOAK_OPS=%d", cfg.Seed, cfg.Ops, cfg.Seed, cfg.Ops)
 
 	// A write behind keyledger's back must be caught by the same checks.
-	planted := p.plantWrite(t, ops)
+	planted, rv := p.plantWrite(t, ops)
 	events = p.history(t, hist)
+	require.True(t, slices.ContainsFunc(events, func(ev secretEvent) bool { return strconv.FormatInt(ev.Rev, 10) == rv }),
+		"etcd's recorded history lacks the planted write (revision %s): the record is incomplete", rv)
 	after := checkHistory(events, expectations(ops))
 	require.NotEmpty(t, after, "a planted second write to %s went unnoticed: the history check is vacuous (its writes %s of %d events)", planted, writes(eventsOf(events, planted)), len(events))
 	require.Contains(t, fmt.Sprint(after), "Secret "+planted+" written", "the planted write is reported by name")
@@ -366,8 +368,8 @@ func (p *soakPlatform) recover(t *testing.T) {
 	_ = p.pg.Unpause(context.WithoutCancel(t.Context()))
 }
 
-// settle reruns an operation until a run settles it (or soakSettleTime
-// passes): attempt 0 starts op.Dup runs at once, and the first run of an
+// settle reruns an operation until every run of an attempt settled it (or
+// soakSettleTime passes): attempt 0 starts op.Dup runs at once, and the first run of an
 // attempt is killed when op.Kills says so.
 func (p *soakPlatform) settle(ctx context.Context, op *soakOp) []soakRun {
 	var all []soakRun
@@ -391,7 +393,7 @@ func (p *soakPlatform) settle(ctx context.Context, op *soakOp) []soakRun {
 		}
 		wg.Wait()
 		all = append(all, got...)
-		if slices.ContainsFunc(got, settled) {
+		if !slices.ContainsFunc(got, unsettled) {
 			return all
 		}
 		logUnsettled(op, got)
@@ -400,12 +402,13 @@ func (p *soakPlatform) settle(ctx context.Context, op *soakOp) []soakRun {
 	return append(all, soakRun{Op: op.Index, Attempt: -1, Code: -1, Stderr: "never settled"})
 }
 
-// settled says a run ended its operation: it exited 0 (not killed) having
-// consulted the journal. A plan's sync that could not reach the journal
-// exits 0 when nothing needs writing (journal "not-consulted",
-// docs/security.md) and leaves an unfinished run open: it is rerun.
-func settled(r soakRun) bool {
-	return r.Code == 0 && !r.Killed && runOutcome(r)["journal"] != "not-consulted"
+// unsettled says a run leaves its operation to a rerun: it was killed,
+// exited other than 0 (a 75 asks for a rerun; concurrent runs of a plan
+// may each start a run of their own), or exited 0 without the journal (a
+// plan's sync that could not reach it exits 0 when nothing needs writing,
+// "journal":"not-consulted", docs/security.md, and leaves its run open).
+func unsettled(r soakRun) bool {
+	return r.Code != 0 || r.Killed || runOutcome(r)["journal"] == "not-consulted"
 }
 
 // logUnsettled prints how an attempt ended (exit codes and reasons, never

@@ -23,11 +23,15 @@ import (
 func urlParse(s string) (*url.URL, error) { return url.Parse(s) }
 
 // soakExitCodes are the codes a run may end with under faults: done, a
-// dependency failing before or after the preparation was durable, and a
-// request the API server forbade (kubernetes-forbidden only: a restarted
-// API server answers 403 until its RBAC caches are filled). A refusal (2) or
-// a usage error (64) would be a fault misread as a final answer; 1 is a bug.
+// dependency failing before or after the preparation was durable, and 77
+// (kubernetes-forbidden or permission-mismatch only: a restarted API server
+// forbids requests and denies access reviews until its RBAC caches are
+// filled). A refusal (2) or a usage error (64) would be a fault misread as a
+// final answer; 1 is a bug.
 var soakExitCodes = []int{0, 69, 75, 77}
+
+// soak77Reasons are the reasons of a 77 a restarted API server causes.
+var soak77Reasons = []any{"kubernetes-forbidden", "permission-mismatch"}
 
 // checkRuns reports a hang, an operation that never settled, an exit code
 // outside soakExitCodes (a kill the soak sent aside), and a run that exited
@@ -43,8 +47,8 @@ func checkRuns(runs []soakRun) []string {
 		case r.Killed:
 		case !slices.Contains(soakExitCodes, r.Code):
 			out = append(out, fmt.Sprintf("operation %d attempt %d: exit %d, want one of %v: stdout %s stderr %s", r.Op, r.Attempt, r.Code, soakExitCodes, r.Stdout, lastLines(r.Stderr, 3)))
-		case r.Code == 77 && runOutcome(r)["reason"] != "kubernetes-forbidden":
-			out = append(out, fmt.Sprintf("operation %d attempt %d: exit 77 with reason %v, want kubernetes-forbidden", r.Op, r.Attempt, runOutcome(r)["reason"]))
+		case r.Code == 77 && !slices.Contains(soak77Reasons, runOutcome(r)["reason"]):
+			out = append(out, fmt.Sprintf("operation %d attempt %d: exit 77 with reason %v, want one of %v", r.Op, r.Attempt, runOutcome(r)["reason"], soak77Reasons))
 		case r.Code == 0:
 			if o := runOutcome(r); !slices.Contains([]string{"completed", "existing", "converged"}, fmt.Sprint(o["outcome"])) {
 				out = append(out, fmt.Sprintf("operation %d attempt %d: exit 0 with stdout %q", r.Op, r.Attempt, r.Stdout))
@@ -215,15 +219,17 @@ func (p *soakPlatform) history(t *testing.T, h *etcdHistory) []secretEvent {
 }
 
 // plantWrite writes a new password into the first plan's first Secret
-// behind keyledger's back, as the admin, and returns its name.
-func (p *soakPlatform) plantWrite(t *testing.T, ops []*soakOp) string {
+// behind keyledger's back, as the admin, and returns its name and the
+// resourceVersion it wrote.
+func (p *soakPlatform) plantWrite(t *testing.T, ops []*soakOp) (name, resourceVersion string) {
 	t.Helper()
 	i := slices.IndexFunc(ops, func(op *soakOp) bool { return op.Family == familyCredentials })
 	require.GreaterOrEqual(t, i, 0, "the soak has a plan")
-	name := ops[i].Names[0]
+	name = ops[i].Names[0]
 	s := p.e.getSecret(name)
 	s.Data["password"] = []byte(strings.Repeat("P", 32))
-	_, err := p.e.kube.Client().CoreV1().Secrets(p.e.ns).Update(t.Context(), s, metav1.UpdateOptions{})
+	updated, err := p.e.kube.Client().CoreV1().Secrets(p.e.ns).Update(t.Context(), s, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	return name
+	require.NotEqual(t, s.ResourceVersion, updated.ResourceVersion, "the planted write changed the Secret")
+	return name, updated.ResourceVersion
 }
