@@ -102,9 +102,13 @@ func (f *faulter) fire(ctx context.Context, s scheduledFault) error {
 	switch s.Kind {
 	case faultPGCrash:
 		return f.pg.Crash(ctx)
-	case faultPGTerminate:
-		_, err := f.pg.TerminateSessions(ctx)
-		return err
+	case faultPGTerminate: // a storm: every session, every 20 ms, for up to 1.5 s
+		for deadline := time.Now().Add(s.Hold / 2); ; {
+			if _, err := f.pg.TerminateSessions(ctx); err != nil || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	case faultPGPause:
 		if err := f.pg.Pause(ctx); err != nil {
 			return err
