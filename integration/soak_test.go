@@ -358,7 +358,7 @@ func (p *soakPlatform) drive(t *testing.T, f *faulter, ops []*soakOp, workers in
 }
 
 // recover leaves the platform running: the API server started and
-// resumed, PostgreSQL unpaused.
+// resumed, PostgreSQL unpaused and accepting connections.
 func (p *soakPlatform) recover(t *testing.T) {
 	t.Helper()
 	_ = p.control.Resume()
@@ -366,6 +366,10 @@ func (p *soakPlatform) recover(t *testing.T) {
 		t.Errorf("restarting the API server after the soak: %v", err)
 	}
 	_ = p.pg.Unpause(context.WithoutCancel(t.Context()))
+	// A crash fired last may still be recovering (57P03).
+	if err := p.pg.WaitReady(context.WithoutCancel(t.Context())); err != nil {
+		t.Errorf("PostgreSQL after the soak: %v", err)
+	}
 }
 
 // settle reruns an operation until every run of an attempt settled it (or
