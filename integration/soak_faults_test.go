@@ -44,7 +44,8 @@ type scheduledFault struct {
 	Hold time.Duration
 }
 
-// faultSchedule has every platform kind at least once, then one more fault
+// faultSchedule has every platform kind once in the first half of the run
+// (the faulter stops when the last operation settles), then one more fault
 // per opsPerPlatformFault operations, at random points of the run.
 func faultSchedule(rng *rand.Rand, ops int) []scheduledFault {
 	kinds := append([]faultKind(nil), platformFaults...)
@@ -53,7 +54,11 @@ func faultSchedule(rng *rand.Rand, ops int) []scheduledFault {
 	}
 	out := make([]scheduledFault, len(kinds))
 	for i, k := range kinds {
-		out[i] = scheduledFault{AfterOps: 1 + rng.IntN(max(1, ops-1)), Kind: k, Hold: time.Duration(rng.Int64N(int64(maxSoakPause)))}
+		span := ops - 1
+		if i < len(platformFaults) {
+			span = ops / 2 // each kind once in the first half, before the last runs end
+		}
+		out[i] = scheduledFault{AfterOps: 1 + rng.IntN(max(1, span)), Kind: k, Hold: time.Duration(rng.Int64N(int64(maxSoakPause)))}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].AfterOps < out[j].AfterOps })
 	return out
