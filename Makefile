@@ -89,6 +89,15 @@ integration: platform ## Integration tests on the real control plane and Postgre
 test: platform vet cover ## Everything: vet, decision coverage, unit and integration tests on the real platform.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./...
 
+# The long seeded fault soak (make test runs a small one: 45 operations).
+SOAK_OPS ?= 300
+SOAK_SEED ?=
+
+.PHONY: soak
+soak: demo-platform ## Seeded fault soak: SOAK_OPS operations (default 300) of the three families under random kills, duplicates, PostgreSQL and API server crashes, restarts and pauses, checked from etcd's history and the journal. SOAK_SEED=N replays a run.
+	SOAK_OPS=$(SOAK_OPS) SOAK_SEED=$(SOAK_SEED) KEYLEDGER_NODE=off KEYLEDGER_OPERATORS=off \
+		$(GO) test -count=1 -timeout 90m -tags failpoints -run '^TestIntegrationSoak$$' -v ./integration/
+
 .PHONY: race
 race: platform ## Unit and integration tests, with the tests and the keyledger binary built with the race detector.
 	KEYLEDGER_TEST_RACE=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags failpoints ./...
