@@ -185,6 +185,12 @@ func checkAccess(ctx context.Context, deps Deps, plan Plan, log *slog.Logger) er
 		return &Unavailable{Dependency: "kubernetes", Err: err}
 	}
 	if len(mismatches) > 0 {
+		// A server still starting may deny what it will allow once warm:
+		// that is the server's state (69, a rerun settles it), not the
+		// identity's rights.
+		if err := kube.NotReady(ctx, deps.Kube); err != nil {
+			return &Unavailable{Dependency: "kubernetes", Err: err}
+		}
 		return &PermissionMismatch{Mismatches: mismatches}
 	}
 	log.Info("permission matrix holds", "checks", len(plan.Access))
