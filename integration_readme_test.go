@@ -64,6 +64,24 @@ func TestSuiteReadmeNamesEveryTest(t *testing.T) {
 	}
 }
 
+// TestNodeCloudNativePGRunsFirst: the node tests share one node and, once
+// any of them starts it, one stand-in journal in the namespace the real
+// CloudNativePG Cluster needs free; go test runs a package's tests in file
+// order, so the CloudNativePG test's file must sort first among the node
+// tests' (a node test in a file before it fails it: "keyledger-journal
+// already exists").
+func TestNodeCloudNativePGRunsFirst(t *testing.T) {
+	t.Parallel()
+	tests := integrationTests(t)
+	first := ""
+	for _, file := range tests {
+		if strings.HasPrefix(file, "node_") && (first == "" || file < first) {
+			first = file
+		}
+	}
+	require.Equal(t, "node_cloudnativepg_test.go", first, "the first node test's file")
+}
+
 func TestSuiteFilesNamedBySubject(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("integration", "*.go"))

@@ -210,10 +210,12 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
 
 	// migrate down keeps the prune events unless told to destroy them
-	// (migrations 12, the namespace keys, 11, the per-statement append
+	// (migrations 13, the metrics, 12, the namespace keys, 11, the per-statement append
 	// guard, 10, the snapshot target index, 9, a new session's cheaper
 	// checks, 8, the namespace list index, and 7, the run numbers, go down
 	// first without the flag).
+	r = e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 12, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 11, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)

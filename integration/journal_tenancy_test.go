@@ -463,11 +463,13 @@ func TestIntegrationTenancyMigrateDownGuard(t *testing.T) {
 			AND table_name IN ('operations', 'records', 'namespace_grants', 'grant_history')`)
 	}
 	require.Equal(t, 4, tables())
-	// Migrations 12 (the namespace keys), 11 (the per-statement append
+	// Migrations 13 (the metrics), 12 (the namespace keys), 11 (the per-statement append
 	// guard), 10 (the snapshot target index), 9 (a new session's cheaper
 	// checks), 8 (the namespace list index), 7 (run numbers) and 6 (prune
 	// events, none yet) go down without the flag.
 	r := e.keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 12, Changed: true}, migrateStatus(t, r))
+	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 11, Changed: true}, migrateStatus(t, r))
 	r = e.keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, migrateStatus(t, r))

@@ -62,6 +62,7 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		tables int
 	}{
 		{[]string{"migrate", "version"}, 0, latest + `,"dirty":false,"changed":false`, 2},
+		{[]string{"migrate", "down"}, 0, `"version":12,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":11,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":10,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "down"}, 0, `"version":9,"dirty":false,"changed":true`, 2},

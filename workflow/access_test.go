@@ -59,3 +59,21 @@ func TestCheckAccessDeniedWhileTheServerStarts(t *testing.T) {
 	var mismatch *PermissionMismatch
 	require.True(t, errors.As(err, &mismatch), "%v", err)
 }
+
+// A request forbidden while the server says it is not ready ends the run as
+// a server error, where it stopped (the Uncertain around it kept); forbidden
+// by a ready server, it stays forbidden.
+func TestForbiddenWhileTheServerStarts(t *testing.T) {
+	t.Parallel()
+	forbidden := func() error {
+		return &Uncertain{Reason: "interrupted", Err: &Unavailable{Dependency: "kubernetes",
+			Err: &kube.Error{Failure: kube.Failure{Code: http.StatusForbidden, Reason: kube.ReasonForbidden, Definite: true}, Err: errors.New("forbidden")}}}
+	}
+	err := startingForbidden(context.Background(), Deps{Kube: startingServer(t, http.StatusInternalServerError)}, forbidden())
+	require.True(t, errors.Is(err, kube.ReasonServerError), "%v", err)
+	require.False(t, errors.Is(err, kube.ReasonForbidden), "%v", err)
+	require.True(t, errors.As(err, new(*Uncertain)), "where the run stopped is kept")
+
+	err = startingForbidden(context.Background(), Deps{Kube: startingServer(t, http.StatusOK)}, forbidden())
+	require.True(t, errors.Is(err, kube.ReasonForbidden), "%v", err)
+}

@@ -216,6 +216,11 @@ func orDiscard(log *slog.Logger) *slog.Logger {
 // opened, then Operate: preparation, then the state machine until the
 // operation is terminal or its outcome is uncertain.
 func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
+	res, err := execute(ctx, deps, plan)
+	return res, startingForbidden(ctx, deps, err)
+}
+
+func execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	st, log, err := begin(ctx, deps, plan)
 	var connect *journalConnectError
 	if errors.As(err, &connect) {
@@ -226,6 +231,23 @@ func Execute(ctx context.Context, deps Deps, plan Plan) (*Result, error) {
 	}
 	defer st.Close()
 	return Operate(ctx, st, plan, log)
+}
+
+// startingForbidden reads a request the API server forbade (403) while it
+// says it is not ready as the server error it is: a server just restarted
+// denies what its authorizer allows once its caches are synced, and a rerun
+// settles it (69 or 75 by where the run stopped, never 77). The error is
+// changed in place, so where the run stopped is kept.
+func startingForbidden(ctx context.Context, deps Deps, err error) error {
+	var forbidden *kube.Error
+	if !errors.As(err, &forbidden) || forbidden.Failure.Reason != kube.ReasonForbidden || deps.Kube == nil {
+		return err
+	}
+	var starting *kube.Error
+	if errors.As(kube.NotReady(ctx, deps.Kube), &starting) {
+		forbidden.Failure, forbidden.Err = starting.Failure, starting.Err
+	}
+	return err
 }
 
 // maxRunJoins bounds how often Operate prepares the next run of a
