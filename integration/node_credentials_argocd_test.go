@@ -32,6 +32,7 @@ type argoSuite struct {
 	app     *argoApp
 	history *history
 	plan    map[string]any
+	image   string // the hook's image from hookOnlyChange on
 	// commits by step, and the hook Job names seen.
 	first, imageChange, failing  string
 	firstJob, imageJob, stuckJob string
@@ -76,6 +77,7 @@ func TestIntegrationNodeArgoCD(t *testing.T) {
 		{"a commit changing only the hook image syncs", s.hookOnlyChange},
 		{"a failing hook fails the sync and its retries write nothing", s.failingHook},
 		{"BeforeHookCreation replaces the leftover failed Job", s.afterFix},
+		{"incident 316 is repaired through a sync", s.incident316},
 	} {
 		if !t.Run(step.name, step.run) {
 			t.Logf("watch history:\n%s", s.history)
@@ -129,11 +131,11 @@ func (s *argoSuite) secondSync(t *testing.T) {
 // Synced, and starts no sync.
 func (s *argoSuite) hookOnlyChange(t *testing.T) {
 	ne := s.ne
-	image := keyledgerTestImage + "-argocd"
-	out, err := exec.Command("docker", "tag", nodeShared.image, image).CombinedOutput()
+	s.image = keyledgerTestImage + "-argocd"
+	out, err := exec.Command("docker", "tag", nodeShared.image, s.image).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.NoError(t, ne.node.ImportImages(t.Context(), image))
-	dir := ne.renderHook(s.plan, "--image", image)
+	require.NoError(t, ne.node.ImportImages(t.Context(), s.image))
+	dir := ne.renderHook(s.plan, "--image", s.image)
 	s.repo.putFile("shop", dir, credentials.HookFiles[len(credentials.HookFiles)-1])
 	jobOnly := s.repo.commit("shop: the hook's new image, without the marker")
 	s.app.refresh() // what a git webhook does; Argo CD polls every 3 minutes otherwise
@@ -247,6 +249,59 @@ func (s *argoSuite) afterFix(t *testing.T) {
 	_, err = c.AppsV1().StatefulSets(ne.ns).Get(t.Context(), "shop-sessions", metav1.GetOptions{})
 	require.NoError(t, err, "the workload is applied once the hook succeeded")
 	require.Equal(t, 1, s.history.writes(argoSecret))
+}
+
+// incident316: the Application's server runs with a password its Secret
+// no longer holds (the Secret rewritten after the server started, as the
+// controller in incident 316 did; the value it rewrote was the hook's, so
+// the Secret is still proven). A commit adds the server to the shop plan
+// (a new Job name and marker); automated sync runs the new Job once, which
+// deletes the refusing pod once and probes its replacement; the sync
+// succeeds, no Secret is written, the Job is deleted and a client
+// authenticates with the Secret's password.
+func (s *argoSuite) incident316(t *testing.T) {
+	ne, pod := s.ne, argoWorkload+"-0"
+	s.rewritePassword(t, pod)
+	uids, writes := s.history.uids("Pod", pod), s.history.writes(argoSecret)
+
+	plan := credentialPlan(ne.ns, "mut-argocd-shop", []planSecret{standardSecret(argoSecret)}, func(spec map[string]any) {
+		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": pod, "port": 6379, "secret": argoSecret, "passwordKey": "password"}}
+	})
+	s.repo.putHook("shop", ne.renderHook(plan, "--image", s.image))
+	commit := s.repo.commit("shop: the cache's server in the plan")
+	s.app.refresh()
+	op := s.app.waitOperation(commit, "", 4*time.Minute)
+	require.Equal(t, "Succeeded", op.Phase, op.Message)
+
+	job := s.markerJob(t)
+	require.NotEqual(t, s.imageJob, job)
+	require.Equal(t, 1, s.countAdded("Job", job), "the new Job ran once:\n%s", s.history)
+	s.waitJobGone(t, job)
+	now := s.history.uids("Pod", pod)
+	require.Len(t, now, len(uids)+1, "the server's pod is replaced exactly once:\n%s", s.history)
+	require.Equal(t, uids, now[:len(uids)])
+	added := s.history.first(t, "Job", job, func(e kubeEvent) bool { return e.Type == watch.Added })
+	deleted := s.history.first(t, "Pod", pod, func(e kubeEvent) bool { return e.Type == watch.Deleted && e.UID == uids[len(uids)-1] })
+	done := s.history.first(t, "Job", job, func(e kubeEvent) bool { return e.Complete })
+	require.Less(t, added.RV, deleted.RV, "the pod is deleted while the hook Job runs")
+	require.Less(t, deleted.RV, done.RV, "the pod is deleted while the hook Job runs")
+	require.Equal(t, writes, s.history.writes(argoSecret), "no Secret written:\n%s", s.history)
+	ip := ne.waitPodReady(pod, 90*time.Second)
+	require.Equal(t, "+OK", valkeyAuth(t, net.JoinHostPort(ip, "6379"), ne.getSecret(argoSecret).Data["password"]))
+}
+
+// rewritePassword rewrites argoSecret's password after pod started and
+// checks that pod's server refuses the new one (incident 316).
+func (s *argoSuite) rewritePassword(t *testing.T, pod string) {
+	t.Helper()
+	ne := s.ne
+	ip := ne.waitPodReady(pod, 90*time.Second)
+	secret := ne.getSecret(argoSecret)
+	secret.Data["password"] = []byte(randomHexT(t))
+	_, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Update(t.Context(), secret, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	answer := valkeyAuth(t, net.JoinHostPort(ip, "6379"), secret.Data["password"])
+	require.True(t, strings.HasPrefix(answer, "-WRONGPASS"), "the server refuses its Secret's password: %s", answer)
 }
 
 // markerJob is the Job the sync marker in the cluster names.
