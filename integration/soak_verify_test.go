@@ -26,7 +26,8 @@ func urlParse(s string) (*url.URL, error) { return url.Parse(s) }
 // dependency failing before or after the preparation was durable, and 77
 // (kubernetes-forbidden or permission-mismatch only: a restarted API server
 // forbids requests and denies access reviews until its RBAC caches are
-// filled). A refusal (2) or a usage error (64) would be a fault misread as a
+// filled; keyledger reads those as 69 while /readyz says the server is not
+// ready, and a few still come after it says it is: docs/failures.md). A refusal (2) or a usage error (64) would be a fault misread as a
 // final answer; 1 is a bug.
 var soakExitCodes = []int{0, 69, 75, 77}
 
