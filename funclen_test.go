@@ -22,7 +22,7 @@ const maxFuncLines = 60
 var longFuncs = map[string]bool{
 	"store/migrate.go MigrateWith":                        true,
 	"workflow/command/decode.go typed":                    true,
-	"workflow/credentials/ensure.go createSecret":        true,
+	"workflow/credentials/ensure.go createSecret":         true,
 	"workflow/credentials/family.go observe":              true,
 	"workflow/credentials/hook.go Hook":                   true,
 	"workflow/credentials/repair.go repairOne":            true,
