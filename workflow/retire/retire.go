@@ -1,6 +1,7 @@
 package retire
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -173,13 +174,14 @@ type retiring struct {
 func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decision, error) {
 	d, err := workflow.RunSteps(ctx, &retiring{f: f, run: run}, steps)
 	if d == nil {
-		if err == nil {
-			err = errors.New("retirement: no step decided")
-		}
-		return workflow.Decision{}, err
+		return workflow.Decision{}, cmp.Or(err, errNoStep)
 	}
 	return *d, err
 }
+
+// errNoStep: no step decided, which the last step (replaceKeyring) never
+// lets happen.
+var errNoStep = errors.New("retirement: no step decided")
 
 func decided(d workflow.Decision) (*workflow.Decision, error) { return &d, nil }
 
