@@ -33,7 +33,6 @@ var longFuncs = map[string]bool{
 	"workflow/versioned/history.go ReadHistory":           true,
 	"workflow/versioned/resolve.go resolveReplace":        true,
 	"workflow/versioned/resolve.go resolveSnapshot":       true,
-	"workflow/versioned/spec.go decodeUpdate":             true,
 	"workflow/workflowtest/journal.go PrepareRun":         true,
 }
 

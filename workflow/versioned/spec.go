@@ -117,55 +117,15 @@ func decodeUpdate(f *command.File, deferDigest bool) (*Command, error) {
 		return nil, err
 	}
 	s := doc.Spec
-	if err := validTarget(s.Namespace, s.Name); err != nil {
+	if err := checkUpdateSpec(s); err != nil {
 		return nil, err
 	}
-	if s.ExpectedResourceVersion == nil {
-		return nil, command.Required("spec.expectedResourceVersion")
+	data, err := decodeData(s.Data)
+	if err != nil {
+		return nil, err
 	}
-	if *s.ExpectedResourceVersion != "" {
-		if err := validResourceVersion(*s.ExpectedResourceVersion); err != nil {
-			return nil, command.Invalid("spec.expectedResourceVersion", err.Error())
-		}
-	}
-	if len(s.Data) == 0 && len(s.RemoveKeys) == 0 {
-		return nil, command.Invalid("spec", "want data or removeKeys: an update that changes nothing is not a version")
-	}
-	if *s.ExpectedResourceVersion == "" && len(s.RemoveKeys) > 0 {
-		return nil, command.Invalid("spec.removeKeys", "must be empty when creating (expectedResourceVersion is empty)")
-	}
-	if n := len(s.Data) + len(s.RemoveKeys); n > MaxUpdateKeys {
-		// Checked before any value is decoded or any verifier computed.
-		return nil, command.Invalid("spec", fmt.Sprintf("at most %d keys in data and removeKeys together (MaxUpdateKeys), got %d", MaxUpdateKeys, n))
-	}
-	data := make(map[string][]byte, len(s.Data))
-	keys := make([]string, 0, len(s.Data))
-	for k := range s.Data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		field := dataField(k)
-		if err := validKey(k); err != nil {
-			return nil, command.Invalid(field, err.Error())
-		}
-		v, err := base64.StdEncoding.Strict().DecodeString(s.Data[k])
-		if err != nil || base64.StdEncoding.EncodeToString(v) != s.Data[k] {
-			return nil, command.Invalid(field, "want canonical standard base64 (padded, no white space)")
-		}
-		data[k] = v
-	}
-	for i, k := range s.RemoveKeys {
-		field := fmt.Sprintf("spec.removeKeys[%d]", i)
-		if err := validKey(k); err != nil {
-			return nil, command.Invalid(field, err.Error())
-		}
-		if slices.Contains(s.RemoveKeys[:i], k) {
-			return nil, command.Invalid(field, "duplicate key")
-		}
-		if _, ok := data[k]; ok {
-			return nil, command.Invalid(field, "key is also set in spec.data")
-		}
+	if err := checkRemoveKeys(s.RemoveKeys, data); err != nil {
+		return nil, err
 	}
 	cmd := &Command{
 		Kind: doc.Kind, Metadata: doc.Metadata, Namespace: s.Namespace, Name: s.Name,
@@ -175,12 +135,80 @@ func decodeUpdate(f *command.File, deferDigest bool) (*Command, error) {
 		cmd.pending = startDigest(func() (string, error) { return updateDigest(doc, data) })
 		return cmd, nil
 	}
-	digest, err := updateDigest(doc, data)
-	if err != nil {
+	if cmd.Digest, err = updateDigest(doc, data); err != nil {
 		return nil, err
 	}
-	cmd.Digest = digest
 	return cmd, nil
+}
+
+// checkUpdateSpec checks an update's shape before any value is decoded: its
+// target, its expectedResourceVersion (present; "" creates), that it
+// changes something, removes nothing when creating, and names at most
+// MaxUpdateKeys keys.
+func checkUpdateSpec(s UpdateSpec) error {
+	if err := validTarget(s.Namespace, s.Name); err != nil {
+		return err
+	}
+	if s.ExpectedResourceVersion == nil {
+		return command.Required("spec.expectedResourceVersion")
+	}
+	if *s.ExpectedResourceVersion != "" {
+		if err := validResourceVersion(*s.ExpectedResourceVersion); err != nil {
+			return command.Invalid("spec.expectedResourceVersion", err.Error())
+		}
+	}
+	if len(s.Data) == 0 && len(s.RemoveKeys) == 0 {
+		return command.Invalid("spec", "want data or removeKeys: an update that changes nothing is not a version")
+	}
+	if *s.ExpectedResourceVersion == "" && len(s.RemoveKeys) > 0 {
+		return command.Invalid("spec.removeKeys", "must be empty when creating (expectedResourceVersion is empty)")
+	}
+	if n := len(s.Data) + len(s.RemoveKeys); n > MaxUpdateKeys {
+		// Checked before any value is decoded or any verifier computed.
+		return command.Invalid("spec", fmt.Sprintf("at most %d keys in data and removeKeys together (MaxUpdateKeys), got %d", MaxUpdateKeys, n))
+	}
+	return nil
+}
+
+// decodeData decodes spec.data's values, in key order (the first bad key
+// is the one named): each key valid, each value canonical standard base64.
+func decodeData(encoded map[string]string) (map[string][]byte, error) {
+	data := make(map[string][]byte, len(encoded))
+	keys := make([]string, 0, len(encoded))
+	for k := range encoded {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field := dataField(k)
+		if err := validKey(k); err != nil {
+			return nil, command.Invalid(field, err.Error())
+		}
+		v, err := base64.StdEncoding.Strict().DecodeString(encoded[k])
+		if err != nil || base64.StdEncoding.EncodeToString(v) != encoded[k] {
+			return nil, command.Invalid(field, "want canonical standard base64 (padded, no white space)")
+		}
+		data[k] = v
+	}
+	return data, nil
+}
+
+// checkRemoveKeys checks spec.removeKeys: each key valid, named once, and
+// not also set in data.
+func checkRemoveKeys(remove []string, data map[string][]byte) error {
+	for i, k := range remove {
+		field := fmt.Sprintf("spec.removeKeys[%d]", i)
+		if err := validKey(k); err != nil {
+			return command.Invalid(field, err.Error())
+		}
+		if slices.Contains(remove[:i], k) {
+			return command.Invalid(field, "duplicate key")
+		}
+		if _, ok := data[k]; ok {
+			return command.Invalid(field, "key is also set in spec.data")
+		}
+	}
+	return nil
 }
 
 // pendingDigest is a command digest being computed in the background.
