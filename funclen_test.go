@@ -30,7 +30,6 @@ var longFuncs = map[string]bool{
 	"workflow/credentials/spec.go validate":               true,
 	"workflow/retire/keyring/retire.go Retire":            true,
 	"workflow/retire/keyring/validate.go validateMembers": true,
-	"workflow/versioned/history.go ReadHistory":           true,
 	"workflow/versioned/resolve.go resolveReplace":        true,
 	"workflow/versioned/resolve.go resolveSnapshot":       true,
 	"workflow/workflowtest/journal.go PrepareRun":         true,

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/kube"
@@ -74,16 +75,9 @@ type HistoryOptions struct {
 // (version-absent), or foreign-snapshot when a look-alike holds its slot.
 func ReadHistory(ctx context.Context, client kube.Interface, journal workflow.JournalReader, namespace, name string, o HistoryOptions) (*History, error) {
 	f := &family{cmd: &Command{Namespace: namespace, Name: name}, api: kube.NewVersionedSecrets(client, namespace, name), journal: journal}
-	live, err := f.api.GetLive(ctx)
+	live, current, err := readLiveVersion(ctx, f)
 	if err != nil {
-		if errors.Is(err, kube.ReasonNotFound) {
-			return nil, &workflow.Refused{Reason: ReasonSecretAbsent}
-		}
-		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
-	}
-	current, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
-	if err != nil {
-		return nil, &workflow.Refused{Reason: err.Error()}
+		return nil, err
 	}
 	inv, err := readInventory(ctx, f, nil, live)
 	if tooLarge := (*historyTooLarge)(nil); errors.As(err, &tooLarge) {
@@ -98,15 +92,48 @@ func ReadHistory(ctx context.Context, client kube.Interface, journal workflow.Jo
 			return nil, err
 		}
 	}
-	h := &History{Namespace: namespace, Name: name, UID: live.UID, Version: current, Versions: []HistoryEntry{}, Foreign: inv.foreign}
+	versions, err := readVersions(ctx, f, inv.genuine, o.Version, digest)
+	if err != nil {
+		return nil, err
+	}
+	if o.Version != 0 && len(versions) == 0 {
+		return nil, versionAbsent(inv, o.Version)
+	}
+	h := &History{Namespace: namespace, Name: name, UID: live.UID, Version: current, Versions: versions, Foreign: inv.foreign}
 	if h.Foreign == nil {
 		h.Foreign = []Foreign{}
 	}
 	if o.ShowKeys {
 		h.Live = keyInfos(live.Data, digest)
 	}
-	for _, meta := range inv.genuine {
-		if o.Version != 0 && meta.Version != o.Version {
+	return h, nil
+}
+
+// readLiveVersion reads the live Secret and its current version: absent is
+// refused (secret-absent), as is a version annotation that is not one.
+func readLiveVersion(ctx context.Context, f *family) (*corev1.Secret, int64, error) {
+	live, err := f.api.GetLive(ctx)
+	if err != nil {
+		if errors.Is(err, kube.ReasonNotFound) {
+			return nil, 0, &workflow.Refused{Reason: ReasonSecretAbsent}
+		}
+		return nil, 0, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
+	}
+	current, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
+	if err != nil {
+		return nil, 0, &workflow.Refused{Reason: err.Error()}
+	}
+	return live, current, nil
+}
+
+// readVersions reads the data of the genuine snapshots (of version only,
+// when not 0) and describes each as a HistoryEntry, never holding a value;
+// a snapshot gone since the list, or its slot taken by another object,
+// is left out.
+func readVersions(ctx context.Context, f *family, genuine []Snapshot, version int64, digest func([]byte) string) ([]HistoryEntry, error) {
+	versions := []HistoryEntry{}
+	for _, meta := range genuine {
+		if version != 0 && meta.Version != version {
 			continue
 		}
 		s, err := f.api.GetSnapshot(ctx, meta.Name)
@@ -119,23 +146,33 @@ func ReadHistory(ctx context.Context, client kube.Interface, journal workflow.Jo
 		if s.UID != meta.UID {
 			continue // another object took the slot since the list
 		}
-		e := HistoryEntry{
-			Version: meta.Version, Snapshot: meta.Name, SnapshotTime: meta.SnapshotTime, Actor: meta.Actor,
-			SourceResourceVersion: meta.SourceResourceVersion, SourceType: meta.SourceType, Terminating: s.DeletionTimestamp != nil,
-			Keys: keyInfos(s.Data, digest),
-		}
-		for _, k := range e.Keys {
-			e.Size += int64(k.Size)
-		}
-		h.Versions = append(h.Versions, e)
+		versions = append(versions, historyEntry(meta, s, digest))
 	}
-	if o.Version != 0 && len(h.Versions) == 0 {
-		if _, planted := inv.foreignAt(o.Version); planted {
-			return nil, &workflow.Refused{Reason: ReasonForeignSnapshot}
-		}
-		return nil, &workflow.Refused{Reason: ReasonVersionAbsent}
+	return versions, nil
+}
+
+// historyEntry describes the genuine snapshot s (listed as meta): its
+// metadata, and each value's key, size and (with digest) keyed digest.
+func historyEntry(meta Snapshot, s *corev1.Secret, digest func([]byte) string) HistoryEntry {
+	e := HistoryEntry{
+		Version: meta.Version, Snapshot: meta.Name, SnapshotTime: meta.SnapshotTime, Actor: meta.Actor,
+		SourceResourceVersion: meta.SourceResourceVersion, SourceType: meta.SourceType, Terminating: s.DeletionTimestamp != nil,
+		Keys: keyInfos(s.Data, digest),
 	}
-	return h, nil
+	for _, k := range e.Keys {
+		e.Size += int64(k.Size)
+	}
+	return e
+}
+
+// versionAbsent refuses a version the history does not hold:
+// foreign-snapshot when a look-alike holds its slot, version-absent
+// otherwise.
+func versionAbsent(inv inventory, version int64) error {
+	if _, planted := inv.foreignAt(version); planted {
+		return &workflow.Refused{Reason: ReasonForeignSnapshot}
+	}
+	return &workflow.Refused{Reason: ReasonVersionAbsent}
 }
 
 func keyInfos(data map[string][]byte, digest func([]byte) string) []KeyInfo {
