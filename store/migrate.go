@@ -132,32 +132,15 @@ func MigrateSource(ctx context.Context, databaseURL string, dir MigrateDirection
 // never dirty. A down step that would drop journal rows refuses inside that
 // transaction, after locking the tables, unless opts.DestroyJournalRecords.
 func MigrateWith(ctx context.Context, databaseURL string, dir MigrateDirection, opts MigrateOptions) (MigrationStatus, error) {
-	operatorRole, src := opts.OperatorRole, opts.Source
-	if operatorRole == "" {
-		operatorRole = DefaultOperatorRole
+	opts = opts.withDefaults()
+	if err := dir.check(); err != nil {
+		return MigrationStatus{}, err
 	}
-	if src == nil {
-		src = migrations.FS
-	}
-	switch dir {
-	case MigrateUp, MigrateDown, MigrateVersion, MigrateRecover:
-	default:
-		return MigrationStatus{}, fmt.Errorf("unknown migrate direction %q (want up, down, version or recover)", dir)
-	}
-	connCfg, err := pgx.ParseConfig(databaseURL)
+	db, err := openForMigrate(ctx, databaseURL, opts)
 	if err != nil {
-		return MigrationStatus{}, ErrInvalidURL
+		return MigrationStatus{}, err
 	}
-	connCfg.RuntimeParams["keyledger.operator_role"] = operatorRole
-	if opts.DestroyJournalRecords {
-		connCfg.RuntimeParams["keyledger.destroy_journal_records"] = "yes"
-	}
-	db := stdlib.OpenDB(*connCfg)
 	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return MigrationStatus{}, &UnreachableError{Err: redact(err)}
-	}
-
 	cur, err := readVersion(ctx, db)
 	if err != nil {
 		return MigrationStatus{}, err
@@ -166,36 +149,102 @@ func MigrateWith(ctx context.Context, databaseURL string, dir MigrateDirection, 
 	case MigrateVersion:
 		return cur.MigrationStatus, nil
 	case MigrateRecover:
-		return recoverDirty(ctx, db, cur, src)
+		return recoverDirty(ctx, db, cur, opts.Source)
 	case MigrateDown:
 		if !cur.exists {
 			return cur.MigrationStatus, nil // nothing applied, nothing created
 		}
 	}
 	if cur.Dirty {
-		return cur.MigrationStatus, &PreconditionError{Reason: ReasonSchemaDirty,
-			Msg: fmt.Sprintf("the journal schema is marked dirty at version %d: a migration run by an earlier keyledger failed", cur.Version),
-			Fix: "run keyledger migrate recover (each migration ran in one transaction, so the failed one left nothing behind), then keyledger migrate up"}
+		return cur.MigrationStatus, dirtyError(cur)
 	}
 	if dir == MigrateUp {
-		if err := checkUp(ctx, db); err != nil {
+		if err := prepareSchema(ctx, db); err != nil {
 			return cur.MigrationStatus, err
 		}
-		if _, err := db.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema); err != nil {
-			return cur.MigrationStatus, fmt.Errorf("creating schema %s: %w", Schema, redact(err))
-		}
 	}
-
-	m, err := newMigrate(ctx, db, src)
+	m, err := newMigrate(ctx, db, opts.Source)
 	if err != nil {
 		return cur.MigrationStatus, err
 	}
-	var status MigrationStatus
-	if dir == MigrateUp {
-		err = m.Up()
-	} else {
-		err = m.Steps(-1)
+	return settleMigration(ctx, db, dir, cur, migrateStep(m, dir))
+}
+
+// withDefaults fills what opts leaves empty: DefaultOperatorRole and the
+// embedded migrations.
+func (opts MigrateOptions) withDefaults() MigrateOptions {
+	if opts.OperatorRole == "" {
+		opts.OperatorRole = DefaultOperatorRole
 	}
+	if opts.Source == nil {
+		opts.Source = migrations.FS
+	}
+	return opts
+}
+
+// check refuses a direction that is not one of the four.
+func (dir MigrateDirection) check() error {
+	switch dir {
+	case MigrateUp, MigrateDown, MigrateVersion, MigrateRecover:
+		return nil
+	}
+	return fmt.Errorf("unknown migrate direction %q (want up, down, version or recover)", dir)
+}
+
+// openForMigrate connects as the schema owner, the session carrying what
+// the migrations read: the deprecated operator role and, when opts says
+// so, leave to destroy journal records. A DSN that does not parse is
+// ErrInvalidURL; a database that does not answer, *UnreachableError.
+func openForMigrate(ctx context.Context, databaseURL string, opts MigrateOptions) (*sql.DB, error) {
+	connCfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, ErrInvalidURL
+	}
+	connCfg.RuntimeParams["keyledger.operator_role"] = opts.OperatorRole
+	if opts.DestroyJournalRecords {
+		connCfg.RuntimeParams["keyledger.destroy_journal_records"] = "yes"
+	}
+	db := stdlib.OpenDB(*connCfg)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, &UnreachableError{Err: redact(err)}
+	}
+	return db, nil
+}
+
+// dirtyError refuses to migrate a schema an earlier keyledger left dirty.
+func dirtyError(cur schemaVersion) error {
+	return &PreconditionError{Reason: ReasonSchemaDirty,
+		Msg: fmt.Sprintf("the journal schema is marked dirty at version %d: a migration run by an earlier keyledger failed", cur.Version),
+		Fix: "run keyledger migrate recover (each migration ran in one transaction, so the failed one left nothing behind), then keyledger migrate up"}
+}
+
+// prepareSchema checks what migrate up needs (checkUp), then creates the
+// journal's schema when it is not there yet.
+func prepareSchema(ctx context.Context, db *sql.DB) error {
+	if err := checkUp(ctx, db); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema); err != nil {
+		return fmt.Errorf("creating schema %s: %w", Schema, redact(err))
+	}
+	return nil
+}
+
+// migrateStep runs dir's migrations: up applies every one not yet
+// applied, down rolls back the newest.
+func migrateStep(m *migrate.Migrate, dir MigrateDirection) error {
+	if dir == MigrateUp {
+		return m.Up()
+	}
+	return m.Steps(-1)
+}
+
+// settleMigration reads what a migration step that returned err left: a
+// change, nothing to change, a refusal (nothing dropped), or a migration
+// that failed and was rolled back whole; then the version it left.
+func settleMigration(ctx context.Context, db *sql.DB, dir MigrateDirection, cur schemaVersion, err error) (MigrationStatus, error) {
+	var status MigrationStatus
 	var failed *migrationError
 	var refused *PreconditionError
 	switch {
@@ -207,14 +256,7 @@ func MigrateWith(ctx context.Context, databaseURL string, dir MigrateDirection, 
 	case errors.As(err, &refused):
 		return cur.MigrationStatus, refused
 	case errors.As(err, &failed):
-		after, verr := readVersion(ctx, db)
-		if verr != nil {
-			return status, verr
-		}
-		return after.MigrationStatus, &PreconditionError{Reason: ReasonMigrationFailed,
-			Msg: fmt.Sprintf("migration %d failed and was rolled back whole (%v); the schema stays at version %d, not dirty",
-				failed.version, failed.err, after.Version),
-			Fix: "fix what the database error names (rights, a conflicting object), then run keyledger migrate " + string(dir) + " again"}
+		return rolledBack(ctx, db, dir, failed)
 	default:
 		return status, fmt.Errorf("migrating %s: %w", dir, err)
 	}
@@ -224,6 +266,19 @@ func MigrateWith(ctx context.Context, databaseURL string, dir MigrateDirection, 
 	}
 	status.Version, status.Dirty = after.Version, after.Dirty
 	return status, nil
+}
+
+// rolledBack reports a migration that failed: its transaction rolled back
+// whole, so the schema stays at the version read now, never dirty.
+func rolledBack(ctx context.Context, db *sql.DB, dir MigrateDirection, failed *migrationError) (MigrationStatus, error) {
+	after, err := readVersion(ctx, db)
+	if err != nil {
+		return MigrationStatus{}, err
+	}
+	return after.MigrationStatus, &PreconditionError{Reason: ReasonMigrationFailed,
+		Msg: fmt.Sprintf("migration %d failed and was rolled back whole (%v); the schema stays at version %d, not dirty",
+			failed.version, failed.err, after.Version),
+		Fix: "fix what the database error names (rights, a conflicting object), then run keyledger migrate " + string(dir) + " again"}
 }
 
 // schemaVersion is what the version table says, and whether it exists.
