@@ -31,7 +31,6 @@ var longFuncs = map[string]bool{
 	"workflow/retire/keyring/validate.go validateMembers": true,
 	"workflow/versioned/resolve.go resolveReplace":        true,
 	"workflow/versioned/resolve.go resolveSnapshot":       true,
-	"workflow/workflowtest/journal.go PrepareRun":         true,
 }
 
 // No function of the engine's packages (workflow/, store/) is longer than

@@ -201,41 +201,12 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 		if latest.op.Kind != p.Kind || latest.op.Namespace != p.Namespace || latest.op.Name != p.Name {
 			return nil, false, store.ErrDigestMismatch
 		}
+		var resumed *store.Operation
+		if resumed, lineage = j.settleLatest(latest, p, t); resumed != nil {
+			j.txs++
+			return resumed, false, nil
+		}
 		latestOp = &latest.op
-		closing := ""
-		switch {
-		case latest.op.CommandDigest != p.CommandDigest:
-			lineage.Supersedes = latest.op.CommandDigest
-			if !latest.op.State.Terminal() {
-				closing = store.ReasonPlanSuperseded
-			}
-		case latest.op.State.Terminal():
-		default:
-			resumes := 0
-			for _, r := range latest.records {
-				if r.r.Kind == store.RecordObservation && r.r.Step == store.StepResumeRun {
-					resumes++
-				}
-			}
-			closing = exceeded(p.Bound, resumes, t.Sub(latest.op.CreatedAt))
-			if closing == "" {
-				j.append(latest, t, store.Record{Kind: store.RecordObservation, Step: store.StepResumeRun,
-					Detail: store.DetailOf(store.ResumeDetail{Resume: resumes + 1})})
-				j.txs++
-				o := latest.op
-				return &o, false, nil
-			}
-		}
-		if closing != "" {
-			latest.op.State, latest.op.Outcome, latest.op.Reason = store.StateRefused, "refused", closing
-			final := t
-			latest.op.FinalizedAt = &final
-			j.append(latest, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: closing,
-				Detail: store.DetailOf(store.CloseRunDetail{Outcome: "refused", Reason: closing})})
-			if closing != store.ReasonPlanSuperseded {
-				lineage.Replaces, lineage.ReplacedBecause = latest.op.MutationID, closing
-			}
-		}
 	}
 	commit, op, created, err := j.prepareIn(store.RunPreparation(p, store.NextRun(p.MutationID, latestOp), lineage), t)
 	if err != nil {
@@ -244,6 +215,63 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 	commit()
 	j.txs++
 	return op, created, nil
+}
+
+// settleLatest decides, as store.PrepareRun does, what becomes of latest,
+// the command's newest run (of p's kind and target): resumed is set when
+// it goes on (continueRun); otherwise it stays as it ended, or is closed
+// (superseded by p's other digest, or past p.Bound: closeRun), and
+// lineage is what the next run's preparation names.
+func (j *Journal) settleLatest(latest *entry, p store.PrepareParams, t time.Time) (resumed *store.Operation, lineage store.RunLineage) {
+	closing := ""
+	switch {
+	case latest.op.CommandDigest != p.CommandDigest:
+		lineage.Supersedes = latest.op.CommandDigest
+		if !latest.op.State.Terminal() {
+			closing = store.ReasonPlanSuperseded
+		}
+	case latest.op.State.Terminal():
+	default:
+		if resumed, closing = j.continueRun(latest, p.Bound, t); resumed != nil {
+			return resumed, lineage
+		}
+	}
+	if closing != "" {
+		j.closeRun(latest, t, closing)
+		if closing != store.ReasonPlanSuperseded {
+			lineage.Replaces, lineage.ReplacedBecause = latest.op.MutationID, closing
+		}
+	}
+	return nil, lineage
+}
+
+// continueRun resumes latest, unfinished, with its next resume record
+// (store.StepResumeRun), unless bound says it has been resumed or has
+// lived long enough: then closing is the reason to close it.
+func (j *Journal) continueRun(latest *entry, bound store.RunBound, t time.Time) (resumed *store.Operation, closing string) {
+	resumes := 0
+	for _, r := range latest.records {
+		if r.r.Kind == store.RecordObservation && r.r.Step == store.StepResumeRun {
+			resumes++
+		}
+	}
+	if closing = exceeded(bound, resumes, t.Sub(latest.op.CreatedAt)); closing != "" {
+		return nil, closing
+	}
+	j.append(latest, t, store.Record{Kind: store.RecordObservation, Step: store.StepResumeRun,
+		Detail: store.DetailOf(store.ResumeDetail{Resume: resumes + 1})})
+	o := latest.op
+	return &o, ""
+}
+
+// closeRun ends the unfinished run e, refused with reason, with its
+// refusal record (store.StepCloseRun).
+func (j *Journal) closeRun(e *entry, t time.Time, reason string) {
+	e.op.State, e.op.Outcome, e.op.Reason = store.StateRefused, "refused", reason
+	final := t
+	e.op.FinalizedAt = &final
+	j.append(e, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: reason,
+		Detail: store.DetailOf(store.CloseRunDetail{Outcome: "refused", Reason: reason})})
 }
 
 // latestRun is the newest run of command id as store.PrepareRun finds it:
