@@ -29,8 +29,6 @@ var longFuncs = map[string]bool{
 	"workflow/credentials/spec.go validate":               true,
 	"workflow/retire/keyring/retire.go Retire":            true,
 	"workflow/retire/keyring/validate.go validateMembers": true,
-	"workflow/versioned/resolve.go resolveReplace":        true,
-	"workflow/versioned/resolve.go resolveSnapshot":       true,
 }
 
 // No function of the engine's packages (workflow/, store/) is longer than

@@ -102,78 +102,131 @@ func (f *family) resolveCreate(ctx context.Context) (workflow.Verdict, error) {
 // resolveSnapshot settles a snapshot create: the slot's occupant must be
 // exactly the snapshot of the live state the call was made from.
 func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflow.Verdict, error) {
-	f, run := r.f, r.run
 	live, settled := r.rereadBound(ctx, call)
 	if settled != nil {
 		return *settled, nil
 	}
-	t, err := call.TargetIn(f.cmd.Namespace)
+	t, err := call.TargetIn(r.f.cmd.Namespace)
 	if err != nil {
 		return workflow.Verdict{}, err
 	}
-	name := t.Name
-	occupant, err := f.api.GetSnapshot(ctx, name)
-	absent := errors.Is(err, kube.ReasonNotFound)
-	if err != nil && !absent {
-		return undetermined(err), nil
+	occupant, settled := r.readSlot(ctx, t.Name)
+	if settled != nil {
+		return *settled, nil
 	}
+	want, n, settled := r.archiving(live, call, t.Name)
+	if settled != nil {
+		return *settled, nil
+	}
+	if occupant == nil {
+		return r.retrySnapshot(ctx, live, want, n), nil
+	}
+	return r.occupantVerdict(ctx, live, occupant, want), nil
+}
+
+// readSlot reads the snapshot in slot name: nil when the slot is empty. A
+// failed read settles the call undetermined.
+func (r *reads) readSlot(ctx context.Context, name string) (*corev1.Secret, *workflow.Verdict) {
+	s, err := r.f.api.GetSnapshot(ctx, name)
+	switch {
+	case errors.Is(err, kube.ReasonNotFound):
+		return nil, nil
+	case err != nil:
+		v := undetermined(err)
+		return nil, &v
+	}
+	return s, nil
+}
+
+// slotProvenance reads what the journal proves of the snapshot slot name
+// of live's UID (provenance). A failed read settles the call undetermined.
+func (r *reads) slotProvenance(ctx context.Context, live *corev1.Secret, name string) (provenance, *workflow.Verdict) {
+	prov, err := r.f.provenance(ctx, r.run, live.UID, []string{name})
+	if err != nil {
+		v := undetermined(err)
+		return prov, &v
+	}
+	return prov, nil
+}
+
+// archiving is the snapshot (of version n) a create call on slot name
+// archives: that of the live state the call was made from. Once that state
+// is gone from the live object, or the call's slot is not that state's,
+// the change is someone else's.
+func (r *reads) archiving(live *corev1.Secret, call store.Record, name string) (*corev1.Secret, int64, *workflow.Verdict) {
 	if live.ResourceVersion != call.ResourceVersion {
 		// The state the call archived is gone from the live object, so the
 		// occupant cannot be compared byte for byte, and the live write
 		// would fail its precondition anyway.
-		return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
+		v := found(workflow.Theirs, ReasonChangedConcurrent, live)
+		return nil, 0, &v
 	}
 	n, err := CurrentVersion(live.Annotations[AnnotationVersion], hasKey(live.Annotations, AnnotationVersion))
 	if err != nil {
-		return found(workflow.Theirs, err.Error(), live), nil
+		v := found(workflow.Theirs, err.Error(), live)
+		return nil, 0, &v
 	}
-	want := snapshotOf(live, n, run.Op.CreatedAt, f.actor())
+	want := snapshotOf(live, n, r.run.Op.CreatedAt, r.f.actor())
 	if want.Name != name {
-		return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
+		v := found(workflow.Theirs, ReasonChangedConcurrent, live)
+		return nil, 0, &v
 	}
-	if absent {
-		// Not applied: before it is sent again, the slots are checked again
-		// as the decision checked them (a look-alike may have been planted
-		// at or above the live counter since).
-		inv, err := r.inventory(ctx, live)
-		if err != nil {
-			return undetermined(err), nil
-		}
-		if d, blocked := f.checkSlots(live, inv, n); blocked {
-			v := found(workflow.Theirs, d.Refuse.Reason, live)
-			v.Summary = d.Refuse.Summary
-			return v, nil
-		}
-		v := found(workflow.NotApplied, "absent", nil)
-		v.Retry = f.snapshotCall(live, want)
-		return v, nil
-	}
-	// The occupant stands behind the live write only if keyledger made it
-	// (its UID or its call's nonce is journaled), it is exactly the state
-	// being archived, and nothing holds or deletes it.
-	prov, err := f.provenance(ctx, run, live.UID, []string{name})
+	return want, n, nil
+}
+
+// retrySnapshot settles a snapshot create that was not applied (its slot
+// empty): before it is sent again, the slots are checked again as the
+// decision checked them (a look-alike may have been planted at or above
+// the live counter since).
+func (r *reads) retrySnapshot(ctx context.Context, live, want *corev1.Secret, n int64) workflow.Verdict {
+	inv, err := r.inventory(ctx, live)
 	if err != nil {
-		return undetermined(err), nil
+		return undetermined(err)
 	}
-	reason := ""
-	switch {
-	case !prov.owns(&occupant.ObjectMeta):
-		reason = ReasonSlotOccupied
-	case occupant.DeletionTimestamp != nil:
-		reason = ReasonSnapshotTerminating
-	case len(occupant.Finalizers) > 0:
-		reason = ReasonSnapshotFinalizers
-	case !sameSource(occupant, want):
-		reason = ReasonSourceConflict
+	if d, blocked := r.f.checkSlots(live, inv, n); blocked {
+		v := found(workflow.Theirs, d.Refuse.Reason, live)
+		v.Summary = d.Refuse.Summary
+		return v
 	}
-	if reason != "" {
+	v := found(workflow.NotApplied, "absent", nil)
+	v.Retry = r.f.snapshotCall(live, want)
+	return v
+}
+
+// occupantVerdict settles a snapshot create whose slot is occupied: the
+// occupant stands behind the live write only if keyledger made it (its UID
+// or its call's nonce is journaled), it is exactly the state being
+// archived, and nothing holds or deletes it (occupantProblem).
+func (r *reads) occupantVerdict(ctx context.Context, live, occupant, want *corev1.Secret) workflow.Verdict {
+	name := want.Name
+	prov, settled := r.slotProvenance(ctx, live, name)
+	if settled != nil {
+		return *settled
+	}
+	if reason := occupantProblem(prov, occupant, want); reason != "" {
 		v := found(workflow.Theirs, reason, occupant)
-		v.Summary = f.summary(live, summaryDetail{Snapshot: &name})
-		return v, nil
+		v.Summary = r.f.summary(live, summaryDetail{Snapshot: &name})
+		return v
 	}
 	v := found(workflow.Ours, "", occupant)
 	v.Detail = store.DetailOf(reusedDetail{Reused: occupant.Annotations[AnnotationActor] != want.Annotations[AnnotationActor]})
-	return v, nil
+	return v
+}
+
+// occupantProblem is why occupant does not stand behind the live write as
+// the snapshot want, "" when it does.
+func occupantProblem(prov provenance, occupant, want *corev1.Secret) string {
+	switch {
+	case !prov.owns(&occupant.ObjectMeta):
+		return ReasonSlotOccupied
+	case occupant.DeletionTimestamp != nil:
+		return ReasonSnapshotTerminating
+	case len(occupant.Finalizers) > 0:
+		return ReasonSnapshotFinalizers
+	case !sameSource(occupant, want):
+		return ReasonSourceConflict
+	}
+	return ""
 }
 
 // resolveSnapshotDelete settles a prune or purge delete from the
@@ -250,7 +303,6 @@ func (f *family) liveChanged(ctx context.Context, uid string) (workflow.Verdict,
 // before it hold again (recheck: the archive there, ours and final, the
 // prunes done); anything else is someone else's.
 func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow.Verdict, error) {
-	f, run := r.f, r.run
 	live, settled := r.rereadBound(ctx, call)
 	if settled != nil {
 		return *settled, nil
@@ -259,78 +311,103 @@ func (r *reads) resolveReplace(ctx context.Context, call store.Record) (workflow
 	if err != nil {
 		return workflow.Verdict{}, err
 	}
-	n := next - 1
-	snapName := SnapshotName(live.UID, n)
-	// A restore writes its target's data; an update writes over the state
-	// it archived.
-	restoreBase := func() (map[string][]byte, *workflow.Verdict) {
-		target, reason, err := r.loadTarget(ctx, live)
-		switch {
-		case err != nil:
-			v := undetermined(err)
-			return nil, &v
-		case target == nil:
-			v := found(workflow.Theirs, reason, live)
-			return nil, &v
-		}
-		return target.Data, nil
+	base, settled := r.replaceBase(ctx, live, call, next-1)
+	if settled != nil {
+		return *settled, nil
 	}
 	if live.ResourceVersion == call.ResourceVersion {
-		base := live.Data
-		if f.cmd.Kind == command.KindSecretRestore {
-			var settled *workflow.Verdict
-			if base, settled = restoreBase(); settled != nil {
-				return *settled, nil
-			}
-		}
-		if settled := r.recheck(ctx, live, n); settled != nil {
-			return *settled, nil
-		}
-		v := found(workflow.NotApplied, "resource-version-unchanged", live)
-		v.Retry = f.replaceCall(live, base, n, snapName)
-		return v, nil
+		return r.retryReplace(ctx, live, base, next-1), nil
 	}
-	// Changed: ours only with version N+1 and exactly the data this
-	// command writes over the archived state N.
-	var base map[string][]byte
-	if f.cmd.Kind == command.KindSecretRestore {
-		var settled *workflow.Verdict
-		if base, settled = restoreBase(); settled != nil {
-			return *settled, nil
-		}
-	} else {
-		prev, err := f.api.GetSnapshot(ctx, snapName)
-		if err != nil {
-			if errors.Is(err, kube.ReasonNotFound) {
-				return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
-			}
-			return undetermined(err), nil
-		}
-		meta, ok := checkSnapshot(prev, live.UID, live.Name)
-		prov, err := f.provenance(ctx, run, live.UID, []string{snapName})
-		if err != nil {
-			return undetermined(err), nil
-		}
-		// The archive behind a live write was settled (its UID journaled)
-		// before the write was sent: nothing less proves it.
-		if !ok || meta.SourceResourceVersion != call.ResourceVersion || !prov.journaled(&prev.ObjectMeta) {
-			return found(workflow.Theirs, ReasonChangedConcurrent, live), nil
-		}
-		base = prev.Data
+	return r.f.replaceVerdict(live, base, next), nil
+}
+
+// replaceBase is the data the live write wrote over (version n's): a
+// restore's target's data (restoreBase); an update's, the live data while
+// the live object is unchanged since the call, the archived state n once
+// it changed (archivedBase).
+func (r *reads) replaceBase(ctx context.Context, live *corev1.Secret, call store.Record, n int64) (map[string][]byte, *workflow.Verdict) {
+	switch {
+	case r.f.cmd.Kind == command.KindSecretRestore:
+		return r.restoreBase(ctx, live)
+	case live.ResourceVersion == call.ResourceVersion:
+		return live.Data, nil
 	}
+	return r.archivedBase(ctx, live, call, n)
+}
+
+// restoreBase is the data a restore writes: its target's (loadTarget). A
+// target that is not there, or not genuine, is someone else's change; a
+// failed read is undetermined.
+func (r *reads) restoreBase(ctx context.Context, live *corev1.Secret) (map[string][]byte, *workflow.Verdict) {
+	target, reason, err := r.loadTarget(ctx, live)
+	switch {
+	case err != nil:
+		v := undetermined(err)
+		return nil, &v
+	case target == nil:
+		v := found(workflow.Theirs, reason, live)
+		return nil, &v
+	}
+	return target.Data, nil
+}
+
+// archivedBase is the archived state n an update wrote over, its live
+// object changed since: the snapshot of slot n, of the state the call
+// read, and settled before the write was sent (its UID journaled: nothing
+// less proves it). Anything else is a concurrent change.
+func (r *reads) archivedBase(ctx context.Context, live *corev1.Secret, call store.Record, n int64) (map[string][]byte, *workflow.Verdict) {
+	name := SnapshotName(live.UID, n)
+	concurrent := found(workflow.Theirs, ReasonChangedConcurrent, live)
+	prev, settled := r.readSlot(ctx, name)
+	switch {
+	case settled != nil:
+		return nil, settled
+	case prev == nil:
+		return nil, &concurrent
+	}
+	meta, ok := checkSnapshot(prev, live.UID, live.Name)
+	prov, settled := r.slotProvenance(ctx, live, name)
+	if settled != nil {
+		return nil, settled
+	}
+	if !ok || meta.SourceResourceVersion != call.ResourceVersion || !prov.journaled(&prev.ObjectMeta) {
+		return nil, &concurrent
+	}
+	return prev.Data, nil
+}
+
+// retryReplace settles a live write that was not applied (the live object
+// unchanged since the call): it is sent again, over base, only once the
+// checks the decision made before it hold again (recheck).
+func (r *reads) retryReplace(ctx context.Context, live *corev1.Secret, base map[string][]byte, n int64) workflow.Verdict {
+	if settled := r.recheck(ctx, live, n); settled != nil {
+		return *settled
+	}
+	v := found(workflow.NotApplied, "resource-version-unchanged", live)
+	v.Retry = r.f.replaceCall(live, base, n, SnapshotName(live.UID, n))
+	return v
+}
+
+// replaceVerdict settles a live write whose live object changed since the
+// call: ours only with version next and exactly the data this command
+// writes over base (the archived state next-1); anything else is a
+// concurrent change.
+func (f *family) replaceVerdict(live *corev1.Secret, base map[string][]byte, next int64) workflow.Verdict {
+	n := next - 1
+	snapName := SnapshotName(live.UID, n)
 	intended := f.replacement(live, base, n)
-	if live.Annotations[AnnotationVersion] == strconv.FormatInt(next, 10) && sameData(live.Data, intended.Data) {
-		v := found(workflow.Ours, "", live)
-		extra := summaryDetail{Version: &next, Snapshot: &snapName, SnapshotVersion: &n}
-		if f.cmd.Kind == command.KindSecretRestore {
-			extra.RestoredVersion = &f.cmd.Version
-		}
-		v.Summary = f.summary(live, extra)
-		return v, nil
+	if live.Annotations[AnnotationVersion] != strconv.FormatInt(next, 10) || !sameData(live.Data, intended.Data) {
+		v := found(workflow.Theirs, ReasonChangedConcurrent, live)
+		v.Summary = f.summary(live, summaryDetail{})
+		return v
 	}
-	v := found(workflow.Theirs, ReasonChangedConcurrent, live)
-	v.Summary = f.summary(live, summaryDetail{})
-	return v, nil
+	v := found(workflow.Ours, "", live)
+	extra := summaryDetail{Version: &next, Snapshot: &snapName, SnapshotVersion: &n}
+	if f.cmd.Kind == command.KindSecretRestore {
+		extra.RestoredVersion = &f.cmd.Version
+	}
+	v.Summary = f.summary(live, extra)
+	return v
 }
 
 // recheck runs again, before a live write is sent again, the checks the
