@@ -21,7 +21,6 @@ const maxFuncLines = 60
 // off; false marks one being rewritten elsewhere).
 var longFuncs = map[string]bool{
 	"store/migrate.go MigrateWith":                        true,
-	"workflow/command/decode.go typed":                    true,
 	"workflow/credentials/ensure.go createSecret":         true,
 	"workflow/credentials/family.go observe":              true,
 	"workflow/credentials/hook.go Hook":                   true,
