@@ -111,7 +111,7 @@ func keyProblem(name string, t reflect.Type) string {
 			return "invalid member name"
 		}
 	case t.Kind() == reflect.String:
-	case strings.HasSuffix(wantKind(t), "integer"):
+	case reflect.Int <= t.Kind() && t.Kind() <= reflect.Uintptr:
 		if checkNumber(name, t) != "" {
 			return "want member name that is an integer"
 		}

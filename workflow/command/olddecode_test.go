@@ -795,3 +795,25 @@ func rewriteAgrees(t *testing.T, data []byte) bool {
 	}
 	return refused
 }
+
+// BenchmarkDecode decodes a command document of about 4 KiB and one near
+// MaxSize with the rewrite, the decoder it replaced and the walker before
+// that (go test -bench Decode -run '^$').
+func BenchmarkDecode(b *testing.B) {
+	secret := `{"name":"app-tls","keys":[{"name":"k1","version":1},{"name":"k2","version":2}],"data":{"tls.crt":"v","tls.key":"w"}}`
+	for _, n := range []int{30, 450} {
+		data := []byte(doc(`{"keyId":"k1","count":3,"extra":{"a":[1,2,{"b":"c"}]},"secrets":[` +
+			strings.TrimSuffix(strings.Repeat(secret+",", n), ",") + `]}`))
+		require.LessOrEqual(b, len(data), MaxSize)
+		for name, decode := range map[string]func([]byte, any) error{"new": DecodeStrict, "old": oldDecodeStrict, "walker": walkDecodeStrict} {
+			b.Run(fmt.Sprintf("%dB/%s", len(data), name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := decode(data, new(testDoc)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
