@@ -175,9 +175,20 @@ func checkLiteral(lit []byte) string {
 
 // hex4 is the value of four hex digits, or -1.
 func hex4(b []byte) rune {
-	r, err := strconv.ParseUint(string(b), 16, 32)
-	if err != nil {
-		return -1
+	var r rune
+	for _, c := range b {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(d)
 	}
-	return rune(r)
+	return r
 }
