@@ -40,12 +40,17 @@ type scanned struct {
 // object reports whether the document is an object, which a type can walk.
 func (s *scanned) object() bool { return len(s.tokens) > 0 && s.tokens[0].tok == json.Delim('{') }
 
+// scanner reads a document's tokens for scan.
 type scanner struct {
 	*scanned
 	dec  *json.Decoder
 	data []byte
 }
 
+// scan reads the tokens of data, as the walk of a type will take them,
+// and notes the first problem that needs no type: a syntax error, a
+// top level that is no object, a bad string, a duplicate member, excess
+// depth, data after the object.
 func scan(data []byte) *scanned {
 	sc := &scanner{scanned: &scanned{}, dec: json.NewDecoder(bytes.NewReader(data)), data: data}
 	sc.dec.UseNumber()
