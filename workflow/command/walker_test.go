@@ -4,7 +4,8 @@ package command
 // rebuilt on sigs.k8s.io/json, kept as a test-only copy: TestDecodersAgree
 // feeds both the fuzz corpus and a table of hostile inputs and requires the
 // same decision and the same field. Its shared helpers (checkNumber,
-// wantKind, tokenKind, checkLiteral, joinField) live in decode.go.
+// wantKind, tokenKind, checkLiteral, joinField) live in fields.go, scan.go
+// and locate.go.
 
 import (
 	"bytes"
