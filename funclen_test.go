@@ -22,7 +22,6 @@ const maxFuncLines = 60
 var longFuncs = map[string]bool{
 	"workflow/command/decode.go typed":            true,
 	"workflow/credentials/ensure.go createSecret": true,
-	"workflow/credentials/family.go observe":      true,
 	"workflow/credentials/hook.go Hook":           true,
 	"workflow/credentials/repair.go repairOne":    true,
 	"workflow/credentials/replay.go Asks":         true,
