@@ -15,21 +15,6 @@ import (
 // maxFuncLines is the longest a function of workflow/ or store/ may be.
 const maxFuncLines = 60
 
-// longFuncs are the functions of workflow/ and store/ still over
-// maxFuncLines, each to be split; the list only shrinks (a function on it
-// marked true that is no longer too long fails the test until it is taken
-// off; false marks one being rewritten elsewhere).
-var longFuncs = map[string]bool{
-	"workflow/credentials/ensure.go createSecret":         true,
-	"workflow/credentials/family.go observe":              true,
-	"workflow/credentials/hook.go Hook":                   true,
-	"workflow/credentials/repair.go repairOne":            true,
-	"workflow/credentials/replay.go Asks":                 true,
-	"workflow/credentials/spec.go validate":               true,
-	"workflow/retire/keyring/retire.go Retire":            true,
-	"workflow/retire/keyring/validate.go validateMembers": true,
-}
-
 // No function of the engine's packages (workflow/, store/) is longer than
 // maxFuncLines, tests aside: the engine reads as small named steps.
 func TestFunctionsAreShort(t *testing.T) {
@@ -58,13 +43,5 @@ func TestFunctionsAreShort(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}
-	for name, n := range long {
-		_, known := longFuncs[name]
-		require.True(t, known, "%s is %d lines, over %d", name, n, maxFuncLines)
-	}
-	for name, shrinks := range longFuncs {
-		if shrinks {
-			require.Contains(t, long, name, "%s is short now: take it off longFuncs", name)
-		}
-	}
+	require.Empty(t, long, "functions over %d lines (file function: lines)", maxFuncLines)
 }

@@ -132,7 +132,7 @@ func TestFamiliesShareOneStepRunner(t *testing.T) {
 		require.NotEmpty(t, src.steps, "%s has no step list", dir)
 		require.NotEmpty(t, src.words, "%s has no step constants (the journal's words)", dir)
 		require.Positive(t, src.decideLines, "%s has no Decide", dir)
-		require.LessOrEqual(t, src.decideLines, 20, "%s: Decide is %d lines; the steps decide", dir, src.decideLines)
+		require.LessOrEqual(t, src.decideLines, 15, "%s: Decide is %d lines; the steps decide", dir, src.decideLines)
 		for _, name := range src.steps {
 			require.True(t, src.words[kebab(name)] || judging.MatchString(name),
 				"%s: step %s is neither a journal word of the family (%s) nor a check", dir, name, kebab(name))

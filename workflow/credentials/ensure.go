@@ -25,24 +25,17 @@ import (
 func (f *family) createSecret(ctx context.Context, p *progress) (*workflow.Decision, error) {
 	var creates []*workflow.Call
 	found := newCompleteNotes(f.cmd.Spec.Namespace)
-	// The reads first, concurrently (readSecrets), and the journal's
+	// The reads first, concurrently (readUnsettled), and the journal's
 	// answers about the Secrets found in place, in a few round trips
 	// (prefetchAuthorship); then the decision, in plan order, as if each
 	// Secret were read when it is reached.
-	idx, names := p.unsettled(f.cmd.Spec)
-	reads := p.early // read by readExternalSecrets in this decision, when nothing came between
-	if len(reads) != len(names) {
-		reads = f.readSecrets(ctx, names)
-	}
-	p.early = nil
+	idx, reads := f.readUnsettled(ctx, p)
 	fx := newRunFinds(f.journal)
 	f.prefetchAuthorship(ctx, p, idx, reads, fx)
 	for j, i := range idx {
-		plan := f.cmd.Spec.Secrets[i]
-		name := plan.Name
 		s, err := reads[j].s, reads[j].err
 		if isNotFound(err) {
-			call, err := f.createCall(p.run, plan)
+			call, err := f.createCall(p.run, f.cmd.Spec.Secrets[i])
 			if err != nil {
 				return nil, err
 			}
@@ -51,41 +44,76 @@ func (f *family) createSecret(ctx context.Context, p *progress) (*workflow.Decis
 		} else if err != nil {
 			return nil, kubeErr(err)
 		}
-		adopted := f.adopted(name, p)
-		c := diff(s, plan, adopted)
-		if reason := keptProblem(s, c, adopted); reason != "" {
-			found.noteTo(p)
-			return &workflow.Decision{Notes: []store.Record{observation(s, c, nil)}, Refuse: &workflow.Refusal{Reason: reason,
-				Summary: store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: s.Name})}}, nil
+		// Existing Secrets are patched after the creates (and read again then).
+		d, err := f.keepExisting(ctx, p, i, s, fx, found, len(creates) > 0)
+		if d != nil || err != nil {
+			return d, err
 		}
-		authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(f.cmd.Spec.Namespace, i), fx)
-		if err != nil {
-			return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
-		}
-		lookAlike := authorship == AuthorshipUnproven && looksLikeOurs(s)
-		if c.empty() {
-			found.add(i, name, string(s.UID), authorship, by, lookAlike)
-			continue
-		}
-		if len(creates) > 0 {
-			continue // existing Secrets are patched after the creates (and read again then)
-		}
-		found.noteTo(p)
-		call, err := f.patchCall(s, plan, c)
-		if err != nil {
-			return nil, err
-		}
-		obs := observation(s, c, &secretDetail{Authorship: authorship, LookAlike: &lookAlike, By: by})
-		return &workflow.Decision{Notes: []store.Record{obs}, Call: call}, nil
 	}
 	found.noteTo(p)
+	return createsDecision(creates), nil
+}
+
+// readUnsettled reads the planned Secrets this run has not settled since it
+// was last resumed (progress.unsettled), or takes the reads
+// readExternalSecrets made of them in this decision; it returns their
+// indexes in the plan and the reads, in plan order.
+func (f *family) readUnsettled(ctx context.Context, p *progress) ([]int, []secretRead) {
+	idx, names := p.unsettled(f.cmd.Spec)
+	reads := p.early // read by readExternalSecrets in this decision, when nothing came between
+	if len(reads) != len(names) {
+		reads = f.readSecrets(ctx, names)
+	}
+	p.early = nil
+	return idx, reads
+}
+
+// keepExisting decides about the i-th planned Secret, found in place as s
+// (kept-existing): a Secret that cannot be kept (keptProblem) refuses; a
+// complete one is collected in found with its authorship, to be journaled
+// with the decision (read-secrets); one that lacks something is patched
+// (patch-secret) after its read-secret record, unless patchLater (creates
+// come first). A nil decision goes on to the next Secret.
+func (f *family) keepExisting(ctx context.Context, p *progress, i int, s *corev1.Secret, fx *runFinds, found *completeNotes, patchLater bool) (*workflow.Decision, error) {
+	plan := f.cmd.Spec.Secrets[i]
+	adopted := f.adopted(plan.Name, p)
+	c := diff(s, plan, adopted)
+	if reason := keptProblem(s, c, adopted); reason != "" {
+		found.noteTo(p)
+		return &workflow.Decision{Notes: []store.Record{observation(s, c, nil)}, Refuse: &workflow.Refusal{Reason: reason,
+			Summary: store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: s.Name})}}, nil
+	}
+	authorship, by, err := f.authorshipOfRead(ctx, p, s, chunkTarget(f.cmd.Spec.Namespace, i), fx)
+	if err != nil {
+		return nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
+	}
+	lookAlike := authorship == AuthorshipUnproven && looksLikeOurs(s)
+	if c.empty() {
+		found.add(i, plan.Name, string(s.UID), authorship, by, lookAlike)
+		return nil, nil
+	}
+	if patchLater {
+		return nil, nil
+	}
+	found.noteTo(p)
+	call, err := f.patchCall(s, plan, c)
+	if err != nil {
+		return nil, err
+	}
+	obs := observation(s, c, &secretDetail{Authorship: authorship, LookAlike: &lookAlike, By: by})
+	return &workflow.Decision{Notes: []store.Record{obs}, Call: call}, nil
+}
+
+// createsDecision is the decision that sends the creates: none, one call,
+// or a batch.
+func createsDecision(creates []*workflow.Call) *workflow.Decision {
 	switch len(creates) {
 	case 0:
-		return nil, nil
+		return nil
 	case 1:
-		return &workflow.Decision{Call: creates[0]}, nil
+		return &workflow.Decision{Call: creates[0]}
 	default:
-		return &workflow.Decision{Calls: creates}, nil
+		return &workflow.Decision{Calls: creates}
 	}
 }
 

@@ -179,11 +179,18 @@ func (f *family) Decide(ctx context.Context, run *workflow.Run) (workflow.Decisi
 		return workflow.Decision{}, err
 	case d == nil:
 		return workflow.Decision{Notes: p.notes, Complete: &workflow.Completion{Outcome: p.outcome(), Summary: f.summary(p)}}, nil
-	case d.Refuse != nil:
+	}
+	return p.withNotes(d), nil
+}
+
+// withNotes is a step's decision d as the run journals it: after the
+// records the steps noted on the way, a refusal's summary naming the run.
+func (p *progress) withNotes(d *workflow.Decision) workflow.Decision {
+	if d.Refuse != nil {
 		d.Refuse.Summary = withRun(p.run, d.Refuse.Summary)
 	}
 	d.Notes = append(p.notes, d.Notes...)
-	return *d, nil
+	return *d
 }
 
 // note keeps r to journal with this decision, and folds it in: the rest of
@@ -396,74 +403,131 @@ func (p *progress) observe(r store.Record) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case r.Kind == store.RecordAuthorityCall && r.Step == stepDeletePod:
+	switch r.Kind {
+	case store.RecordAuthorityCall:
+		err = p.observeCall(name, r)
+	case store.RecordObservation:
+		err = p.observeRead(name, r)
+	case store.RecordResolution:
+		if r.Step == stepCreateSecret && r.Reason == reasonKeptExisting {
+			err = p.observeSecret(name, r)
+		}
+	case store.RecordProbe:
+		if r.Step == stepProbe {
+			err = p.observeProbe(name, r)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if r.Step == stepCreateSecret && (r.Kind == store.RecordAuthorityResult || r.Kind == store.RecordResolution) {
+		return p.observeCreate(name, r)
+	}
+	return nil
+}
+
+// observeCall folds a call sent: the UID a pod's delete named and what its
+// restart followed, the UID an ExternalSecret's orphan delete named.
+func (p *progress) observeCall(name string, r store.Record) error {
+	switch r.Step {
+	case stepDeletePod:
 		d, err := detailOf[deletePodDetail](r)
 		if err != nil {
 			return err
 		}
 		p.podDeletedUID[name] = r.UID
 		p.restarts[name] = restart{Secret: d.Secret, Authorship: d.Authorship}
-	case r.Kind == store.RecordAuthorityCall && r.Step == stepOrphanExternalSecret:
+	case stepOrphanExternalSecret:
 		p.orphanUID[name] = r.UID
-	case r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == reasonAbsent:
+	}
+	return nil
+}
+
+// observeRead folds a read that decides: a generator found absent, the
+// ExternalSecrets read (present, absent, gone), a planned Secret read
+// alone or with others (read-secrets).
+func (p *progress) observeRead(name string, r store.Record) error {
+	switch {
+	case r.Step == stepReadGenerator && r.Status == reasonAbsent:
 		p.generatorsDeleted[name] = reasonAbsent
-	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecrets:
+	case r.Step == stepReadExternalSecrets:
 		p.adoptChecked = true
-	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecret && r.Status == statusPresent:
+	case r.Step == stepReadExternalSecret && r.Status == statusPresent:
 		p.found[name] = true
-	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecret && r.Status == reasonAbsent,
-		r.Kind == store.RecordObservation && r.Step == stepWaitExternalGone:
+	case r.Step == stepReadExternalSecret && r.Status == reasonAbsent, r.Step == stepWaitExternalGone:
 		p.externalGone[name] = true
-	case r.Kind == store.RecordObservation && r.Step == stepReadSecret,
-		r.Kind == store.RecordResolution && r.Step == stepCreateSecret && r.Reason == reasonKeptExisting:
-		d, err := detailOf[secretDetail](r)
-		if err != nil {
-			return err
-		}
-		p.complete[name] = d.complete()
-		p.exists[name] = true
-		if d.Authorship != "" {
-			p.authorship[name] = d.Authorship
-		}
-	case r.Kind == store.RecordObservation && r.Step == stepReadSecrets:
-		d, err := detailOf[chunkDetail](r)
-		if err != nil {
-			return err
-		}
-		for n, e := range d.Complete {
-			p.complete[n], p.exists[n] = true, true
-			if e.Authorship != "" {
-				p.authorship[n], p.by[n] = e.Authorship, e.By
-			}
-		}
-	case r.Kind == store.RecordProbe && r.Step == stepProbe:
-		p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
-		delete(p.notOwned, name)
-		if r.Reason == ReasonServerNotOwned {
-			d, err := detailOf[probeDetail](r)
-			if err != nil {
-				return err
-			}
-			p.notOwned[name] = d.NotOwned
+	case r.Step == stepReadSecret:
+		return p.observeSecret(name, r)
+	case r.Step == stepReadSecrets:
+		return p.observeSecrets(r)
+	}
+	return nil
+}
+
+// observeSecret folds what a read of one Secret showed, or the resolution
+// that kept it as found: it exists, whether it lacks anything, and its
+// authorship when the record carries one.
+func (p *progress) observeSecret(name string, r store.Record) error {
+	d, err := detailOf[secretDetail](r)
+	if err != nil {
+		return err
+	}
+	p.complete[name] = d.complete()
+	p.exists[name] = true
+	if d.Authorship != "" {
+		p.authorship[name] = d.Authorship
+	}
+	return nil
+}
+
+// observeSecrets folds a read-secrets record: the Secrets of its chunk
+// found complete, each with its authorship.
+func (p *progress) observeSecrets(r store.Record) error {
+	d, err := detailOf[chunkDetail](r)
+	if err != nil {
+		return err
+	}
+	for n, e := range d.Complete {
+		p.complete[n], p.exists[n] = true, true
+		if e.Authorship != "" {
+			p.authorship[n], p.by[n] = e.Authorship, e.By
 		}
 	}
-	if r.Step == stepCreateSecret && (r.Kind == store.RecordAuthorityResult || r.Kind == store.RecordResolution) {
-		d, err := detailOf[secretDetail](r)
+	return nil
+}
+
+// observeProbe folds a server's probe: its newest answer, and the check
+// its pod failed when it was not tied to its controller.
+func (p *progress) observeProbe(name string, r store.Record) error {
+	p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
+	delete(p.notOwned, name)
+	if r.Reason == ReasonServerNotOwned {
+		d, err := detailOf[probeDetail](r)
 		if err != nil {
 			return err
 		}
-		if d.Authorship == "" && workflow.AppliedResult(r) {
-			// An applied create is this run's: proven, whatever its answer
-			// carries (Send's says so; a create held back and taken as
-			// applied, as keyledger plan takes it, carries nothing).
-			d.Authorship = AuthorshipProven
-		}
-		if d.Authorship != "" {
-			p.authorship[name], p.by[name] = d.Authorship, d.By
-			if r.Kind == store.RecordAuthorityResult {
-				p.by[name] = p.run
-			}
+		p.notOwned[name] = d.NotOwned
+	}
+	return nil
+}
+
+// observeCreate folds the authorship a create's answer or resolution
+// carries, and which run proved it.
+func (p *progress) observeCreate(name string, r store.Record) error {
+	d, err := detailOf[secretDetail](r)
+	if err != nil {
+		return err
+	}
+	if d.Authorship == "" && workflow.AppliedResult(r) {
+		// An applied create is this run's: proven, whatever its answer
+		// carries (Send's says so; a create held back and taken as
+		// applied, as keyledger plan takes it, carries nothing).
+		d.Authorship = AuthorshipProven
+	}
+	if d.Authorship != "" {
+		p.authorship[name], p.by[name] = d.Authorship, d.By
+		if r.Kind == store.RecordAuthorityResult {
+			p.by[name] = p.run
 		}
 	}
 	return nil

@@ -110,96 +110,146 @@ func HookJobName(owner string, plan []byte, version, image string) string {
 func Hook(cmd *Command, plan []byte, image, version string, journal HookJournal) ([][]byte, error) {
 	s := cmd.Spec
 	name := s.Owner + "-credentials"
-	meta := func(n, wave, policy string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{
-			Name: n, Namespace: s.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger", "app.kubernetes.io/component": "credentials",
-				"keyledger.dev/owner": s.Owner},
-			Annotations: map[string]string{annotationHook: "PreSync", annotationSyncWave: wave, annotationHookDelete: policy},
-		}
-	}
-	const before = "BeforeHookCreation"
-	yes, no := true, false
-	user := int64(hookUser)
-	ttl, backoff, deadline := int32(hookTTL), int32(2), int64(hookDeadline)
-	tokenTTL, tokenMode := int64(hookTokenTTL), int32(0o440)
-	jobMeta := meta(HookJobName(s.Owner, plan, version, image), "1", before+",HookSucceeded")
-	jobMeta.Labels[command.LabelMutationIDHash] = command.MutationIDHash(cmd.Metadata.MutationID)
-	jobMeta.Annotations[command.AnnotationMutationID] = cmd.Metadata.MutationID
-	objects := []any{
-		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(name, "0", before),
+	meta := func() metav1.ObjectMeta { return hookMeta(s, name, "0", hookBeforeCreation) } // wave 0: before the Job
+	no := false
+	return toYAMLDocs([]any{
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(),
 			AutomountServiceAccountToken: &no},
-		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta(name, "0", before),
+		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta(),
 			Rules: Rules(s)},
-		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta(name, "0", before),
+		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta(),
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: s.Namespace}}},
-		&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta(name, "0", before),
+		&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta(),
 			Data: map[string]string{planFile: string(plan)}},
 		&networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-			ObjectMeta: meta(name, "0", before), Spec: HookPolicy(s)},
-		&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-			ObjectMeta: jobMeta,
-			Spec: batchv1.JobSpec{
-				BackoffLimit: &backoff, TTLSecondsAfterFinished: &ttl, ActiveDeadlineSeconds: &deadline,
-				PodFailurePolicy: HookPodFailurePolicy(),
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger",
-						"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner,
-						command.LabelMutationIDHash: command.MutationIDHash(cmd.Metadata.MutationID)},
-						Annotations: map[string]string{command.AnnotationMutationID: cmd.Metadata.MutationID}},
-					Spec: corev1.PodSpec{
-						ServiceAccountName: name,
-						// ADR-0262: no automounted token; the pod's only
-						// token is the projected one below, valid 600 s.
-						AutomountServiceAccountToken: &no,
-						RestartPolicy:                corev1.RestartPolicyNever,
-						SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
-							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-						Containers: []corev1.Container{{
-							Name: HookContainer, Image: image, Args: []string{"run", planPath},
-							Env: journalEnv(journal),
-							// keyledger writes its one-line outcome to the
-							// default /dev/termination-log; never the logs
-							// (FallbackToLogsOnError): the pod's status is
-							// readable by whoever may get pods, a wider
-							// circle than pods/log.
-							TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-							SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
-								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-							VolumeMounts: []corev1.VolumeMount{
-								{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true},
-								{Name: "journal-ca", MountPath: journalCADir, ReadOnly: true},
-								{Name: "kube-api-access", MountPath: serviceAccountDir, ReadOnly: true},
-							},
-							Resources: corev1.ResourceRequirements{
-								Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(hookMemory)}},
-						}},
-						Volumes: []corev1.Volume{
-							{Name: "plan", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-								LocalObjectReference: corev1.LocalObjectReference{Name: name},
-								Items:                []corev1.KeyToPath{{Key: planFile, Path: planFile}},
-							}}},
-							{Name: "journal-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-								LocalObjectReference: corev1.LocalObjectReference{Name: journal.CA},
-								Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
-							}}},
-							{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-								DefaultMode: &tokenMode,
-								Sources: []corev1.VolumeProjection{
-									{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &tokenTTL}},
-									{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
-										Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-									{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
-										FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
-								},
-							}}},
-						},
-					},
-				},
-			},
+			ObjectMeta: meta(), Spec: HookPolicy(s)},
+		hookJob(cmd, plan, image, version, journal),
+	})
+}
+
+// hookBeforeCreation is the hook delete policy of every hook object: Argo
+// CD deletes the one of the previous sync before it creates it again.
+const hookBeforeCreation = "BeforeHookCreation"
+
+// hookMeta is the metadata of the hook object n: in the plan's namespace,
+// labelled as keyledger's credentials hook of the plan's owner, a PreSync
+// hook of the sync wave wave with the delete policy policy.
+func hookMeta(s Spec, n, wave, policy string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: n, Namespace: s.Namespace,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger", "app.kubernetes.io/component": "credentials",
+			"keyledger.dev/owner": s.Owner},
+		Annotations: map[string]string{annotationHook: "PreSync", annotationSyncWave: wave, annotationHookDelete: policy},
+	}
+}
+
+// hookJob is the Job that runs `keyledger run` on the plan, named by
+// HookJobName (wave 1, after the objects it uses; deleted once it
+// succeeded), labelled with the plan's mutation ID: a retried pod is
+// bounded (backoffLimit 2, HookPodFailurePolicy), the Job by its deadline
+// and its time to live.
+func hookJob(cmd *Command, plan []byte, image, version string, journal HookJournal) *batchv1.Job {
+	s := cmd.Spec
+	ttl, backoff, deadline := int32(hookTTL), int32(2), int64(hookDeadline)
+	meta := hookMeta(s, HookJobName(s.Owner, plan, version, image), "1", hookBeforeCreation+",HookSucceeded")
+	meta.Labels[command.LabelMutationIDHash] = command.MutationIDHash(cmd.Metadata.MutationID)
+	meta.Annotations[command.AnnotationMutationID] = cmd.Metadata.MutationID
+	return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: meta,
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff, TTLSecondsAfterFinished: &ttl, ActiveDeadlineSeconds: &deadline,
+			PodFailurePolicy: HookPodFailurePolicy(),
+			Template:         hookPod(cmd, image, journal),
 		},
 	}
+}
+
+// hookPod is the hook Job's pod: as the hook's ServiceAccount, with no
+// automounted token, never restarted in place, non-root under the runtime's
+// seccomp profile, one container (hookRunContainer) and its volumes
+// (hookVolumes).
+func hookPod(cmd *Command, image string, journal HookJournal) corev1.PodTemplateSpec {
+	s := cmd.Spec
+	name := s.Owner + "-credentials"
+	yes, no := true, false
+	user := int64(hookUser)
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/managed-by": "keyledger",
+			"app.kubernetes.io/component": "credentials", "keyledger.dev/owner": s.Owner,
+			command.LabelMutationIDHash: command.MutationIDHash(cmd.Metadata.MutationID)},
+			Annotations: map[string]string{command.AnnotationMutationID: cmd.Metadata.MutationID}},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: name,
+			// ADR-0262: no automounted token; the pod's only
+			// token is the projected one (hookVolumes), valid 600 s.
+			AutomountServiceAccountToken: &no,
+			RestartPolicy:                corev1.RestartPolicyNever,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{hookRunContainer(image, journal)},
+			Volumes:    hookVolumes(name, journal.CA),
+		},
+	}
+}
+
+// hookRunContainer runs `keyledger run` on the mounted plan, reaching the
+// journal as journalEnv says: a read-only root, no privilege, no
+// capability, memory bounded.
+func hookRunContainer(image string, journal HookJournal) corev1.Container {
+	yes, no := true, false
+	return corev1.Container{
+		Name: HookContainer, Image: image, Args: []string{"run", planPath},
+		Env: journalEnv(journal),
+		// keyledger writes its one-line outcome to the
+		// default /dev/termination-log; never the logs
+		// (FallbackToLogsOnError): the pod's status is
+		// readable by whoever may get pods, a wider
+		// circle than pods/log.
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "plan", MountPath: planPath, SubPath: planFile, ReadOnly: true},
+			{Name: "journal-ca", MountPath: journalCADir, ReadOnly: true},
+			{Name: "kube-api-access", MountPath: serviceAccountDir, ReadOnly: true},
+		},
+		Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(hookMemory)}},
+	}
+}
+
+// hookVolumes are the pod's volumes: the plan (the one key of the
+// ConfigMap name), the journal CA's certificate (the key ca.crt of the
+// ConfigMap journalCA), and the ServiceAccount token projected for
+// hookTokenTTL with the cluster CA and the namespace, where client-go
+// looks for them.
+func hookVolumes(name, journalCA string) []corev1.Volume {
+	tokenTTL, tokenMode := int64(hookTokenTTL), int32(0o440)
+	return []corev1.Volume{
+		{Name: "plan", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name},
+			Items:                []corev1.KeyToPath{{Key: planFile, Path: planFile}},
+		}}},
+		{Name: "journal-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: journalCA},
+			Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+		}}},
+		{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: &tokenMode,
+			Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &tokenTTL}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+					Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+			},
+		}}},
+	}
+}
+
+// toYAMLDocs encodes each object (toYAML), in order.
+func toYAMLDocs(objects []any) ([][]byte, error) {
 	docs := make([][]byte, len(objects))
 	for i, o := range objects {
 		d, err := toYAML(o)

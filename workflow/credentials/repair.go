@@ -74,79 +74,123 @@ func (f *family) probeServer(ctx context.Context, p *progress) (*workflow.Decisi
 func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workflow.Decision, error) {
 	target := f.target(store.TargetPod, srv.Pod).String()
 	deletedUID, deleteCalled := p.podDeletedUID[srv.Pod]
-	pod, err := f.kube.GetPod(ctx, srv.Pod)
-	switch {
-	case isNotFound(err):
-		pod = nil // client-go returns an empty object with the error
-	case err != nil:
-		return nil, kubeErr(err)
+	pod, err := f.readPod(ctx, srv.Pod)
+	if err != nil {
+		return nil, err
 	}
 	if deleteCalled && (pod == nil || string(pod.UID) == deletedUID || !ready(pod)) {
-		if pod, err = f.waitReplacement(ctx, srv.Pod, deletedUID); err != nil {
+		if pod, err = f.awaitReplacement(ctx, p, srv.Pod, deletedUID, target); err != nil {
 			return nil, err
 		}
 		if pod == nil {
-			p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target,
-				Status: "not-ready", Reason: ReasonReplacementNotReady})
 			return end(&workflow.Uncertain{Reason: ReasonReplacementNotReady})
 		}
-		p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: "ready"})
 	}
 	if pod == nil {
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
 			Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
+	probe, err := f.probePod(ctx, srv, pod, target)
+	if err != nil {
+		return nil, err
+	}
+	if probe.declined != "" || ProbeStatus(probe.record.Status) != ProbeRefused {
+		p.note(probe.record)
+		return nil, nil
+	}
+	return f.restartRefusing(ctx, p, srv, pod, probe, target, deleteCalled)
+}
+
+// readPod reads the named pod: nil when there is none.
+func (f *family) readPod(ctx context.Context, name string) (*corev1.Pod, error) {
+	pod, err := f.kube.GetPod(ctx, name)
+	switch {
+	case isNotFound(err):
+		return nil, nil // client-go returns an empty object with the error
+	case err != nil:
+		return nil, kubeErr(err)
+	}
+	return pod, nil
+}
+
+// awaitReplacement waits for the replacement of the pod whose delete this
+// run called (waitReplacement) and notes what the wait found
+// (wait-replacement): the replacement, or nil when none was ready in time.
+func (f *family) awaitReplacement(ctx context.Context, p *progress, name, deletedUID, target string) (*corev1.Pod, error) {
+	pod, err := f.waitReplacement(ctx, name, deletedUID)
+	switch {
+	case err != nil:
+		return nil, err
+	case pod == nil:
+		p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target,
+			Status: "not-ready", Reason: ReasonReplacementNotReady})
+		return nil, nil
+	}
+	p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: "ready"})
+	return pod, nil
+}
+
+// probed is what one probe of a server pod showed.
+type probed struct {
+	record   store.Record // the probe record, to journal
+	secretRV string       // the resourceVersion of the Secret the password came from
+	declined string       // why the pod may not receive the password ("" when it was probed)
+}
+
+// probePod probes pod, srv's server, with the password its Secret holds.
+// The password goes only where it belongs: a pod that may not receive it
+// (probeable) is sent nothing, and its probe record says unknown and why.
+// Otherwise the probe reaches the server: a dry run reaches nothing and
+// records the probe as planned (workflow.Reach).
+func (f *family) probePod(ctx context.Context, srv Server, pod *corev1.Pod, target string) (probed, error) {
+	detail := probeDetail{Protocol: srv.Protocol, Port: srv.Port}
 	reason, check, err := f.probeable(ctx, srv, pod)
 	if err != nil {
-		return nil, err
+		return probed{}, err
 	}
 	if reason != "" {
-		// The password goes only where it belongs: nothing is sent.
-		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port, NotOwned: check})})
-		return nil, nil
+		detail.NotOwned = check
+		return probed{declined: reason, record: store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
+			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(detail)}}, nil
 	}
-	// The probe reaches the server: a dry run reaches nothing and records
-	// the probe as planned (workflow.Reach).
-	var secretRV string
-	probe, err := workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-		Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})}, func(ctx context.Context, probe store.Record) (store.Record, error) {
+	var out probed
+	out.record, err = workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
+		Detail: store.DetailOf(detail)}, func(ctx context.Context, probe store.Record) (store.Record, error) {
 		res, rv, err := f.probeUntilReached(ctx, srv, pod)
-		secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
+		out.secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
 		return probe, err
 	})
-	if err != nil {
+	return out, err
+}
+
+// restartRefusing decides about a server pod that refused the password its
+// Secret holds (probe): its restart (delete-pod, once per cause), or a
+// refusal saying why not: this run restarted it already
+// (server-still-refuses), or restartDeclined's reason.
+func (f *family) restartRefusing(ctx context.Context, p *progress, srv Server, pod *corev1.Pod, probe probed, target string, deleteCalled bool) (*workflow.Decision, error) {
+	authorship := p.authorshipOfSecret(srv.Secret)
+	declined := func(reason string, s podSummary) (*workflow.Decision, error) {
+		s.Namespace, s.Pod, s.Secret, s.Authorship = f.cmd.Spec.Namespace, srv.Pod, srv.Secret, authorship
+		return &workflow.Decision{Notes: []store.Record{probe.record}, Refuse: &workflow.Refusal{Reason: reason, Summary: store.DetailOf(s)}}, nil
+	}
+	if deleteCalled {
+		return declined(ReasonServerStillRefuses, podSummary{})
+	}
+	c := restartCause(srv, pod, probe.secretRV)
+	why, by, err := f.restartDeclined(ctx, target, authorship, c, "")
+	switch {
+	case err != nil:
 		return nil, err
+	case why == ReasonSecretUnproven:
+		return declined(why, podSummary{Detail: "the Secret is unproven (anyone who may create Secrets here may have written it); " +
+			"a server is restarted onto it only with spec.repair.restartOnUnproven"})
+	case why != "":
+		return declined(why, podSummary{RestartedBy: by,
+			Detail: "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"})
 	}
-	switch ProbeStatus(probe.Status) {
-	case ProbeRefused:
-		authorship := p.authorshipOfSecret(srv.Secret)
-		declined := func(reason string, s podSummary) (*workflow.Decision, error) {
-			s.Namespace, s.Pod, s.Secret, s.Authorship = f.cmd.Spec.Namespace, srv.Pod, srv.Secret, authorship
-			return &workflow.Decision{Notes: []store.Record{probe}, Refuse: &workflow.Refusal{Reason: reason, Summary: store.DetailOf(s)}}, nil
-		}
-		if deleteCalled {
-			return declined(ReasonServerStillRefuses, podSummary{})
-		}
-		c := restartCause(srv, pod, secretRV)
-		why, by, err := f.restartDeclined(ctx, target, authorship, c, "")
-		switch {
-		case err != nil:
-			return nil, err
-		case why == ReasonSecretUnproven:
-			return declined(why, podSummary{Detail: "the Secret is unproven (anyone who may create Secrets here may have written it); " +
-				"a server is restarted onto it only with spec.repair.restartOnUnproven"})
-		case why != "":
-			return declined(why, podSummary{RestartedBy: by,
-				Detail: "restarted once for this Secret version, controller revision and pod spec; restarted again only after one of them changes"})
-		}
-		p.note(probe)
-		return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID, srv.Secret, authorship, c)}, nil
-	default:
-		p.note(probe)
-		return nil, nil
-	}
+	p.note(probe.record)
+	return &workflow.Decision{Call: f.deletePodCall(srv.Pod, pod.UID, srv.Secret, authorship, c)}, nil
 }
 
 // restartDeclined says why a refusing server, whose Secret has authorship

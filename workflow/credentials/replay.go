@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 )
@@ -49,75 +51,83 @@ func (f *family) Asks(ctx context.Context, run *workflow.Run, call *workflow.Cal
 	if call.Step != stepDeletePod {
 		return "", nil, nil
 	}
-	name := call.Target.Name
-	i := slices.IndexFunc(f.cmd.Spec.Servers, func(s Server) bool { return s.Pod == name })
-	if i < 0 {
-		return "the pod is not a server of the plan", nil, nil
+	srv, pod, why, err := f.askedPod(ctx, call)
+	if why != "" || err != nil {
+		return why, nil, err
 	}
-	srv := f.cmd.Spec.Servers[i]
-	target := f.target(store.TargetPod, name).String()
-	pod, err := f.kube.GetPod(ctx, name)
-	switch {
-	case isNotFound(err):
-		return "the pod is gone", nil, nil
-	case err != nil:
-		return "", nil, kubeErr(err)
-	case string(pod.UID) != call.UID:
-		return "the pod is another incarnation than the one the call named", nil, nil
-	}
-	detail := probeDetail{Protocol: srv.Protocol, Port: srv.Port}
-	reason, check, err := f.probeable(ctx, srv, pod)
+	target := f.target(store.TargetPod, srv.Pod).String()
+	probe, err := f.probePod(ctx, srv, pod, target)
 	if err != nil {
 		return "", nil, err
 	}
-	if reason != "" {
-		detail.NotOwned = check
-		probe := store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(detail)}
-		return "the pod may not be probed (" + reason + "), so nothing shows it refuses", []store.Record{probe}, nil
+	notes := []store.Record{probe.record}
+	if probe.declined != "" {
+		return "the pod may not be probed (" + probe.declined + "), so nothing shows it refuses", notes, nil
 	}
-	var secretRV string
-	probe, err := workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-		Detail: store.DetailOf(detail)}, func(ctx context.Context, probe store.Record) (store.Record, error) {
-		res, rv, err := f.probeUntilReached(ctx, srv, pod)
-		secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
-		return probe, err
-	})
-	if err != nil {
-		return "", nil, err
-	}
-	notes := []store.Record{probe}
-	switch ProbeStatus(probe.Status) {
+	switch ProbeStatus(probe.record.Status) {
 	case ProbeRefused:
 	case probePlanned: // a dry run probes nothing (workflow.Reach): it shows the call
 		return "", notes, nil
 	default:
-		return "the server does not refuse the password its Secret holds (" + probe.Status + "/" + probe.Reason + ")", notes, nil
+		return "the server does not refuse the password its Secret holds (" + probe.record.Status + "/" + probe.record.Reason + ")", notes, nil
 	}
-	c := restartCause(srv, pod, secretRV)
+	c := restartCause(srv, pod, probe.secretRV)
 	if c.digest() != call.Digest {
 		return "the server refuses for another cause than the one the call names", notes, nil
 	}
-	s, err := f.kube.GetSecret(ctx, srv.Secret)
-	if err != nil {
-		return "", nil, kubeErr(err)
-	}
-	p, err := fold(run)
+	why, err = f.askRestart(ctx, run, srv, target, c)
 	if err != nil {
 		return "", nil, err
 	}
+	return why, notes, nil
+}
+
+// askedPod is the server whose pod call names, and that pod as it is now;
+// or why the call is not asked: the pod is no server of the plan, is gone,
+// or is another incarnation than the one the call named.
+func (f *family) askedPod(ctx context.Context, call *workflow.Call) (Server, *corev1.Pod, string, error) {
+	name := call.Target.Name
+	i := slices.IndexFunc(f.cmd.Spec.Servers, func(s Server) bool { return s.Pod == name })
+	if i < 0 {
+		return Server{}, nil, "the pod is not a server of the plan", nil
+	}
+	pod, err := f.readPod(ctx, name)
+	switch {
+	case err != nil:
+		return Server{}, nil, "", err
+	case pod == nil:
+		return Server{}, nil, "the pod is gone", nil
+	case string(pod.UID) != call.UID:
+		return Server{}, nil, "the pod is another incarnation than the one the call named", nil
+	}
+	return f.cmd.Spec.Servers[i], pod, "", nil
+}
+
+// askRestart says why a restart of srv's pod for cause c would not be
+// made now ("" when it would): the authorship of srv's Secret, read now,
+// does not allow it, or another run restarted the pod for that cause
+// (restartDeclined).
+func (f *family) askRestart(ctx context.Context, run *workflow.Run, srv Server, target string, c cause) (string, error) {
+	s, err := f.kube.GetSecret(ctx, srv.Secret)
+	if err != nil {
+		return "", kubeErr(err)
+	}
+	p, err := fold(run)
+	if err != nil {
+		return "", err
+	}
 	authorship, _, err := f.authorship(ctx, p, s, newRunFinds(f.journal))
 	if err != nil {
-		return "", nil, &workflow.Unavailable{Dependency: "postgresql", Err: err}
+		return "", &workflow.Unavailable{Dependency: "postgresql", Err: err}
 	}
 	why, by, err := f.restartDeclined(ctx, target, authorship, c, run.Op.MutationID)
 	switch {
 	case err != nil:
-		return "", nil, err
+		return "", err
 	case why == ReasonSecretUnproven:
-		return "the Secret is unproven and the plan does not opt in to restarts onto it", notes, nil
+		return "the Secret is unproven and the plan does not opt in to restarts onto it", nil
 	case why != "":
-		return "run " + by + " restarted the pod for this cause", notes, nil
+		return "run " + by + " restarted the pod for this cause", nil
 	}
-	return "", notes, nil
+	return "", nil
 }

@@ -199,6 +199,28 @@ func validateMutationID(id string) error {
 }
 
 func (s *Spec) validate() error {
+	if err := s.validateScope(); err != nil {
+		return err
+	}
+	planned, err := s.validateSecrets()
+	if err != nil {
+		return err
+	}
+	if err := s.validateAdopt(planned); err != nil {
+		return err
+	}
+	pods := map[string]bool{}
+	for i, srv := range s.Servers {
+		if err := srv.validate(fmt.Sprintf("spec.servers[%d]", i), planned, pods); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateScope checks the owner and the namespace: both required, both
+// namespace-shaped names.
+func (s *Spec) validateScope() error {
 	if s.Owner == "" {
 		return command.Required("spec.owner")
 	}
@@ -211,11 +233,18 @@ func (s *Spec) validate() error {
 	if err := command.ValidNamespace(s.Namespace); err != nil {
 		return command.Invalid("spec.namespace", err.Error())
 	}
+	return nil
+}
+
+// validateSecrets checks each planned Secret, the plan's bounds (MaxSecrets,
+// MaxKeys in all) and that no name is planned twice; it returns the planned
+// Secrets by name.
+func (s *Spec) validateSecrets() (map[string]*Secret, error) {
 	switch {
 	case len(s.Secrets) == 0:
-		return command.Required("spec.secrets")
+		return nil, command.Required("spec.secrets")
 	case len(s.Secrets) > MaxSecrets:
-		return command.Invalid("spec.secrets", fmt.Sprintf("at most %d Secrets", MaxSecrets))
+		return nil, command.Invalid("spec.secrets", fmt.Sprintf("at most %d Secrets", MaxSecrets))
 	}
 	planned := map[string]*Secret{}
 	keys := 0
@@ -223,16 +252,23 @@ func (s *Spec) validate() error {
 		sec := &s.Secrets[i]
 		field := fmt.Sprintf("spec.secrets[%d]", i)
 		if err := sec.validate(field); err != nil {
-			return err
+			return nil, err
 		}
 		if keys += len(sec.Keys); keys > MaxKeys {
-			return command.Invalid(field+".keys", fmt.Sprintf("the plan names more than %d keys in all (MaxKeys, so that every journal record fits)", MaxKeys))
+			return nil, command.Invalid(field+".keys", fmt.Sprintf("the plan names more than %d keys in all (MaxKeys, so that every journal record fits)", MaxKeys))
 		}
 		if _, dup := planned[sec.Name]; dup {
-			return command.Invalid(field+".name", "names a Secret already planned")
+			return nil, command.Invalid(field+".name", "names a Secret already planned")
 		}
 		planned[sec.Name] = sec
 	}
+	return planned, nil
+}
+
+// validateAdopt checks each adopted ExternalSecret (a planned Secret's name,
+// adopted once) and its generators (valid names, each named once in the
+// plan).
+func (s *Spec) validateAdopt(planned map[string]*Secret) error {
 	adopted, generators := map[string]bool{}, map[string]bool{}
 	for i, a := range s.Adopt {
 		field := fmt.Sprintf("spec.adopt[%d]", i)
@@ -255,12 +291,6 @@ func (s *Spec) validate() error {
 				return command.Invalid(gf, "already named")
 			}
 			generators[g] = true
-		}
-	}
-	pods := map[string]bool{}
-	for i, srv := range s.Servers {
-		if err := srv.validate(fmt.Sprintf("spec.servers[%d]", i), planned, pods); err != nil {
-			return err
 		}
 	}
 	return nil

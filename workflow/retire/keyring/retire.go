@@ -36,46 +36,72 @@ func (m *Manifest) Retire(p RetireParams) (*Manifest, error) {
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct{ name, value string }{
-		{"params.keyId", p.KeyID},
-		{"params.retirementId", p.RetirementID},
-		{"params.requestId", p.RequestID},
-		{"params.mutationId", p.MutationID},
-	} {
-		if err := checkIdentifier(f.name, f.value); err != nil {
-			return nil, err
-		}
+	retiredAt, err := p.check()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkRetirable(p); err != nil {
+		return nil, err
+	}
+	next := m.retiring(p, retiredAt)
+	if err := next.validate(); err != nil {
+		next.wipe()
+		return nil, err
+	}
+	return next, nil
+}
+
+// check says whether the params are well formed (invalid-field, Detail
+// "params.<field>"), and gives the receipt's retiredAt: UTC, truncated to
+// the second.
+func (p RetireParams) check() (time.Time, *Error) {
+	if err := checkReceiptIDs("params.", p.KeyID, p.RetirementID, p.RequestID, p.MutationID); err != nil {
+		return time.Time{}, err
 	}
 	if !validDigest(p.ExpectedMaterialDigest) {
-		return nil, refuse(ReasonInvalidField, "params.expectedMaterialDigest: must be %q and 64 lowercase hex digits", DigestPrefix)
+		return time.Time{}, refuse(ReasonInvalidField, "params.expectedMaterialDigest: must be %q and 64 lowercase hex digits", DigestPrefix)
 	}
 	retiredAt := p.RetiredAt.UTC().Truncate(time.Second)
 	if p.RetiredAt.IsZero() || retiredAt.Year() < 1 || retiredAt.Year() > 9999 {
-		return nil, refuse(ReasonInvalidField, "params.retiredAt: must be a time between years 1 and 9999")
+		return time.Time{}, refuse(ReasonInvalidField, "params.retiredAt: must be a time between years 1 and 9999")
 	}
+	return retiredAt, nil
+}
 
+// checkRetirable says whether m may retire p.KeyID as p asks: the key is
+// present (key-absent), not active (key-active), its material is the one
+// the caller saw (material-digest-mismatch), the retirementId is unused
+// (duplicate-retirement-id), one more receipt fits (too-many-retirements)
+// and the generation can grow (generation-overflow).
+func (m *Manifest) checkRetirable(p RetireParams) *Error {
 	key, ok := m.Key(p.KeyID)
 	if !ok {
-		return nil, refuse(ReasonKeyAbsent, "%s", p.KeyID)
+		return refuse(ReasonKeyAbsent, "%s", p.KeyID)
 	}
 	if p.KeyID == m.ActiveKeyID {
-		return nil, refuse(ReasonKeyActive, "%s", p.KeyID)
+		return refuse(ReasonKeyActive, "%s", p.KeyID)
 	}
 	if got := MaterialDigest(key.Material); got != p.ExpectedMaterialDigest {
-		return nil, refuse(ReasonMaterialDigestMismatch, "%s: have %s, expected %s", p.KeyID, got, p.ExpectedMaterialDigest)
+		return refuse(ReasonMaterialDigestMismatch, "%s: have %s, expected %s", p.KeyID, got, p.ExpectedMaterialDigest)
 	}
 	for _, r := range m.Retirements {
 		if r.RetirementID == p.RetirementID {
-			return nil, refuse(ReasonDuplicateRetirementID, "%s already retired %s", p.RetirementID, r.KeyID)
+			return refuse(ReasonDuplicateRetirementID, "%s already retired %s", p.RetirementID, r.KeyID)
 		}
 	}
 	if len(m.Retirements) >= MaxRetirements {
-		return nil, refuse(ReasonTooManyRetirements, "already %d retirements, at most %d", len(m.Retirements), MaxRetirements)
+		return refuse(ReasonTooManyRetirements, "already %d retirements, at most %d", len(m.Retirements), MaxRetirements)
 	}
 	if m.Generation == math.MaxInt64 {
-		return nil, refuse(ReasonGenerationOverflow, "generation %d", m.Generation)
+		return refuse(ReasonGenerationOverflow, "generation %d", m.Generation)
 	}
+	return nil
+}
 
+// retiring is m's successor once p.KeyID is retired: one generation
+// higher, every other key copied (the retired key's material never is),
+// and the receipt appended, carrying the new generation.
+func (m *Manifest) retiring(p RetireParams, retiredAt time.Time) *Manifest {
 	next := &Manifest{
 		Schema:      m.Schema,
 		Generation:  m.Generation + 1,
@@ -100,9 +126,5 @@ func (m *Manifest) Retire(p RetireParams) (*Manifest, error) {
 		Generation:     next.Generation,
 		RetiredAt:      retiredAt.Format(TimeLayout),
 	})
-	if err := next.validate(); err != nil {
-		next.wipe()
-		return nil, err
-	}
-	return next, nil
+	return next
 }

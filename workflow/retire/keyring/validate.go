@@ -22,6 +22,22 @@ func (m *Manifest) Validate() error {
 
 // validateMembers is every rule of Validate but the size of the encoding.
 func (m *Manifest) validateMembers() *Error {
+	if err := m.checkHeader(); err != nil {
+		return err
+	}
+	keyIDs, err := m.checkKeys()
+	if err != nil {
+		return err
+	}
+	if !keyIDs[m.ActiveKeyID] {
+		return refuse(ReasonUnknownActiveKey, "activeKeyId: %s", m.ActiveKeyID)
+	}
+	return m.checkRetirements(keyIDs)
+}
+
+// checkHeader checks the members around the lists: the schema, the
+// generation, how many keys and receipts, the active key's id.
+func (m *Manifest) checkHeader() *Error {
 	if m.Schema != Schema {
 		return refuse(ReasonUnsupportedSchema, "schema must be %q", Schema)
 	}
@@ -34,62 +50,48 @@ func (m *Manifest) validateMembers() *Error {
 	if len(m.Retirements) > MaxRetirements {
 		return refuse(ReasonTooManyRetirements, "%d retirements, at most %d", len(m.Retirements), MaxRetirements)
 	}
-	if err := checkIdentifier("activeKeyId", m.ActiveKeyID); err != nil {
-		return err
-	}
+	return checkIdentifier("activeKeyId", m.ActiveKeyID)
+}
 
+// checkKeys checks each key (id, createdAt, material size), that no id is
+// repeated and that the keys are sorted by id; it returns the ids.
+func (m *Manifest) checkKeys() (map[string]bool, *Error) {
 	keyIDs := make(map[string]bool, len(m.Keys))
 	for i, k := range m.Keys {
 		field := fmt.Sprintf("keys[%d]", i)
 		if err := checkIdentifier(field+".id", k.ID); err != nil {
-			return err
+			return nil, err
 		}
 		if err := checkTimestamp(field+".createdAt", k.CreatedAt); err != nil {
-			return err
+			return nil, err
 		}
 		if len(k.Material) != MaterialSize {
-			return refuse(ReasonInvalidField, "%s.material: must be %d bytes", field, MaterialSize)
+			return nil, refuse(ReasonInvalidField, "%s.material: must be %d bytes", field, MaterialSize)
 		}
 		if keyIDs[k.ID] {
-			return refuse(ReasonDuplicateKeyID, "%s.id: %s", field, k.ID)
+			return nil, refuse(ReasonDuplicateKeyID, "%s.id: %s", field, k.ID)
 		}
 		keyIDs[k.ID] = true
 		if i > 0 && m.Keys[i-1].ID > k.ID {
-			return refuse(ReasonNonCanonical, "%s.id: keys are not sorted by id", field)
+			return nil, refuse(ReasonNonCanonical, "%s.id: keys are not sorted by id", field)
 		}
 	}
-	if !keyIDs[m.ActiveKeyID] {
-		return refuse(ReasonUnknownActiveKey, "activeKeyId: %s", m.ActiveKeyID)
-	}
+	return keyIDs, nil
+}
 
+// checkRetirements checks each receipt (checkReceipt), in rising
+// generations, and that none names a current key (keyIDs), a key retired
+// before or a retirementId used before.
+func (m *Manifest) checkRetirements(keyIDs map[string]bool) *Error {
 	retirementIDs := make(map[string]bool, len(m.Retirements))
 	retiredKeys := make(map[string]bool, len(m.Retirements))
 	var lastGeneration int64
 	for i, r := range m.Retirements {
 		field := fmt.Sprintf("retirements[%d]", i)
-		for _, f := range []struct{ name, value string }{
-			{"keyId", r.KeyID},
-			{"retirementId", r.RetirementID},
-			{"requestId", r.RequestID},
-			{"mutationId", r.MutationID},
-		} {
-			if err := checkIdentifier(field+"."+f.name, f.value); err != nil {
-				return err
-			}
-		}
-		if !validDigest(r.MaterialDigest) {
-			return refuse(ReasonInvalidField, "%s.materialDigest: must be %q and 64 lowercase hex digits", field, DigestPrefix)
-		}
-		if r.Generation < 1 || r.Generation > m.Generation {
-			return refuse(ReasonInvalidField, "%s.generation: must be between 1 and the manifest generation %d", field, m.Generation)
-		}
-		if r.Generation <= lastGeneration {
-			return refuse(ReasonInvalidField, "%s.generation: must be greater than the previous receipt's %d", field, lastGeneration)
-		}
-		lastGeneration = r.Generation
-		if err := checkTimestamp(field+".retiredAt", r.RetiredAt); err != nil {
+		if err := m.checkReceipt(field, r, lastGeneration); err != nil {
 			return err
 		}
+		lastGeneration = r.Generation
 		if keyIDs[r.KeyID] {
 			return refuse(ReasonRetiredKeyPresent, "%s.keyId: %s is still a current key", field, r.KeyID)
 		}
@@ -101,6 +103,42 @@ func (m *Manifest) validateMembers() *Error {
 			return refuse(ReasonDuplicateRetirementID, "%s.retirementId: %s", field, r.RetirementID)
 		}
 		retirementIDs[r.RetirementID] = true
+	}
+	return nil
+}
+
+// checkReceipt checks one receipt on its own: its identifiers, its
+// material digest, a generation within the manifest's and above the
+// previous receipt's (last), its retiredAt.
+func (m *Manifest) checkReceipt(field string, r Retirement, last int64) *Error {
+	if err := checkReceiptIDs(field+".", r.KeyID, r.RetirementID, r.RequestID, r.MutationID); err != nil {
+		return err
+	}
+	if !validDigest(r.MaterialDigest) {
+		return refuse(ReasonInvalidField, "%s.materialDigest: must be %q and 64 lowercase hex digits", field, DigestPrefix)
+	}
+	if r.Generation < 1 || r.Generation > m.Generation {
+		return refuse(ReasonInvalidField, "%s.generation: must be between 1 and the manifest generation %d", field, m.Generation)
+	}
+	if r.Generation <= last {
+		return refuse(ReasonInvalidField, "%s.generation: must be greater than the previous receipt's %d", field, last)
+	}
+	return checkTimestamp(field+".retiredAt", r.RetiredAt)
+}
+
+// checkReceiptIDs checks the identifiers a receipt carries (a receipt's,
+// or the params of the retirement that writes one), each field named
+// prefix+its member name.
+func checkReceiptIDs(prefix, keyID, retirementID, requestID, mutationID string) *Error {
+	for _, f := range []struct{ name, value string }{
+		{"keyId", keyID},
+		{"retirementId", retirementID},
+		{"requestId", requestID},
+		{"mutationId", mutationID},
+	} {
+		if err := checkIdentifier(prefix+f.name, f.value); err != nil {
+			return err
+		}
 	}
 	return nil
 }
