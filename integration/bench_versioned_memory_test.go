@@ -1,0 +1,50 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchVersionedMemory: one SecretUpdate in a namespace holding 1,000
+// other Secrets with 100 KiB of annotations each. Its peak RSS (VmHWM from
+// keyledger's own summary line) must stay under 64 MiB and does not follow
+// the other Secrets: it is printed beside the same update in an empty
+// namespace.
+func TestBenchVersionedMemory(t *testing.T) {
+	benchEnabled(t)
+	e := setup(t)
+	bin := withBinary(releaseBinary(t))
+	as := e.asWriter("mem")
+	data := func(i int) map[string][]byte {
+		return map[string][]byte{"password": []byte(fmt.Sprintf("mem-%04d", i))}
+	}
+	e.createSecret(plainSecret("mem", data(0)))
+	update := func(i int) int64 {
+		t.Helper()
+		cur := e.getSecret("mem")
+		r := e.runCmd(updateCommand(e.ns, "mem", cur.ResourceVersion, fmt.Sprintf("mut-mem-%d", i), data(i)), as, bin)
+		requireOK(t, r, "completed")
+		return sample{summary: runSummary(t, r)}.peakRSS()
+	}
+	var empty []int64
+	for i := range 3 {
+		empty = append(empty, update(1+i))
+	}
+	const others, annotationBytes = 1000, 100 << 10
+	blob := strings.Repeat("a", annotationBytes)
+	start := time.Now()
+	e.seedSecrets("bulky", others, func(int) map[string]string { return map[string]string{"example.com/blob": blob} })
+	seeded := time.Since(start)
+	var crowded []int64
+	for i := range 3 {
+		crowded = append(crowded, update(10+i))
+	}
+	benchLine("versioned-update-memory others=%d annotations_per_secret=%dKiB seed=%s", others, annotationBytes>>10, ms(seeded))
+	benchLine("versioned-update-memory peak_rss_mib empty_namespace=%.1f crowded_namespace=%.1f limit=64 (median of %d)",
+		mib(median(empty)), mib(median(crowded)), len(crowded))
+	require.Less(t, median(crowded), int64(64<<10), "peak RSS under 64 MiB")
+}
