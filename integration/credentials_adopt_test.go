@@ -79,7 +79,7 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	after := e.GetSecret(existing.Name)
 	require.Equal(t, canary, after.Data["password"], "the existing value is untouched")
 	require.Equal(t, writerValue, after.Data["username"], "the writer's value is not overwritten")
-	suite.RequireAlphabet(t, after.Data["admin-password"], 24, alphanumericChars)
+	suite.RequireAlphabet(t, after.Data["admin-password"], 24, suite.AlphanumericChars)
 	require.Equal(t, "shop", after.Labels["app.kubernetes.io/part-of"])
 
 	_, records := e.JournalOf("mut-writer:run-1")

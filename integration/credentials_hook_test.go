@@ -11,6 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -218,4 +219,19 @@ func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 		require.Equal(t, string(plan), cm.Data["plan.json"])
 		before = got
 	}
+}
+
+// rulesOf reads the rendered Role's rules.
+func rulesOf(t *testing.T, dir string) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "2-role.yaml"))
+	require.NoError(t, err)
+	var role rbacv1.Role
+	require.NoError(t, yaml.UnmarshalStrict(b, &role))
+	return role.Rules
+}
+
+// rbacWider is one right the plan must not have.
+func rbacWider() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}}}
 }

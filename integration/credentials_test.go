@@ -43,11 +43,11 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 		require.Equal(t, "mut-fresh:run-1", s.Annotations["keyledger.dev/created-by-mutation"])
 		require.Equal(t, corev1.SecretTypeOpaque, s.Type)
 	}
-	suite.RequireAlphabet(t, before[names[0]].Data["password"], 32, alphanumericChars)
+	suite.RequireAlphabet(t, before[names[0]].Data["password"], 32, suite.AlphanumericChars)
 	require.Equal(t, "app", string(before[names[0]].Data["username"]))
 	require.Equal(t, "shop", before[names[0]].Labels["app.kubernetes.io/part-of"])
 	suite.RequireAlphabet(t, before[names[2]].Data["access-key"], 20, "0123456789abcdef")
-	suite.RequireAlphabet(t, before[names[2]].Data["secret-key"], 64, alphanumericChars+"-_")
+	suite.RequireAlphabet(t, before[names[2]].Data["secret-key"], 64, suite.AlphanumericChars+"-_")
 	require.NotEqual(t, before[names[0]].Data["password"], before[names[1]].Data["password"])
 
 	// The journal: preparation with names, one call and result per create.
@@ -162,7 +162,7 @@ func TestIntegrationCredentialsPartialSecret(t *testing.T) {
 	require.Equal(t, canary, after.Data["password"], "an existing value is byte-identical")
 	require.Equal(t, []byte("kept"), after.Data["other"])
 	require.Equal(t, "app", string(after.Data["username"]))
-	suite.RequireAlphabet(t, after.Data["admin-password"], 24, alphanumericChars)
+	suite.RequireAlphabet(t, after.Data["admin-password"], 24, suite.AlphanumericChars)
 	require.Equal(t, map[string]string{"team": "orders", "app.kubernetes.io/part-of": "shop"}, after.Labels)
 	require.NotContains(t, after.Annotations, "keyledger.dev/created-by-mutation", "a kept Secret is not claimed")
 	require.Equal(t, existing.UID, after.UID)

@@ -18,6 +18,17 @@ import (
 	"github.com/keyledger/keyledger/store"
 )
 
+// The journal on the real CloudNativePG operator: the release manifest of
+// CLOUDNATIVEPG_VERSION installed on the test node, deploy/journal applied
+// with kustomize as deploy/README.md tells a user (a private overlay that
+// replaces the example role with the served namespace's and sets the image;
+// the per-namespace password Secrets, grant Job and CA ConfigMap of "Once
+// per served namespace"), reconciled to
+// three Ready instances with the synchronous replication the Cluster
+// declares, the migration and grant Jobs run. One Cluster serves every
+// subtest (it takes minutes to bring up on two cores); the failover
+// subtests lose its primary mid-operation.
+
 // requireRowsKept requires every row of before in after, byte for byte.
 func requireRowsKept(t *testing.T, before, after map[string]string) {
 	t.Helper()

@@ -190,7 +190,7 @@ func TestIntegrationVersionedSizeBounds(t *testing.T) {
 	v2 := e.GetSecret("large")
 	require.Equal(t, map[string][]byte{"blob": blob}, v2.Data)
 	// Restoring version 1 (760 KiB and the small key, raw): accepted, byte for byte.
-	suite.RequireOK(t, e.RunCmd(restoreCommand(e.NS, "large", v2.ResourceVersion, "mut-l2", 1), as), "completed")
+	suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "large", v2.ResourceVersion, "mut-l2", 1), as), "completed")
 	require.Equal(t, s.Data, e.GetSecret("large").Data)
 }
 
@@ -221,7 +221,7 @@ func TestIntegrationVersionedNothingGuessable(t *testing.T) {
 	require.NotContains(t, snap.Annotations, "kubectl.kubernetes.io/last-applied-configuration")
 
 	// Restore v1: the live password is old again.
-	suite.RequireOK(t, e.RunCmd(restoreCommand(e.NS, "app", live.ResourceVersion, "mut-a2", 1), as), "completed")
+	suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "app", live.ResourceVersion, "mut-a2", 1), as), "completed")
 	show := func() (versioned.History, string) {
 		h := e.Keyledger([]string{"history", e.NS + "/app", "--show-keys", "-o", "json"}, as)
 		require.Equal(t, 0, h.Code, "%s %s", h.Stdout, h.Stderr)

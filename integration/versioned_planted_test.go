@@ -54,7 +54,7 @@ func TestIntegrationVersionedResendRechecksArchive(t *testing.T) {
 		s := e.CreateSecret(suite.PlainSecret("rst", map[string][]byte{"k": suite.VCanary("r0")}))
 		suite.RequireOK(t, e.Update("rst", "mut-rst-1", suite.VCanary("r1"), as), "completed")
 		live := e.GetSecret("rst")
-		cmd := restoreCommand(e.NS, "rst", live.ResourceVersion, "mut-rst", 1)
+		cmd := suite.RestoreCommand(e.NS, "rst", live.ResourceVersion, "mut-rst", 1)
 		r := e.RunCmd(cmd, as, suite.WithFailpoint("after-call#2"))
 		require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
 		require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), versioned.SnapshotName(s.UID, 2), metav1.DeleteOptions{}))

@@ -148,7 +148,7 @@ func TestIntegrationVersionedPlantedRestoreTarget(t *testing.T) {
 	_, err := e.Planter().CoreV1().Secrets(e.NS).Create(t.Context(), lookalike(live, 1, map[string][]byte{"k": suite.VCanary("evil")}), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	r := e.RunCmd(restoreCommand(e.NS, "db", live.ResourceVersion, "mut-r1", 1), as, limit)
+	r := e.RunCmd(suite.RestoreCommand(e.NS, "db", live.ResourceVersion, "mut-r1", 1), as, limit)
 	suite.RequireRefused(t, r, "foreign-snapshot")
 	require.Equal(t, live.ResourceVersion, e.GetSecret("db").ResourceVersion)
 	require.Equal(t, suite.VCanary("3"), e.GetSecret("db").Data["k"])
@@ -161,8 +161,8 @@ func TestIntegrationVersionedPlantedRestoreTarget(t *testing.T) {
 	require.Equal(t, 2, one.Code, "%s %s", one.Stdout, one.Stderr)
 
 	// A restore target must be below the live counter.
-	suite.RequireRefused(t, e.RunCmd(restoreCommand(e.NS, "db", live.ResourceVersion, "mut-r4", 4), as, limit), "version-ahead")
+	suite.RequireRefused(t, e.RunCmd(suite.RestoreCommand(e.NS, "db", live.ResourceVersion, "mut-r4", 4), as, limit), "version-ahead")
 	// A genuine version restores.
-	suite.RequireOK(t, e.RunCmd(restoreCommand(e.NS, "db", live.ResourceVersion, "mut-r2", 2), as, limit), "completed")
+	suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "db", live.ResourceVersion, "mut-r2", 2), as, limit), "completed")
 	require.Equal(t, suite.VCanary("1"), e.GetSecret("db").Data["k"])
 }

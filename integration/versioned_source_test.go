@@ -89,7 +89,7 @@ func TestIntegrationVersionedSourceMetadata(t *testing.T) {
 	require.Equal(t, s0.OwnerReferences, s1.OwnerReferences)
 	require.Equal(t, s0.Finalizers, s1.Finalizers)
 
-	out := suite.RequireOK(t, e.RunCmd(restoreCommand(e.NS, "owned", s1.ResourceVersion, "mut-o2", 1), as), "completed")
+	out := suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "owned", s1.ResourceVersion, "mut-o2", 1), as), "completed")
 	require.EqualValues(t, 1, out["restoredVersion"])
 	s2 := e.GetSecret("owned")
 	require.Equal(t, s0.Data, s2.Data, "version 1's bytes")
@@ -113,7 +113,7 @@ func TestIntegrationVersionedRestoreBeingDeleted(t *testing.T) {
 	require.NotNil(t, going.DeletionTimestamp)
 	before := e.ObjectsOf(s0.UID)
 
-	r := e.RunCmd(restoreCommand(e.NS, "going", going.ResourceVersion, "mut-g2", 1), as)
+	r := e.RunCmd(suite.RestoreCommand(e.NS, "going", going.ResourceVersion, "mut-g2", 1), as)
 	suite.RequireRefused(t, r, "terminating")
 	require.Equal(t, going.ResourceVersion, e.GetSecret("going").ResourceVersion, "nothing written")
 	require.Equal(t, before, e.ObjectsOf(s0.UID), "nothing archived")

@@ -105,7 +105,7 @@ func TestIntegrationVersionedUpdateRestoreHistory(t *testing.T) {
 	require.Equal(t, 2, absent.Code)
 
 	// Restore v1 (the adopted state) into v3: v4 holds v1's bytes; v3 archived.
-	r = e.RunCmd(restoreCommand(e.NS, "db", s2.ResourceVersion, "mut-r1", 1), as)
+	r = e.RunCmd(suite.RestoreCommand(e.NS, "db", s2.ResourceVersion, "mut-r1", 1), as)
 	outputs.WriteString(r.Stdout + r.Stderr)
 	out = suite.RequireOK(t, r, "completed")
 	require.EqualValues(t, 1, out["restoredVersion"])
@@ -118,7 +118,7 @@ func TestIntegrationVersionedUpdateRestoreHistory(t *testing.T) {
 	e.RequireSnapshot(s2, 3, "mut-r1")
 
 	// Restore v3, the binary one: every byte survives.
-	r = e.RunCmd(restoreCommand(e.NS, "db", s3.ResourceVersion, "mut-r3", 3), as)
+	r = e.RunCmd(suite.RestoreCommand(e.NS, "db", s3.ResourceVersion, "mut-r3", 3), as)
 	outputs.WriteString(r.Stdout + r.Stderr)
 	suite.RequireOK(t, r, "completed")
 	s4 := e.GetSecret("db")
@@ -127,12 +127,12 @@ func TestIntegrationVersionedUpdateRestoreHistory(t *testing.T) {
 	require.Equal(t, "5", s4.Annotations["keyledger.dev/version"])
 
 	// A version at or above the live counter is never history.
-	r = e.RunCmd(restoreCommand(e.NS, "db", s4.ResourceVersion, "mut-r9", 9), as)
+	r = e.RunCmd(suite.RestoreCommand(e.NS, "db", s4.ResourceVersion, "mut-r9", 9), as)
 	suite.RequireRefused(t, r, "version-ahead")
 	require.Equal(t, s4.ResourceVersion, e.GetSecret("db").ResourceVersion)
 
 	// No value anywhere: outputs, debug logs, the journal.
-	r = e.RunCmd(restoreCommand(e.NS, "db", s4.ResourceVersion, "mut-r9", 9), as, suite.WithEnv("KEYLEDGER_LOG_LEVEL=debug"))
+	r = e.RunCmd(suite.RestoreCommand(e.NS, "db", s4.ResourceVersion, "mut-r9", 9), as, suite.WithEnv("KEYLEDGER_LOG_LEVEL=debug"))
 	outputs.WriteString(r.Stdout + r.Stderr)
 	show := e.Keyledger([]string{"journal", "show", "mut-u2", "-o", "json"})
 	outputs.WriteString(show.Stdout)
@@ -336,7 +336,7 @@ func TestIntegrationVersionedSourceConflictAndGuards(t *testing.T) {
 		cur.Immutable = &yes
 		cur, err := e.Kube.Client().CoreV1().Secrets(e.NS).Update(t.Context(), cur, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		r := e.RunCmd(restoreCommand(e.NS, tc.name, cur.ResourceVersion, "mut-restore-"+tc.name, 1), as)
+		r := e.RunCmd(suite.RestoreCommand(e.NS, tc.name, cur.ResourceVersion, "mut-restore-"+tc.name, 1), as)
 		if tc.want == "existing" {
 			suite.RequireOK(t, r, "existing")
 		} else {
@@ -520,8 +520,8 @@ func TestIntegrationVersionedRecreatedName(t *testing.T) {
 
 	// Version 1 exists only for the predecessor: never restored through the new UID.
 	new2 := e.GetSecret("phoenix")
-	suite.RequireRefused(t, e.RunCmd(restoreCommand(e.NS, "phoenix", new2.ResourceVersion, "mut-new-r1", 1), as), "version-absent")
-	suite.RequireOK(t, e.RunCmd(restoreCommand(e.NS, "phoenix", new2.ResourceVersion, "mut-new-r2", 2), as), "completed")
+	suite.RequireRefused(t, e.RunCmd(suite.RestoreCommand(e.NS, "phoenix", new2.ResourceVersion, "mut-new-r1", 1), as), "version-absent")
+	suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "phoenix", new2.ResourceVersion, "mut-new-r2", 2), as), "completed")
 	require.Equal(t, suite.VCanary("new1"), e.GetSecret("phoenix").Data["k"])
 }
 

@@ -623,3 +623,6 @@ func StatefulPodIdentity(set string, ordinal int, spec corev1.PodSpec) (map[stri
 	spec.Hostname, spec.Subdomain = name, set
 	return map[string]string{"app": set, "statefulset.kubernetes.io/pod-name": name, "apps.kubernetes.io/pod-index": strconv.Itoa(ordinal)}, spec
 }
+
+// AlphanumericChars is the alphabet of a generated alphanumeric password.
+const AlphanumericChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

@@ -17,115 +17,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/keyledger/keyledger/integration/platform"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/failpoint"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
-
-// WritesBetween counts the writes the API server made to one object after
-// resourceVersion from, up to and including the write that produced until,
-// by replaying the object's watch history. It proves "exactly one write"
-// from the authority's own record, not from what keyledger says.
-func WritesBetween(t *testing.T, open func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error), name, from, until string) int {
-	t.Helper()
-	if from == until {
-		return 0
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	w, err := open(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: from})
-	require.NoError(t, err, "opening watch")
-	defer w.Stop()
-	writes := 0
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			require.True(t, ok, "watch closed before resourceVersion %s was seen", until)
-			require.NotEqual(t, watch.Error, ev.Type, "watch error: %v", ev.Object)
-			if ev.Type == watch.Bookmark {
-				continue
-			}
-			writes++
-			m, err := meta.Accessor(ev.Object)
-			require.NoError(t, err)
-			if m.GetResourceVersion() == until {
-				return writes
-			}
-		case <-ctx.Done():
-			t.Fatalf("resourceVersion %s never appeared in the watch history after %s", until, from)
-		}
-	}
-}
-
-// JournalOf reads an operation and its records as the schema owner.
-func (e *Env) JournalOf(mutationID string) (*store.Operation, []store.Record) {
-	e.T.Helper()
-	st, err := store.Open(e.T.Context(), e.Journal.OwnerURL)
-	require.NoError(e.T, err)
-	defer st.Close()
-	op, err := st.Load(e.T.Context(), "", mutationID)
-	require.NoError(e.T, err)
-	records, err := st.Records(e.T.Context(), op.ID)
-	require.NoError(e.T, err)
-	return op, records
-}
-
-// Kinds lists the record kinds in order.
-func Kinds(records []store.Record) []store.RecordKind {
-	out := make([]store.RecordKind, len(records))
-	for i, r := range records {
-		out[i] = r.Kind
-	}
-	return out
-}
-
-// Count counts records of one kind (workflowtest.Count).
-func Count(records []store.Record, kind store.RecordKind) int {
-	return workflowtest.Count(records, kind)
-}
-
-// writeCommand writes a command file (mode 0600) and returns its absolute path.
-// runTogether starts n runs of the binary with args at the same moment and
-// returns how each ended, in start order.
-func (e *Env) RunTogether(n int, args []string, opts ...RunOption) []Result {
-	e.T.Helper()
-	results := make([]Result, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i] = e.Keyledger(args, opts...)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	return results
-}
-
-func (e *Env) WriteCommand(name string, v any) string {
-	e.T.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(e.T, err)
-	path := filepath.Join(e.Dir, name)
-	require.NoError(e.T, os.WriteFile(path, b, 0o600))
-	return path
-}
-
-// Outcome decodes the one JSON line a run prints on stdout.
-func Outcome(t *testing.T, r Result) map[string]any {
-	t.Helper()
-	var out map[string]any
-	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out), "stdout must be one JSON line: %q (stderr %s)", r.Stdout, r.Stderr)
-	return out
-}
 
 // The platform is started once per package run, on first use, and stopped
 // by TestMain: one control plane, one PostgreSQL server, one keyledger binary.
@@ -345,3 +242,68 @@ func Binary() string { return shared.binary }
 
 // Dir is the shared platform's temporary directory (by Setup).
 func Dir() string { return shared.dir }
+
+// JournalOf reads an operation and its records as the schema owner.
+func (e *Env) JournalOf(mutationID string) (*store.Operation, []store.Record) {
+	e.T.Helper()
+	st, err := store.Open(e.T.Context(), e.Journal.OwnerURL)
+	require.NoError(e.T, err)
+	defer st.Close()
+	op, err := st.Load(e.T.Context(), "", mutationID)
+	require.NoError(e.T, err)
+	records, err := st.Records(e.T.Context(), op.ID)
+	require.NoError(e.T, err)
+	return op, records
+}
+
+// Kinds lists the record kinds in order.
+func Kinds(records []store.Record) []store.RecordKind {
+	out := make([]store.RecordKind, len(records))
+	for i, r := range records {
+		out[i] = r.Kind
+	}
+	return out
+}
+
+// Count counts records of one kind (workflowtest.Count).
+func Count(records []store.Record, kind store.RecordKind) int {
+	return workflowtest.Count(records, kind)
+}
+
+// RunTogether starts n runs of the binary with args at the same moment and
+// returns how each ended, in start order.
+func (e *Env) RunTogether(n int, args []string, opts ...RunOption) []Result {
+	e.T.Helper()
+	results := make([]Result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = e.Keyledger(args, opts...)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return results
+}
+
+// WriteCommand writes a command file (mode 0600) and returns its absolute path.
+func (e *Env) WriteCommand(name string, v any) string {
+	e.T.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(e.T, err)
+	path := filepath.Join(e.Dir, name)
+	require.NoError(e.T, os.WriteFile(path, b, 0o600))
+	return path
+}
+
+// Outcome decodes the one JSON line a run prints on stdout.
+func Outcome(t *testing.T, r Result) map[string]any {
+	t.Helper()
+	var out map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out), "stdout must be one JSON line: %q (stderr %s)", r.Stdout, r.Stderr)
+	return out
+}

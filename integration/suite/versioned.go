@@ -395,3 +395,10 @@ func (e *Env) Update(name, mutation string, value []byte, opts ...RunOption) Res
 	cur := e.GetSecret(name)
 	return e.RunCmd(UpdateCommand(e.NS, name, cur.ResourceVersion, mutation, map[string][]byte{"k": value}), opts...)
 }
+
+// RestoreCommand is a SecretRestore of version of ns/name at rv.
+func RestoreCommand(ns, name, rv, mutation string, version int64) map[string]any {
+	c := VMeta("SecretRestore", mutation)
+	c["spec"] = map[string]any{"namespace": ns, "name": name, "expectedResourceVersion": rv, "version": version}
+	return c
+}
