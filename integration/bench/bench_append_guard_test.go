@@ -25,7 +25,7 @@ import (
 // append pays).
 func TestBenchAppendGuard(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	ctx := t.Context()
 	old, err := suite.Postgres().NewJournal(ctx, "kl_"+suite.RandomSuffix(t), e.NS, suite.ToyNamespace)
 	require.NoError(t, err)

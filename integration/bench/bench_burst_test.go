@@ -42,7 +42,7 @@ func (s burstShape) row() string {
 // measured alone), over the cores.
 func TestBenchBurstOfNamespaces(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	bin := releaseBinary(t)
 	perRun := burstFloor(e, bin, 12)
 	shapes := []burstShape{{50, 30, false}, {50, 30, true}, {200, 90, false}, {200, 90, true}}
@@ -55,7 +55,7 @@ func TestBenchBurstOfNamespaces(t *testing.T) {
 }
 
 // pooledBenchSkipped says (and prints why) a pooled row cannot run.
-func pooledBenchSkipped(e *env, row string) bool {
+func pooledBenchSkipped(e *suite.Env, row string) bool {
 	if err := platform.PgBouncerInstalled(); err != nil {
 		suite.BenchLine("%s skipped: %v", row, err)
 		return true
@@ -67,7 +67,7 @@ func pooledBenchSkipped(e *env, row string) bool {
 // namespace and plan of its own in a journal without a limit, and returns
 // the median CPU time one run needs on this machine (every process:
 // keyledger's rusage, the control plane's threads, PostgreSQL's cgroup).
-func burstFloor(e *env, bin string, k int) time.Duration {
+func burstFloor(e *suite.Env, bin string, k int) time.Duration {
 	e.T.Helper()
 	j := e.BurstTenants(k)
 	samples := make([]suite.Sample, k)
@@ -80,7 +80,7 @@ func burstFloor(e *env, bin string, k int) time.Duration {
 }
 
 // benchBurst runs one burst shape on fresh namespaces and prints its row.
-func benchBurst(e *env, s burstShape, bin string, perRun time.Duration) {
+func benchBurst(e *suite.Env, s burstShape, bin string, perRun time.Duration) {
 	e.T.Helper()
 	j := e.BurstTenants(s.n)
 	j.LimitConnections(e.T, s.limit)

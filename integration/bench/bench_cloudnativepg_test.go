@@ -28,7 +28,7 @@ func TestBenchRetireCloudNativePG(t *testing.T) {
 	if reason := platform.OperatorsSkipReason(); reason != "" {
 		t.Skip(reason)
 	}
-	ne := setupNode(t)
+	ne := suite.SetupNode(t)
 	j := suite.DeployCloudNativePGJournal(ne)
 	bin := suite.NodeBinary() // the release build inside the image
 	const runs = 9

@@ -179,7 +179,7 @@ func runConcurrently(t *testing.T, cmds []*exec.Cmd) (runs []concurrentRun, elap
 
 // releaseCmd is a keyledger process of the release binary, with the
 // environment e.keyledger gives it (as the options say).
-func releaseCmd(e *env, ctx context.Context, bin string, args []string, opts ...suite.RunOption) *exec.Cmd {
+func releaseCmd(e *suite.Env, ctx context.Context, bin string, args []string, opts ...suite.RunOption) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.Dir, "KUBECONFIG=" + e.Kube.KubeconfigFile(),
 		"KEYLEDGER_DATABASE_URL=" + e.Journal.OperatorURL}
@@ -211,7 +211,7 @@ func percentile(xs []time.Duration, p float64) time.Duration {
 // the writes to each planned Secret (goal: one).
 func TestBenchConcurrentRuns(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	bin := releaseBinary(t)
 	m := suite.StandardKeyring()
 	const perLevel = 32

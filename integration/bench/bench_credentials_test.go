@@ -47,7 +47,7 @@ import (
 // build too, interleaved, and prints its medians beside this build's.
 func TestBenchCredentials(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	const n = 64
 	// KEYLEDGER_BENCH_CREDENTIAL_RUNS=N (5 or more) runs each row N times
 	// instead of 5: on a busy machine the medians need more.

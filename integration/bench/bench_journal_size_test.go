@@ -201,7 +201,7 @@ const quietNamespace = "tenant-quiet"
 // defaultJournalOps).
 func TestBenchJournalSize(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	bin := releaseBinary(t)
 	large := defaultJournalOps
 	if v, err := strconv.Atoi(os.Getenv(journalOpsEnv)); err == nil && v >= 1000 {

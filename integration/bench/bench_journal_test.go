@@ -22,7 +22,7 @@ import (
 // KEYLEDGER_BENCH_SYNCS changes the 1,000.
 func TestBenchPlanSyncs(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	syncs := 1000
 	if v, err := strconv.Atoi(os.Getenv("KEYLEDGER_BENCH_SYNCS")); err == nil && v >= 20 {
 		syncs = v

@@ -142,7 +142,7 @@ func benchPooled(t *testing.T, row string, pooled []suite.Sample, direct, pair [
 //
 // pooledURL, when not empty, is the journal's URL through the session
 // pooler: its connect is measured too.
-func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
+func benchFloors(t *testing.T, e *suite.Env, kubeconfig, ns, name, pooledURL string) {
 	t.Helper()
 	const n = 15
 	var startMain, goWall []time.Duration

@@ -31,7 +31,7 @@ type journalReplay struct {
 // and returns its replay. The journal's shape is required, so that a
 // change to it (another move, another record) fails here instead of
 // measuring something else.
-func retirementReplay(e *env, t *testing.T, mutation string) journalReplay {
+func retirementReplay(e *suite.Env, t *testing.T, mutation string) journalReplay {
 	t.Helper()
 	op, records := e.JournalOf(mutation)
 	require.Equal(t, store.StateCompleted, op.State)

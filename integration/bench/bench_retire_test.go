@@ -44,7 +44,7 @@ func largestKeyring() *keyring.Manifest {
 // kind of Secret as the baseline, interleaved.
 func TestBenchRetire(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Log("kubectl not found: the baseline is skipped")

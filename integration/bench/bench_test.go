@@ -35,7 +35,7 @@ func mib(kib int64) float64 { return float64(kib) / 1024 }
 // benchEnv is the environment of a benchmarked keyledger invocation with
 // args: PATH, HOME, the journal at dbURL, and what opts set for it (the
 // run's identity; an option may read the arguments, as asWriter does).
-func benchEnv(e *env, dbURL string, args []string, opts ...suite.RunOption) []string {
+func benchEnv(e *suite.Env, dbURL string, args []string, opts ...suite.RunOption) []string {
 	cmd := exec.Command("keyledger", args...)
 	for _, o := range opts {
 		o(cmd)
@@ -44,7 +44,7 @@ func benchEnv(e *env, dbURL string, args []string, opts ...suite.RunOption) []st
 }
 
 // measureRun measures binary with args in benchEnv's environment.
-func measureRun(e *env, t *testing.T, binary string, args []string, dbURL string, opts ...suite.RunOption) suite.Sample {
+func measureRun(e *suite.Env, t *testing.T, binary string, args []string, dbURL string, opts ...suite.RunOption) suite.Sample {
 	t.Helper()
 	return measure(t, binary, args, benchEnv(e, dbURL, args, opts...))
 }

@@ -21,7 +21,7 @@ import (
 // compared binary runs the same pair, interleaved too.
 func TestBenchVersionedHistory(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	const runs, past = 9, 1000
 	as := e.AsWriter("short")
 	asLong := e.AsWriter("long")

@@ -18,7 +18,7 @@ import (
 // namespace.
 func TestBenchVersionedMemory(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	bin := withBinary(releaseBinary(t))
 	as := e.AsWriter("mem")
 	data := func(i int) map[string][]byte {

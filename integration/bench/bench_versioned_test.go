@@ -25,7 +25,7 @@ import (
 // interleaved in the same run.
 func TestBenchVersioned(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Log("kubectl not found: the baseline is skipped")

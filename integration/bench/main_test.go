@@ -12,13 +12,3 @@ import (
 func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m))
 }
-
-// env and nodeEnv are the shared harness (package suite).
-type (
-	env     = suite.Env
-	nodeEnv = suite.NodeEnv
-)
-
-func setup(t *testing.T) *env { t.Helper(); return suite.Setup(t) }
-
-func setupNode(t *testing.T) *nodeEnv { t.Helper(); return suite.SetupNode(t) }
