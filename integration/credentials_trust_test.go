@@ -125,7 +125,7 @@ func TestIntegrationCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 
 // forgeUnfinishedRun is the attack of issue 35 on a credential plan: the
 // plan's run n, its preparation as PrepareRun writes it, left in calling
-// with one pending call (forgeOperation).
+// with one pending call (ForgeOperation).
 func forgeUnfinishedRun(t *testing.T, url string, prepare store.PrepareParams, n int64, call store.Record) {
 	t.Helper()
 	suite.ForgeOperation(t, url, store.RunPreparation(prepare, n, store.RunLineage{}), store.StateCalling, call)

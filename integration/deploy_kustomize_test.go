@@ -11,7 +11,7 @@ import (
 
 // The kustomizations under deploy/ that render on their own. The api-egress
 // component is a template: it is rendered only through a private overlay
-// (privateOverlay), as an operator would use it.
+// (PrivateOverlay), as an operator would use it.
 var kustomizations = []string{"base", "versioned", "control", "overlays/cloudnativepg", "overlays/cloudnativepg-versioned", "journal", "journal/grant", "journal/inspect", "credentials"}
 
 // TestIntegrationDeployNameSuffixOfDigits: the private overlay as

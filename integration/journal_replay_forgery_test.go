@@ -18,7 +18,7 @@ import (
 )
 
 // forgeCompleted forges a completed operation for a command that never
-// ran (forgeOperation).
+// ran (ForgeOperation).
 func forgeCompleted(t *testing.T, url string, p store.PrepareParams, records ...store.Record) {
 	t.Helper()
 	suite.ForgeOperation(t, url, p, store.StateCompleted, records...)

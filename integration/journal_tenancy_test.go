@@ -576,7 +576,7 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NOT NULL AND id = $1`, finished.ID))
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NULL AND id = $1`, open.ID))
 
-	e.Journal = &platform.Journal{Name: suite.DbName(t, db), OwnerURL: db}
+	e.Journal = &platform.Journal{Name: suite.DBName(t, db), OwnerURL: db}
 	roleURL := e.NamespaceRole(ns)
 	st, err := store.Open(ctx, roleURL)
 	require.NoError(t, err)

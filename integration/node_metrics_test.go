@@ -16,7 +16,7 @@ import (
 // deploy/journal's custom queries (metrics.yaml) served by the primary's
 // instance manager on port 9187, and deploy/journal/inspect's Job.
 
-// valueOf is the value of the one metricSample of name whose labels include
+// valueOf is the value of the one MetricSample of name whose labels include
 // labels, 0 when there is none (a count with no row).
 func valueOf(samples []suite.MetricSample, name string, labels map[string]string) float64 {
 	for _, s := range samples {
@@ -39,7 +39,7 @@ func valueOf(samples []suite.MetricSample, name string, labels map[string]string
 // namespace), and one retirement refused key-active (journaled, exit 2)
 // raises the refusal count of that namespace and reason by exactly one.
 // The page names no mutation ID, Secret, value, password or address.
-func metricsCountRefusal(j *suite.CnpgJournal) {
+func metricsCountRefusal(j *suite.CNPGJournal) {
 	ne := j.Ne
 	t := ne.T
 	refusal := map[string]string{"target_namespace": ne.NS, "family": "retirement", "reason": "key-active"}
@@ -75,7 +75,7 @@ func metricsCountRefusal(j *suite.CnpgJournal) {
 // schema owner, inside the journal's namespace) through a private overlay
 // that sets only the image: its log names the operations of the earlier
 // subtests, every namespace's, and no password, DSN or address.
-func journalListInCluster(j *suite.CnpgJournal) {
+func journalListInCluster(j *suite.CNPGJournal) {
 	t := j.Ne.T
 	fsys := suite.DeployFS(t)
 	require.NoError(t, fsys.WriteFile("/my-inspect/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1

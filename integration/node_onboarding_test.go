@@ -28,7 +28,7 @@ import (
 // `offboard` the role is gone, and a Job of the namespace never starts its
 // main container, fails at its deadline (DeadlineExceeded) and writes
 // nothing.
-func nodeOnboarding(t *testing.T, j *suite.CnpgJournal) {
+func nodeOnboarding(t *testing.T, j *suite.CNPGJournal) {
 	ne := setupNode(t) // a fresh namespace, unknown to the journal
 	ne.Binary = j.Binary
 	ne.Journal = &platform.Journal{Name: "keyledger", OwnerURL: j.Owner}
@@ -59,7 +59,7 @@ func nodeOnboarding(t *testing.T, j *suite.CnpgJournal) {
 
 // onboarding is one namespace's way through onboard, rotate and offboard.
 type onboarding struct {
-	j        *suite.CnpgJournal
+	j        *suite.CNPGJournal
 	ne       *nodeEnv
 	ns, role string
 	objs     []suite.Onboarded

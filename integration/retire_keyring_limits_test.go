@@ -27,7 +27,7 @@ func manyKeys(n int) *keyring.Manifest {
 	return keyringtest.New(opts...)
 }
 
-// manyReceipts is standardKeyring with n receipts of keys retired before.
+// manyReceipts is StandardKeyring with n receipts of keys retired before.
 func manyReceipts(n int) *keyring.Manifest {
 	m := suite.StandardKeyring()
 	for i := range n {

@@ -72,7 +72,7 @@ func sourceSecret(e *env, name string) *corev1.Secret {
 }
 
 // A source carrying owner references and finalizers, of a type other than
-// Opaque: its snapshot copies none of them (requireSnapshot: Opaque, the
+// Opaque: its snapshot copies none of them (RequireSnapshot: Opaque, the
 // source type in an annotation, no owners, no finalizers); the update and
 // a restore keep the live Secret's owners, finalizers and type.
 func TestIntegrationVersionedSourceMetadata(t *testing.T) {

@@ -94,7 +94,7 @@ func TestBenchCredentials(t *testing.T) {
 		cpu             time.Duration
 		phases          *phase.Line
 		// machine is the CPU time each process on the machine spent
-		// while the run ran (cpuNow), keyledger's own included.
+		// while the run ran (CPUNow), keyledger's own included.
 		machine suite.CPUUse
 	}
 	keyledgerWith := func(binary, mutation string, opts ...suite.RunOption) run {
@@ -243,7 +243,7 @@ func TestBenchCredentials(t *testing.T) {
 	}
 }
 
-// runnerKubeconfig recovers the kubeconfig path an asKubeconfig option sets.
+// runnerKubeconfig recovers the kubeconfig path an AsKubeconfig option sets.
 func runnerKubeconfig(t *testing.T, opt suite.RunOption) string {
 	t.Helper()
 	cmd := exec.Command("true")

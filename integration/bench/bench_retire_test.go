@@ -80,8 +80,8 @@ func TestBenchRetire(t *testing.T) {
 		keyledgerSamples = append(keyledgerSamples, ks)
 		wall = append(wall, ks.Wall)
 		rss = append(rss, ks.PeakRSS())
-		anon = append(anon, ks.Kib("rss_anon_kib"))
-		file = append(file, ks.Kib("rss_file_kib"))
+		anon = append(anon, ks.KiB("rss_anon_kib"))
+		file = append(file, ks.KiB("rss_file_kib"))
 		if pooledURL != "" {
 			pooledSamples = append(pooledSamples, retireOnce(bin, pooledURL, fmt.Sprintf("pooled-%d", i)))
 		}

@@ -34,7 +34,7 @@ func mib(kib int64) float64 { return float64(kib) / 1024 }
 
 // benchEnv is the environment of a benchmarked keyledger invocation with
 // args: PATH, HOME, the journal at dbURL, and what opts set for it (the
-// run's identity; an option may read the arguments, as asWriter does).
+// run's identity; an option may read the arguments, as AsWriter does).
 func benchEnv(e *suite.Env, dbURL string, args []string, opts ...suite.RunOption) []string {
 	cmd := exec.Command("keyledger", args...)
 	for _, o := range opts {

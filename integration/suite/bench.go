@@ -119,17 +119,17 @@ type Sample struct {
 	// phases is the process's phase line (package phase), when it printed one.
 	Phases *phase.Line
 	// machine is the CPU time each process on the machine spent while it
-	// ran (cpuNow), its own ("keyledger", rusage) included.
+	// ran (CPUNow), its own ("keyledger", rusage) included.
 	Machine CPUUse
 }
 
 // PeakRSS is keyledger's own peak RSS (VmHWM, KiB) from its summary line.
 // The parent's rusage is not used: for a child started by fork+exec from a
 // large process (this test binary) it reports the parent's memory.
-func (s Sample) PeakRSS() int64 { return s.Kib("peak_rss_kib") }
+func (s Sample) PeakRSS() int64 { return s.KiB("peak_rss_kib") }
 
-// Kib reads a KiB figure from the summary line.
-func (s Sample) Kib(field string) int64 {
+// KiB reads a KiB figure from the summary line.
+func (s Sample) KiB(field string) int64 {
 	v, _ := s.Summary[field].(float64)
 	return int64(v)
 }

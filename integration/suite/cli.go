@@ -46,7 +46,7 @@ func (e *Env) Plan(path string, opts ...RunOption) PlanOutput {
 }
 
 // Planned lists the writes of a plan's calls (those it expects applied)
-// as "TYPE kind/name", the form secretEvents uses: create is ADDED, update
+// as "TYPE kind/name", the form SecretEvents uses: create is ADDED, update
 // and patch MODIFIED, delete DELETED.
 func (p PlanOutput) Planned() []string {
 	event := map[string]string{"create": "ADDED", "update": "MODIFIED", "patch": "MODIFIED", "delete": "DELETED"}

@@ -105,7 +105,7 @@ func Setup(t *testing.T) *Env {
 }
 
 // ToyNamespace is the target namespace of journal-only operations (no
-// Kubernetes object behind them, toyPreparation): every test's journal
+// Kubernetes object behind them, ToyPreparation): every test's journal
 // grants the operator role both it and the test's namespace.
 const ToyNamespace = "ns"
 
@@ -217,17 +217,17 @@ func (e *Env) OwnedJournal() {
 	owner, pw := "kl_owner_"+RandomSuffix(e.T), RandomSuffix(e.T)
 	require.NoError(e.T, shared.pg.EnsureRole(ctx, owner, pw))
 	admin := Connect(e.T, db)
-	_, err := admin.Exec(ctx, "GRANT CREATE ON DATABASE "+pgx.Identifier{DbName(e.T, db)}.Sanitize()+" TO "+pgx.Identifier{owner}.Sanitize())
+	_, err := admin.Exec(ctx, "GRANT CREATE ON DATABASE "+pgx.Identifier{DBName(e.T, db)}.Sanitize()+" TO "+pgx.Identifier{owner}.Sanitize())
 	require.NoError(e.T, err)
 	ownerURL, err := shared.pg.URLFor(db, owner, pw)
 	require.NoError(e.T, err)
 	r := e.Keyledger([]string{"migrate", "up"}, WithDatabase(ownerURL))
 	require.Equal(e.T, 0, r.Code, "migrate up as a plain owner: %s", r.Stderr)
-	e.Journal = &platform.Journal{Name: DbName(e.T, db), OwnerURL: ownerURL}
+	e.Journal = &platform.Journal{Name: DBName(e.T, db), OwnerURL: ownerURL}
 }
 
-// DbName is the database name in a database URL.
-func DbName(t *testing.T, dbURL string) string {
+// DBName is the database name in a database URL.
+func DBName(t *testing.T, dbURL string) string {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)

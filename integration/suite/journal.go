@@ -66,7 +66,7 @@ func (j *BurstJournal) LimitConnections(t *testing.T, limit int) {
 	admin, err := pgx.Connect(t.Context(), shared.pg.AdminURL())
 	require.NoError(t, err)
 	defer admin.Close(context.WithoutCancel(t.Context()))
-	_, err = admin.Exec(t.Context(), fmt.Sprintf("ALTER DATABASE %s CONNECTION LIMIT %d", pgx.Identifier{DbName(t, j.OwnerURL)}.Sanitize(), limit))
+	_, err = admin.Exec(t.Context(), fmt.Sprintf("ALTER DATABASE %s CONNECTION LIMIT %d", pgx.Identifier{DBName(t, j.OwnerURL)}.Sanitize(), limit))
 	require.NoError(t, err)
 }
 
@@ -346,7 +346,7 @@ func ReadCommand(t *testing.T, path string) *command.File {
 }
 
 // RetentionJournal is a journal owned by a plain role (held to row-level
-// security like any other) with one namespace role granted toyNamespace.
+// security like any other) with one namespace role granted ToyNamespace.
 type RetentionJournal struct {
 	Owner, Role *store.Store
 	OwnerConn   *pgx.Conn

@@ -111,7 +111,7 @@ func StopNodePlatform(failed bool) {
 }
 
 // NodeEnv is one node test's view: the node's control plane, a fresh
-// namespace, and (after deployJournal) a journal PostgreSQL running as a pod
+// namespace, and (after DeployJournal) a journal PostgreSQL running as a pod
 // in it.
 type NodeEnv struct {
 	*Env
@@ -369,7 +369,7 @@ func (ne *NodeEnv) CleanupClusterScoped(objs []*unstructured.Unstructured) {
 }
 
 // VersionedOverlay renders the private overlay deploy/README.md tells an
-// operator to write for one versioned write (writeVersionedOverlay), with
+// operator to write for one versioned write (WriteVersionedOverlay), with
 // the node's API server endpoint and the node test image.
 func (ne *NodeEnv) VersionedOverlay(suffix, live, canary string, command map[string]any, edits ...func(*VersionedOverlay)) []*unstructured.Unstructured {
 	t := ne.T

@@ -40,8 +40,8 @@ var (
 	PoolerGVR  = schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "poolers"}
 )
 
-// CnpgJournal is the deployed journal as a test sees it.
-type CnpgJournal struct {
+// CNPGJournal is the deployed journal as a test sees it.
+type CNPGJournal struct {
 	Ne      *NodeEnv // the served namespace
 	Journal *NodeEnv // the journal's namespace
 	Role    string   // the served namespace's database role
@@ -59,7 +59,7 @@ type ClusterStatus struct {
 	RolesReconciled               []string // managed roles CloudNativePG has created
 }
 
-func (j *CnpgJournal) Status(ctx context.Context) (ClusterStatus, error) {
+func (j *CNPGJournal) Status(ctx context.Context) (ClusterStatus, error) {
 	dyn := j.Ne.DynamicClient()
 	u, err := dyn.Resource(ClusterGVR).Namespace(JournalNamespace).Get(ctx, JournalCluster, metav1.GetOptions{})
 	if err != nil {
@@ -77,7 +77,7 @@ func (j *CnpgJournal) Status(ctx context.Context) (ClusterStatus, error) {
 }
 
 // WaitCluster waits until cond holds for the Cluster's status.
-func (j *CnpgJournal) WaitCluster(what string, limit time.Duration, cond func(ClusterStatus) bool) ClusterStatus {
+func (j *CNPGJournal) WaitCluster(what string, limit time.Duration, cond func(ClusterStatus) bool) ClusterStatus {
 	t := j.Ne.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
@@ -104,7 +104,7 @@ func Healthy(s ClusterStatus) bool {
 // returns the served namespace's view, its journal URLs from this machine
 // set (through the -rw Service's ClusterIP, verify-ca: a ClusterIP is not
 // in the server certificate).
-func DeployCloudNativePGJournal(ne *NodeEnv) *CnpgJournal {
+func DeployCloudNativePGJournal(ne *NodeEnv) *CNPGJournal {
 	t, ctx, c := ne.T, ne.T.Context(), ne.Kube.Client()
 	t.Helper()
 	cnpg, err := platform.InstallCloudNativePG(ctx, ne.Kube, ne.Node, 8)
@@ -113,7 +113,7 @@ func DeployCloudNativePGJournal(ne *NodeEnv) *CnpgJournal {
 
 	jn := *ne
 	jn.Env = &Env{T: t, Kube: ne.Kube, NS: JournalNamespace, Dir: t.TempDir()}
-	j := &CnpgJournal{Ne: ne, Journal: &jn, Role: "keyledger_" + strings.ReplaceAll(ne.NS, "-", "_"),
+	j := &CNPGJournal{Ne: ne, Journal: &jn, Role: "keyledger_" + strings.ReplaceAll(ne.NS, "-", "_"),
 		Binary: FailpointBinary(t)}
 
 	// The served namespace's role password (README: "Once per served
@@ -266,7 +266,7 @@ func (ne *NodeEnv) RetirementJobTwice(suffix, secretName, mutation, host string,
 
 // WaitPooler waits until the Pooler's Deployment has all its replicas
 // available and returns its pods' IPs.
-func (j *CnpgJournal) WaitPooler(limit time.Duration) []string {
+func (j *CNPGJournal) WaitPooler(limit time.Duration) []string {
 	t := j.Ne.T
 	t.Helper()
 	c := j.Ne.Kube.Client()
@@ -296,7 +296,7 @@ func (j *CnpgJournal) WaitPooler(limit time.Duration) []string {
 
 // PoolerURL is the served namespace's journal URL from this machine
 // through the Pooler's Service (its ClusterIP, verify-ca as the -rw URL).
-func (j *CnpgJournal) PoolerURL() string {
+func (j *CNPGJournal) PoolerURL() string {
 	t := j.Ne.T
 	t.Helper()
 	svc, err := j.Ne.Kube.Client().CoreV1().Services(JournalNamespace).Get(t.Context(), JournalPooler, metav1.GetOptions{})
@@ -310,7 +310,7 @@ func (j *CnpgJournal) PoolerURL() string {
 // RoleClients is the client address of every other session of the served
 // namespace's role on the primary, read as that role (PostgreSQL shows a
 // session's client address to its own role, not to the schema owner).
-func (j *CnpgJournal) RoleClients() []string {
+func (j *CNPGJournal) RoleClients() []string {
 	t := j.Ne.T
 	t.Helper()
 	ctx := t.Context()
@@ -330,7 +330,7 @@ func (j *CnpgJournal) RoleClients() []string {
 // until none is left, the pooler's idle server sessions of earlier runs
 // with them (PgBouncer drops a server session the server closed). A session
 // of the role on the primary after that is one a later run made.
-func (j *CnpgJournal) EndRoleSessions() {
+func (j *CNPGJournal) EndRoleSessions() {
 	t := j.Ne.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -348,11 +348,11 @@ func (j *CnpgJournal) EndRoleSessions() {
 }
 
 // RequireRunsThroughPooler: the role has sessions on the primary, and each
-// comes from a pooler pod (pods). After endRoleSessions and a run, that is
+// comes from a pooler pod (pods). After EndRoleSessions and a run, that is
 // the run's path: a session the run's process opened straight to the
 // primary would have ended with it and left none, where the pooler keeps
 // its server session open for the next client.
-func (j *CnpgJournal) RequireRunsThroughPooler(pods []string) {
+func (j *CNPGJournal) RequireRunsThroughPooler(pods []string) {
 	t := j.Ne.T
 	t.Helper()
 	clients := j.RoleClients()
@@ -433,7 +433,7 @@ func FailpointBinary(t *testing.T) string {
 // JournalRows is every operation and record the journal holds, each row as
 // PostgreSQL renders it (row_to_json), keyed by table and id: read as the
 // schema owner from whatever instance is primary now.
-func (j *CnpgJournal) JournalRows() map[string]string {
+func (j *CNPGJournal) JournalRows() map[string]string {
 	t := j.Ne.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -467,7 +467,7 @@ func (j *CnpgJournal) JournalRows() map[string]string {
 // the pod sees it) and waits until the operator has promoted a standby
 // (a new current primary on a later timeline, read from the Cluster's
 // status) and the Cluster is whole again.
-func (j *CnpgJournal) LoseThePrimary() (before, after ClusterStatus) {
+func (j *CNPGJournal) LoseThePrimary() (before, after ClusterStatus) {
 	t := j.Ne.T
 	t.Helper()
 	before = j.WaitCluster("healthy before the loss", 5*time.Minute, Healthy)
@@ -527,7 +527,7 @@ func ParseMetrics(page string) ([]MetricSample, error) {
 
 // ScrapePrimary reads the metrics page of the Cluster's current primary,
 // from this machine at the pod's IP.
-func (j *CnpgJournal) ScrapePrimary(ctx context.Context) (string, error) {
+func (j *CNPGJournal) ScrapePrimary(ctx context.Context) (string, error) {
 	st, err := j.Status(ctx)
 	if err != nil {
 		return "", err
@@ -559,7 +559,7 @@ func (j *CnpgJournal) ScrapePrimary(ctx context.Context) (string, error) {
 // PollMetrics scrapes the primary until cond holds for its samples (the
 // instance manager reruns the queries once their results are 30 s old),
 // bounded by limit, and returns the last page.
-func (j *CnpgJournal) PollMetrics(what string, limit time.Duration, cond func([]MetricSample) bool) string {
+func (j *CNPGJournal) PollMetrics(what string, limit time.Duration, cond func([]MetricSample) bool) string {
 	t := j.Ne.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
@@ -604,7 +604,7 @@ func QueryError(line string) bool {
 // RequireNoSecrets: text names none of the given identifiers, no key
 // material, no password of the journal's roles, no DSN and no address of
 // the journal.
-func (j *CnpgJournal) RequireNoSecrets(text string, identifiers ...string) {
+func (j *CNPGJournal) RequireNoSecrets(text string, identifiers ...string) {
 	t := j.Ne.T
 	t.Helper()
 	for _, id := range identifiers {
@@ -630,7 +630,7 @@ type Onboarded struct {
 }
 
 // RoleExists asks the journal's server, as the schema owner.
-func (j *CnpgJournal) RoleExists(role string) bool {
+func (j *CNPGJournal) RoleExists(role string) bool {
 	t := j.Ne.T
 	t.Helper()
 	st, err := store.Open(t.Context(), j.Owner)
@@ -642,7 +642,7 @@ func (j *CnpgJournal) RoleExists(role string) bool {
 }
 
 // ResourceVersion is the object's, "" when it does not exist.
-func (j *CnpgJournal) ResourceVersion(o Onboarded) string {
+func (j *CNPGJournal) ResourceVersion(o Onboarded) string {
 	t := j.Ne.T
 	t.Helper()
 	c, ctx := j.Ne.Kube.Client(), t.Context()
@@ -665,7 +665,7 @@ func (j *CnpgJournal) ResourceVersion(o Onboarded) string {
 	return meta.GetResourceVersion()
 }
 
-func (j *CnpgJournal) ResourceVersions(objs []Onboarded) []string {
+func (j *CNPGJournal) ResourceVersions(objs []Onboarded) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
 		out[i] = j.ResourceVersion(o)
@@ -675,7 +675,7 @@ func (j *CnpgJournal) ResourceVersions(objs []Onboarded) []string {
 
 // ClusterGeneration is the Cluster's metadata.generation: it moves with
 // every change of its spec (its resourceVersion also moves with status).
-func (j *CnpgJournal) ClusterGeneration() int64 {
+func (j *CNPGJournal) ClusterGeneration() int64 {
 	t := j.Ne.T
 	t.Helper()
 	u, err := j.Ne.DynamicClient().Resource(ClusterGVR).Namespace(JournalNamespace).Get(t.Context(), JournalCluster, metav1.GetOptions{})
@@ -685,7 +685,7 @@ func (j *CnpgJournal) ClusterGeneration() int64 {
 
 // Password reads the Jobs' login password of ns: for the canary check
 // only (no output may hold it).
-func (j *CnpgJournal) Password(ns string) []byte {
+func (j *CNPGJournal) Password(ns string) []byte {
 	t := j.Ne.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

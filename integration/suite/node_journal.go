@@ -42,7 +42,7 @@ import (
 // owner, keyledger-journal-ca); then runs the migration Job of
 // deploy/journal in a pod there. The Cluster object itself is not applied:
 // no CloudNativePG operator runs here. Each test's namespace then joins the
-// journal (joinJournal) with a role of its own.
+// journal (JoinJournal) with a role of its own.
 const JournalCluster = "keyledger-journal"
 
 // nodeJournal is the node's one journal, started on first use.
@@ -55,7 +55,7 @@ var nodeJournal struct {
 	superURL, ownerURL string // from this machine to the pod, verify-ca
 }
 
-// hostURL is a URL from this machine to the journal pod as user: TLS
+// JournalHostURL is a URL from this machine to the journal pod as user: TLS
 // verified against the CA (the pod IP is not in the certificate, so
 // verify-ca, not verify-full).
 func JournalHostURL(user, pw, db string) string {
@@ -68,7 +68,7 @@ func JournalHostURL(user, pw, db string) string {
 func (ne *NodeEnv) StartJournal() {
 	ne.T.Helper()
 	nodeJournal.once.Do(func() {
-		// Stays the error if deployJournal's test fails inside it.
+		// Stays the error if DeployJournal's test fails inside it.
 		nodeJournal.err = errors.New("the journal's deployment did not finish")
 		nodeJournal.err = ne.DeployJournal()
 	})

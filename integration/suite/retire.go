@@ -32,7 +32,7 @@ func StandardKeyring() *keyring.Manifest {
 	)
 }
 
-// AllMaterial is every key's material in standardKeyring (canaries).
+// AllMaterial is every key's material in StandardKeyring (canaries).
 func AllMaterial() [][]byte {
 	return [][]byte{keyringtest.Material("k-2026-06"), keyringtest.Material("k-2026-07"), keyringtest.Material("k-2026-08")}
 }
