@@ -134,6 +134,7 @@ func (s Sample) KiB(field string) int64 {
 	return int64(v)
 }
 
+// BenchLine prints one "BENCH " line of make bench's output.
 func BenchLine(format string, args ...any) {
 	fmt.Printf("BENCH "+format+"\n", args...)
 }

@@ -792,6 +792,8 @@ const (
 	JournalPoolerHost = JournalPooler + "." + JournalNamespace + ".svc"
 )
 
+// EnvValue is the value of the environment variable name of a Job's
+// first container.
 func EnvValue(t *testing.T, job *unstructured.Unstructured, name string) string {
 	t.Helper()
 	cs, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")

@@ -26,10 +26,14 @@ func (e *Env) NewConfigMap(name string) *corev1.ConfigMap {
 	return cm
 }
 
+// ToyAnnotation is what the toy family's one step writes on its ConfigMap.
 const ToyAnnotation = "toy.keyledger.dev/mutation"
 
+// ToyStep is the toy family's one step.
 const ToyStep = "annotate-configmap"
 
+// ToyFamily claims a ConfigMap by annotating it with the mutation: the
+// smallest family the engine can run.
 type ToyFamily struct {
 	Cms      typedcorev1.ConfigMapInterface
 	Name     string

@@ -109,6 +109,7 @@ func Setup(t *testing.T) *Env {
 // grants the operator role both it and the test's namespace.
 const ToyNamespace = "ns"
 
+// RandomSuffix is 12 random hex digits, for names no other test takes.
 func RandomSuffix(t *testing.T) string {
 	t.Helper()
 	b := make([]byte, 6)

@@ -354,6 +354,8 @@ type RetentionJournal struct {
 	RoleURL     string
 }
 
+// RetentionJournal makes this test's journal an OwnedJournal and opens it
+// as its owner and as a role granted ToyNamespace.
 func (e *Env) RetentionJournal() *RetentionJournal {
 	e.T.Helper()
 	e.OwnedJournal()
@@ -378,6 +380,7 @@ func ExplainText(t *testing.T, conn *pgx.Conn, query string, args ...any) string
 	return strings.Join(lines, "\n")
 }
 
+// Connect opens a PostgreSQL connection closed when the test ends.
 func Connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)

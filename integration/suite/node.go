@@ -273,10 +273,13 @@ func (ne *NodeEnv) DeleteJob(name string) {
 	require.NoError(ne.T, err, "Job %s not gone", name)
 }
 
+// ImageName is an image reference without its tag.
 func ImageName(ref string) string { return ref[:strings.LastIndexByte(ref, ':')] }
 
+// ImageTag is an image reference's tag.
 func ImageTag(ref string) string { return ref[strings.LastIndexByte(ref, ':')+1:] }
 
+// Ptr is a pointer to a copy of v.
 func Ptr[T any](v T) *T { return &v }
 
 // CanaryPod runs a TCP listener in a namespace of its own (no policy

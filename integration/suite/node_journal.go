@@ -271,6 +271,7 @@ func (ne *NodeEnv) WaitPodReady(name string, limit time.Duration) string {
 	return ip
 }
 
+// RandomHexT is 32 random hex digits (passwords and canaries).
 func RandomHexT(t *testing.T) string {
 	t.Helper()
 	b := make([]byte, 16)

@@ -46,6 +46,7 @@ func StopESOPlatform(failed bool) {
 	}
 }
 
+// Tail is the last lines of s.
 func Tail(s string, lines int) string {
 	all := bytes.Split([]byte(s), []byte("\n"))
 	if len(all) > lines {

@@ -19,6 +19,7 @@ import (
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 )
 
+// DataKey is the keyring Secret's data key.
 const DataKey = "keyring.json"
 
 // StandardKeyring has three keys: two retirable, k-2026-08 active.
@@ -60,6 +61,7 @@ func KeyringSecret(name string, m *keyring.Manifest, opts ...SecretOption) *core
 	return s
 }
 
+// CreateSecret creates s in the test's namespace (as the admin).
 func (e *Env) CreateSecret(s *corev1.Secret) *corev1.Secret {
 	e.T.Helper()
 	created, err := e.Kube.Client().CoreV1().Secrets(e.NS).Create(e.T.Context(), s, metav1.CreateOptions{})
@@ -67,6 +69,7 @@ func (e *Env) CreateSecret(s *corev1.Secret) *corev1.Secret {
 	return created
 }
 
+// GetSecret reads a Secret of the test's namespace (as the admin).
 func (e *Env) GetSecret(name string) *corev1.Secret {
 	e.T.Helper()
 	s, err := e.Kube.Client().CoreV1().Secrets(e.NS).Get(e.T.Context(), name, metav1.GetOptions{})

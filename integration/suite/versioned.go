@@ -136,6 +136,7 @@ func CommandTarget(args []string) string {
 	return ""
 }
 
+// B64Map encodes each value in standard base64, as a command's data.
 func B64Map(data map[string][]byte) map[string]string {
 	out := map[string]string{}
 	for k, v := range data {
@@ -144,6 +145,7 @@ func B64Map(data map[string][]byte) map[string]string {
 	return out
 }
 
+// VMeta is a versioned command's apiVersion, kind and metadata.
 func VMeta(kind, mutation string) map[string]any {
 	return map[string]any{
 		"apiVersion": "keyledger.dev/v1", "kind": kind,
@@ -151,6 +153,8 @@ func VMeta(kind, mutation string) map[string]any {
 	}
 }
 
+// UpdateCommand is a SecretUpdate of ns/name at rv writing data (and
+// removing the keys remove).
 func UpdateCommand(ns, name, rv, mutation string, data map[string][]byte, remove ...string) map[string]any {
 	c := VMeta("SecretUpdate", mutation)
 	spec := map[string]any{"namespace": ns, "name": name, "expectedResourceVersion": rv, "data": B64Map(data)}
@@ -161,6 +165,7 @@ func UpdateCommand(ns, name, rv, mutation string, data map[string][]byte, remove
 	return c
 }
 
+// DeleteCommand is a SecretDelete of ns/name at rv.
 func DeleteCommand(ns, name, rv, mutation string, keepHistory bool) map[string]any {
 	c := VMeta("SecretDelete", mutation)
 	c["spec"] = map[string]any{"namespace": ns, "name": name, "expectedResourceVersion": rv, "keepHistory": keepHistory}
