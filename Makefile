@@ -119,7 +119,7 @@ demo: demo-platform ## Bring up the local platform and walk through the three fa
 
 .PHONY: bench
 bench: platform ## Benchmarks (retirement, 64-Secret credential plan, versioned update at the retention limit, 1/8/32 concurrent runs on one journal, a burst of 50 and 200 namespaces on one journal (directly and through a session pooler), a journal of 100,000 operations or KEYLEDGER_BENCH_JOURNAL_OPS, the per-statement append guard against migration 10): medians and ratios against baselines measured in the same run.
-	set -o pipefail; KEYLEDGER_BENCH=1 $(GO) test -count=1 -timeout 30m -tags failpoints -run '^TestBench' -v ./integration/ 2>&1 | grep -E '^(BENCH|---|ok|FAIL|PASS)|bench_[a-z_]*test'
+	set -o pipefail; KEYLEDGER_BENCH=1 $(GO) test -count=1 -timeout 30m -tags failpoints -run '^TestBench' -v ./integration/bench/ 2>&1 | grep -E '^(BENCH|---|ok|FAIL|PASS)|bench_[a-z_]*test'
 
 .PHONY: clean
 clean: ## Remove build output (cached control-plane binaries and images stay).

@@ -15,17 +15,18 @@ import (
 )
 
 // integrationSubjects are the prefixes integration/README.md names; every
-// file of the package starts with one of them.
+// test file of integration/ and every file of its shared harness
+// integration/suite starts with one of them (the bench is integration/bench).
 var integrationSubjects = []string{
 	"retire", "credentials", "versioned", "journal", "engine", "kube", "output",
-	"cli", "deploy", "docs", "node", "operators", "soak", "bench",
+	"cli", "deploy", "docs", "node", "operators", "soak",
 }
 
-// integrationTests lists the Test functions of integration/, by file: the
-// suite's tests, not TestMain and not the bench (make bench runs those).
-func integrationTests(t *testing.T) map[string]string {
+// testFuncs lists the Test functions (not TestMain) of the Go files in dir,
+// by name, with their file.
+func testFuncs(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("integration", "*.go"))
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	require.NoError(t, err)
 	tests := map[string]string{}
 	fset := token.NewFileSet()
@@ -34,15 +35,37 @@ func integrationTests(t *testing.T) map[string]string {
 		require.NoError(t, err)
 		for _, d := range file.Decls {
 			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") {
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
 				continue
 			}
-			if name := fn.Name.Name; name != "TestMain" && !strings.HasPrefix(name, "TestBench") {
-				tests[name] = filepath.Base(f)
-			}
+			tests[fn.Name.Name] = filepath.Base(f)
 		}
 	}
 	return tests
+}
+
+// integrationTests lists the Test functions of integration/, by file: the
+// suite's tests (the bench is integration/bench; make bench runs it).
+func integrationTests(t *testing.T) map[string]string {
+	t.Helper()
+	return testFuncs(t, "integration")
+}
+
+// TestBenchInItsOwnPackage: every benchmark (TestBench*) is in
+// integration/bench and everything there is a benchmark, so `make bench`
+// runs all of them and the suite none.
+func TestBenchInItsOwnPackage(t *testing.T) {
+	t.Parallel()
+	for name, file := range integrationTests(t) {
+		require.False(t, strings.HasPrefix(name, "TestBench"), "integration/%s: %s belongs in integration/bench", file, name)
+	}
+	bench := testFuncs(t, filepath.Join("integration", "bench"))
+	require.NotEmpty(t, bench)
+	for name, file := range bench {
+		require.True(t, strings.HasPrefix(name, "TestBench"), "integration/bench/%s: %s is not a benchmark (TestBench*)", file, name)
+	}
+	// The harness holds no tests: it is a package the tests import.
+	require.Empty(t, testFuncs(t, filepath.Join("integration", "suite")))
 }
 
 func TestSuiteReadmeNamesEveryTest(t *testing.T) {
@@ -84,18 +107,30 @@ func TestNodeCloudNativePGRunsFirst(t *testing.T) {
 
 func TestSuiteFilesNamedBySubject(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob(filepath.Join("integration", "*.go"))
-	require.NoError(t, err)
-	shared := []string{"doc.go", "main_test.go", "helpers_test.go"}
-	pattern := regexp.MustCompile(`^(` + strings.Join(integrationSubjects, "|") + `)(_[a-z0-9]+)*_test\.go$`)
+	subjects := strings.Join(integrationSubjects, "|")
 	// Names of past work say nothing to the next engineer.
 	past := regexp.MustCompile(`(^|_)(issue|hardening|proof|year|round|fix|new|misc)(_|$)|_[0-9]+(_|$)`)
-	for _, f := range files {
-		name := filepath.Base(f)
-		if slices.Contains(shared, name) {
-			continue
+	for _, c := range []struct {
+		dir     string
+		shared  []string
+		pattern *regexp.Regexp
+	}{
+		{"integration", []string{"doc.go", "main_test.go"}, regexp.MustCompile(`^(` + subjects + `)(_[a-z0-9]+)*_test\.go$`)},
+		{filepath.Join("integration", "bench"), []string{"main_test.go"}, regexp.MustCompile(`^bench(_[a-z0-9]+)*_test\.go$`)},
+		// The shared harness: the platform and a test's environment (env.go,
+		// run.go), then one file per subject; no test files.
+		{filepath.Join("integration", "suite"), []string{"doc.go", "env.go", "run.go", "bench.go"}, regexp.MustCompile(`^(` + subjects + `)(_[a-z0-9]+)*\.go$`)},
+	} {
+		files, err := filepath.Glob(filepath.Join(c.dir, "*.go"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files, c.dir)
+		for _, f := range files {
+			name := filepath.Base(f)
+			if slices.Contains(c.shared, name) {
+				continue
+			}
+			require.Regexp(t, c.pattern, name, "%s/%s: start with a subject of integration/README.md", c.dir, name)
+			require.NotRegexp(t, past, strings.TrimSuffix(strings.TrimSuffix(name, ".go"), "_test"), "%s/%s is named after past work, not its subject", c.dir, name)
 		}
-		require.Regexp(t, pattern, name, "integration/%s: start with a subject of integration/README.md", name)
-		require.NotRegexp(t, past, strings.TrimSuffix(name, "_test.go"), "integration/%s is named after past work, not its subject", name)
 	}
 }

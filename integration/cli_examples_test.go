@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // expectedRun is what examples/README.md says `keyledger run` of one
@@ -58,10 +59,10 @@ func example(t *testing.T, name string) map[string]any {
 }
 
 // requireExpected checks a run against what examples/README.md says.
-func requireExpected(t *testing.T, name string, want expectedRun, r result) map[string]any {
+func requireExpected(t *testing.T, name string, want expectedRun, r suite.Result) map[string]any {
 	t.Helper()
 	require.Equal(t, want.code, r.Code, "%s: stdout %s stderr %s", name, r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, want.outcome, out["outcome"], "%s: stdout %s", name, r.Stdout)
 	return out
 }
@@ -74,10 +75,10 @@ func requireExpected(t *testing.T, name string, want expectedRun, r result) map[
 func TestIntegrationCLIExamples(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	installExternalSecretsCRDs(t)
+	suite.InstallExternalSecretsCRDs(t)
 	want := examplesExpected(t)
 	for name := range want {
-		r := e.keyledger([]string{"validate", filepath.Join(platform.RepoRoot(), "examples", name)})
+		r := e.Keyledger([]string{"validate", filepath.Join(platform.RepoRoot(), "examples", name)})
 		require.Equal(t, 0, r.Code, "validate %s: %s", name, r.Stderr)
 	}
 
@@ -87,26 +88,26 @@ func TestIntegrationCLIExamples(t *testing.T) {
 	var secret corev1.Secret
 	require.NoError(t, yaml.UnmarshalStrict(b, &secret))
 	secret.Namespace = ""
-	keyringSecret := e.createSecret(&secret)
-	r := e.keyledger([]string{"keyring", "inspect", e.ns + "/" + keyringSecret.Name})
+	keyringSecret := e.CreateSecret(&secret)
+	r := e.Keyledger([]string{"keyring", "inspect", e.NS + "/" + keyringSecret.Name})
 	require.Equal(t, 0, r.Code, "keyring inspect: %s", r.Stderr)
 	retirement := example(t, "key-retirement.json")
 	spec := retirement["spec"].(map[string]any)
 	require.Contains(t, r.Stdout, spec["expectedMaterialDigest"], "the example names the digest keyring inspect prints")
-	spec["namespace"], spec["expectedUID"] = e.ns, string(keyringSecret.UID)
-	requireExpected(t, "key-retirement.json", want["key-retirement.json"], e.runCmd(retirement, e.asRetirerOf(keyringSecret)))
-	r = e.keyledger([]string{"keyring", "inspect", e.ns + "/" + keyringSecret.Name})
+	spec["namespace"], spec["expectedUID"] = e.NS, string(keyringSecret.UID)
+	requireExpected(t, "key-retirement.json", want["key-retirement.json"], e.RunCmd(retirement, e.AsRetirerOf(keyringSecret)))
+	r = e.Keyledger([]string{"keyring", "inspect", e.NS + "/" + keyringSecret.Name})
 	require.Equal(t, 0, r.Code)
 	require.Contains(t, r.Stdout, `"retirementId":"`+spec["retirementId"].(string)+`"`, "the receipt")
 
 	for _, name := range []string{"credential-plan.json", "credential-plan-servers.json"} {
 		plan := example(t, name)
-		plan["spec"].(map[string]any)["namespace"] = e.ns
-		as := e.asCredentialRunner(plan)
-		path := e.writeCommand(name, plan)
+		plan["spec"].(map[string]any)["namespace"] = e.NS
+		as := e.AsCredentialRunner(plan)
+		path := e.WriteCommand(name, plan)
 		// plan predicts the authorship the run then reports: every Secret
 		// it would create is proven.
-		p := e.keyledger([]string{"plan", "-o", "json", path}, as)
+		p := e.Keyledger([]string{"plan", "-o", "json", path}, as)
 		require.Equal(t, 0, p.Code, "plan %s: %s", name, p.Stderr)
 		var predicted struct {
 			Summary struct {
@@ -114,7 +115,7 @@ func TestIntegrationCLIExamples(t *testing.T) {
 			} `json:"summary"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(p.Stdout), &predicted), p.Stdout)
-		out := requireExpected(t, name, want[name], e.keyledger([]string{"run", path}, as))
+		out := requireExpected(t, name, want[name], e.Keyledger([]string{"run", path}, as))
 		ran := map[string]string{}
 		for k, v := range out["authorship"].(map[string]any) {
 			ran[k] = v.(string)
@@ -125,17 +126,17 @@ func TestIntegrationCLIExamples(t *testing.T) {
 
 	// The live Secret the versioned examples write, with the key the update
 	// removes.
-	live := e.createSecret(plainSecret("db", map[string][]byte{"password": vCanary("old"), "old-password": vCanary("older")}))
-	as := e.asWriter("db")
+	live := e.CreateSecret(suite.PlainSecret("db", map[string][]byte{"password": suite.VCanary("old"), "old-password": suite.VCanary("older")}))
+	as := e.AsWriter("db")
 	for _, name := range []string{"secret-update.json", "secret-restore.json", "secret-delete.json"} {
 		cmd := example(t, name)
 		spec := cmd["spec"].(map[string]any)
-		spec["namespace"], spec["expectedResourceVersion"] = e.ns, live.ResourceVersion
-		requireExpected(t, name, want[name], e.runCmd(cmd, as))
+		spec["namespace"], spec["expectedResourceVersion"] = e.NS, live.ResourceVersion
+		requireExpected(t, name, want[name], e.RunCmd(cmd, as))
 		if name != "secret-delete.json" {
-			live = e.getSecret("db")
+			live = e.GetSecret("db")
 		}
 	}
-	_, err = e.kube.Client().CoreV1().Secrets(e.ns).Get(t.Context(), "db", metav1.GetOptions{})
+	_, err = e.Kube.Client().CoreV1().Secrets(e.NS).Get(t.Context(), "db", metav1.GetOptions{})
 	require.Error(t, err, "the delete example deleted the Secret")
 }

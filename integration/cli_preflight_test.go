@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // unusedLoopbackPort returns 127.0.0.1:PORT where nothing listens (a port
@@ -54,11 +56,11 @@ func loopbackListener(t *testing.T, greeting string) string {
 func TestIntegrationPreflight(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	u, err := url.Parse(e.kube.Host())
+	u, err := url.Parse(e.Kube.Host())
 	require.NoError(t, err)
 	api := u.Host
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(caFile, e.kube.Config().CAData, 0o600))
+	require.NoError(t, os.WriteFile(caFile, e.Kube.Config().CAData, 0o600))
 	// A TLS server with its own, unrelated certificate.
 	other := httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(other.Close)
@@ -106,15 +108,15 @@ func TestIntegrationPreflight(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []runOption{withEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")}
+			opts := []suite.RunOption{suite.WithEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")}
 			if tc.env != nil {
-				opts = append(opts, withEnv(tc.env...))
+				opts = append(opts, suite.WithEnv(tc.env...))
 			}
 			// Cases that cannot converge fail at a short deadline.
-			r := e.keyledger(append([]string{"preflight", "--wait", "1s"}, tc.args...), opts...)
+			r := e.Keyledger(append([]string{"preflight", "--wait", "1s"}, tc.args...), opts...)
 			require.Equal(t, tc.want.code, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 			require.Equal(t, 1, strings.Count(r.Stdout, "\n"), "exactly one line on stdout")
-			out := outcome(t, r)
+			out := suite.Outcome(t, r)
 			require.Equal(t, tc.want.outcome, out["outcome"])
 			require.Equal(t, tc.want.code == 0, out["ready"])
 			apiRes := out["api"].(map[string]any)
@@ -137,7 +139,7 @@ func TestIntegrationPreflight(t *testing.T) {
 func TestIntegrationPreflightWaitsForTheFence(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	u, err := url.Parse(e.kube.Host())
+	u, err := url.Parse(e.Kube.Host())
 	require.NoError(t, err)
 
 	converging, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,17 +151,17 @@ func TestIntegrationPreflightWaitsForTheFence(t *testing.T) {
 		}
 		converging.Close() // the "policy" arrives after the first look
 	}()
-	r := e.keyledger([]string{"preflight", "--api-server", u.Host, "--canary", converging.Addr().String(), "--wait", "60s"},
-		withEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="))
+	r := e.Keyledger([]string{"preflight", "--api-server", u.Host, "--canary", converging.Addr().String(), "--wait", "60s"},
+		suite.WithEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, "ready", out["outcome"])
 	require.EqualValues(t, 2, out["checks"], "ready on the second round, once the canary went away")
 
-	r = e.keyledger([]string{"preflight", "--api-server", u.Host, "--canary", loopbackListener(t, ""), "--wait", "2s"},
-		withEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="))
+	r = e.Keyledger([]string{"preflight", "--api-server", u.Host, "--canary", loopbackListener(t, ""), "--wait", "2s"},
+		suite.WithEnv("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="))
 	require.Equal(t, 69, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out = outcome(t, r)
+	out = suite.Outcome(t, r)
 	require.Equal(t, "not-ready", out["outcome"])
 	require.GreaterOrEqual(t, out["checks"], float64(2), "kept checking until the deadline")
 	require.Contains(t, r.Stderr, `"wait":"2s"`)

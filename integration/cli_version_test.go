@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // `keyledger version --database-url URL` says which schema version the
@@ -13,15 +15,15 @@ import (
 func TestIntegrationVersionSchema(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	latest := latestVersion(t)
+	latest := suite.LatestVersion(t)
 	for _, tc := range []struct {
 		name, url string
 		found     uint
 	}{
-		{"migrated", e.journal.OwnerURL, latest},
-		{"never-migrated", freshDatabase(t), 0},
+		{"migrated", e.Journal.OwnerURL, latest},
+		{"never-migrated", suite.FreshDatabase(t), 0},
 	} {
-		r := e.keyledger([]string{"version", "--database-url", tc.url})
+		r := e.Keyledger([]string{"version", "--database-url", tc.url})
 		require.Equal(t, 0, r.Code, "%s: %s %s", tc.name, r.Stdout, r.Stderr)
 		var v struct {
 			Schema struct {

@@ -2,19 +2,15 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
@@ -22,48 +18,6 @@ import (
 	"github.com/keyledger/keyledger/workflow/credentials"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
-
-// denySecretCreate installs a ValidatingAdmissionPolicy that makes the API
-// server refuse the creation of the Secret called name in the test's
-// namespace, and waits until it is enforced (a dry-run create is refused).
-func (e *env) denySecretCreate(name string) {
-	e.t.Helper()
-	ctx, c := e.t.Context(), e.kube.Client()
-	policy := "deny-" + e.ns
-	fail := admissionregistrationv1.Fail
-	_, err := c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: policy},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
-				}}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "object.metadata.name != '" + name + "'", Message: "denied by the test"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() {
-		_ = c.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), policy, metav1.DeleteOptions{})
-		_ = c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy, metav1.DeleteOptions{})
-	})
-	_, err = c.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policy},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policy,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	require.Eventually(e.t, func() bool {
-		_, err := c.CoreV1().Secrets(e.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}},
-			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil
-	}, 30*time.Second, 100*time.Millisecond, "the admission policy is never enforced")
-}
 
 type timeoutError struct{}
 
@@ -80,15 +34,15 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	const lost, rejected = "batch-lost", "batch-rejected"
-	e.denySecretCreate(rejected)
-	plan := credentialPlan(e.ns, "mut-batch", []planSecret{standardSecret(lost), standardSecret(rejected)})
-	path := e.writeCommand("plan.json", plan)
+	e.DenySecretCreate(rejected)
+	plan := suite.CredentialPlan(e.NS, "mut-batch", []suite.PlanSecret{suite.StandardSecret(lost), suite.StandardSecret(rejected)})
+	path := e.WriteCommand("plan.json", plan)
 
 	// The plan's identity, through a transport that drops the answer to the
 	// create of one Secret after the API server applied it.
-	name := "credentials-" + randomSuffix(t)
-	e.serviceAccountKubeconfig(name, credentials.Rules(specOf(t, plan)))
-	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, name, 600)
+	name := "credentials-" + suite.RandomSuffix(t)
+	e.ServiceAccountKubeconfig(name, credentials.Rules(suite.SpecOf(t, plan)))
+	cfg, err := e.Kube.ServiceAccountConfig(ctx, e.NS, name, 600)
 	require.NoError(t, err)
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
@@ -119,31 +73,31 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 	wp, err := credentials.Plan(cmd, cfg)
 	require.NoError(t, err)
 	_, err = workflow.Execute(ctx, workflow.Deps{Kube: client,
-		OpenStore: workflow.PostgresStore(e.journal.OperatorURL)}, wp)
+		OpenStore: workflow.PostgresStore(e.Journal.OperatorURL)}, wp)
 	var refused *workflow.Refused
 	require.True(t, errors.As(err, &refused), "refused: %v", err)
 
-	s := e.getSecret(lost)
+	s := e.GetSecret(lost)
 	require.Len(t, s.Data["password"], 32)
-	op, records := e.journalOf("mut-batch:run-1")
+	op, records := e.JournalOf("mut-batch:run-1")
 	require.Equal(t, store.StateRefused, op.State)
 	results := map[string]store.Record{}
-	for _, r := range recordsOf(records, store.RecordAuthorityResult, "create-secret") {
+	for _, r := range suite.RecordsOf(records, store.RecordAuthorityResult, "create-secret") {
 		results[r.Target] = r
 	}
 	require.Equal(t, "unknown", results["secret/"+lost].Status)
 	require.Equal(t, "rejected", results["secret/"+rejected].Status)
-	res := recordsOf(records, store.RecordResolution, "create-secret")
+	res := suite.RecordsOf(records, store.RecordResolution, "create-secret")
 	require.Len(t, res, 1, "the lost sibling is settled before the refusal")
 	require.Equal(t, "secret/"+lost, res[0].Target)
 	require.Equal(t, "ours", res[0].Status)
 	require.Equal(t, "created-by-this-mutation", res[0].Reason)
 	require.Equal(t, string(s.UID), res[0].UID)
-	refusal := recordsOf(records, store.RecordRefusal, "")
+	refusal := suite.RecordsOf(records, store.RecordRefusal, "")
 	require.Len(t, refusal, 1)
 	require.Equal(t, []any{"secret/" + lost}, workflowtest.Fields(refusal[0].Detail)["applied"], "the refusal names what was applied")
 	require.Equal(t, []any{"secret/" + rejected}, workflowtest.Fields(refusal[0].Detail)["notApplied"])
 	require.Equal(t, []any{}, workflowtest.Fields(refusal[0].Detail)["kept"], "nothing was found in place")
 	require.Equal(t, "secret/"+rejected, workflowtest.Fields(refusal[0].Detail)["rejected"])
-	requireNoValues(t, e.journalText("mut-batch:run-1"), e.secretValues(lost))
+	suite.RequireNoValues(t, e.JournalText("mut-batch:run-1"), e.SecretValues(lost))
 }

@@ -6,56 +6,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
-// adoptable creates what External Secrets Operator leaves behind for one
-// generator-backed Secret: the Password generator (when generator is not
-// empty), the ExternalSecret (with finalizers, if any) and the Secret it
-// owns. Without a generator to create, the ExternalSecret names
-// <name>-password. It returns the ExternalSecret.
-func (e *env) adoptable(name, generator string, finalizers ...string) *unstructured.Unstructured {
-	e.t.Helper()
-	installExternalSecretsCRDs(e.t)
-	ctx, dyn := e.t.Context(), e.dynamicClient()
-	if generator != "" {
-		e.passwordGenerator(generator)
-	} else {
-		generator = name + "-password"
-	}
-	obj := generatorBackedExternalSecret(name, generator)
-	if len(finalizers) > 0 {
-		obj.SetFinalizers(finalizers)
-	}
-	es, err := dyn.Resource(externalSecretsGVR).Namespace(e.ns).Create(ctx, obj, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	yes := true
-	e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "external-secrets.io/v1", Kind: "ExternalSecret", Name: name,
-			UID: es.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}},
-		Data: map[string][]byte{"password": []byte("CANARY-generated-by-eso-" + name)}})
-	return es
-}
-
-func (e *env) passwordGenerator(name string) *unstructured.Unstructured {
-	e.t.Helper()
-	g, err := e.dynamicClient().Resource(passwordsGVR).Namespace(e.ns).Create(e.t.Context(), &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Password",
-		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"length": int64(32), "allowRepeat": true, "noUpper": false},
-	}}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	return g
-}
-
-func (e *env) externalSecrets() dynamic.ResourceInterface {
-	return e.dynamicClient().Resource(externalSecretsGVR).Namespace(e.ns)
+func externalSecrets(e *env) dynamic.ResourceInterface {
+	return e.DynamicClient().Resource(suite.ExternalSecretsGVR).Namespace(e.NS)
 }
 
 // waitGone waits until the named object of r is gone.
@@ -73,41 +34,41 @@ func waitGone(t *testing.T, r dynamic.ResourceInterface, name string) {
 func TestIntegrationCredentialsUnlistedExternalSecret(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	installExternalSecretsCRDs(t)
-	ctx, ess := t.Context(), e.externalSecrets()
+	suite.InstallExternalSecretsCRDs(t)
+	ctx, ess := t.Context(), externalSecrets(e)
 	const remote, other = "shop-vault-app", "shop-other-app"
-	_, err := ess.Create(ctx, remoteExternalSecret(remote), metav1.CreateOptions{})
+	_, err := ess.Create(ctx, suite.RemoteExternalSecret(remote), metav1.CreateOptions{})
 	require.NoError(t, err)
-	plan := credentialPlan(e.ns, "mut-unlisted", []planSecret{standardSecret(other), standardSecret(remote)})
-	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
+	plan := suite.CredentialPlan(e.NS, "mut-unlisted", []suite.PlanSecret{suite.StandardSecret(other), suite.StandardSecret(remote)})
+	r := e.Keyledger([]string{"run", e.WriteCommand("plan.json", plan)}, e.AsCredentialRunner(plan))
 	require.Equal(t, 2, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, "external-secret-not-generator-backed", out["reason"])
 	require.Equal(t, remote, out["externalSecret"], "the reason names it")
 	require.Equal(t, false, out["listedInAdopt"])
 	for _, n := range []string{other, remote} {
-		_, err = e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, n, metav1.GetOptions{})
+		_, err = e.Kube.Client().CoreV1().Secrets(e.NS).Get(ctx, n, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "nothing was written: %s", n)
 	}
 	_, err = ess.Get(ctx, remote, metav1.GetOptions{})
 	require.NoError(t, err, "the remote-store ExternalSecret is left alone")
-	_, records := e.journalOf("mut-unlisted:run-1")
-	require.Zero(t, count(records, store.RecordAuthorityCall))
+	_, records := e.JournalOf("mut-unlisted:run-1")
+	require.Zero(t, suite.Count(records, store.RecordAuthorityCall))
 
 	// A generator-backed ExternalSecret the plan does not list is adopted.
 	const adopted = "shop-generated-app"
-	es := e.adoptable(adopted, "")
-	plan = credentialPlan(e.ns, "mut-unlisted-generated", []planSecret{standardSecret(adopted)})
-	r = e.keyledger([]string{"run", e.writeCommand("generated.json", plan)}, e.asCredentialRunner(plan))
+	es := e.Adoptable(adopted, "")
+	plan = suite.CredentialPlan(e.NS, "mut-unlisted-generated", []suite.PlanSecret{suite.StandardSecret(adopted)})
+	r = e.Keyledger([]string{"run", e.WriteCommand("generated.json", plan)}, e.AsCredentialRunner(plan))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.EqualValues(t, 1, outcome(t, r)["externalSecretsDeleted"])
+	require.EqualValues(t, 1, suite.Outcome(t, r)["externalSecretsDeleted"])
 	_, err = ess.Get(ctx, adopted, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err))
-	s := e.getSecret(adopted)
+	s := e.GetSecret(adopted)
 	require.Equal(t, []byte("CANARY-generated-by-eso-"+adopted), s.Data["password"], "the value survives")
 	require.Empty(t, s.OwnerReferences)
-	_, records = e.journalOf("mut-unlisted-generated:run-1")
-	calls := recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
+	_, records = e.JournalOf("mut-unlisted-generated:run-1")
+	calls := suite.RecordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
 	require.Len(t, calls, 1)
 	require.Equal(t, string(es.GetUID()), calls[0].UID)
 	require.NotEmpty(t, calls[0].ResourceVersion, "the delete carries the resourceVersion of the read right before it")
@@ -119,17 +80,17 @@ func TestIntegrationCredentialsUnlistedExternalSecret(t *testing.T) {
 func TestIntegrationCredentialsExternalSecretSwitchedWhileWaiting(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx, ess := t.Context(), e.externalSecrets()
+	ctx, ess := t.Context(), externalSecrets(e)
 	const first, second = "switch-a", "switch-b"
 	const hold = "keyledger.dev/test-hold"
-	e.adoptable(first, "", hold)
-	e.adoptable(second, "")
-	plan := credentialPlan(e.ns, "mut-switch", []planSecret{standardSecret(first), standardSecret(second)}, func(spec map[string]any) {
+	e.Adoptable(first, "", hold)
+	e.Adoptable(second, "")
+	plan := suite.CredentialPlan(e.NS, "mut-switch", []suite.PlanSecret{suite.StandardSecret(first), suite.StandardSecret(second)}, func(spec map[string]any) {
 		spec["adopt"] = []any{map[string]any{"externalSecret": first}, map[string]any{"externalSecret": second}}
 	})
-	done := make(chan result, 1)
-	path, as := e.writeCommand("plan.json", plan), e.asCredentialRunner(plan)
-	go func() { done <- e.keyledger([]string{"run", path}, as) }()
+	done := make(chan suite.Result, 1)
+	path, as := e.WriteCommand("plan.json", plan), e.AsCredentialRunner(plan)
+	go func() { done <- e.Keyledger([]string{"run", path}, as) }()
 
 	// The run deleted the first one (held by a finalizer) and waits: switch
 	// the second to a remote store, then let the first go.
@@ -139,7 +100,7 @@ func TestIntegrationCredentialsExternalSecretSwitchedWhileWaiting(t *testing.T) 
 	}, time.Minute, 50*time.Millisecond, "the first ExternalSecret was never deleted")
 	es, err := ess.Get(ctx, second, metav1.GetOptions{})
 	require.NoError(t, err)
-	remote := remoteExternalSecret(second)
+	remote := suite.RemoteExternalSecret(second)
 	remote.SetResourceVersion(es.GetResourceVersion())
 	remote.SetUID(es.GetUID())
 	_, err = ess.Update(ctx, remote, metav1.UpdateOptions{})
@@ -157,23 +118,23 @@ func TestIntegrationCredentialsExternalSecretSwitchedWhileWaiting(t *testing.T) 
 		return err == nil
 	}, time.Minute, 50*time.Millisecond, "releasing the first ExternalSecret")
 
-	var r result
+	var r suite.Result
 	select {
 	case r = <-done:
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the run did not end")
 	}
 	require.Equal(t, 2, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, "external-secret-not-generator-backed", outcome(t, r)["reason"])
-	require.Equal(t, second, outcome(t, r)["externalSecret"])
+	require.Equal(t, "external-secret-not-generator-backed", suite.Outcome(t, r)["reason"])
+	require.Equal(t, second, suite.Outcome(t, r)["externalSecret"])
 	now, err := ess.Get(ctx, second, metav1.GetOptions{})
 	require.NoError(t, err, "the switched ExternalSecret is not deleted")
 	require.Nil(t, now.GetDeletionTimestamp())
-	_, records := e.journalOf("mut-switch:run-1")
-	calls := recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
+	_, records := e.JournalOf("mut-switch:run-1")
+	calls := suite.RecordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
 	require.Len(t, calls, 1, "only the first was deleted")
 	require.Equal(t, "externalsecret/"+first, calls[0].Target)
-	require.Zero(t, len(recordsOf(records, store.RecordAuthorityCall, "create-secret")), "no Secret written")
+	require.Zero(t, len(suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret")), "no Secret written")
 }
 
 // An ExternalSecret re-created after a crash (its delete sent, or answered)
@@ -182,30 +143,30 @@ func TestIntegrationCredentialsExternalSecretSwitchedWhileWaiting(t *testing.T) 
 func TestIntegrationCredentialsExternalSecretRecreatedAfterCrash(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx, ess := t.Context(), e.externalSecrets()
+	ctx, ess := t.Context(), externalSecrets(e)
 	for _, fp := range []string{"after-send", "after-answer"} {
 		name := "recreated-" + fp
-		e.adoptable(name, "")
+		e.Adoptable(name, "")
 		mutation := "mut-" + name
-		plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(name)}, func(spec map[string]any) {
+		plan := suite.CredentialPlan(e.NS, mutation, []suite.PlanSecret{suite.StandardSecret(name)}, func(spec map[string]any) {
 			spec["adopt"] = []any{map[string]any{"externalSecret": name}}
 		})
-		path, as := e.writeCommand(mutation+".json", plan), e.asCredentialRunner(plan)
-		r := e.keyledger([]string{"run", path}, as, withFailpoint(fp))
+		path, as := e.WriteCommand(mutation+".json", plan), e.AsCredentialRunner(plan)
+		r := e.Keyledger([]string{"run", path}, as, suite.WithFailpoint(fp))
 		require.Equal(t, 137, r.Code, "%s: %s %s", fp, r.Stdout, r.Stderr)
 		waitGone(t, ess, name)
-		again, err := ess.Create(ctx, generatorBackedExternalSecret(name, name+"-password"), metav1.CreateOptions{})
+		again, err := ess.Create(ctx, suite.GeneratorBackedExternalSecret(name, name+"-password"), metav1.CreateOptions{})
 		require.NoError(t, err)
 
-		r = e.keyledger([]string{"run", path}, as)
+		r = e.Keyledger([]string{"run", path}, as)
 		require.Equal(t, 2, r.Code, "%s: stdout %s stderr %s", fp, r.Stdout, r.Stderr)
-		require.Equal(t, "external-secret-replaced", outcome(t, r)["reason"], fp)
+		require.Equal(t, "external-secret-replaced", suite.Outcome(t, r)["reason"], fp)
 		now, err := ess.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err, fp)
 		require.Equal(t, again.GetUID(), now.GetUID())
 		require.Nil(t, now.GetDeletionTimestamp(), "%s: the re-created ExternalSecret is not deleted", fp)
-		_, records := e.journalOf(mutation + ":run-1")
-		require.Len(t, recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret"), 1, fp)
+		_, records := e.JournalOf(mutation + ":run-1")
+		require.Len(t, suite.RecordsOf(records, store.RecordAuthorityCall, "orphan-external-secret"), 1, fp)
 	}
 }
 
@@ -217,34 +178,34 @@ func TestIntegrationCredentialsGeneratorRecreatedAfterCrash(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	const name, generator = "shop-gen-app", "shop-gen-password"
-	e.adoptable(name, generator)
-	passwords := e.dynamicClient().Resource(passwordsGVR).Namespace(e.ns)
-	plan := credentialPlan(e.ns, "mut-generator", []planSecret{standardSecret(name)}, func(spec map[string]any) {
+	e.Adoptable(name, generator)
+	passwords := e.DynamicClient().Resource(suite.PasswordsGVR).Namespace(e.NS)
+	plan := suite.CredentialPlan(e.NS, "mut-generator", []suite.PlanSecret{suite.StandardSecret(name)}, func(spec map[string]any) {
 		spec["adopt"] = []any{map[string]any{"externalSecret": name, "generators": []any{generator}}}
 	})
-	path, as := e.writeCommand("plan.json", plan), e.asCredentialRunner(plan)
+	path, as := e.WriteCommand("plan.json", plan), e.AsCredentialRunner(plan)
 	// The orphan delete is the first call, the generator delete the second.
-	r := e.keyledger([]string{"run", path}, as, withFailpoint("after-send#2"))
+	r := e.Keyledger([]string{"run", path}, as, suite.WithFailpoint("after-send#2"))
 	require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
 	waitGone(t, passwords, generator)
-	again := e.passwordGenerator(generator)
+	again := e.PasswordGenerator(generator)
 
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	now, err := passwords.Get(ctx, generator, metav1.GetOptions{})
 	require.NoError(t, err, "the re-created generator is not deleted")
 	require.Equal(t, again.GetUID(), now.GetUID())
 	require.Nil(t, now.GetDeletionTimestamp())
-	_, records := e.journalOf("mut-generator:run-1")
-	calls := recordsOf(records, store.RecordAuthorityCall, "delete-generator")
+	_, records := e.JournalOf("mut-generator:run-1")
+	calls := suite.RecordsOf(records, store.RecordAuthorityCall, "delete-generator")
 	require.Len(t, calls, 1, "one delete for one step")
 	require.NotEmpty(t, calls[0].UID)
 	require.NotEmpty(t, calls[0].ResourceVersion, "the delete carries the preconditions of a journaled read")
 	require.NotEqual(t, string(again.GetUID()), calls[0].UID)
-	reads := recordsOf(records, store.RecordObservation, "read-generator")
+	reads := suite.RecordsOf(records, store.RecordObservation, "read-generator")
 	require.NotEmpty(t, reads)
 	require.Equal(t, calls[0].UID, reads[0].UID, "the read is journaled")
-	res := recordsOf(records, store.RecordResolution, "delete-generator")
+	res := suite.RecordsOf(records, store.RecordResolution, "delete-generator")
 	require.Len(t, res, 1)
 	require.Equal(t, "replaced-not-deleted", res[0].Reason)
 	require.Equal(t, string(again.GetUID()), res[0].UID)
@@ -258,8 +219,8 @@ func TestIntegrationCredentialsGeneratorRecreatedAfterCrash(t *testing.T) {
 func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ess := e.externalSecrets()
-	passwords := e.dynamicClient().Resource(passwordsGVR).Namespace(e.ns)
+	ess := externalSecrets(e)
+	passwords := e.DynamicClient().Resource(suite.PasswordsGVR).Namespace(e.NS)
 	// Calls: 1 orphan-external-secret, 2 delete-generator, 3 the patch of
 	// the adopted Secret (found in place: never POSTed), 4 the create of the
 	// absent one.
@@ -268,41 +229,41 @@ func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 	for i, fp := range crashes {
 		t.Run(fp, func(t *testing.T) {
 			adopted, fresh, generator := fmt.Sprintf("adopt-crash-%d", i), fmt.Sprintf("adopt-crash-%d-new", i), fmt.Sprintf("adopt-crash-%d-password", i)
-			from := e.secretsRV()
-			es := e.adoptable(adopted, generator)
+			from := e.SecretsRV()
+			es := e.Adoptable(adopted, generator)
 			gen, err := passwords.Get(t.Context(), generator, metav1.GetOptions{})
 			require.NoError(t, err)
-			value := e.getSecret(adopted).Data["password"]
+			value := e.GetSecret(adopted).Data["password"]
 			mutation := fmt.Sprintf("mut-adopt-crash-%d", i)
-			plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(adopted), standardSecret(fresh)}, func(spec map[string]any) {
+			plan := suite.CredentialPlan(e.NS, mutation, []suite.PlanSecret{suite.StandardSecret(adopted), suite.StandardSecret(fresh)}, func(spec map[string]any) {
 				spec["adopt"] = []any{map[string]any{"externalSecret": adopted, "generators": []any{generator}}}
 			})
-			path, as := e.writeCommand(mutation+".json", plan), e.asCredentialRunner(plan)
-			r := e.keyledger([]string{"run", path}, as, withFailpoint(fp))
+			path, as := e.WriteCommand(mutation+".json", plan), e.AsCredentialRunner(plan)
+			r := e.Keyledger([]string{"run", path}, as, suite.WithFailpoint(fp))
 			require.Equal(t, 137, r.Code, "must die at %s: %s %s", fp, r.Stdout, r.Stderr)
-			r = e.keyledger([]string{"run", path}, as)
+			r = e.Keyledger([]string{"run", path}, as)
 			require.Equal(t, 0, r.Code, "%s: %s %s", fp, r.Stdout, r.Stderr)
 
 			_, err = ess.Get(t.Context(), adopted, metav1.GetOptions{})
 			require.True(t, apierrors.IsNotFound(err), "the ExternalSecret is gone: %v", err)
 			_, err = passwords.Get(t.Context(), generator, metav1.GetOptions{})
 			require.True(t, apierrors.IsNotFound(err), "the generator is gone: %v", err)
-			s := e.getSecret(adopted)
+			s := e.GetSecret(adopted)
 			require.Equal(t, value, s.Data["password"], "the adopted value survives")
 			require.Equal(t, "app", string(s.Data["username"]))
 			require.Empty(t, s.OwnerReferences)
-			require.Len(t, e.getSecret(fresh).Data["password"], 32)
-			creates := e.secretCreates(from)
+			require.Len(t, e.GetSecret(fresh).Data["password"], 32)
+			creates := e.SecretCreates(from)
 			require.Equal(t, 1, creates[adopted], "created once (by the test)")
 			require.Equal(t, 1, creates[fresh], "created once")
 
-			op, records := e.journalOf(mutation + ":run-1")
+			op, records := e.JournalOf(mutation + ":run-1")
 			require.Equal(t, store.StateCompleted, op.State)
 			// One delete each took effect; a call recorded again was sent
 			// again only after a re-read showed the first had not (same UID
 			// and resourceVersion), with the same preconditions.
 			for step, uid := range map[string]string{"orphan-external-secret": string(es.GetUID()), "delete-generator": string(gen.GetUID())} {
-				calls := recordsOf(records, store.RecordAuthorityCall, step)
+				calls := suite.RecordsOf(records, store.RecordAuthorityCall, step)
 				require.NotEmpty(t, calls, step)
 				for _, c := range calls {
 					require.Equal(t, uid, c.UID, step)
@@ -317,7 +278,7 @@ func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 				}
 				require.Equal(t, 1, took, "%s took effect once", step)
 				notApplied := 0
-				for _, r := range recordsOf(records, store.RecordResolution, step) {
+				for _, r := range suite.RecordsOf(records, store.RecordResolution, step) {
 					if r.Status == "not-applied" {
 						require.Equal(t, "resource-version-unchanged", r.Reason, step)
 						notApplied++
@@ -325,7 +286,7 @@ func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 				}
 				require.Equal(t, len(calls)-1, notApplied, "%s: every call sent again follows a re-read that found it not applied", step)
 			}
-			requireNoValues(t, r.Stdout+r.Stderr+e.journalText(mutation+":run-1"), [][]byte{value})
+			suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText(mutation+":run-1"), [][]byte{value})
 		})
 	}
 }
@@ -337,14 +298,14 @@ func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 func TestIntegrationCredentialsOrphanResolutionRevalidates(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx, ess := t.Context(), e.externalSecrets()
+	ctx, ess := t.Context(), externalSecrets(e)
 	for _, tc := range []struct {
 		name   string
 		change func(es *unstructured.Unstructured) *unstructured.Unstructured
 		code   int
 	}{
 		{"switched", func(es *unstructured.Unstructured) *unstructured.Unstructured {
-			remote := remoteExternalSecret(es.GetName())
+			remote := suite.RemoteExternalSecret(es.GetName())
 			remote.SetUID(es.GetUID())
 			remote.SetResourceVersion(es.GetResourceVersion())
 			return remote
@@ -355,25 +316,25 @@ func TestIntegrationCredentialsOrphanResolutionRevalidates(t *testing.T) {
 		}, 0},
 	} {
 		name := "revalidate-" + tc.name
-		es := e.adoptable(name, "")
+		es := e.Adoptable(name, "")
 		mutation := "mut-" + name
-		plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(name)}, func(spec map[string]any) {
+		plan := suite.CredentialPlan(e.NS, mutation, []suite.PlanSecret{suite.StandardSecret(name)}, func(spec map[string]any) {
 			spec["adopt"] = []any{map[string]any{"externalSecret": name}}
 		})
-		path, as := e.writeCommand(mutation+".json", plan), e.asCredentialRunner(plan)
-		r := e.keyledger([]string{"run", path}, as, withFailpoint("after-call"))
+		path, as := e.WriteCommand(mutation+".json", plan), e.AsCredentialRunner(plan)
+		r := e.Keyledger([]string{"run", path}, as, suite.WithFailpoint("after-call"))
 		require.Equal(t, 137, r.Code, "%s: %s %s", tc.name, r.Stdout, r.Stderr)
 		changed, err := ess.Update(ctx, tc.change(es), metav1.UpdateOptions{})
 		require.NoError(t, err)
 
-		r = e.keyledger([]string{"run", path}, as)
+		r = e.Keyledger([]string{"run", path}, as)
 		require.Equal(t, tc.code, r.Code, "%s: stdout %s stderr %s", tc.name, r.Stdout, r.Stderr)
-		_, records := e.journalOf(mutation + ":run-1")
-		calls := recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
-		res := recordsOf(records, store.RecordResolution, "orphan-external-secret")
+		_, records := e.JournalOf(mutation + ":run-1")
+		calls := suite.RecordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
+		res := suite.RecordsOf(records, store.RecordResolution, "orphan-external-secret")
 		require.NotEmpty(t, res, tc.name)
 		if tc.code == 2 {
-			require.Equal(t, "external-secret-not-generator-backed", outcome(t, r)["reason"])
+			require.Equal(t, "external-secret-not-generator-backed", suite.Outcome(t, r)["reason"])
 			now, err := ess.Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err, "never deleted")
 			require.Nil(t, now.GetDeletionTimestamp())

@@ -11,6 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/credentials"
 )
 
@@ -32,14 +34,14 @@ func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	plan := credentialPlan(e.ns, "mut-hook", []planSecret{standardSecret("shop-orders-cache-app"), standardSecret("shop-bus-users")})
-	planPath := e.writeCommand("plan.json", plan)
-	dir := filepath.Join(e.dir, "hook")
-	r := e.keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
+	plan := suite.CredentialPlan(e.NS, "mut-hook", []suite.PlanSecret{suite.StandardSecret("shop-orders-cache-app"), suite.StandardSecret("shop-bus-users")})
+	planPath := e.WriteCommand("plan.json", plan)
+	dir := filepath.Join(e.Dir, "hook")
+	r := e.Keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
 	require.Equal(t, 0, r.Code, r.Stderr)
 
 	var saName, fromConfigMap string
-	a := e.applier()
+	a := e.Applier()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, entry := range entries {
@@ -49,7 +51,7 @@ func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal(data, &obj.Object), entry.Name())
 		switch obj.GetKind() {
 		case "ServiceAccount", "Role", "RoleBinding":
-			_, err := a.apply(ctx, obj, e.ns, false)
+			_, err := a.Apply(ctx, obj, e.NS, false)
 			require.NoError(t, err, "applying the rendered %s", obj.GetKind())
 			if obj.GetKind() == "ServiceAccount" {
 				saName = obj.GetName()
@@ -63,27 +65,27 @@ func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 			planJSON, ok, err := unstructured.NestedString(obj.Object, "data", "plan.json")
 			require.NoError(t, err)
 			require.True(t, ok, "the rendered ConfigMap holds plan.json")
-			fromConfigMap = filepath.Join(e.dir, "from-configmap.json")
+			fromConfigMap = filepath.Join(e.Dir, "from-configmap.json")
 			require.NoError(t, os.WriteFile(fromConfigMap, []byte(planJSON), 0o644))
 		}
 	}
 	require.Equal(t, "shop-orders-cache-credentials", saName)
 	require.NotEmpty(t, fromConfigMap)
-	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, saName, 600)
+	cfg, err := e.Kube.ServiceAccountConfig(ctx, e.NS, saName, 600)
 	require.NoError(t, err)
-	kubeconfig, err := e.kube.KubeconfigForConfig(cfg, t.TempDir())
+	kubeconfig, err := e.Kube.KubeconfigForConfig(cfg, t.TempDir())
 	require.NoError(t, err)
 	for i, want := range []string{"completed", "existing"} {
 		rv := ""
 		if i > 0 {
-			rv = e.getSecret("shop-orders-cache-app").ResourceVersion
+			rv = e.GetSecret("shop-orders-cache-app").ResourceVersion
 		}
-		r := e.keyledger([]string{"run", fromConfigMap}, asKubeconfig(kubeconfig))
+		r := e.Keyledger([]string{"run", fromConfigMap}, suite.AsKubeconfig(kubeconfig))
 		require.Equal(t, 0, r.Code, "the run under the rendered Role succeeds: %s %s", r.Stdout, r.Stderr)
-		require.Equal(t, want, outcome(t, r)["outcome"])
-		require.Equal(t, fmt.Sprintf("mut-hook:run-%d", i+1), outcome(t, r)["run"])
+		require.Equal(t, want, suite.Outcome(t, r)["outcome"])
+		require.Equal(t, fmt.Sprintf("mut-hook:run-%d", i+1), suite.Outcome(t, r)["run"])
 		if i > 0 {
-			require.Equal(t, rv, e.getSecret("shop-orders-cache-app").ResourceVersion, "the next run writes nothing")
+			require.Equal(t, rv, e.GetSecret("shop-orders-cache-app").ResourceVersion, "the next run writes nothing")
 		}
 	}
 
@@ -95,7 +97,7 @@ func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 		t.Helper()
 		rev, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: e.ns, Verb: verb, Resource: resource, Name: name}}}, metav1.CreateOptions{})
+				Namespace: e.NS, Verb: verb, Resource: resource, Name: name}}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		return rev.Status.Allowed
 	}
@@ -108,16 +110,16 @@ func TestIntegrationCredentialsRenderedHook(t *testing.T) {
 	require.False(t, canI("watch", "secrets", ""))
 	require.False(t, canI("delete", "secrets", "shop-orders-cache-app"))
 	// And really: the API server refuses the read.
-	_, err = sa.CoreV1().Secrets(e.ns).Get(ctx, "another-secret", metav1.GetOptions{})
+	_, err = sa.CoreV1().Secrets(e.NS).Get(ctx, "another-secret", metav1.GetOptions{})
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "forbidden"), "%v", err)
 
 	// A run under an identity with one right more (list) stops with 77
 	// before the journal is opened.
 	wider := append(rulesOf(t, dir), rbacWider()...)
-	r = e.keyledger([]string{"run", planPath}, asKubeconfig(e.serviceAccountKubeconfig("wider", wider)))
+	r = e.Keyledger([]string{"run", planPath}, suite.AsKubeconfig(e.ServiceAccountKubeconfig("wider", wider)))
 	require.Equal(t, 77, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Contains(t, outcome(t, r)["error"], "list secrets")
+	require.Contains(t, suite.Outcome(t, r)["error"], "list secrets")
 }
 
 // The keyledger binary renders, without --image, the image of the versions
@@ -127,9 +129,9 @@ func TestIntegrationCredentialsRenderDefaultImage(t *testing.T) {
 	e := setup(t)
 	want, err := platform.Version("KEYLEDGER_IMAGE")
 	require.NoError(t, err)
-	plan := credentialPlan(e.ns, "mut-image", []planSecret{standardSecret("shop-orders-cache-app")})
-	dir := filepath.Join(e.dir, "hook")
-	r := e.keyledger([]string{"render", "credentials", "--plan", e.writeCommand("plan.json", plan), "--out-dir", dir})
+	plan := suite.CredentialPlan(e.NS, "mut-image", []suite.PlanSecret{suite.StandardSecret("shop-orders-cache-app")})
+	dir := filepath.Join(e.Dir, "hook")
+	r := e.Keyledger([]string{"render", "credentials", "--plan", e.WriteCommand("plan.json", plan), "--out-dir", dir})
 	require.Equal(t, 0, r.Code, r.Stderr)
 	b, err := os.ReadFile(filepath.Join(dir, "6-job.yaml"))
 	require.NoError(t, err)
@@ -151,10 +153,10 @@ func TestIntegrationCredentialsRenderDefaultImage(t *testing.T) {
 func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx, c := t.Context(), e.kube.Client()
-	planPath := e.writeCommand("plan.json", credentialPlan(e.ns, "mut-apply", []planSecret{standardSecret("shop-orders-cache-app")}))
-	dir := filepath.Join(e.dir, "hook")
-	r := e.keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
+	ctx, c := t.Context(), e.Kube.Client()
+	planPath := e.WriteCommand("plan.json", suite.CredentialPlan(e.NS, "mut-apply", []suite.PlanSecret{suite.StandardSecret("shop-orders-cache-app")}))
+	dir := filepath.Join(e.Dir, "hook")
+	r := e.Keyledger([]string{"render", "credentials", "--plan", planPath, "--image", "keyledger:test", "--out-dir", dir})
 	require.Equal(t, 0, r.Code, r.Stderr)
 	b, err := os.ReadFile(filepath.Join(dir, "6-job.yaml"))
 	require.NoError(t, err)
@@ -162,17 +164,17 @@ func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict(b, &job))
 	const name = "shop-orders-cache-credentials"
 	// A ConfigMap of the hook's name, as an earlier sync left it.
-	stale, err := c.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+	stale, err := c.CoreV1().ConfigMaps(e.NS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Data: map[string]string{"plan.json": "{}"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	r = e.keyledger([]string{"apply-hook", dir, "--timeout", "20s"}, asKubeconfig(e.serviceAccountKubeconfig("no-rights", nil)))
+	r = e.Keyledger([]string{"apply-hook", dir, "--timeout", "20s"}, suite.AsKubeconfig(e.ServiceAccountKubeconfig("no-rights", nil)))
 	// A forbidden request is a permission the identity lacks (exit 77,
 	// kubernetes-forbidden), not an unavailable dependency.
 	require.Equal(t, 77, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "deleting serviceaccount/"+name+":")
 	require.Contains(t, r.Stderr, "[kubernetes-forbidden, exit 77]")
-	cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+	cm, err := c.CoreV1().ConfigMaps(e.NS).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, stale.UID, cm.UID, "nothing was replaced")
 
@@ -181,14 +183,14 @@ func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 		var out []types.UID
 		for _, get := range []func() (metav1.Object, error){
 			func() (metav1.Object, error) {
-				return c.CoreV1().ServiceAccounts(e.ns).Get(ctx, name, metav1.GetOptions{})
+				return c.CoreV1().ServiceAccounts(e.NS).Get(ctx, name, metav1.GetOptions{})
 			},
-			func() (metav1.Object, error) { return c.RbacV1().Roles(e.ns).Get(ctx, name, metav1.GetOptions{}) },
+			func() (metav1.Object, error) { return c.RbacV1().Roles(e.NS).Get(ctx, name, metav1.GetOptions{}) },
 			func() (metav1.Object, error) {
-				return c.RbacV1().RoleBindings(e.ns).Get(ctx, name, metav1.GetOptions{})
+				return c.RbacV1().RoleBindings(e.NS).Get(ctx, name, metav1.GetOptions{})
 			},
-			func() (metav1.Object, error) { return c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{}) },
-			func() (metav1.Object, error) { return c.BatchV1().Jobs(e.ns).Get(ctx, job.Name, metav1.GetOptions{}) },
+			func() (metav1.Object, error) { return c.CoreV1().ConfigMaps(e.NS).Get(ctx, name, metav1.GetOptions{}) },
+			func() (metav1.Object, error) { return c.BatchV1().Jobs(e.NS).Get(ctx, job.Name, metav1.GetOptions{}) },
 		} {
 			o, err := get()
 			require.NoError(t, err)
@@ -200,7 +202,7 @@ func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 	require.NoError(t, err)
 	var before []types.UID
 	for sync := range 2 {
-		r := e.keyledger([]string{"apply-hook", dir, "--timeout", "5s"})
+		r := e.Keyledger([]string{"apply-hook", dir, "--timeout", "5s"})
 		require.Equal(t, 75, r.Code, "sync %d: stdout %s stderr %s", sync, r.Stdout, r.Stderr)
 		require.Contains(t, r.Stderr, "[hook-job-unfinished, exit 75]")
 		require.Empty(t, r.Stdout, "no success line")
@@ -212,9 +214,24 @@ func TestIntegrationCredentialsRenderedHookApplyWithoutKubelet(t *testing.T) {
 				require.NotEqual(t, before[i], got[i], "sync %d replaces object %d", sync, i)
 			}
 		}
-		cm, err := c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+		cm, err := c.CoreV1().ConfigMaps(e.NS).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, string(plan), cm.Data["plan.json"])
 		before = got
 	}
+}
+
+// rulesOf reads the rendered Role's rules.
+func rulesOf(t *testing.T, dir string) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "2-role.yaml"))
+	require.NoError(t, err)
+	var role rbacv1.Role
+	require.NoError(t, yaml.UnmarshalStrict(b, &role))
+	return role.Rules
+}
+
+// rbacWider is one right the plan must not have.
+func rbacWider() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}}}
 }

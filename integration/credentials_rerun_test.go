@@ -16,16 +16,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
 // auditMark is where the API server's audit log ends now: requests after
 // it are counted by secretRequests.
-func (e *env) auditMark() int64 {
-	e.t.Helper()
-	fi, err := os.Stat(e.kube.AuditLog())
-	require.NoError(e.t, err)
+func auditMark(e *env) int64 {
+	e.T.Helper()
+	fi, err := os.Stat(e.Kube.AuditLog())
+	require.NoError(e.T, err)
 	return fi.Size()
 }
 
@@ -33,28 +34,28 @@ func (e *env) auditMark() int64 {
 // that the API server audited after mark, by "verb name" (a list has no
 // name): it sends a marker request and reads the log until the marker's
 // event, so every earlier request is in.
-func (e *env) secretRequests(mark int64) map[string]int {
-	e.t.Helper()
-	marker := "zz-audit-marker-" + randomSuffix(e.t)
-	_, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(e.t.Context(), marker, metav1.GetOptions{})
-	require.True(e.t, apierrors.IsNotFound(err), "marker read: %v", err)
+func secretRequests(e *env, mark int64) map[string]int {
+	e.T.Helper()
+	marker := "zz-audit-marker-" + suite.RandomSuffix(e.T)
+	_, err := e.Kube.Client().CoreV1().Secrets(e.NS).Get(e.T.Context(), marker, metav1.GetOptions{})
+	require.True(e.T, apierrors.IsNotFound(err), "marker read: %v", err)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		counts, seen := e.readAudit(mark, marker)
+		counts, seen := readAudit(e, mark, marker)
 		if seen {
 			return counts
 		}
-		require.True(e.t, time.Now().Before(deadline), "the audit marker never appeared")
+		require.True(e.T, time.Now().Before(deadline), "the audit marker never appeared")
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func (e *env) readAudit(mark int64, marker string) (map[string]int, bool) {
-	f, err := os.Open(e.kube.AuditLog())
-	require.NoError(e.t, err)
+func readAudit(e *env, mark int64, marker string) (map[string]int, bool) {
+	f, err := os.Open(e.Kube.AuditLog())
+	require.NoError(e.T, err)
 	defer f.Close()
 	_, err = f.Seek(mark, 0)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	counts := map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -66,7 +67,7 @@ func (e *env) readAudit(mark int64, marker string) (map[string]int, bool) {
 				Namespace, Name, Resource string
 			} `json:"objectRef"`
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.ObjectRef.Namespace != e.ns {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.ObjectRef.Namespace != e.NS {
 			continue
 		}
 		if ev.ObjectRef.Name == marker {
@@ -85,24 +86,24 @@ func (e *env) readAudit(mark int64, marker string) (map[string]int, bool) {
 func TestIntegrationCredentialsRerunSendsNoPassword(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	var secrets []planSecret
+	var secrets []suite.PlanSecret
 	var names []string
 	for i := range 64 {
 		n := fmt.Sprintf("rerun-%02d", i)
 		names = append(names, n)
-		secrets = append(secrets, standardSecret(n))
+		secrets = append(secrets, suite.StandardSecret(n))
 	}
-	plan := credentialPlan(e.ns, "mut-rerun", secrets)
-	path := e.writeCommand("plan.json", plan)
-	as := e.asCredentialRunner(plan)
-	r := e.keyledger([]string{"run", path}, as)
+	plan := suite.CredentialPlan(e.NS, "mut-rerun", secrets)
+	path := e.WriteCommand("plan.json", plan)
+	as := e.AsCredentialRunner(plan)
+	r := e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "run 1: %s %s", r.Stdout, r.Stderr)
-	from, mark := e.secretsRV(), e.auditMark()
+	from, mark := e.SecretsRV(), auditMark(e)
 
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "run 2: %s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "existing", outcome(t, r)["outcome"])
-	requests := e.secretRequests(mark)
+	require.Equal(t, "existing", suite.Outcome(t, r)["outcome"])
+	requests := secretRequests(e, mark)
 	for _, n := range names {
 		for _, verb := range []string{"create", "update", "patch", "delete"} {
 			require.Zero(t, requests[verb+" "+n], "%s %s: the API server audited it", verb, n)
@@ -111,15 +112,15 @@ func TestIntegrationCredentialsRerunSendsNoPassword(t *testing.T) {
 		require.Equal(t, 1, requests["get "+n], "each Secret is read: %v", requests)
 	}
 	require.Zero(t, requests["create "], "no POST on the collection: %v", requests)
-	require.Empty(t, e.secretEvents(from), "the watch history shows no write")
-	_, records := e.journalOf("mut-rerun:run-2")
+	require.Empty(t, e.SecretEvents(from), "the watch history shows no write")
+	_, records := e.JournalOf("mut-rerun:run-2")
 	var kinds []string
 	for _, rec := range records {
 		kinds = append(kinds, string(rec.Kind)+" "+rec.Step+" "+rec.Target)
 	}
 	require.Equal(t, []string{"preparation preparation ", "observation read-external-secrets ", "observation read-secrets secrets/1",
 		"observation read-secrets secrets/2", "completion complete "}, kinds)
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-rerun:run-2"), e.secretValues(names...))
+	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-rerun:run-2"), e.SecretValues(names...))
 }
 
 // A plan whose one server answers unknown (its pod's IP has no listener):
@@ -132,49 +133,49 @@ func TestIntegrationCredentialsUnknownServerDoesNotWedge(t *testing.T) {
 	e := setup(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	pod := e.statefulSet("wedge-cache")
-	_, err := e.kube.PlayKubelet(ctx, e.ns, pod, "127.0.0.9") // nothing listens there
+	pod := e.StatefulSet("wedge-cache")
+	_, err := e.Kube.PlayKubelet(ctx, e.NS, pod, "127.0.0.9") // nothing listens there
 	require.NoError(t, err)
 	names := []string{"wedge-cache-app", "wedge-other"}
-	plan := credentialPlan(e.ns, "mut-wedge", []planSecret{standardSecret(names[0]), standardSecret(names[1])}, func(spec map[string]any) {
+	plan := suite.CredentialPlan(e.NS, "mut-wedge", []suite.PlanSecret{suite.StandardSecret(names[0]), suite.StandardSecret(names[1])}, func(spec map[string]any) {
 		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": pod, "port": 6390, "secret": names[0], "passwordKey": "password"}}
 	})
-	path := e.writeCommand("plan.json", plan)
-	as := e.asCredentialRunner(plan)
-	bound := withEnv("KEYLEDGER_RUN_MAX_RESUMES=2")
-	from := e.secretsRV()
+	path := e.WriteCommand("plan.json", plan)
+	as := e.AsCredentialRunner(plan)
+	bound := suite.WithEnv("KEYLEDGER_RUN_MAX_RESUMES=2")
+	from := e.SecretsRV()
 
-	bad := e.keyledger([]string{"run", path}, as, withEnv("KEYLEDGER_RUN_MAX_RESUMES=0"))
+	bad := e.Keyledger([]string{"run", path}, as, suite.WithEnv("KEYLEDGER_RUN_MAX_RESUMES=0"))
 	require.Equal(t, 64, bad.Code, bad.Stderr)
 	require.Contains(t, bad.Stderr, "KEYLEDGER_RUN_MAX_RESUMES")
 
-	r := e.keyledger([]string{"run", path}, as, bound)
+	r := e.Keyledger([]string{"run", path}, as, bound)
 	require.Equal(t, 75, r.Code, "run 1: %s %s", r.Stdout, r.Stderr)
-	other := e.getSecret(names[1])
-	require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(ctx, names[1], metav1.DeleteOptions{}))
+	other := e.GetSecret(names[1])
+	require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(ctx, names[1], metav1.DeleteOptions{}))
 
-	r = e.keyledger([]string{"run", path}, as, bound)
+	r = e.Keyledger([]string{"run", path}, as, bound)
 	require.Equal(t, 75, r.Code, "resume 1: %s %s", r.Stdout, r.Stderr)
-	again := e.getSecret(names[1])
+	again := e.GetSecret(names[1])
 	require.NotEqual(t, other.UID, again.UID, "the resumed run recreated the deleted Secret")
 	require.Equal(t, []string{"ADDED secret/" + names[0], "ADDED secret/" + names[1], "ADDED secret/" + names[1], "DELETED secret/" + names[1]},
-		e.secretEvents(from), "the deleted Secret created again (watch history), the other once")
+		e.SecretEvents(from), "the deleted Secret created again (watch history), the other once")
 
-	r = e.keyledger([]string{"run", path}, as, bound)
+	r = e.Keyledger([]string{"run", path}, as, bound)
 	require.Equal(t, 75, r.Code, "resume 2: %s %s", r.Stdout, r.Stderr)
-	op, _ := e.journalOf("mut-wedge:run-1")
+	op, _ := e.JournalOf("mut-wedge:run-1")
 	require.False(t, op.State.Terminal(), "still the first run")
 
-	r = e.keyledger([]string{"run", path}, as, bound)
+	r = e.Keyledger([]string{"run", path}, as, bound)
 	require.Equal(t, 75, r.Code, "after the bound: %s %s", r.Stdout, r.Stderr)
-	runs := e.runsOf("mut-wedge")
+	runs := e.RunsOf("mut-wedge")
 	require.Len(t, runs, 2, "a fresh run")
 	require.Equal(t, "mut-wedge:run-2", runs[1].MutationID)
-	op, records := e.journalOf("mut-wedge:run-1")
+	op, records := e.JournalOf("mut-wedge:run-1")
 	require.Equal(t, store.StateRefused, op.State)
 	require.Equal(t, store.ReasonRunResumeLimit, op.Reason)
 	require.Equal(t, store.StepCloseRun, records[len(records)-1].Step)
-	_, records = e.journalOf("mut-wedge:run-2")
+	_, records = e.JournalOf("mut-wedge:run-2")
 	require.Equal(t, "mut-wedge:run-1", workflowtest.Fields(records[0].Detail)["replaces"])
 }
 
@@ -201,26 +202,26 @@ func TestIntegrationCredentialsFailedPodNeverProbed(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	pod := "lonely-cache" // a bare pod: the plan expects no controller
-	_, err = e.kube.Client().CoreV1().Pods(e.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod},
+	_, err = e.Kube.Client().CoreV1().Pods(e.NS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "server:test"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	played, err := e.kube.PlayKubelet(ctx, e.ns, pod, "127.0.0.10")
+	played, err := e.Kube.PlayKubelet(ctx, e.NS, pod, "127.0.0.10")
 	require.NoError(t, err)
 	played.Status.Phase = corev1.PodFailed // the IP stays in status
-	_, err = e.kube.Client().CoreV1().Pods(e.ns).UpdateStatus(ctx, played, metav1.UpdateOptions{})
+	_, err = e.Kube.Client().CoreV1().Pods(e.NS).UpdateStatus(ctx, played, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	plan := credentialPlan(e.ns, "mut-failed-pod", []planSecret{standardSecret("lonely-cache-app")}, func(spec map[string]any) {
+	plan := suite.CredentialPlan(e.NS, "mut-failed-pod", []suite.PlanSecret{suite.StandardSecret("lonely-cache-app")}, func(spec map[string]any) {
 		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": pod, "port": port, "secret": "lonely-cache-app", "passwordKey": "password"}}
 	})
-	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
+	r := e.Keyledger([]string{"run", e.WriteCommand("plan.json", plan)}, e.AsCredentialRunner(plan))
 	require.Equal(t, 75, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	_, records := e.journalOf("mut-failed-pod:run-1")
-	probes := recordsOf(records, store.RecordProbe, "probe-server")
+	_, records := e.JournalOf("mut-failed-pod:run-1")
+	probes := suite.RecordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1)
 	require.Equal(t, "unknown/pod-not-running", probes[0].Status+"/"+probes[0].Reason)
 	require.Zero(t, conns.Load(), "nothing connected to the Failed pod's address")
-	e.getSecret("lonely-cache-app") // the Secret converged anyway
-	requireNoValues(t, r.Stdout+r.Stderr, e.secretValues("lonely-cache-app"))
+	e.GetSecret("lonely-cache-app") // the Secret converged anyway
+	suite.RequireNoValues(t, r.Stdout+r.Stderr, e.SecretValues("lonely-cache-app"))
 }
 
 // A plan that gains a Secret and a key under its mutationId converges on
@@ -232,32 +233,32 @@ func TestIntegrationCredentialsFailedPodNeverProbed(t *testing.T) {
 func TestIntegrationCredentialsPlanEvolves(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	v1 := credentialPlan(e.ns, "mut-evolve", []planSecret{standardSecret("evolve-app"), standardSecret("evolve-dropped")})
-	r := e.keyledger([]string{"run", e.writeCommand("v1.json", v1)}, e.asCredentialRunner(v1))
+	v1 := suite.CredentialPlan(e.NS, "mut-evolve", []suite.PlanSecret{suite.StandardSecret("evolve-app"), suite.StandardSecret("evolve-dropped")})
+	r := e.Keyledger([]string{"run", e.WriteCommand("v1.json", v1)}, e.AsCredentialRunner(v1))
 	require.Equal(t, 0, r.Code, "v1: %s %s", r.Stdout, r.Stderr)
-	app, dropped := e.getSecret("evolve-app"), e.getSecret("evolve-dropped")
-	from := e.secretsRV()
+	app, dropped := e.GetSecret("evolve-app"), e.GetSecret("evolve-dropped")
+	from := e.SecretsRV()
 
-	grown := standardSecret("evolve-app")
-	grown.keys = append(grown.keys, literal("database", "orders"))
-	v2 := credentialPlan(e.ns, "mut-evolve", []planSecret{grown, standardSecret("evolve-new")})
-	r = e.keyledger([]string{"run", e.writeCommand("v2.json", v2)}, e.asCredentialRunner(v2))
+	grown := suite.StandardSecret("evolve-app")
+	grown.Keys = append(grown.Keys, suite.Literal("database", "orders"))
+	v2 := suite.CredentialPlan(e.NS, "mut-evolve", []suite.PlanSecret{grown, suite.StandardSecret("evolve-new")})
+	r = e.Keyledger([]string{"run", e.WriteCommand("v2.json", v2)}, e.AsCredentialRunner(v2))
 	require.Equal(t, 0, r.Code, "v2: %s %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, "mut-evolve:run-2", out["run"])
 	require.Equal(t, "completed", out["outcome"])
 
-	now := e.getSecret("evolve-app")
+	now := e.GetSecret("evolve-app")
 	for k, v := range app.Data {
 		require.Equal(t, v, now.Data[k], "%s is byte-identical", k)
 	}
 	require.Equal(t, "orders", string(now.Data["database"]), "the key was added")
-	e.getSecret("evolve-new")
-	left := e.getSecret("evolve-dropped")
+	e.GetSecret("evolve-new")
+	left := e.GetSecret("evolve-dropped")
 	require.Equal(t, dropped.ResourceVersion, left.ResourceVersion, "the dropped Secret is left in place, untouched")
-	require.Equal(t, []string{"ADDED secret/evolve-new", "MODIFIED secret/evolve-app"}, e.secretEvents(from), "nothing else written")
+	require.Equal(t, []string{"ADDED secret/evolve-new", "MODIFIED secret/evolve-app"}, e.SecretEvents(from), "nothing else written")
 
-	show := e.keyledger([]string{"journal", "show", "mut-evolve", "-o", "json"})
+	show := e.Keyledger([]string{"journal", "show", "mut-evolve", "-o", "json"})
 	require.Equal(t, 0, show.Code, show.Stderr)
 	var shown []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(show.Stdout), &shown))
@@ -266,11 +267,11 @@ func TestIntegrationCredentialsPlanEvolves(t *testing.T) {
 	prep := shown[0]["records"].([]any)[0].(map[string]any)
 	require.Equal(t, shown[1]["commandDigest"], prep["detail"].(map[string]any)["supersedes"])
 
-	other := credentialPlan(e.ns, "mut-evolve", []planSecret{standardSecret("evolve-app")}, func(spec map[string]any) { spec["owner"] = "someone-else" })
-	r = e.keyledger([]string{"run", e.writeCommand("other.json", other)}, e.asCredentialRunner(other))
+	other := suite.CredentialPlan(e.NS, "mut-evolve", []suite.PlanSecret{suite.StandardSecret("evolve-app")}, func(spec map[string]any) { spec["owner"] = "someone-else" })
+	r = e.Keyledger([]string{"run", e.WriteCommand("other.json", other)}, e.AsCredentialRunner(other))
 	require.Equal(t, 2, r.Code, "another owner: %s %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stdout, "mutation-id-reused")
-	require.Len(t, e.runsOf("mut-evolve"), 2, "nothing journaled for the other owner")
+	require.Len(t, e.RunsOf("mut-evolve"), 2, "nothing journaled for the other owner")
 }
 
 // A completed operation inserted, as the namespace's own role, under the
@@ -280,14 +281,14 @@ func TestIntegrationCredentialsPlanEvolves(t *testing.T) {
 func TestIntegrationPrepareRunIgnoresForgedRows(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	plan := credentialPlan(e.ns, "mut-forged-bare", []planSecret{standardSecret("forged-app")})
-	path := e.writeCommand("plan.json", plan)
-	as := e.asCredentialRunner(plan)
-	r := e.keyledger([]string{"run", path}, as)
+	plan := suite.CredentialPlan(e.NS, "mut-forged-bare", []suite.PlanSecret{suite.StandardSecret("forged-app")})
+	path := e.WriteCommand("plan.json", plan)
+	as := e.AsCredentialRunner(plan)
+	r := e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	run1, _ := e.journalOf("mut-forged-bare:run-1")
+	run1, _ := e.JournalOf("mut-forged-bare:run-1")
 
-	role, err := store.Open(t.Context(), e.journal.OperatorURL) // the namespace's own role
+	role, err := store.Open(t.Context(), e.Journal.OperatorURL) // the namespace's own role
 	require.NoError(t, err)
 	defer role.Close()
 	forge := func(mutation string) {
@@ -301,18 +302,18 @@ func TestIntegrationPrepareRunIgnoresForgedRows(t *testing.T) {
 		require.NoError(t, err)
 	}
 	forge("mut-forged-bare")
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "after the bare-id row: %s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "mut-forged-bare:run-2", outcome(t, r)["run"])
+	require.Equal(t, "mut-forged-bare:run-2", suite.Outcome(t, r)["run"])
 
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, "mut-forged-bare:run-3", outcome(t, r)["run"])
+	require.Equal(t, "mut-forged-bare:run-3", suite.Outcome(t, r)["run"])
 	forge("mut-forged-bare:run-10") // run 10, then a lower one after it
 	forge("mut-forged-bare:run-4")
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "after a lower run number: %s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "mut-forged-bare:run-11", outcome(t, r)["run"], "the newest is the highest number")
+	require.Equal(t, "mut-forged-bare:run-11", suite.Outcome(t, r)["run"], "the newest is the highest number")
 }
 
 // readOf is what a run journaled of the Secret name it found in place
@@ -332,6 +333,6 @@ func readOf(t *testing.T, records []store.Record, name string) map[string]any {
 		}
 	}
 	require.NotNil(t, d, "no read of %s journaled", name)
-	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), "nothing POSTed")
+	require.Empty(t, suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret"), "nothing POSTed")
 	return d
 }

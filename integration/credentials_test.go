@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
@@ -17,78 +18,78 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	names := []string{"shop-orders-cache-app", "shop-bus-users", "shop-bucket"}
-	secrets := []planSecret{standardSecret(names[0]), standardSecret(names[1]),
-		{name: names[2], keys: []map[string]any{generated("access-key", 20, "hex"), generated("secret-key", 64, "base64url")}}}
-	plan := credentialPlan(e.ns, "mut-fresh", secrets)
-	path := e.writeCommand("plan.json", plan)
-	as := e.asCredentialRunner(plan)
-	from := e.secretsRV()
+	secrets := []suite.PlanSecret{suite.StandardSecret(names[0]), suite.StandardSecret(names[1]),
+		{Name: names[2], Keys: []map[string]any{suite.Generated("access-key", 20, "hex"), suite.Generated("secret-key", 64, "base64url")}}}
+	plan := suite.CredentialPlan(e.NS, "mut-fresh", secrets)
+	path := e.WriteCommand("plan.json", plan)
+	as := e.AsCredentialRunner(plan)
+	from := e.SecretsRV()
 
-	r := e.keyledger([]string{"run", path}, as)
+	r := e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, "completed", out["outcome"])
 	require.Equal(t, "CredentialPlan", out["kind"])
 	require.Equal(t, map[string]any{"planned": 3.0, "created": 3.0, "patched": 0.0, "existing": 0.0, "unchanged": 0.0, "unproven": 0.0}, out["secrets"])
 	require.Equal(t, "mut-fresh:run-1", out["run"])
-	require.Equal(t, 3, apiRequests(t, r)["POST secrets"], "one create per absent Secret")
-	require.Equal(t, 3, apiRequests(t, r)["GET secrets"], "each read (absent) before it is created")
+	require.Equal(t, 3, suite.APIRequests(t, r)["POST secrets"], "one create per absent Secret")
+	require.Equal(t, 3, suite.APIRequests(t, r)["GET secrets"], "each read (absent) before it is created")
 
 	before := map[string]*corev1.Secret{}
 	for _, n := range names {
-		s := e.getSecret(n)
+		s := e.GetSecret(n)
 		before[n] = s
-		require.Equal(t, 1, e.secretWrites(n, from, s.ResourceVersion), "%s written once", n)
+		require.Equal(t, 1, e.SecretWrites(n, from, s.ResourceVersion), "%s written once", n)
 		require.Equal(t, "mut-fresh:run-1", s.Annotations["keyledger.dev/created-by-mutation"])
 		require.Equal(t, corev1.SecretTypeOpaque, s.Type)
 	}
-	requireAlphabet(t, before[names[0]].Data["password"], 32, alphanumericChars)
+	suite.RequireAlphabet(t, before[names[0]].Data["password"], 32, suite.AlphanumericChars)
 	require.Equal(t, "app", string(before[names[0]].Data["username"]))
 	require.Equal(t, "shop", before[names[0]].Labels["app.kubernetes.io/part-of"])
-	requireAlphabet(t, before[names[2]].Data["access-key"], 20, "0123456789abcdef")
-	requireAlphabet(t, before[names[2]].Data["secret-key"], 64, alphanumericChars+"-_")
+	suite.RequireAlphabet(t, before[names[2]].Data["access-key"], 20, "0123456789abcdef")
+	suite.RequireAlphabet(t, before[names[2]].Data["secret-key"], 64, suite.AlphanumericChars+"-_")
 	require.NotEqual(t, before[names[0]].Data["password"], before[names[1]].Data["password"])
 
 	// The journal: preparation with names, one call and result per create.
-	op, records := e.journalOf("mut-fresh:run-1")
+	op, records := e.JournalOf("mut-fresh:run-1")
 	require.Equal(t, store.StateCompleted, op.State)
 	require.Equal(t, "shop-orders-cache", op.Name)
 	prep := records[0]
 	require.Equal(t, store.RecordPreparation, prep.Kind)
 	require.Equal(t, []any{names[0], names[1], names[2]}, workflowtest.Fields(prep.Detail)["secrets"])
 	require.Equal(t, op.CommandDigest, workflowtest.Fields(prep.Detail)["planDigest"])
-	calls := recordsOf(records, store.RecordAuthorityCall, "create-secret")
+	calls := suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret")
 	require.Len(t, calls, 3)
 	for i, c := range calls {
 		require.Equal(t, "secret/"+names[i], c.Target)
 	}
-	require.Len(t, recordsOf(records, store.RecordAuthorityResult, "create-secret"), 3)
-	values := e.secretValues(names...)
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh:run-1"), values)
+	require.Len(t, suite.RecordsOf(records, store.RecordAuthorityResult, "create-secret"), 3)
+	values := e.SecretValues(names...)
+	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-fresh:run-1"), values)
 
 	// The same plan again: a plan is desired state, so this is run 2, a new
 	// operation that reads the cluster again (a GET per Secret, never a POST)
 	// and writes nothing.
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	out = outcome(t, r)
+	out = suite.Outcome(t, r)
 	require.Equal(t, "existing", out["outcome"])
 	require.Equal(t, "mut-fresh", out["mutationId"])
 	require.Equal(t, "mut-fresh:run-2", out["run"])
 	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0, "unproven": 0.0}, out["secrets"],
 		"what run 1 created is proven keyledger's on run 2")
-	require.Zero(t, apiRequests(t, r)["PATCH secrets"])
-	require.Zero(t, apiRequests(t, r)["POST secrets"], "no password travels")
+	require.Zero(t, suite.APIRequests(t, r)["PATCH secrets"])
+	require.Zero(t, suite.APIRequests(t, r)["POST secrets"], "no password travels")
 	for _, n := range names {
-		require.Equal(t, before[n].ResourceVersion, e.getSecret(n).ResourceVersion, "%s not written by run 2", n)
+		require.Equal(t, before[n].ResourceVersion, e.GetSecret(n).ResourceVersion, "%s not written by run 2", n)
 	}
 
 	// Run 3: what run 1 created is still proven keyledger's (its nonce is a
 	// create some run of the plan journaled): no run's journal or outcome
 	// calls any of it a look-alike.
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	out = outcome(t, r)
+	out = suite.Outcome(t, r)
 	require.Equal(t, "existing", out["outcome"])
 	require.Equal(t, "mut-fresh:run-3", out["run"])
 	require.EqualValues(t, 0, out["secrets"].(map[string]any)["unproven"])
@@ -96,9 +97,9 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	require.NotContains(t, r.Stdout, "lookAlike")
 	for n := 1; n <= 3; n++ {
 		mutation := fmt.Sprintf("mut-fresh:run-%d", n)
-		_, records := e.journalOf(mutation)
+		_, records := e.JournalOf(mutation)
 		if n > 1 {
-			reads := recordsOf(records, store.RecordObservation, "read-secrets")
+			reads := suite.RecordsOf(records, store.RecordObservation, "read-secrets")
 			require.Len(t, reads, 1, "%s: every Secret read and found complete, in one record", mutation)
 			for _, name := range names {
 				entry := workflowtest.Fields(reads[0].Detail)["complete"].(map[string]any)[name].(map[string]any)
@@ -107,74 +108,74 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 				require.Nil(t, entry["lookAlike"])
 			}
 		}
-		require.NotContains(t, e.journalText(mutation), `"lookAlike":true`, mutation)
+		require.NotContains(t, e.JournalText(mutation), `"lookAlike":true`, mutation)
 	}
 
 	// Forced second run (a new mutation of the same plan): a GET per
 	// Secret, no POST, no write, every value unchanged.
-	plan2 := credentialPlan(e.ns, "mut-fresh-2", secrets)
-	r = e.keyledger([]string{"run", e.writeCommand("plan2.json", plan2)}, as)
+	plan2 := suite.CredentialPlan(e.NS, "mut-fresh-2", secrets)
+	r = e.Keyledger([]string{"run", e.WriteCommand("plan2.json", plan2)}, as)
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out = outcome(t, r)
+	out = suite.Outcome(t, r)
 	require.Equal(t, "existing", out["outcome"])
 	require.Equal(t, map[string]any{"planned": 3.0, "created": 0.0, "patched": 0.0, "existing": 3.0, "unchanged": 3.0, "unproven": 3.0}, out["secrets"],
 		"another plan's creates prove nothing for this one")
-	reqs := apiRequests(t, r)
+	reqs := suite.APIRequests(t, r)
 	require.Zero(t, reqs["POST secrets"])
 	require.Equal(t, 3, reqs["GET secrets"])
 	require.Zero(t, reqs["PATCH secrets"])
 	for _, n := range names {
-		after := e.getSecret(n)
+		after := e.GetSecret(n)
 		require.Equal(t, before[n].ResourceVersion, after.ResourceVersion, "%s not written", n)
 		require.Equal(t, before[n].Data, after.Data)
 		require.Equal(t, "mut-fresh:run-1", after.Annotations["keyledger.dev/created-by-mutation"], "the creator stays named")
 	}
-	_, records = e.journalOf("mut-fresh-2:run-1")
-	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), "nothing POSTed")
-	reads := recordsOf(records, store.RecordObservation, "read-secrets")
+	_, records = e.JournalOf("mut-fresh-2:run-1")
+	require.Empty(t, suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret"), "nothing POSTed")
+	reads := suite.RecordsOf(records, store.RecordObservation, "read-secrets")
 	require.Len(t, reads, 1)
 	for _, name := range names {
 		entry := workflowtest.Fields(reads[0].Detail)["complete"].(map[string]any)[name].(map[string]any)
 		require.Equal(t, "unproven", entry["authorship"], "no run of this plan created it")
 		require.Equal(t, true, entry["lookAlike"], "it carries keyledger's annotations, proven for no run of this plan")
 	}
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-fresh-2:run-1"), values)
+	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-fresh-2:run-1"), values)
 }
 
 func TestIntegrationCredentialsPartialSecret(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	canary := []byte("CANARY-existing-password-0123456789")
-	existing := e.createSecret(&corev1.Secret{
+	existing := e.CreateSecret(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "shop-orders-cache-app", Labels: map[string]string{"team": "orders"}},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{"password": canary, "other": []byte("kept")},
 	})
-	secret := standardSecret(existing.Name)
-	secret.keys = append(secret.keys, generated("admin-password", 24, "alphanumeric"))
-	plan := credentialPlan(e.ns, "mut-partial", []planSecret{secret})
-	r := e.keyledger([]string{"run", e.writeCommand("plan.json", plan)}, e.asCredentialRunner(plan))
+	secret := suite.StandardSecret(existing.Name)
+	secret.Keys = append(secret.Keys, suite.Generated("admin-password", 24, "alphanumeric"))
+	plan := suite.CredentialPlan(e.NS, "mut-partial", []suite.PlanSecret{secret})
+	r := e.Keyledger([]string{"run", e.WriteCommand("plan.json", plan)}, e.AsCredentialRunner(plan))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, "completed", outcome(t, r)["outcome"])
+	require.Equal(t, "completed", suite.Outcome(t, r)["outcome"])
 
-	after := e.getSecret(existing.Name)
+	after := e.GetSecret(existing.Name)
 	require.Equal(t, canary, after.Data["password"], "an existing value is byte-identical")
 	require.Equal(t, []byte("kept"), after.Data["other"])
 	require.Equal(t, "app", string(after.Data["username"]))
-	requireAlphabet(t, after.Data["admin-password"], 24, alphanumericChars)
+	suite.RequireAlphabet(t, after.Data["admin-password"], 24, suite.AlphanumericChars)
 	require.Equal(t, map[string]string{"team": "orders", "app.kubernetes.io/part-of": "shop"}, after.Labels)
 	require.NotContains(t, after.Annotations, "keyledger.dev/created-by-mutation", "a kept Secret is not claimed")
 	require.Equal(t, existing.UID, after.UID)
-	require.Equal(t, 1, e.secretWrites(existing.Name, existing.ResourceVersion, after.ResourceVersion), "one patch")
+	require.Equal(t, 1, e.SecretWrites(existing.Name, existing.ResourceVersion, after.ResourceVersion), "one patch")
 
-	_, records := e.journalOf("mut-partial:run-1")
-	patches := recordsOf(records, store.RecordAuthorityCall, "patch-secret")
+	_, records := e.JournalOf("mut-partial:run-1")
+	patches := suite.RecordsOf(records, store.RecordAuthorityCall, "patch-secret")
 	require.Len(t, patches, 1)
 	require.Equal(t, existing.ResourceVersion, patches[0].ResourceVersion, "the patch's precondition is the version read")
 	require.Equal(t, []any{"username", "admin-password"}, workflowtest.Fields(patches[0].Detail)["addKeys"])
 	require.Equal(t, []any{"app.kubernetes.io/part-of"}, workflowtest.Fields(patches[0].Detail)["addLabels"])
-	values := append(e.secretValues(existing.Name), canary)
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-partial:run-1"), values)
+	values := append(e.SecretValues(existing.Name), canary)
+	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-partial:run-1"), values)
 }
 
 // Crashed after every transition, then rerun: each Secret is written once.
@@ -200,42 +201,42 @@ func TestIntegrationCredentialsCrashAtEveryTransition(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := fmt.Sprintf("crash-%d-a", i), fmt.Sprintf("crash-%d-b", i)
 			canary := []byte(fmt.Sprintf("CANARY-kept-value-%d-abcdefgh", i))
-			from := e.secretsRV()
+			from := e.SecretsRV()
 			if tc.kept {
-				e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a}, Data: map[string][]byte{"password": canary}})
+				e.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a}, Data: map[string][]byte{"password": canary}})
 			}
 			mutation := "mut-crash-" + tc.name
-			plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(a), standardSecret(b)})
-			path := e.writeCommand(mutation+".json", plan)
-			as := e.asCredentialRunner(plan)
+			plan := suite.CredentialPlan(e.NS, mutation, []suite.PlanSecret{suite.StandardSecret(a), suite.StandardSecret(b)})
+			path := e.WriteCommand(mutation+".json", plan)
+			as := e.AsCredentialRunner(plan)
 			for _, fp := range tc.crashes {
-				r := e.keyledger([]string{"run", path}, as, withFailpoint(fp))
+				r := e.Keyledger([]string{"run", path}, as, suite.WithFailpoint(fp))
 				require.Equal(t, 137, r.Code, "must die at %s: %s %s", fp, r.Stdout, r.Stderr)
 			}
-			r := e.keyledger([]string{"run", path}, as)
+			r := e.Keyledger([]string{"run", path}, as)
 			require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
 			for _, n := range []string{a, b} {
-				s := e.getSecret(n)
-				require.Equal(t, 1+boolInt(tc.kept && n == a), e.secretWrites(n, from, s.ResourceVersion), "%s: values written once", n)
+				s := e.GetSecret(n)
+				require.Equal(t, 1+boolInt(tc.kept && n == a), e.SecretWrites(n, from, s.ResourceVersion), "%s: values written once", n)
 				require.Len(t, s.Data["password"], map[bool]int{true: len(canary), false: 32}[tc.kept && n == a])
 				require.Equal(t, "app", string(s.Data["username"]))
 			}
 			if tc.kept {
-				require.Equal(t, canary, e.getSecret(a).Data["password"])
+				require.Equal(t, canary, e.GetSecret(a).Data["password"])
 			}
 			// The next sync is a new run: it finds everything in place.
-			r2 := e.keyledger([]string{"run", path}, as)
+			r2 := e.Keyledger([]string{"run", path}, as)
 			require.Equal(t, 0, r2.Code, "%s %s", r2.Stdout, r2.Stderr)
-			require.Equal(t, "existing", outcome(t, r2)["outcome"])
+			require.Equal(t, "existing", suite.Outcome(t, r2)["outcome"])
 			// Created exactly once each, from the API server's watch history
 			// (a kept Secret was created by the test, before the runs).
-			creates := e.secretCreates(from)
+			creates := e.SecretCreates(from)
 			require.Equal(t, 1, creates[a], "%s created once", a)
 			require.Equal(t, 1, creates[b], "%s created once", b)
-			op, records := e.journalOf(mutation + ":run-1")
+			op, records := e.JournalOf(mutation + ":run-1")
 			require.Equal(t, store.StateCompleted, op.State)
-			require.Equal(t, 1, count(records, store.RecordCompletion))
-			requireNoValues(t, r.Stdout+r.Stderr+e.journalText(mutation+":run-1"), e.secretValues(a, b))
+			require.Equal(t, 1, suite.Count(records, store.RecordCompletion))
+			suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText(mutation+":run-1"), e.SecretValues(a, b))
 		})
 	}
 }
@@ -250,36 +251,36 @@ func TestIntegrationCredentialsCrashMidPipeline(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	const n = 20
-	from := e.secretsRV()
-	var secrets []planSecret
+	from := e.SecretsRV()
+	var secrets []suite.PlanSecret
 	var names []string
 	for i := range n {
 		names = append(names, fmt.Sprintf("chunked-%02d", i))
-		secrets = append(secrets, standardSecret(names[i]))
+		secrets = append(secrets, suite.StandardSecret(names[i]))
 	}
-	plan := credentialPlan(e.ns, "mut-chunked", secrets)
-	path := e.writeCommand("chunked.json", plan)
-	as := e.asCredentialRunner(plan)
-	r := e.keyledger([]string{"run", path}, as, withFailpoint("after-chunk"))
+	plan := suite.CredentialPlan(e.NS, "mut-chunked", secrets)
+	path := e.WriteCommand("chunked.json", plan)
+	as := e.AsCredentialRunner(plan)
+	r := e.Keyledger([]string{"run", path}, as, suite.WithFailpoint("after-chunk"))
 	require.Equal(t, 137, r.Code, "must die at after-chunk: %s %s", r.Stdout, r.Stderr)
-	op, records := e.journalOf("mut-chunked:run-1")
+	op, records := e.JournalOf("mut-chunked:run-1")
 	require.Equal(t, store.StateCalling, op.State)
-	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), n, "both chunks journaled")
-	r = e.keyledger([]string{"run", path}, as)
+	require.Len(t, suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret"), n, "both chunks journaled")
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "completed", outcome(t, r)["outcome"])
-	creates := e.secretCreates(from)
+	require.Equal(t, "completed", suite.Outcome(t, r)["outcome"])
+	creates := e.SecretCreates(from)
 	for _, name := range names {
-		s := e.getSecret(name)
+		s := e.GetSecret(name)
 		require.Equal(t, 1, creates[name], "%s created once", name)
-		require.Equal(t, 1, e.secretWrites(name, from, s.ResourceVersion), "%s: values written once", name)
+		require.Equal(t, 1, e.SecretWrites(name, from, s.ResourceVersion), "%s: values written once", name)
 		require.Len(t, s.Data["password"], 32)
 	}
-	_, records = e.journalOf("mut-chunked:run-1")
-	for _, res := range recordsOf(records, store.RecordResolution, "create-secret") {
+	_, records = e.JournalOf("mut-chunked:run-1")
+	for _, res := range suite.RecordsOf(records, store.RecordResolution, "create-secret") {
 		require.Contains(t, []string{"created-by-this-mutation", "absent"}, res.Reason, res.Target)
 	}
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-chunked:run-1"), e.secretValues(names...))
+	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-chunked:run-1"), e.SecretValues(names...))
 }
 
 func boolInt(b bool) int {
@@ -305,17 +306,17 @@ func TestIntegrationCredentialsLostResponse(t *testing.T) {
 	for i, tc := range cases {
 		name := fmt.Sprintf("lost-%d", i)
 		mutation := fmt.Sprintf("mut-lost-%d", i)
-		from := e.secretsRV()
-		plan := credentialPlan(e.ns, mutation, []planSecret{standardSecret(name)})
-		r := e.keyledger([]string{"run", e.writeCommand(mutation+".json", plan)}, e.asCredentialRunner(plan),
-			withEnv("KEYLEDGER_FAULT="+tc.fault))
+		from := e.SecretsRV()
+		plan := suite.CredentialPlan(e.NS, mutation, []suite.PlanSecret{suite.StandardSecret(name)})
+		r := e.Keyledger([]string{"run", e.WriteCommand(mutation+".json", plan)}, e.AsCredentialRunner(plan),
+			suite.WithEnv("KEYLEDGER_FAULT="+tc.fault))
 		require.Equal(t, 0, r.Code, "%s: %s %s", tc.fault, r.Stdout, r.Stderr)
-		s := e.getSecret(name)
-		require.Equal(t, 1, e.secretWrites(name, from, s.ResourceVersion), "%s: one write", tc.fault)
+		s := e.GetSecret(name)
+		require.Equal(t, 1, e.SecretWrites(name, from, s.ResourceVersion), "%s: one write", tc.fault)
 		require.Equal(t, mutation+":run-1", s.Annotations["keyledger.dev/created-by-mutation"])
-		_, records := e.journalOf(mutation + ":run-1")
-		require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), tc.calls, tc.fault)
-		res := recordsOf(records, store.RecordResolution, "create-secret")
+		_, records := e.JournalOf(mutation + ":run-1")
+		require.Len(t, suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret"), tc.calls, tc.fault)
+		res := suite.RecordsOf(records, store.RecordResolution, "create-secret")
 		require.Len(t, res, 1, tc.fault)
 		require.Equal(t, tc.resolution, res[0].Reason, tc.fault)
 		require.False(t, strings.Contains(r.Stdout+r.Stderr, string(s.Data["password"])))

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // A sync with nothing to write does not need the journal (issue 36). A
@@ -21,41 +23,41 @@ import (
 func TestIntegrationCredentialsSyncWithoutJournal(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	plan := credentialPlan(e.ns, "mut-outage", []planSecret{standardSecret("outage-a"), standardSecret("outage-b")})
-	as := e.asCredentialRunner(plan)
-	path := e.writeCommand("outage.json", plan)
-	requireOK(t, e.keyledger([]string{"run", path}, as), "completed")
-	down := withDatabase("postgres://kl_outage@" + closedPort(t) + "/journal?sslmode=disable&connect_timeout=5")
+	plan := suite.CredentialPlan(e.NS, "mut-outage", []suite.PlanSecret{suite.StandardSecret("outage-a"), suite.StandardSecret("outage-b")})
+	as := e.AsCredentialRunner(plan)
+	path := e.WriteCommand("outage.json", plan)
+	suite.RequireOK(t, e.Keyledger([]string{"run", path}, as), "completed")
+	down := suite.WithDatabase("postgres://kl_outage@" + suite.ClosedPort(t) + "/journal?sslmode=disable&connect_timeout=5")
 
-	from := e.secretsRV()
-	r := e.keyledger([]string{"run", path}, as, down)
-	out := requireOK(t, r, "existing")
+	from := e.SecretsRV()
+	r := e.Keyledger([]string{"run", path}, as, down)
+	out := suite.RequireOK(t, r, "existing")
 	require.Equal(t, "not-consulted", out["journal"], r.Stdout)
 	require.Equal(t, "not-checked", out["authorship"], r.Stdout)
 	require.Contains(t, r.Stderr, "authorship not checked")
-	require.Empty(t, e.secretWritesSince(from), "nothing written")
-	requireNoValues(t, r.Stdout+r.Stderr, e.secretValues("outage-a", "outage-b"))
+	require.Empty(t, e.SecretWritesSince(from), "nothing written")
+	suite.RequireNoValues(t, r.Stdout+r.Stderr, e.SecretValues("outage-a", "outage-b"))
 
 	// A Secret absent: the create needs the journal.
-	require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), "outage-b", metav1.DeleteOptions{}))
-	from = e.secretsRV()
-	r = e.keyledger([]string{"run", path}, as, down)
+	require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), "outage-b", metav1.DeleteOptions{}))
+	from = e.SecretsRV()
+	r = e.Keyledger([]string{"run", path}, as, down)
 	require.Equal(t, 69, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.NotEqual(t, "not-consulted", outcome(t, r)["journal"])
-	require.Empty(t, e.secretWritesSince(from), "nothing written without the journal")
-	_, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(t.Context(), "outage-b", metav1.GetOptions{})
+	require.NotEqual(t, "not-consulted", suite.Outcome(t, r)["journal"])
+	require.Empty(t, e.SecretWritesSince(from), "nothing written without the journal")
+	_, err := e.Kube.Client().CoreV1().Secrets(e.NS).Get(t.Context(), "outage-b", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "still absent: %v", err)
 
 	// The journal back: the same sync creates it.
-	requireOK(t, e.keyledger([]string{"run", path}, as), "completed")
+	suite.RequireOK(t, e.Keyledger([]string{"run", path}, as), "completed")
 
 	// A wrong password is a misconfiguration, not an outage: it is named,
 	// and nothing ends without the journal.
-	u, err := url.Parse(e.journal.OperatorURL)
+	u, err := url.Parse(e.Journal.OperatorURL)
 	require.NoError(t, err)
 	u.User = url.UserPassword(u.User.Username(), "not-the-password")
-	r = e.keyledger([]string{"run", path}, as, withDatabase(u.String()))
+	r = e.Keyledger([]string{"run", path}, as, suite.WithDatabase(u.String()))
 	require.Equal(t, 69, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, "journal-login-failed", outcome(t, r)["reason"], r.Stdout)
+	require.Equal(t, "journal-login-failed", suite.Outcome(t, r)["reason"], r.Stdout)
 	require.NotContains(t, r.Stdout, "not-consulted")
 }

@@ -10,15 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-)
 
-// The journal's session pooler, as deploy/README.md ("A session pooler")
-// tells an operator to add it: journal/pooler as a component of the
-// journal's private overlay, components/cloudnativepg-pooler as a
-// component of each served namespace's.
-const (
-	journalPooler     = "keyledger-journal-pooler"
-	journalPoolerHost = journalPooler + "." + journalNamespace + ".svc"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // pooledJournalKustomization is my-journal/kustomization.yaml with the
@@ -41,25 +34,11 @@ func journalEgress(t *testing.T, np *unstructured.Unstructured) []map[string]any
 	for _, r := range egress {
 		to, _, _ := unstructured.NestedSlice(r.(map[string]any), "to")
 		ns, _, _ := unstructured.NestedString(to[0].(map[string]any), "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name")
-		if ns == journalNamespace {
+		if ns == suite.JournalNamespace {
 			out = append(out, to[0].(map[string]any))
 		}
 	}
 	return out
-}
-
-func envValue(t *testing.T, job *unstructured.Unstructured, name string) string {
-	t.Helper()
-	cs, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
-	env, _, _ := unstructured.NestedSlice(cs[0].(map[string]any), "env")
-	for _, e := range env {
-		if m := e.(map[string]any); m["name"] == name {
-			v, _ := m["value"].(string)
-			return v
-		}
-	}
-	t.Fatalf("%s: no env %s", job.GetName(), name)
-	return ""
 }
 
 func TestIntegrationDeployJournalPooler(t *testing.T) {
@@ -67,22 +46,22 @@ func TestIntegrationDeployJournalPooler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	fsys := deployFS(t)
+	fsys := suite.DeployFS(t)
 	require.NoError(t, fsys.WriteFile("/my-journal/kustomization.yaml", []byte(pooledJournalKustomization)))
-	journal := render(t, fsys, "/my-journal")
-	require.Empty(t, audit(journal))
+	journal := suite.Render(t, fsys, "/my-journal")
+	require.Empty(t, suite.Audit(journal))
 
-	pooler := find(t, journal, "Pooler", journalPooler)
+	pooler := suite.Find(t, journal, "Pooler", suite.JournalPooler)
 	spec := func(fields ...string) string {
 		v, _, err := unstructured.NestedString(pooler.Object, append([]string{"spec"}, fields...)...)
 		require.NoError(t, err)
 		return v
 	}
-	require.Equal(t, journalNamespace, pooler.GetNamespace())
-	require.Equal(t, journalCluster, spec("cluster", "name"))
+	require.Equal(t, suite.JournalNamespace, pooler.GetNamespace())
+	require.Equal(t, suite.JournalCluster, spec("cluster", "name"))
 	require.Equal(t, "rw", spec("type"), "in front of the primary")
 	require.Equal(t, "session", spec("pgbouncer", "poolMode"), "keyledger holds its timeouts and locks in the session")
-	cluster := find(t, journal, "Cluster", journalCluster)
+	cluster := suite.Find(t, journal, "Cluster", suite.JournalCluster)
 	// PgBouncer counts its pool per pod: all pods together open no more
 	// server sessions of a role than the role's connectionLimit.
 	instances, _, _ := unstructured.NestedInt64(pooler.Object, "spec", "instances")
@@ -108,12 +87,12 @@ func TestIntegrationDeployJournalPooler(t *testing.T) {
 
 	names, _, err := unstructured.NestedStringSlice(cluster.Object, "spec", "certificates", "serverAltDNSNames")
 	require.NoError(t, err)
-	require.Contains(t, names, journalPoolerHost, "the name the Jobs verify")
+	require.Contains(t, names, suite.JournalPoolerHost, "the name the Jobs verify")
 
 	// Without the component: no Pooler, no extra name.
-	plain := render(t, fsys, "/deploy/journal")
+	plain := suite.Render(t, fsys, "/deploy/journal")
 	require.False(t, slices.ContainsFunc(plain, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Pooler" }))
-	_, found, _ := unstructured.NestedFieldNoCopy(find(t, plain, "Cluster", journalCluster).Object, "spec", "certificates")
+	_, found, _ := unstructured.NestedFieldNoCopy(suite.Find(t, plain, "Cluster", suite.JournalCluster).Object, "spec", "certificates")
 	require.False(t, found)
 
 	// Every served Job and policy through the pooler: the retirement
@@ -121,13 +100,13 @@ func TestIntegrationDeployJournalPooler(t *testing.T) {
 	// hooks' policy.
 	o := validPrivateOverlay()
 	o.Pooled = true
-	retire := renderPrivate(t, o)
-	require.Empty(t, audit(retire), "the pooled private overlay passes the deployment audit")
-	direct := renderPrivate(t, validPrivateOverlay())
+	retire := suite.RenderPrivate(t, o)
+	require.Empty(t, suite.Audit(retire), "the pooled private overlay passes the deployment audit")
+	direct := suite.RenderPrivate(t, validPrivateOverlay())
 
 	served := map[string][]*unstructured.Unstructured{"retirement": retire}
 	for _, dir := range []string{"overlays/cloudnativepg-versioned", "credentials"} {
-		fsys := deployFS(t)
+		fsys := suite.DeployFS(t)
 		require.NoError(t, fsys.WriteFile("/mine/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: team-a
@@ -136,21 +115,21 @@ resources:
 components:
 - ../deploy/components/cloudnativepg-pooler
 `, dir))))
-		objs := render(t, fsys, "/mine")
-		require.Empty(t, audit(objs), dir)
+		objs := suite.Render(t, fsys, "/mine")
+		require.Empty(t, suite.Audit(objs), dir)
 		served[dir] = objs
 	}
 	for what, objs := range served {
 		for _, obj := range objs {
 			switch obj.GetKind() {
 			case "Job":
-				require.Equal(t, journalPoolerHost, envValue(t, obj, "PGHOST"), what)
-				require.Contains(t, names, envValue(t, obj, "PGHOST"), "%s: the host is in the server certificate", what)
-				require.Contains(t, envValue(t, obj, "KEYLEDGER_DATABASE_URL"), "sslmode=verify-full", what)
+				require.Equal(t, suite.JournalPoolerHost, suite.EnvValue(t, obj, "PGHOST"), what)
+				require.Contains(t, names, suite.EnvValue(t, obj, "PGHOST"), "%s: the host is in the server certificate", what)
+				require.Contains(t, suite.EnvValue(t, obj, "KEYLEDGER_DATABASE_URL"), "sslmode=verify-full", what)
 			case "NetworkPolicy":
 				rules := journalEgress(t, obj)
 				require.Len(t, rules, 1, "%s: one rule into the journal's namespace", what)
-				require.Equal(t, map[string]any{"cnpg.io/poolerName": journalPooler},
+				require.Equal(t, map[string]any{"cnpg.io/poolerName": suite.JournalPooler},
 					rules[0]["podSelector"].(map[string]any)["matchLabels"], "%s: the pooler's pods only, no instance", what)
 			}
 		}
@@ -196,17 +175,17 @@ resources:
 components:
 - ../deploy/components/cloudnativepg-pooler
 `, resource))))
-		_, err := tryRender(fsys, "/mine")
+		_, err := suite.TryRender(fsys, "/mine")
 		return err
 	}
-	require.NoError(t, overlay(t, deployFS(t), "overlays/cloudnativepg"))
-	require.Error(t, overlay(t, deployFS(t), "base"), "no journal host or rule to replace")
+	require.NoError(t, overlay(t, suite.DeployFS(t), "overlays/cloudnativepg"))
+	require.Error(t, overlay(t, suite.DeployFS(t), "base"), "no journal host or rule to replace")
 	for _, edit := range []struct{ file, from, to string }{
 		{"components/cloudnativepg/database-env.yaml", "value: keyledger-journal-rw.keyledger-journal.svc", "value: journal.example.svc"},
 		{"components/cloudnativepg/egress-primary.yaml", "cnpg.io/instanceRole: primary", "cnpg.io/instanceRole: replica"},
 	} {
 		t.Run(edit.file, func(t *testing.T) {
-			fsys := deployFS(t)
+			fsys := suite.DeployFS(t)
 			data, err := fsys.ReadFile("/deploy/" + edit.file)
 			require.NoError(t, err)
 			require.Contains(t, string(data), edit.from)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -27,18 +28,18 @@ var identityKinds = []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRo
 // deployedOverlay renders a private overlay for s, as deploy/README.md tells
 // an operator to, with a unique name suffix (the cluster-scoped binding must
 // not collide with other tests').
-func (e *env) deployedOverlay(secretName string, command map[string]any) []*unstructured.Unstructured {
-	e.t.Helper()
+func deployedOverlay(e *env, secretName string, command map[string]any) []*unstructured.Unstructured {
+	e.T.Helper()
 	cmd, err := json.Marshal(command)
-	require.NoError(e.t, err)
-	u, err := url.Parse(e.kube.Host())
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
+	u, err := url.Parse(e.Kube.Host())
+	require.NoError(e.T, err)
 	host, port, err := net.SplitHostPort(u.Host)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	p, err := strconv.Atoi(port)
-	require.NoError(e.t, err)
-	return renderPrivate(e.t, privateOverlay{
-		Namespace: e.ns, NameSuffix: randomSuffix(e.t), SecretName: secretName, Canary: "127.0.0.1:9",
+	require.NoError(e.T, err)
+	return suite.RenderPrivate(e.T, suite.PrivateOverlay{
+		Namespace: e.NS, NameSuffix: suite.RandomSuffix(e.T), SecretName: secretName, Canary: "127.0.0.1:9",
 		Command: cmd, APIServerIP: host, APIServerPort: p,
 	})
 }
@@ -47,38 +48,38 @@ func (e *env) deployedOverlay(secretName string, command map[string]any) []*unst
 // bindings for real (server-side apply), removes the cluster-scoped ones
 // when the test ends, mints a TokenRequest token for the ServiceAccount
 // with a 600 s expiry and returns a kubeconfig that runs as it.
-func (e *env) applyIdentity(a *applier, objs []*unstructured.Unstructured) string {
-	e.t.Helper()
+func applyIdentity(e *env, a *suite.Applier, objs []*unstructured.Unstructured) string {
+	e.T.Helper()
 	var sa string
 	for _, obj := range objs {
 		if !containsString(identityKinds, obj.GetKind()) {
 			continue
 		}
-		applied, err := a.apply(e.t.Context(), obj.DeepCopy(), e.ns, false)
-		require.NoError(e.t, err, "applying %s %s", obj.GetKind(), obj.GetName())
-		require.Equal(e.t, obj.GetName(), applied.GetName())
+		applied, err := a.Apply(e.T.Context(), obj.DeepCopy(), e.NS, false)
+		require.NoError(e.T, err, "applying %s %s", obj.GetKind(), obj.GetName())
+		require.Equal(e.T, obj.GetName(), applied.GetName())
 		if applied.GetNamespace() == "" {
-			ri, err := a.resource(obj.DeepCopy(), e.ns)
-			require.NoError(e.t, err)
+			ri, err := a.Resource(obj.DeepCopy(), e.NS)
+			require.NoError(e.T, err)
 			name := applied.GetName()
-			e.t.Cleanup(func() {
+			e.T.Cleanup(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				if err := ri.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					e.t.Errorf("deleting %s: %v", name, err)
+					e.T.Errorf("deleting %s: %v", name, err)
 				}
 			})
 		}
 		if obj.GetKind() == "ServiceAccount" {
-			require.Empty(e.t, sa, "one ServiceAccount")
+			require.Empty(e.T, sa, "one ServiceAccount")
 			sa = obj.GetName()
 		}
 	}
-	require.NotEmpty(e.t, sa)
-	cfg, err := e.kube.ServiceAccountConfig(e.t.Context(), e.ns, sa, 600)
-	require.NoError(e.t, err)
-	path, err := e.kube.KubeconfigForConfig(cfg, e.t.TempDir())
-	require.NoError(e.t, err)
+	require.NotEmpty(e.T, sa)
+	cfg, err := e.Kube.ServiceAccountConfig(e.T.Context(), e.NS, sa, 600)
+	require.NoError(e.T, err)
+	path, err := e.Kube.KubeconfigForConfig(cfg, e.T.TempDir())
+	require.NoError(e.T, err)
 	return path
 }
 
@@ -93,14 +94,14 @@ func containsString(list []string, s string) bool {
 
 // commandFrom writes the command the rendered Job would mount (the command
 // ConfigMap's command.json) to a file, and returns its absolute path.
-func (e *env) commandFrom(objs []*unstructured.Unstructured) string {
-	e.t.Helper()
-	cm := find(e.t, objs, "ConfigMap", commandConfigMapPrefix)
+func commandFrom(e *env, objs []*unstructured.Unstructured) string {
+	e.T.Helper()
+	cm := suite.Find(e.T, objs, "ConfigMap", suite.CommandConfigMapPrefix)
 	data, ok, err := unstructured.NestedString(cm.Object, "data", "command.json")
-	require.NoError(e.t, err)
-	require.True(e.t, ok, "the command ConfigMap holds command.json")
-	path := filepath.Join(e.t.TempDir(), "command.json")
-	require.NoError(e.t, os.WriteFile(path, []byte(data), 0o400))
+	require.NoError(e.T, err)
+	require.True(e.T, ok, "the command ConfigMap holds command.json")
+	path := filepath.Join(e.T.TempDir(), "command.json")
+	require.NoError(e.T, os.WriteFile(path, []byte(data), 0o400))
 	return path
 }
 
@@ -110,20 +111,20 @@ func (e *env) commandFrom(objs []*unstructured.Unstructured) string {
 func TestIntegrationDeployRetire(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	a := e.applier()
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("prompt-output-keyring", before))
-	objs := e.deployedOverlay(s.Name, retireCommand(s, "k-2026-07", "mut-deploy"))
-	require.Empty(t, audit(objs), "the deployed overlay passes the audit")
-	kubeconfig := e.applyIdentity(a, objs)
+	a := e.Applier()
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("prompt-output-keyring", before))
+	objs := deployedOverlay(e, s.Name, suite.RetireCommand(s, "k-2026-07", "mut-deploy"))
+	require.Empty(t, suite.Audit(objs), "the deployed overlay passes the audit")
+	kubeconfig := applyIdentity(e, a, objs)
 
-	r := e.keyledger([]string{"run", e.commandFrom(objs)}, asKubeconfig(kubeconfig))
+	r := e.Keyledger([]string{"run", commandFrom(e, objs)}, suite.AsKubeconfig(kubeconfig))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, "completed", outcome(t, r)["outcome"])
-	after := e.getSecret(s.Name)
-	requireRetired(t, after, "k-2026-07", "mut-deploy", before)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
-	op, _ := e.journalOf("mut-deploy")
+	require.Equal(t, "completed", suite.Outcome(t, r)["outcome"])
+	after := e.GetSecret(s.Name)
+	suite.RequireRetired(t, after, "k-2026-07", "mut-deploy", before)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+	op, _ := e.JournalOf("mut-deploy")
 	require.Equal(t, store.StateCompleted, op.State)
 }
 
@@ -133,7 +134,7 @@ func TestIntegrationDeployRetire(t *testing.T) {
 func TestIntegrationDeployRoleMutationsRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	a := e.applier()
+	a := e.Applier()
 	cases := []struct {
 		name     string
 		mutate   func(rule map[string]any)
@@ -147,25 +148,25 @@ func TestIntegrationDeployRoleMutationsRefused(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := standardKeyring()
-			s := e.createSecret(keyringSecret("keyring-"+strconv.Itoa(i), before))
+			before := suite.StandardKeyring()
+			s := e.CreateSecret(suite.KeyringSecret("keyring-"+strconv.Itoa(i), before))
 			mutation := "mut-deploy-" + tc.name
-			objs := e.deployedOverlay(s.Name, retireCommand(s, "k-2026-07", mutation))
-			role := find(t, objs, "Role", "keyledger-retire")
+			objs := deployedOverlay(e, s.Name, suite.RetireCommand(s, "k-2026-07", mutation))
+			role := suite.Find(t, objs, "Role", "keyledger-retire")
 			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
 			tc.mutate(rules[0].(map[string]any))
 			require.NoError(t, unstructured.SetNestedSlice(role.Object, rules, "rules"))
-			kubeconfig := e.applyIdentity(a, objs)
+			kubeconfig := applyIdentity(e, a, objs)
 
-			pgURL, connections := pgListener(t)
-			r := e.keyledger([]string{"run", e.commandFrom(objs)}, asKubeconfig(kubeconfig), withDatabase(pgURL))
+			pgURL, connections := suite.PGListener(t)
+			r := e.Keyledger([]string{"run", commandFrom(e, objs)}, suite.AsKubeconfig(kubeconfig), suite.WithDatabase(pgURL))
 			require.Equal(t, 77, r.Code, "%s %s", r.Stdout, r.Stderr)
-			out := outcome(t, r)
+			out := suite.Outcome(t, r)
 			require.Equal(t, "permission-mismatch", out["reason"])
 			// mismatch: %[1]s is the keyring's name, %[2]s the namespace.
-			require.Contains(t, out["error"], fmt.Sprintf(tc.mismatch, s.Name, e.ns), "the widening itself is what was found")
+			require.Contains(t, out["error"], fmt.Sprintf(tc.mismatch, s.Name, e.NS), "the widening itself is what was found")
 			require.Zero(t, connections.Load(), "PostgreSQL is never contacted")
-			require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion)
+			require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion)
 		})
 	}
 }

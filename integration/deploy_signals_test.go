@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/command"
 )
 
@@ -23,7 +24,7 @@ func TestIntegrationDeployMutationIDFilled(t *testing.T) {
 	o := validPrivateOverlay()
 	o.MutationID = id
 	var job batchv1.Job
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, renderPrivate(t, o), "Job", "keyledger-retire").Object, &job))
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(suite.Find(t, suite.RenderPrivate(t, o), "Job", "keyledger-retire").Object, &job))
 	for where, meta := range map[string][2]map[string]string{
 		"Job": {job.Labels, job.Annotations}, "pod": {job.Spec.Template.Labels, job.Spec.Template.Annotations},
 	} {
@@ -35,7 +36,7 @@ func TestIntegrationDeployMutationIDFilled(t *testing.T) {
 
 	// Without the fill, the placeholders stay: a reader sees none was set.
 	job = batchv1.Job{}
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, renderPrivate(t, validPrivateOverlay()), "Job", "keyledger-retire").Object, &job))
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(suite.Find(t, suite.RenderPrivate(t, validPrivateOverlay()), "Job", "keyledger-retire").Object, &job))
 	require.Equal(t, "MUTATION-ID-HASH", job.Spec.Template.Labels[command.LabelMutationIDHash])
 	require.Equal(t, "MUTATION-ID", job.Spec.Template.Annotations[command.AnnotationMutationID])
 }

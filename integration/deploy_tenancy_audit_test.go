@@ -13,21 +13,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/cmd/keyledger/app"
+	"github.com/keyledger/keyledger/integration/suite"
 )
-
-// journalNamespace is the journal's namespace in deploy/journal: the one
-// place the schema owner's and CloudNativePG's Secrets are.
-const journalNamespace = "keyledger-journal"
 
 // The findings of the tenancy audit, one stable word each.
 const (
@@ -37,85 +32,11 @@ const (
 	findingRoleNoNamespace   = "role-without-namespace"  // a Role that lands wherever it is applied
 )
 
-// journalRole is a served namespace's journal role, as deploy/journal's
-// Cluster names it: keyledger_ + the namespace with "-" turned into "_".
-func journalRole(ns string) string { return "keyledger_" + strings.ReplaceAll(ns, "-", "_") }
-
 // tenancyNamespaces are the three served namespaces of one deployment: a
 // retirement, a versioned write and a credentials hook, each in its own.
 type tenancyNamespaces struct{ Retire, Versioned, Hook string }
 
 func (n tenancyNamespaces) all() []string { return []string{n.Retire, n.Versioned, n.Hook} }
-
-// tenancyImage is the keyledger image every rendered Job runs.
-type tenancyImage struct{ Name, Tag string }
-
-// renderJournal renders deploy/journal (the namespace, the Cluster, the
-// schema owner's ServiceAccount and fence, the migration Job) with image.
-func renderJournal(t *testing.T, img tenancyImage) []*unstructured.Unstructured {
-	t.Helper()
-	fsys := deployFS(t)
-	require.NoError(t, fsys.WriteFile("/my-journal/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../deploy/journal
-images:
-- name: keyledger
-  newName: %s
-  newTag: %s
-`, img.Name, img.Tag))))
-	return render(t, fsys, "/my-journal")
-}
-
-// renderGrant renders deploy/journal/grant for one served namespace, as
-// deploy/README.md tells an operator to fill it in.
-func renderGrant(t *testing.T, ns string, img tenancyImage) []*unstructured.Unstructured {
-	t.Helper()
-	fsys := deployFS(t)
-	require.NoError(t, fsys.WriteFile("/my-grant/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../deploy/journal/grant
-patches:
-- target:
-    kind: Job
-    name: keyledger-grant
-  patch: |-
-    - op: replace
-      path: /metadata/name
-      value: keyledger-grant-%[1]s
-    - op: replace
-      path: /spec/template/spec/containers/0/args
-      value: ["journal", "grant", %[2]q, %[1]q]
-images:
-- name: keyledger
-  newName: %[3]s
-  newTag: %[4]s
-`, ns, journalRole(ns), img.Name, img.Tag))))
-	return render(t, fsys, "/my-grant")
-}
-
-// renderCredentialsFence renders deploy/credentials for ns with the API
-// server endpoint filled in, and the other components listed (paths from
-// the overlay's directory).
-func renderCredentialsFence(t *testing.T, ns, apiIP string, apiPort int, components ...string) []*unstructured.Unstructured {
-	t.Helper()
-	fsys := deployFS(t)
-	fillAPIEgress(t, fsys, "/my-credentials", apiIP, apiPort)
-	listed := ""
-	for _, c := range components {
-		listed += "- " + c + "\n"
-	}
-	require.NoError(t, fsys.WriteFile("/my-credentials/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: %s
-resources:
-- ../deploy/credentials
-components:
-- api-egress
-%s`, ns, listed))))
-	return render(t, fsys, "/my-credentials")
-}
 
 // renderHookInProcess runs `keyledger render credentials` in this process
 // and decodes its objects.
@@ -144,21 +65,21 @@ func renderHookInProcess(t *testing.T, plan map[string]any, args ...string) ([]*
 // served namespaces renders: deploy/journal, a grant per namespace, a
 // retirement overlay, a versioned-write overlay, the credentials fence and
 // a rendered hook.
-func tenancyDeployment(t *testing.T, n tenancyNamespaces, img tenancyImage) []*unstructured.Unstructured {
+func tenancyDeployment(t *testing.T, n tenancyNamespaces, img suite.TenancyImage) []*unstructured.Unstructured {
 	t.Helper()
-	objs := renderJournal(t, img)
+	objs := suite.RenderJournal(t, img)
 	for _, ns := range n.all() {
-		objs = append(objs, renderGrant(t, ns, img)...)
+		objs = append(objs, suite.RenderGrant(t, ns, img)...)
 	}
-	objs = append(objs, renderPrivate(t, privateOverlay{Namespace: n.Retire, NameSuffix: n.Retire, SecretName: "keyring",
+	objs = append(objs, suite.RenderPrivate(t, suite.PrivateOverlay{Namespace: n.Retire, NameSuffix: n.Retire, SecretName: "keyring",
 		Canary: "192.0.2.10:443", Command: []byte(`{"kind":"KeyRetirement"}`), APIServerIP: "10.0.0.1", APIServerPort: 6443,
 		ImageName: img.Name, ImageTag: img.Tag})...)
-	fsys := deployFS(t)
-	objs = append(objs, render(t, fsys, writeVersionedOverlay(t, fsys, versionedOverlay{Namespace: n.Versioned, NameSuffix: n.Versioned,
+	fsys := suite.DeployFS(t)
+	objs = append(objs, suite.Render(t, fsys, suite.WriteVersionedOverlay(t, fsys, suite.VersionedOverlay{Namespace: n.Versioned, NameSuffix: n.Versioned,
 		LiveSecret: "shop-db", Canary: "192.0.2.10:443", Command: []byte(`{"kind":"SecretUpdate"}`),
 		APIServerIP: "10.0.0.1", APIServerPort: 6443, ImageName: img.Name, ImageTag: img.Tag}))...)
-	objs = append(objs, renderCredentialsFence(t, n.Hook, "10.0.0.1", 6443)...)
-	hook, err := renderHookInProcess(t, credentialPlan(n.Hook, "mut-tenancy-hook", []planSecret{standardSecret("shop-orders-cache-app")}))
+	objs = append(objs, suite.RenderCredentialsFence(t, n.Hook, "10.0.0.1", 6443)...)
+	hook, err := renderHookInProcess(t, suite.CredentialPlan(n.Hook, "mut-tenancy-hook", []suite.PlanSecret{suite.StandardSecret("shop-orders-cache-app")}))
 	require.NoError(t, err)
 	return append(objs, hook...)
 }
@@ -172,7 +93,7 @@ func tenancyDeployment(t *testing.T, n tenancyNamespaces, img tenancyImage) []*u
 // there); a binding to a role the deployment does not render (admin, edit,
 // another team's) cannot be judged and is a finding too.
 func journalSecretReaders(objs []*unstructured.Unstructured, journalNS string) []string {
-	a := &auditor{}
+	a := &suite.Auditor{}
 	rendered := map[string]bool{} // "Role/ns/name", "ClusterRole/name"
 	for _, obj := range objs {
 		switch obj.GetKind() {
@@ -187,9 +108,9 @@ func journalSecretReaders(objs []*unstructured.Unstructured, journalNS string) [
 		switch obj.GetKind() {
 		case "Role", "ClusterRole":
 			var r rbacv1.Role // ClusterRole's rules decode the same way
-			a.convert(obj, &r)
+			a.Convert(obj, &r)
 			if obj.GetKind() == "Role" && obj.GetNamespace() == "" {
-				a.add(findingRoleNoNamespace, where)
+				a.Add(findingRoleNoNamespace, where)
 			}
 			for i, rule := range r.Rules {
 				if !readsSecrets(rule) {
@@ -197,24 +118,24 @@ func journalSecretReaders(objs []*unstructured.Unstructured, journalNS string) [
 				}
 				switch {
 				case obj.GetKind() == "ClusterRole":
-					a.add(findingClusterSecretRead, fmt.Sprintf("%s rule %d", where, i))
+					a.Add(findingClusterSecretRead, fmt.Sprintf("%s rule %d", where, i))
 				case obj.GetNamespace() == journalNS:
-					a.add(findingJournalSecretRead, fmt.Sprintf("%s rule %d", where, i))
+					a.Add(findingJournalSecretRead, fmt.Sprintf("%s rule %d", where, i))
 				}
 			}
 		case "RoleBinding", "ClusterRoleBinding":
 			var b rbacv1.RoleBinding // ClusterRoleBinding decodes the same way
-			a.convert(obj, &b)
+			a.Convert(obj, &b)
 			key := "ClusterRole/" + b.RoleRef.Name
 			if b.RoleRef.Kind == "Role" {
 				key = "Role/" + obj.GetNamespace() + "/" + b.RoleRef.Name
 			}
 			if !rendered[key] {
-				a.add(findingForeignRoleRef, where, key)
+				a.Add(findingForeignRoleRef, where, key)
 			}
 		}
 	}
-	return a.findings
+	return a.Findings
 }
 
 // readsSecrets: the rule allows get, list or watch on core Secrets.
@@ -239,19 +160,19 @@ func TestIntegrationDeployTenancyAudit(t *testing.T) {
 		t.Skip("integration test")
 	}
 	n := tenancyNamespaces{Retire: "team-a", Versioned: "team-b", Hook: "team-c"}
-	objs := tenancyDeployment(t, n, tenancyImage{Name: "keyledger", Tag: "test"})
-	require.Empty(t, journalSecretReaders(objs, journalNamespace))
+	objs := tenancyDeployment(t, n, suite.TenancyImage{Name: "keyledger", Tag: "test"})
+	require.Empty(t, journalSecretReaders(objs, suite.JournalNamespace))
 	readers := map[string]bool{}
 	for _, obj := range objs {
 		if obj.GetKind() == "Role" {
-			require.NotEqual(t, journalNamespace, obj.GetNamespace(), "no Role in the journal's namespace: %s", obj.GetName())
+			require.NotEqual(t, suite.JournalNamespace, obj.GetNamespace(), "no Role in the journal's namespace: %s", obj.GetName())
 			var r rbacv1.Role
 			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &r))
 			if slices.ContainsFunc(r.Rules, readsSecrets) {
 				readers[obj.GetNamespace()] = true
 			}
 		}
-		if obj.GetKind() == "ServiceAccount" && obj.GetNamespace() == journalNamespace {
+		if obj.GetKind() == "ServiceAccount" && obj.GetNamespace() == suite.JournalNamespace {
 			require.Equal(t, "keyledger-schema-owner", obj.GetName(), "the one identity of the journal's namespace")
 		}
 	}
@@ -274,126 +195,71 @@ func TestIntegrationDeployTenancyAudit(t *testing.T) {
 			for _, o := range objs {
 				if o.GetKind() == "Role" || o.GetKind() == "RoleBinding" {
 					if strings.HasPrefix(o.GetName(), "keyledger-versioned") {
-						o.SetNamespace(journalNamespace)
+						o.SetNamespace(suite.JournalNamespace)
 					}
 				}
 			}
 			return objs
 		}, findingJournalSecretRead},
 		{"cluster-role-lists-secrets", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-			cr := find(t, objs, "ClusterRole", "keyledger-access-review")
+			cr := suite.Find(t, objs, "ClusterRole", "keyledger-access-review")
 			rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
 			rules = append(rules, map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"list"}})
 			require.NoError(t, unstructured.SetNestedSlice(cr.Object, rules, "rules"))
 			return objs
 		}, findingClusterSecretRead},
 		{"cluster-role-wildcard", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-			cr := find(t, objs, "ClusterRole", "keyledger-versioned-access-review")
+			cr := suite.Find(t, objs, "ClusterRole", "keyledger-versioned-access-review")
 			require.NoError(t, unstructured.SetNestedSlice(cr.Object, []any{map[string]any{"apiGroups": []any{"*"}, "resources": []any{"*"}, "verbs": []any{"*"}}}, "rules"))
 			return objs
 		}, findingClusterSecretRead},
 		{"schema-owner-bound-to-admin", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 			b := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-				"metadata": map[string]any{"name": "keyledger-schema-owner", "namespace": journalNamespace},
+				"metadata": map[string]any{"name": "keyledger-schema-owner", "namespace": suite.JournalNamespace},
 				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "keyledger-schema-owner", "namespace": journalNamespace}}}}
+				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "keyledger-schema-owner", "namespace": suite.JournalNamespace}}}}
 			return append(objs, b)
 		}, findingForeignRoleRef},
 		{"role-without-namespace", func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-			find(t, objs, "Role", "keyledger-retire").SetNamespace("")
+			suite.Find(t, objs, "Role", "keyledger-retire").SetNamespace("")
 			return objs
 		}, findingRoleNoNamespace},
 	}
 	for _, tc := range mutations {
 		t.Run(tc.name, func(t *testing.T) {
-			findings := journalSecretReaders(tc.mutate(clone()), journalNamespace)
+			findings := journalSecretReaders(tc.mutate(clone()), suite.JournalNamespace)
 			require.True(t, slices.ContainsFunc(findings, func(f string) bool { return strings.HasPrefix(f, tc.finding+":") }),
 				"want %s among %v", tc.finding, findings)
 		})
 	}
 
 	t.Run("hook-in-journal-namespace-refused", func(t *testing.T) {
-		_, err := renderHookInProcess(t, credentialPlan(journalNamespace, "mut-journal-ns", []planSecret{standardSecret("keyledger-journal-app")}))
+		_, err := renderHookInProcess(t, suite.CredentialPlan(suite.JournalNamespace, "mut-journal-ns", []suite.PlanSecret{suite.StandardSecret("keyledger-journal-app")}))
 		require.Equal(t, app.ExitUsage, app.ExitCode(err), "%v", err)
 	})
 }
 
-// keyledgerServiceAccounts are the ServiceAccounts objs render, as
-// namespace/name.
-func keyledgerServiceAccounts(objs []*unstructured.Unstructured) []serviceAccountRef {
-	var out []serviceAccountRef
-	for _, o := range objs {
-		if o.GetKind() == "ServiceAccount" {
-			out = append(out, serviceAccountRef{Namespace: o.GetNamespace(), Name: o.GetName()})
-		}
-	}
-	return out
-}
-
-// serviceAccountRef is a ServiceAccount's namespace and name.
-type serviceAccountRef struct{ Namespace, Name string }
-
-// canAccess asks the API server (a SubjectAccessReview, as the admin)
-// whether ServiceAccount sa may verb Secrets (name, when not empty) in ns.
-func canAccess(ctx context.Context, t *testing.T, c kubernetes.Interface, sa serviceAccountRef, verb, ns, name string) bool {
-	t.Helper()
-	review, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:               "system:serviceaccount:" + sa.Namespace + ":" + sa.Name,
-		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.Namespace, "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "secrets", Name: name},
-	}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.Empty(t, review.Status.EvaluationError, "the review of %v evaluated every binding", sa)
-	return review.Status.Allowed
-}
-
-// requireNoJournalSecretAccess: on the real control plane, no keyledger
-// ServiceAccount of objs may get, list or watch a Secret of the journal's
-// namespace (by name too: the owner's and the CA's Secrets).
-func requireNoJournalSecretAccess(ctx context.Context, t *testing.T, c kubernetes.Interface, objs []*unstructured.Unstructured) {
-	t.Helper()
-	sas := keyledgerServiceAccounts(objs)
-	require.NotEmpty(t, sas)
-	for _, sa := range sas {
-		for _, verb := range []string{"get", "list", "watch"} {
-			require.False(t, canAccess(ctx, t, c, sa, verb, journalNamespace, ""), "%v may %s Secrets of %s", sa, verb, journalNamespace)
-		}
-		for _, name := range []string{"keyledger-journal-app", "keyledger-journal-ca", "keyledger-journal-superuser"} {
-			require.False(t, canAccess(ctx, t, c, sa, "get", journalNamespace, name), "%v may get %s/%s", sa, journalNamespace, name)
-		}
-	}
-}
-
-// ensureJournalNamespace creates the journal's namespace on the shared
-// control plane once (tests share it; it is never deleted).
-func (e *env) ensureJournalNamespace(a *applier) {
-	e.t.Helper()
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": journalNamespace}}}
-	_, err := a.apply(e.t.Context(), ns, "", false)
-	require.NoError(e.t, err)
-}
-
 // applyRBAC applies the identities and rights of objs for real, deleting
 // the cluster-scoped ones when the test ends.
-func (e *env) applyRBAC(a *applier, objs []*unstructured.Unstructured) {
-	e.t.Helper()
+func applyRBAC(e *env, a *suite.Applier, objs []*unstructured.Unstructured) {
+	e.T.Helper()
 	for _, obj := range objs {
 		switch obj.GetKind() {
 		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
 		default:
 			continue
 		}
-		ri, err := a.resource(obj.DeepCopy(), e.ns)
-		require.NoError(e.t, err)
-		_, err = a.apply(e.t.Context(), obj.DeepCopy(), e.ns, false)
-		require.NoError(e.t, err, "applying %s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
-		if obj.GetNamespace() == "" || obj.GetNamespace() == journalNamespace {
+		ri, err := a.Resource(obj.DeepCopy(), e.NS)
+		require.NoError(e.T, err)
+		_, err = a.Apply(e.T.Context(), obj.DeepCopy(), e.NS, false)
+		require.NoError(e.T, err, "applying %s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+		if obj.GetNamespace() == "" || obj.GetNamespace() == suite.JournalNamespace {
 			name := obj.GetName()
-			e.t.Cleanup(func() {
+			e.T.Cleanup(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				if err := ri.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					e.t.Errorf("deleting %s: %v", name, err)
+					e.T.Errorf("deleting %s: %v", name, err)
 				}
 			})
 		}
@@ -410,39 +276,41 @@ func (e *env) applyRBAC(a *applier, objs []*unstructured.Unstructured) {
 func TestIntegrationDeployTenancyAccessReview(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	a := e.applier()
-	e.ensureJournalNamespace(a)
-	n := tenancyNamespaces{Retire: e.ns, Versioned: e.kube.Namespace(t), Hook: e.kube.Namespace(t)}
-	objs := tenancyDeployment(t, n, tenancyImage{Name: "keyledger", Tag: "test"})
+	a := e.Applier()
+	e.EnsureJournalNamespace(a)
+	n := tenancyNamespaces{Retire: e.NS, Versioned: e.Kube.Namespace(t), Hook: e.Kube.Namespace(t)}
+	objs := tenancyDeployment(t, n, suite.TenancyImage{Name: "keyledger", Tag: "test"})
 	// The grant Jobs of other tests share the journal's namespace here:
 	// this test's objects there are its own (named after its namespaces).
-	e.applyRBAC(a, objs)
-	ctx, c := t.Context(), e.kube.Client()
-	requireNoJournalSecretAccess(ctx, t, c, objs)
+	applyRBAC(e, a, objs)
+	ctx, c := t.Context(), e.Kube.Client()
+	suite.RequireNoJournalSecretAccess(ctx, t, c, objs)
 
 	// Positive controls: the reviews are not denying everything.
-	require.True(t, canAccess(ctx, t, c, serviceAccountRef{n.Retire, "keyledger-retire-" + n.Retire}, "get", n.Retire, "keyring"))
-	require.True(t, canAccess(ctx, t, c, serviceAccountRef{n.Versioned, "keyledger-versioned-" + n.Versioned}, "list", n.Versioned, ""))
-	require.True(t, canAccess(ctx, t, c, serviceAccountRef{n.Hook, "shop-orders-cache-credentials"}, "get", n.Hook, "shop-orders-cache-app"))
+	require.True(t, suite.CanAccess(ctx, t, c, suite.ServiceAccountRef{Namespace: n.Retire, Name: "keyledger-retire-" + n.Retire}, "get", n.Retire, "keyring"))
+	require.True(t, suite.CanAccess(ctx, t, c, suite.ServiceAccountRef{Namespace: n.Versioned, Name: "keyledger-versioned-" + n.Versioned}, "list", n.Versioned, ""))
+	require.True(t, suite.CanAccess(ctx, t, c, suite.ServiceAccountRef{Namespace: n.Hook, Name: "shop-orders-cache-credentials"}, "get", n.Hook, "shop-orders-cache-app"))
 
 	// A Role in the journal's namespace bound to the versioned identity is
 	// seen by the same review.
-	leak := serviceAccountRef{n.Versioned, "keyledger-versioned-" + n.Versioned}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "leak-" + n.Versioned, Namespace: journalNamespace},
+	leak := suite.ServiceAccountRef{Namespace: n.Versioned, Name: "keyledger-versioned-" + n.Versioned}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "leak-" + n.Versioned, Namespace: suite.JournalNamespace},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}
-	_, err := c.RbacV1().Roles(journalNamespace).Create(ctx, role, metav1.CreateOptions{})
+	_, err := c.RbacV1().Roles(suite.JournalNamespace).Create(ctx, role, metav1.CreateOptions{})
 	require.NoError(t, err)
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: journalNamespace},
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: suite.JournalNamespace},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: leak.Name, Namespace: leak.Namespace}}}
-	_, err = c.RbacV1().RoleBindings(journalNamespace).Create(ctx, binding, metav1.CreateOptions{})
+	_, err = c.RbacV1().RoleBindings(suite.JournalNamespace).Create(ctx, binding, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		bg := context.Background()
-		_ = c.RbacV1().RoleBindings(journalNamespace).Delete(bg, binding.Name, metav1.DeleteOptions{})
-		_ = c.RbacV1().Roles(journalNamespace).Delete(bg, role.Name, metav1.DeleteOptions{})
+		_ = c.RbacV1().RoleBindings(suite.JournalNamespace).Delete(bg, binding.Name, metav1.DeleteOptions{})
+		_ = c.RbacV1().Roles(suite.JournalNamespace).Delete(bg, role.Name, metav1.DeleteOptions{})
 	})
-	require.Eventually(t, func() bool { return canAccess(ctx, t, c, leak, "get", journalNamespace, "keyledger-journal-app") },
+	require.Eventually(t, func() bool {
+		return suite.CanAccess(ctx, t, c, leak, "get", suite.JournalNamespace, "keyledger-journal-app")
+	},
 		10*time.Second, 100*time.Millisecond, "the review sees a Role of the journal's namespace")
 }
 
@@ -452,10 +320,10 @@ func TestIntegrationDeployTenancyAccessReview(t *testing.T) {
 func TestIntegrationDeployJournalRolePatch(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	a := e.applier()
-	e.installCNPGClusterCRD(a)
-	e.ensureJournalNamespace(a)
-	fsys := deployFS(t)
+	a := e.Applier()
+	e.InstallCNPGClusterCRD(a)
+	e.EnsureJournalNamespace(a)
+	fsys := suite.DeployFS(t)
 	require.NoError(t, fsys.WriteFile("/my-journal/kustomization.yaml", []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -471,10 +339,10 @@ patches:
               createdb: false, replication: false, bypassrls: false, inherit: false,
               connectionLimit: 16, passwordSecret: {name: keyledger-role-team-b}}
 `)))
-	cluster := find(t, render(t, fsys, "/my-journal"), "Cluster", "keyledger-journal")
+	cluster := suite.Find(t, suite.Render(t, fsys, "/my-journal"), "Cluster", "keyledger-journal")
 	roles, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "managed", "roles")
 	require.Len(t, roles, 2)
-	require.Equal(t, journalRole("team-b"), roles[1].(map[string]any)["name"])
-	_, err := a.apply(t.Context(), cluster, e.ns, true)
+	require.Equal(t, suite.JournalRole("team-b"), roles[1].(map[string]any)["name"])
+	_, err := a.Apply(t.Context(), cluster, e.NS, true)
 	require.NoError(t, err, "the CRD accepts the Cluster with the added role")
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // readmeBlocks are the README's sh code blocks, in order.
@@ -63,10 +64,10 @@ func TestIntegrationReadmeQuickStart(t *testing.T) {
 
 	// The journal: a fresh database whose owner is this server's admin; the
 	// role the block creates is the server's, so it is dropped afterwards.
-	owner := freshDatabase(t)
+	owner := suite.FreshDatabase(t)
 	password := regexp.MustCompile(`CREATE ROLE keyledger_ai LOGIN PASSWORD '([^']*)'`).FindStringSubmatch(quick)
 	require.NotNil(t, password, "the block creates the namespace's role")
-	ai, err := shared.pg.URLFor(owner, "keyledger_ai", password[1])
+	ai, err := suite.Postgres().URLFor(owner, "keyledger_ai", password[1])
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -76,7 +77,7 @@ func TestIntegrationReadmeQuickStart(t *testing.T) {
 			_, _ = conn.Exec(cctx, "DROP ROLE IF EXISTS keyledger_ai")
 			_ = conn.Close(cctx)
 		}
-		_ = e.kube.Client().CoreV1().Namespaces().Delete(cctx, "ai", metav1.DeleteOptions{})
+		_ = e.Kube.Client().CoreV1().Namespaces().Delete(cctx, "ai", metav1.DeleteOptions{})
 	})
 
 	var script []string
@@ -90,7 +91,7 @@ func TestIntegrationReadmeQuickStart(t *testing.T) {
 			if _, err := exec.LookPath("psql"); err != nil {
 				sql := regexp.MustCompile(`-c "([^"]*)"`).FindStringSubmatch(line)
 				require.NotNil(t, sql, line)
-				_, err := connect(t, owner).Exec(ctx, sql[1])
+				_, err := suite.Connect(t, owner).Exec(ctx, sql[1])
 				require.NoError(t, err, line)
 				line = "# " + line
 			}
@@ -100,7 +101,7 @@ func TestIntegrationReadmeQuickStart(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(filepath.Join(platform.RepoRoot(), "examples"), filepath.Join(dir, "examples")))
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	admin, err := os.ReadFile(e.kube.KubeconfigFile())
+	admin, err := os.ReadFile(e.Kube.KubeconfigFile())
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(kubeconfig, admin, 0o600))
 
@@ -111,7 +112,7 @@ func TestIntegrationReadmeQuickStart(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(cctx, "bash", "--norc", "--noprofile", "-c", shell)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "KUBECONFIG=" + kubeconfig, "KEYLEDGER_TEST_BINARY=" + shared.binary}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "KUBECONFIG=" + kubeconfig, "KEYLEDGER_TEST_BINARY=" + suite.Binary()}
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	require.NoError(t, err, "the README's quick start failed:\n%s", text)

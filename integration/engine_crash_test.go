@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/kube/fault"
 	"github.com/keyledger/keyledger/store"
@@ -20,26 +20,16 @@ import (
 	"github.com/keyledger/keyledger/workflow/failpoint"
 )
 
-// newConfigMap creates the toy operation's target.
-func (e *env) newConfigMap(name string) *corev1.ConfigMap {
-	e.t.Helper()
-	cm, err := e.kube.Client().CoreV1().ConfigMaps(e.ns).Create(e.t.Context(), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	return cm
-}
-
 // toyChild runs one toy operation in a child process, with a failpoint armed
 // when name is not empty.
-func (e *env) toyChild(cmName, mutation, failpointName string) (code int, stdout string) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.t.Context(), time.Minute)
+func toyChild(e *env, cmName, mutation, failpointName string) (code int, stdout string) {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(e.T.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
-		childEnv+"=1", "KUBECONFIG="+e.kube.KubeconfigFile(), "KEYLEDGER_DATABASE_URL="+e.journal.OperatorURL,
-		"TOY_NAMESPACE="+e.ns, "TOY_NAME="+cmName, "TOY_MUTATION="+mutation, failpoint.Env+"="+failpointName)
+		childEnv+"=1", "KUBECONFIG="+e.Kube.KubeconfigFile(), "KEYLEDGER_DATABASE_URL="+e.Journal.OperatorURL,
+		"TOY_NAMESPACE="+e.NS, "TOY_NAME="+cmName, "TOY_MUTATION="+mutation, failpoint.Env+"="+failpointName)
 	var out strings.Builder
 	cmd.Stdout = &out
 	err := cmd.Run()
@@ -49,7 +39,7 @@ func (e *env) toyChild(cmName, mutation, failpointName string) (code int, stdout
 		}
 		return exitErr.ExitCode(), out.String()
 	}
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	return 0, out.String()
 }
 
@@ -78,27 +68,27 @@ func TestIntegrationEngineCrashAtEveryTransition(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "toy-" + string(rune('a'+i))
 			mutation := "mut-crash-" + tc.name
-			created := e.newConfigMap(name)
+			created := e.NewConfigMap(name)
 			for _, fp := range tc.crashes {
-				code, _ := e.toyChild(name, mutation, fp)
+				code, _ := toyChild(e, name, mutation, fp)
 				require.Equal(t, 137, code, "the run must die at failpoint %s", fp)
 			}
-			code, out := e.toyChild(name, mutation, "")
+			code, out := toyChild(e, name, mutation, "")
 			require.Equal(t, 0, code, "the clean rerun must finish: %s", out)
 
-			cm, err := e.kube.Client().CoreV1().ConfigMaps(e.ns).Get(t.Context(), name, metav1.GetOptions{})
+			cm, err := e.Kube.Client().CoreV1().ConfigMaps(e.NS).Get(t.Context(), name, metav1.GetOptions{})
 			require.NoError(t, err)
-			require.Equal(t, mutation, cm.Annotations[toyAnnotation])
-			require.Equal(t, 1, writesBetween(t, e.kube.Client().CoreV1().ConfigMaps(e.ns).Watch, name, created.ResourceVersion, cm.ResourceVersion),
+			require.Equal(t, mutation, cm.Annotations[suite.ToyAnnotation])
+			require.Equal(t, 1, suite.WritesBetween(t, e.Kube.Client().CoreV1().ConfigMaps(e.NS).Watch, name, created.ResourceVersion, cm.ResourceVersion),
 				"exactly one write, whatever crashed")
 
-			op, records := e.journalOf(mutation)
+			op, records := e.JournalOf(mutation)
 			require.Equal(t, store.StateCompleted, op.State)
 			require.NotNil(t, op.FinalizedAt)
-			require.Equal(t, 1, count(records, store.RecordPreparation))
-			require.Equal(t, 1, count(records, store.RecordCompletion))
-			require.Equal(t, 0, count(records, store.RecordRefusal))
-			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "records: %v", kinds(records))
+			require.Equal(t, 1, suite.Count(records, store.RecordPreparation))
+			require.Equal(t, 1, suite.Count(records, store.RecordCompletion))
+			require.Equal(t, 0, suite.Count(records, store.RecordRefusal))
+			require.Equal(t, tc.calls, suite.Count(records, store.RecordAuthorityCall), "records: %v", suite.Kinds(records))
 		})
 	}
 }
@@ -122,9 +112,9 @@ func TestIntegrationEngineFaultTransport(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "fault-" + tc.name
-			created := e.newConfigMap(name)
+			created := e.NewConfigMap(name)
 			var transport *fault.Transport
-			cfg := e.kube.Config()
+			cfg := e.Kube.Config()
 			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 				transport = fault.New(tc.rule, rt)
 				return transport
@@ -133,19 +123,19 @@ func TestIntegrationEngineFaultTransport(t *testing.T) {
 			require.NoError(t, err)
 
 			mutation := "mut-fault-" + tc.name
-			res, err := runToy(t.Context(), client, e.journal.OperatorURL, e.ns, name, mutation)
+			res, err := suite.RunToy(t.Context(), client, e.Journal.OperatorURL, e.NS, name, mutation)
 			require.NoError(t, err)
 			require.Equal(t, 1, transport.Faulted(), "the fault must have fired")
 			require.Equal(t, tc.outcome, res.Outcome)
 
-			cm, err := e.kube.Client().CoreV1().ConfigMaps(e.ns).Get(t.Context(), name, metav1.GetOptions{})
+			cm, err := e.Kube.Client().CoreV1().ConfigMaps(e.NS).Get(t.Context(), name, metav1.GetOptions{})
 			require.NoError(t, err)
-			require.Equal(t, mutation, cm.Annotations[toyAnnotation])
-			require.Equal(t, 1, writesBetween(t, e.kube.Client().CoreV1().ConfigMaps(e.ns).Watch, name, created.ResourceVersion, cm.ResourceVersion))
+			require.Equal(t, mutation, cm.Annotations[suite.ToyAnnotation])
+			require.Equal(t, 1, suite.WritesBetween(t, e.Kube.Client().CoreV1().ConfigMaps(e.NS).Watch, name, created.ResourceVersion, cm.ResourceVersion))
 
-			_, records := e.journalOf(mutation)
-			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall))
-			require.Equal(t, 1, count(records, store.RecordResolution), "records: %v", kinds(records))
+			_, records := e.JournalOf(mutation)
+			require.Equal(t, tc.calls, suite.Count(records, store.RecordAuthorityCall))
+			require.Equal(t, 1, suite.Count(records, store.RecordResolution), "records: %v", suite.Kinds(records))
 			for _, r := range records {
 				if r.Kind == store.RecordAuthorityResult {
 					require.Equal(t, tc.resultState, r.Status, "the first answer is unknown")

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // A platform-wide sync: 50 namespaces, each with its own journal role,
@@ -21,22 +22,22 @@ import (
 func TestIntegrationJournalBurstOfNamespaces(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	j := e.burstTenants(50)
-	j.limitConnections(t, 30)
+	j := e.BurstTenants(50)
+	j.LimitConnections(t, 30)
 
-	b := e.converge(j.tenants, 6)
-	t.Logf("refusals by exit code and reason: %v", b.refusals)
+	b := e.Converge(j.Tenants, 6)
+	t.Logf("refusals by exit code and reason: %v", b.Refusals)
 	requireRefusedSessions(t, b)
-	e.requireCreated(j.tenants)
+	e.RequireCreated(j.Tenants)
 }
 
 // requireRefusedSessions checks that every run of a burst that did not
 // complete met a session refused (journal-too-many-connections) or not
 // answered within the connect timeout (journal-timeout): the only
 // failures a burst may meet.
-func requireRefusedSessions(t *testing.T, b burst) {
+func requireRefusedSessions(t *testing.T, b suite.Burst) {
 	t.Helper()
-	for _, k := range b.refusalKinds() {
+	for _, k := range b.RefusalKinds() {
 		require.Contains(t, []string{"69 journal-too-many-connections", "75 journal-too-many-connections", "69 journal-timeout", "75 journal-timeout"}, k,
 			"a refused or unanswered session is the only failure a burst may meet")
 	}
@@ -57,14 +58,14 @@ func TestIntegrationJournalBurstThroughSessionPooler(t *testing.T) {
 	if err := platform.PgBouncerInstalled(); err != nil {
 		t.Skip(err.Error())
 	}
-	j := e.burstTenants(50)
-	j.limitConnections(t, 30)
-	j.throughPooler(t, 4, 25)
+	j := e.BurstTenants(50)
+	j.LimitConnections(t, 30)
+	j.ThroughPooler(t, 4, 25)
 
-	b := e.converge(j.tenants, 6)
-	t.Logf("rounds %d, refusals by exit code and reason: %v", b.rounds, b.refusals)
+	b := e.Converge(j.Tenants, 6)
+	t.Logf("rounds %d, refusals by exit code and reason: %v", b.Rounds, b.Refusals)
 	requireRefusedSessions(t, b)
-	e.requireCreated(j.tenants)
+	e.RequireCreated(j.Tenants)
 }
 
 // A session pooler sized without max_db_connections (four server
@@ -83,30 +84,30 @@ func TestIntegrationJournalBurstThroughUncappedPoolerStarves(t *testing.T) {
 	if err := platform.PgBouncerInstalled(); err != nil {
 		t.Skip(err.Error())
 	}
-	j := e.burstTenants(50)
-	j.limitConnections(t, 30)
-	j.throughPooler(t, 4, 0)
+	j := e.BurstTenants(50)
+	j.LimitConnections(t, 30)
+	j.ThroughPooler(t, 4, 0)
 
-	b := e.rounds(j.tenants, 3)
-	t.Logf("refusals by exit code and reason: %v", b.refusals)
-	require.Contains(t, b.refusals, "69 journal-pooler-no-server", "PgBouncer's refusal is named as the pooler's")
-	for _, k := range b.refusalKinds() {
+	b := e.Rounds(j.Tenants, 3)
+	t.Logf("refusals by exit code and reason: %v", b.Refusals)
+	require.Contains(t, b.Refusals, "69 journal-pooler-no-server", "PgBouncer's refusal is named as the pooler's")
+	for _, k := range b.RefusalKinds() {
 		require.Contains(t, []string{"69 journal-pooler-no-server", "75 journal-pooler-no-server", "69 journal-timeout", "75 journal-timeout"}, k)
 	}
-	require.NotEmpty(t, b.left, "the namespaces refused in the first round are refused in every round")
+	require.NotEmpty(t, b.Left, "the namespaces refused in the first round are refused in every round")
 	var third int
-	for _, r := range b.runs {
-		if r.round == 3 {
+	for _, r := range b.Runs {
+		if r.Round == 3 {
 			third++
 			require.NotZero(t, r.Code, "a namespace refused twice is refused a third time")
 		}
 	}
-	require.Equal(t, len(b.left), third)
-	var completed []*burstTenant
-	for _, tn := range j.tenants {
-		if !slices.Contains(b.left, tn) {
+	require.Equal(t, len(b.Left), third)
+	var completed []*suite.BurstTenant
+	for _, tn := range j.Tenants {
+		if !slices.Contains(b.Left, tn) {
 			completed = append(completed, tn)
 		}
 	}
-	e.requireCreated(completed)
+	e.RequireCreated(completed)
 }

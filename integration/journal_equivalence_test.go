@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
@@ -221,7 +222,7 @@ func bounded(p store.PrepareParams) store.PrepareParams {
 }
 
 func eqPrep(mutation, name string, n int) store.PrepareParams {
-	p := toyPreparation(mutation, n)
+	p := suite.ToyPreparation(mutation, n)
 	p.Name = name
 	return p
 }
@@ -452,7 +453,7 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		}},
 	}
 
-	pg := &journalDriver{t: t, ctx: ctx, j: e.operatorStore(), ids: map[string]int64{}}
+	pg := &journalDriver{t: t, ctx: ctx, j: e.OperatorStore(), ids: map[string]int64{}}
 	mem := &journalDriver{t: t, ctx: ctx, j: workflowtest.NewJournal(), ids: map[string]int64{}}
 	// What PostgreSQL answers to each refusal the script tries (every other
 	// step succeeds): the script tries what its names say.

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/kube/fault"
 	"github.com/keyledger/keyledger/store"
 )
@@ -74,25 +75,25 @@ func TestIntegrationJournalFailuresAtEachStage(t *testing.T) {
 		for _, c := range classes {
 			name := st.name + "-" + c.sqlstate
 			mutation := "mut-fail-" + strings.ToLower(name)
-			s := e.createSecret(keyringSecret("keyring-fail-"+strings.ToLower(name), standardKeyring()))
-			path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
+			s := e.CreateSecret(suite.KeyringSecret("keyring-fail-"+strings.ToLower(name), suite.StandardKeyring()))
+			path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
 			armFault(t, e, mutation, st.kind, c.sqlstate)
 
-			r := e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+			r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 			code := st.code
 			if c.sqlstate == "42501" && st.code == 69 {
 				code = 77 // never granted: a permission, before anything durable
 			}
 			require.Equal(t, code, r.Code, "%s: %s %s", name, r.Stdout, r.Stderr)
-			out := outcome(t, r)
+			out := suite.Outcome(t, r)
 			require.Equal(t, c.reason, out["reason"], "%s: %s", name, r.Stdout)
 			require.NotContains(t, r.Stderr, "this is a bug", name)
 
 			disarmFault(t, e, mutation)
-			r = e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+			r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 			require.Equal(t, 0, r.Code, "%s rerun: %s %s", name, r.Stdout, r.Stderr)
-			after := e.getSecret(s.Name)
-			require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "%s: one write", name)
+			after := e.GetSecret(s.Name)
+			require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "%s: one write", name)
 		}
 	}
 }
@@ -102,7 +103,7 @@ func TestIntegrationJournalFailuresAtEachStage(t *testing.T) {
 // the run appends that record.
 func injectFaults(t *testing.T, e *env) {
 	t.Helper()
-	_, err := connect(t, e.journal.OwnerURL).Exec(t.Context(), `
+	_, err := suite.Connect(t, e.Journal.OwnerURL).Exec(t.Context(), `
 		CREATE TABLE keyledger.test_faults (mutation_id text, kind text, sqlstate text, PRIMARY KEY (mutation_id, kind));
 		CREATE FUNCTION keyledger.test_inject_fault() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 		SET search_path = pg_catalog AS $$
@@ -122,14 +123,14 @@ func injectFaults(t *testing.T, e *env) {
 
 func armFault(t *testing.T, e *env, mutation, kind, sqlstate string) {
 	t.Helper()
-	_, err := connect(t, e.journal.OwnerURL).Exec(t.Context(),
+	_, err := suite.Connect(t, e.Journal.OwnerURL).Exec(t.Context(),
 		`INSERT INTO keyledger.test_faults VALUES ($1, $2, $3)`, mutation, kind, sqlstate)
 	require.NoError(t, err)
 }
 
 func disarmFault(t *testing.T, e *env, mutation string) {
 	t.Helper()
-	_, err := connect(t, e.journal.OwnerURL).Exec(t.Context(), `DELETE FROM keyledger.test_faults WHERE mutation_id = $1`, mutation)
+	_, err := suite.Connect(t, e.Journal.OwnerURL).Exec(t.Context(), `DELETE FROM keyledger.test_faults WHERE mutation_id = $1`, mutation)
 	require.NoError(t, err)
 }
 
@@ -152,24 +153,24 @@ func TestIntegrationJournalSessionEndsWhilePreparing(t *testing.T) {
 		{"lock-timeout", "journal-lock-timeout", false},
 	} {
 		mutation := "mut-prep-" + tc.name
-		s := e.createSecret(keyringSecret("keyring-prep-"+tc.name, standardKeyring()))
-		path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
+		s := e.CreateSecret(suite.KeyringSecret("keyring-prep-"+tc.name, suite.StandardKeyring()))
+		path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
 
 		// Another session holds the operations table: the preparation's
 		// insert waits for it.
-		locker, err := connect(t, e.journal.OwnerURL).Begin(ctx)
+		locker, err := suite.Connect(t, e.Journal.OwnerURL).Begin(ctx)
 		require.NoError(t, err)
 		_, err = locker.Exec(ctx, `LOCK TABLE keyledger.operations IN EXCLUSIVE MODE`)
 		require.NoError(t, err)
 
-		done := make(chan result, 1)
-		opts := []runOption{e.asRetirerOf(s), withEnv(store.EnvLockTimeout + "=2s")}
+		done := make(chan suite.Result, 1)
+		opts := []suite.RunOption{e.AsRetirerOf(s), suite.WithEnv(store.EnvLockTimeout + "=2s")}
 		if tc.terminate {
-			opts[1] = withEnv(store.EnvLockTimeout + "=60s")
+			opts[1] = suite.WithEnv(store.EnvLockTimeout + "=60s")
 		}
-		go func() { done <- e.keyledger([]string{"run", path}, opts...) }()
+		go func() { done <- e.Keyledger([]string{"run", path}, opts...) }()
 		if tc.terminate {
-			admin := connect(t, shared.pg.AdminURL())
+			admin := suite.Connect(t, suite.Postgres().AdminURL())
 			var terminated bool
 			for deadline := time.Now().Add(time.Minute); !terminated && time.Now().Before(deadline); {
 				require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity
@@ -182,23 +183,23 @@ func TestIntegrationJournalSessionEndsWhilePreparing(t *testing.T) {
 		}
 		r := <-done
 		require.Equal(t, 69, r.Code, "%s: %s %s", tc.name, r.Stdout, r.Stderr)
-		out := outcome(t, r)
+		out := suite.Outcome(t, r)
 		require.Equal(t, "unavailable", out["outcome"], r.Stdout)
 		require.Equal(t, tc.reason, out["reason"], r.Stdout)
 		require.NoError(t, locker.Rollback(ctx))
 
-		r = e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+		r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 		require.Equal(t, 0, r.Code, "%s rerun: %s %s", tc.name, r.Stdout, r.Stderr)
-		require.Equal(t, "completed", outcome(t, r)["outcome"], r.Stdout)
-		after := e.getSecret(s.Name)
-		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write")
+		require.Equal(t, "completed", suite.Outcome(t, r)["outcome"], r.Stdout)
+		after := e.GetSecret(s.Name)
+		require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write")
 	}
 }
 
 // journalDatabase is the name of e's journal database.
 func journalDatabase(t *testing.T, e *env) string {
 	t.Helper()
-	u, err := url.Parse(e.journal.OwnerURL)
+	u, err := url.Parse(e.Journal.OwnerURL)
 	require.NoError(t, err)
 	return strings.TrimPrefix(u.Path, "/")
 }
@@ -212,31 +213,31 @@ func TestIntegrationJournalConnectFailures(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	admin := connect(t, shared.pg.AdminURL())
-	suffix := randomSuffix(t)
+	admin := suite.Connect(t, suite.Postgres().AdminURL())
+	suffix := suite.RandomSuffix(t)
 
 	// A role that exists and logs in, never granted this namespace.
-	ungranted, pw := "kl_ungranted_"+suffix, randomSuffix(t)
-	require.NoError(t, shared.pg.EnsureRole(ctx, ungranted, pw))
-	ungrantedURL, err := shared.pg.URLFor(e.journal.OperatorURL, ungranted, pw)
+	ungranted, pw := "kl_ungranted_"+suffix, suite.RandomSuffix(t)
+	require.NoError(t, suite.Postgres().EnsureRole(ctx, ungranted, pw))
+	ungrantedURL, err := suite.Postgres().URLFor(e.Journal.OperatorURL, ungranted, pw)
 	require.NoError(t, err)
 	// A role that may not log in (NOLOGIN): 28000.
 	nologin := "kl_nologin_" + suffix
-	require.NoError(t, shared.pg.EnsureRole(ctx, nologin, pw))
+	require.NoError(t, suite.Postgres().EnsureRole(ctx, nologin, pw))
 	_, err = admin.Exec(ctx, `ALTER ROLE `+pgx.Identifier{nologin}.Sanitize()+` NOLOGIN`)
 	require.NoError(t, err)
-	nologinURL, err := shared.pg.URLFor(e.journal.OperatorURL, nologin, pw)
+	nologinURL, err := suite.Postgres().URLFor(e.Journal.OperatorURL, nologin, pw)
 	require.NoError(t, err)
 	// A role granted the namespace whose connection slots are all taken
 	// (a connection limit of 0): 53300.
 	limited := "kl_limited_" + suffix
-	require.NoError(t, shared.pg.EnsureRole(ctx, limited, pw))
+	require.NoError(t, suite.Postgres().EnsureRole(ctx, limited, pw))
 	_, err = admin.Exec(ctx, `ALTER ROLE `+pgx.Identifier{limited}.Sanitize()+` CONNECTION LIMIT 0`)
 	require.NoError(t, err)
-	limitedURL, err := shared.pg.URLFor(e.journal.OperatorURL, limited, pw)
+	limitedURL, err := suite.Postgres().URLFor(e.Journal.OperatorURL, limited, pw)
 	require.NoError(t, err)
 
-	u, err := url.Parse(e.journal.OperatorURL)
+	u, err := url.Parse(e.Journal.OperatorURL)
 	require.NoError(t, err)
 	with := func(change func(*url.URL)) string {
 		c := *u
@@ -246,7 +247,7 @@ func TestIntegrationJournalConnectFailures(t *testing.T) {
 	wrongPassword := with(func(c *url.URL) { c.User = url.UserPassword(c.User.Username(), "not-the-password") })
 	missingRole := with(func(c *url.URL) { c.User = url.UserPassword("kl_absent_"+suffix, "pw") })
 	missingDatabase := with(func(c *url.URL) { c.Path = "/kl_absent_" + suffix })
-	refused := with(func(c *url.URL) { c.Host = closedPort(t) })
+	refused := with(func(c *url.URL) { c.Host = suite.ClosedPort(t) })
 	notAccepting := with(func(c *url.URL) { c.Host = refusingServer(t, "57P03") })
 	serverName := tlsServerNameMismatch(t, e, u)
 
@@ -270,10 +271,10 @@ func TestIntegrationJournalConnectFailures(t *testing.T) {
 		{"not-accepting", notAccepting, "journal-not-accepting", 69, true},
 	}
 	for i, tc := range cases {
-		s := e.createSecret(keyringSecret(fmt.Sprintf("keyring-connect-%d", i), standardKeyring()))
+		s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("keyring-connect-%d", i), suite.StandardKeyring()))
 		mutation := "mut-connect-" + tc.name
-		path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
-		check := func(what string, r result) {
+		path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
+		check := func(what string, r suite.Result) {
 			require.Equal(t, tc.code, r.Code, "%s %s: %s %s", tc.name, what, r.Stdout, r.Stderr)
 			require.Contains(t, r.Stderr, tc.reason, "%s %s", tc.name, what)
 			require.NotContains(t, r.Stderr, "this is a bug", "%s %s", tc.name, what)
@@ -285,22 +286,12 @@ func TestIntegrationJournalConnectFailures(t *testing.T) {
 				require.NotContains(t, r.Stdout+r.Stderr, leak, "%s %s", tc.name, what)
 			}
 		}
-		r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withDatabase(tc.url))
+		r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithDatabase(tc.url))
 		check("run", r)
-		require.Equal(t, tc.reason, outcome(t, r)["reason"], r.Stdout)
-		require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "%s: nothing was written", tc.name)
-		check("journal list", e.keyledger([]string{"journal", "list"}, withDatabase(tc.url)))
+		require.Equal(t, tc.reason, suite.Outcome(t, r)["reason"], r.Stdout)
+		require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "%s: nothing was written", tc.name)
+		check("journal list", e.Keyledger([]string{"journal", "list"}, suite.WithDatabase(tc.url)))
 	}
-}
-
-// closedPort is a loopback address where nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
 
 // refusingServer is a loopback server that answers every startup message
@@ -362,7 +353,7 @@ func tlsServerNameMismatch(t *testing.T, e *env, u *url.URL) string {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, &key.PublicKey, caKey)
 	require.NoError(t, err)
-	caFile := filepath.Join(e.dir, "journal-ca.crt")
+	caFile := filepath.Join(e.Dir, "journal-ca.crt")
 	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600))
 	cfg := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
 
@@ -404,57 +395,57 @@ func TestIntegrationKubernetesFailuresClassified(t *testing.T) {
 	e := setup(t)
 	cases := []struct {
 		name, fault, reason string
-		kubeconfig          func(s *corev1.Secret) runOption
+		kubeconfig          func(s *corev1.Secret) suite.RunOption
 	}{
 		{"review-reset", string(fault.Reset) + ":POST:/selfsubjectaccessreviews#0", "kubernetes-connection-lost", nil},
 		{"review-throttled", string(fault.Throttle) + ":POST:/selfsubjectaccessreviews#0", "kubernetes-throttled", nil},
 		{"read-reset", string(fault.Reset) + ":GET:/secrets/#0", "kubernetes-connection-lost", nil},
 		{"read-server-error", string(fault.ServerError) + ":GET:/secrets/#0", "kubernetes-server-error", nil},
-		{"token-rejected", "", "kubernetes-unauthorized", func(*corev1.Secret) runOption { return asKubeconfig(e.rejectedTokenKubeconfig()) }},
-		{"connection-refused", "", "kubernetes-connection-refused", func(*corev1.Secret) runOption {
-			return asKubeconfig(e.kubeconfigAt("https://" + closedPort(t)))
+		{"token-rejected", "", "kubernetes-unauthorized", func(*corev1.Secret) suite.RunOption { return suite.AsKubeconfig(rejectedTokenKubeconfig(e)) }},
+		{"connection-refused", "", "kubernetes-connection-refused", func(*corev1.Secret) suite.RunOption {
+			return suite.AsKubeconfig(kubeconfigAt(e, "https://"+suite.ClosedPort(t)))
 		}},
 	}
 	for i, tc := range cases {
-		s := e.createSecret(keyringSecret(fmt.Sprintf("keyring-kube-%d", i), standardKeyring()))
+		s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("keyring-kube-%d", i), suite.StandardKeyring()))
 		mutation := "mut-kube-" + tc.name
-		path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
-		opts := []runOption{e.asRetirerOf(s)}
+		path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
+		opts := []suite.RunOption{e.AsRetirerOf(s)}
 		if tc.kubeconfig != nil {
-			opts = []runOption{tc.kubeconfig(s)}
+			opts = []suite.RunOption{tc.kubeconfig(s)}
 		}
 		if tc.fault != "" {
-			opts = append(opts, withEnv(fault.Env+"="+tc.fault))
+			opts = append(opts, suite.WithEnv(fault.Env+"="+tc.fault))
 		}
-		r := e.keyledger([]string{"run", path}, opts...)
+		r := e.Keyledger([]string{"run", path}, opts...)
 		require.Equal(t, 69, r.Code, "%s: %s %s", tc.name, r.Stdout, r.Stderr)
-		require.Equal(t, tc.reason, outcome(t, r)["reason"], "%s: %s", tc.name, r.Stdout)
+		require.Equal(t, tc.reason, suite.Outcome(t, r)["reason"], "%s: %s", tc.name, r.Stdout)
 		if tc.reason == "kubernetes-unauthorized" {
 			require.NotContains(t, r.Stderr, "run the same command again", tc.name)
 		}
-		require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "%s: nothing was written", tc.name)
+		require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "%s: nothing was written", tc.name)
 	}
 }
 
 // rejectedTokenKubeconfig is a kubeconfig for the test's API server whose
 // token the server does not know (401).
-func (e *env) rejectedTokenKubeconfig() string {
-	e.t.Helper()
-	cfg, err := e.kube.ServiceAccountConfig(e.t.Context(), e.ns, "default", 600)
-	require.NoError(e.t, err)
-	cfg.BearerToken = "not-a-token-" + randomSuffix(e.t)
-	path, err := e.kube.KubeconfigForConfig(cfg, e.t.TempDir())
-	require.NoError(e.t, err)
+func rejectedTokenKubeconfig(e *env) string {
+	e.T.Helper()
+	cfg, err := e.Kube.ServiceAccountConfig(e.T.Context(), e.NS, "default", 600)
+	require.NoError(e.T, err)
+	cfg.BearerToken = "not-a-token-" + suite.RandomSuffix(e.T)
+	path, err := e.Kube.KubeconfigForConfig(cfg, e.T.TempDir())
+	require.NoError(e.T, err)
 	return path
 }
 
 // kubeconfigAt is the admin kubeconfig pointed at another server address.
-func (e *env) kubeconfigAt(server string) string {
-	e.t.Helper()
-	cfg, err := e.kube.ServiceAccountConfig(e.t.Context(), e.ns, "default", 600)
-	require.NoError(e.t, err)
+func kubeconfigAt(e *env, server string) string {
+	e.T.Helper()
+	cfg, err := e.Kube.ServiceAccountConfig(e.T.Context(), e.NS, "default", 600)
+	require.NoError(e.T, err)
 	cfg.Host = server
-	path, err := e.kube.KubeconfigForConfig(cfg, e.t.TempDir())
-	require.NoError(e.t, err)
+	path, err := e.Kube.KubeconfigForConfig(cfg, e.T.TempDir())
+	require.NoError(e.T, err)
 	return path
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -23,16 +24,6 @@ func resumesOf(t *testing.T, st *store.Store, id int64) int {
 	return n
 }
 
-// roleStore opens the journal at url as its own process would (a pool and
-// a session of its own); closing it ends its sessions.
-func roleStore(t *testing.T, url string) *store.Store {
-	t.Helper()
-	st, err := store.Open(t.Context(), url)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	return st
-}
-
 // A run whose driver is alive (it holds the run's live lock: its Store is
 // open) is joined by further arrivals, as the namespace role: no resume-run
 // record, the run stays open however many arrive, past the resume bound.
@@ -44,17 +35,17 @@ func TestIntegrationJournalLiveRunIsJoinedNotResumed(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	url := e.namespaceRole(toyNamespace)
-	p := toyPreparation("mut-live", 1)
+	url := e.NamespaceRole(suite.ToyNamespace)
+	p := suite.ToyPreparation("mut-live", 1)
 	p.Bound = store.RunBound{MaxResumes: 1}
 
-	driver := roleStore(t, url)
+	driver := suite.RoleStore(t, url)
 	op, created, err := driver.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, "mut-live:run-1", op.MutationID)
 
-	joiner := roleStore(t, url)
+	joiner := suite.RoleStore(t, url)
 	for i := range 3 { // three arrivals, past MaxResumes 1
 		joined, created, err := joiner.PrepareRun(ctx, p)
 		require.NoError(t, err, "arrival %d", i)
@@ -63,13 +54,13 @@ func TestIntegrationJournalLiveRunIsJoinedNotResumed(t *testing.T) {
 		require.False(t, joined.State.Terminal(), "arrival %d", i)
 	}
 	// One more, from a process that comes and goes.
-	once := roleStore(t, url)
+	once := suite.RoleStore(t, url)
 	joined, _, err := once.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, op.ID, joined.ID)
 	once.Close()
 	require.Zero(t, resumesOf(t, driver, op.ID), "no arrival counted as a resume while the run was live")
-	live, err := driver.LatestRun(ctx, toyNamespace, "mut-live")
+	live, err := driver.LatestRun(ctx, suite.ToyNamespace, "mut-live")
 	require.NoError(t, err)
 	require.Equal(t, op.ID, live.ID)
 	require.False(t, live.State.Terminal(), "the live run is not closed")
@@ -77,7 +68,7 @@ func TestIntegrationJournalLiveRunIsJoinedNotResumed(t *testing.T) {
 	// The joiner still drives it (it holds the lock too): the driver's exit
 	// alone does not make it resumable.
 	driver.Close()
-	passing := roleStore(t, url)
+	passing := suite.RoleStore(t, url)
 	_, _, err = passing.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	passing.Close()
@@ -85,28 +76,28 @@ func TestIntegrationJournalLiveRunIsJoinedNotResumed(t *testing.T) {
 
 	// Every driver gone: a resume, counted, then the bound.
 	joiner.Close()
-	after := roleStore(t, url)
+	after := suite.RoleStore(t, url)
 	resumed, created, err := after.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, op.ID, resumed.ID)
 	require.Equal(t, 1, resumesOf(t, after, op.ID), "the driver gone: the arrival resumed the run")
 	after.Close()
-	fresh, created, err := roleStore(t, url).PrepareRun(ctx, p)
+	fresh, created, err := suite.RoleStore(t, url).PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, "mut-live:run-2", fresh.MutationID)
-	closed, _ := e.journalOf("mut-live:run-1")
+	closed, _ := e.JournalOf("mut-live:run-1")
 	require.Equal(t, store.ReasonRunResumeLimit, closed.Reason)
 
 	// Run 2 is live (its Store is open), yet past its age: closed.
 	aged := p
 	aged.Bound = store.RunBound{MaxResumes: 1, MaxAge: time.Nanosecond}
-	third, created, err := roleStore(t, url).PrepareRun(ctx, aged)
+	third, created, err := suite.RoleStore(t, url).PrepareRun(ctx, aged)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, "mut-live:run-3", third.MutationID)
-	closed, _ = e.journalOf("mut-live:run-2")
+	closed, _ = e.JournalOf("mut-live:run-2")
 	require.Equal(t, store.ReasonRunAgeLimit, closed.Reason, "the age bound holds for a live run")
 }
 
@@ -119,15 +110,15 @@ func TestIntegrationJournalRunReadsOnTheDriverSession(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := roleStore(t, e.namespaceRole(toyNamespace))
-	q := store.RunRecordParams{Namespace: toyNamespace, Command: "mut-reads", Kind: store.RecordPreparation, Step: "preparation"}
+	st := suite.RoleStore(t, e.NamespaceRole(suite.ToyNamespace))
+	q := store.RunRecordParams{Namespace: suite.ToyNamespace, Command: "mut-reads", Kind: store.RecordPreparation, Step: "preparation"}
 	found, err := st.FindInRuns(ctx, q)
 	require.NoError(t, err)
 	require.Nil(t, found, "no run yet")
-	op, created, err := st.PrepareRun(ctx, toyPreparation("mut-reads", 2))
+	op, created, err := st.PrepareRun(ctx, suite.ToyPreparation("mut-reads", 2))
 	require.NoError(t, err)
 	require.True(t, created)
-	each, err := st.FindEachInRuns(ctx, []store.RunRecordParams{q, {Namespace: toyNamespace, Command: "mut-reads", Kind: store.RecordCompletion, Step: "complete"}})
+	each, err := st.FindEachInRuns(ctx, []store.RunRecordParams{q, {Namespace: suite.ToyNamespace, Command: "mut-reads", Kind: store.RecordCompletion, Step: "complete"}})
 	require.NoError(t, err)
 	require.Len(t, each, 2)
 	require.NotNil(t, each[0], "the preparation of run 1")

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -47,15 +48,15 @@ type metricRow map[string]string
 // metricsExporter makes a login role as CloudNativePG makes its
 // cnpg_metrics_exporter (LOGIN, INHERIT, a member of pg_monitor, no other
 // attribute or right) and returns its URL to the test's journal.
-func (e *env) metricsExporter() string {
-	e.t.Helper()
-	role, pw := "kl_exporter_"+randomSuffix(e.t), randomSuffix(e.t)
-	require.NoError(e.t, shared.pg.EnsureRole(e.t.Context(), role, pw))
-	admin := connect(e.t, shared.pg.AdminURL())
-	_, err := admin.Exec(e.t.Context(), "GRANT pg_monitor TO "+pgx.Identifier{role}.Sanitize())
-	require.NoError(e.t, err)
-	url, err := shared.pg.URLFor(e.journal.OwnerURL, role, pw)
-	require.NoError(e.t, err)
+func metricsExporter(e *env) string {
+	e.T.Helper()
+	role, pw := "kl_exporter_"+suite.RandomSuffix(e.T), suite.RandomSuffix(e.T)
+	require.NoError(e.T, suite.Postgres().EnsureRole(e.T.Context(), role, pw))
+	admin := suite.Connect(e.T, suite.Postgres().AdminURL())
+	_, err := admin.Exec(e.T.Context(), "GRANT pg_monitor TO "+pgx.Identifier{role}.Sanitize())
+	require.NoError(e.T, err)
+	url, err := suite.Postgres().URLFor(e.Journal.OwnerURL, role, pw)
+	require.NoError(e.T, err)
 	return url
 }
 
@@ -131,16 +132,16 @@ type metricsJournal struct {
 	stA, stB     *store.Store
 }
 
-func (e *env) newMetricsJournal() *metricsJournal {
-	e.t.Helper()
-	m := &metricsJournal{a: "metrics-a-" + randomSuffix(e.t), b: "metrics-b-" + randomSuffix(e.t), canary: "canary" + randomSuffix(e.t)}
+func newMetricsJournal(e *env) *metricsJournal {
+	e.T.Helper()
+	m := &metricsJournal{a: "metrics-a-" + suite.RandomSuffix(e.T), b: "metrics-b-" + suite.RandomSuffix(e.T), canary: "canary" + suite.RandomSuffix(e.T)}
 	for _, s := range []struct {
 		ns string
 		st **store.Store
 	}{{m.a, &m.stA}, {m.b, &m.stB}} {
-		st, err := store.Open(e.t.Context(), e.namespaceRole(s.ns))
-		require.NoError(e.t, err)
-		e.t.Cleanup(st.Close)
+		st, err := store.Open(e.T.Context(), e.NamespaceRole(s.ns))
+		require.NoError(e.T, err)
+		e.T.Cleanup(st.Close)
 		*s.st = st
 	}
 	return m
@@ -186,17 +187,17 @@ func (m *metricsJournal) end(t *testing.T, st *store.Store, op *store.Operation,
 func TestIntegrationJournalMetricsCountsOnly(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.ownedJournal()
+	e.OwnedJournal()
 	ctx := t.Context()
 	queries := shippedMetricQueries(t)
-	m := e.newMetricsJournal()
+	m := newMetricsJournal(e)
 	m.end(t, m.stA, m.prepare(t, m.stA, m.a, "KeyRetirement", "refused"), "key-active")
 	m.prepare(t, m.stA, m.a, "KeyRetirement", "unfinished")
 	m.prepare(t, m.stA, m.a, "CredentialPlan", "plan")
 	m.end(t, m.stB, m.prepare(t, m.stB, m.b, "KeyRetirement", "refused"), "uid-changed")
 	m.end(t, m.stB, m.prepare(t, m.stB, m.b, "SecretUpdate", "update"), "")
 
-	exporter := connect(t, e.metricsExporter())
+	exporter := suite.Connect(t, metricsExporter(e))
 	got := scrapeAll(t, exporter, queries)
 	t.Logf("metrics rows: %v", got)
 	for name, q := range queries {
@@ -234,7 +235,7 @@ func TestIntegrationJournalMetricsCountsOnly(t *testing.T) {
 
 	// A namespace role is no member of pg_monitor: it reaches no count,
 	// its own namespace's or another's.
-	roleA := connect(t, e.namespaceRole("metrics-c-"+randomSuffix(t)))
+	roleA := suite.Connect(t, e.NamespaceRole("metrics-c-"+suite.RandomSuffix(t)))
 	for name, q := range queries {
 		_, err := scrapeQuery(ctx, roleA, q.Query)
 		require.Equal(t, "42501", sqlState(err), "%s as a namespace role: %v", name, err)
@@ -262,7 +263,7 @@ func (m *metricsJournal) requireUnfinishedThreshold(t *testing.T, exporter *pgx.
 func requireNoJournalReach(t *testing.T, e *env, exporter *pgx.Conn) {
 	t.Helper()
 	ctx := t.Context()
-	rows, err := connect(t, e.journal.OwnerURL).Query(ctx,
+	rows, err := suite.Connect(t, e.Journal.OwnerURL).Query(ctx,
 		`SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'keyledger'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S')`)
 	require.NoError(t, err)
 	relations, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -285,7 +286,7 @@ func requireNoJournalReach(t *testing.T, e *env, exporter *pgx.Conn) {
 // mapping (which reads no table) runs as its caller.
 func requireMetricsFunctionsPinned(t *testing.T, e *env) {
 	t.Helper()
-	owner := connect(t, e.journal.OwnerURL)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
 	rows, err := owner.Query(t.Context(), `SELECT p.proname, p.prosecdef, pg_get_userbyid(p.proowner) = current_user,
 		coalesce(array_to_string(p.proconfig, ','), '') FROM pg_proc p WHERE p.pronamespace = 'keyledger_metrics'::regnamespace`)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -124,12 +125,12 @@ func judge(ctx context.Context, t *testing.T, conn *pgx.Conn, opID int64) map[st
 func TestIntegrationMigrateColdSessionKeepsTheChecks(t *testing.T) {
 	t.Parallel()
 	setup(t) // skips under -short; the shared platform
-	db := freshDatabase(t)
+	db := suite.FreshDatabase(t)
 	ctx := context.WithoutCancel(t.Context())
 	status, err := store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, migrationsUpTo(t, 8))
 	require.NoError(t, err)
 	require.Equal(t, uint(8), status.Version)
-	conn := connect(t, db)
+	conn := suite.Connect(t, db)
 	var opID int64
 	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO keyledger.operations
 		(kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,35 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/migrations"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
-
-// freshDatabase creates an empty database (no journal) and returns its
-// superuser URL.
-func freshDatabase(t *testing.T) string {
-	t.Helper()
-	url, err := shared.pg.CreateDatabase(t.Context(), "kl_"+randomSuffix(t))
-	require.NoError(t, err)
-	return url
-}
-
-// latestVersion is the newest embedded migration's version.
-func latestVersion(t *testing.T) uint {
-	t.Helper()
-	entries, err := fs.ReadDir(migrations.FS, ".")
-	require.NoError(t, err)
-	var v uint
-	for _, e := range entries {
-		var n uint
-		if _, err := fmt.Sscanf(e.Name(), "%d_", &n); err == nil && n > v {
-			v = n
-		}
-	}
-	require.NotZero(t, v)
-	return v
-}
 
 // migrationsUpTo is the embedded migrations up to and including version.
 func migrationsUpTo(t *testing.T, version uint) fs.FS {
@@ -68,17 +43,9 @@ func migrationsUpTo(t *testing.T, version uint) fs.FS {
 func schemaExists(t *testing.T, url string) bool {
 	t.Helper()
 	var exists bool
-	require.NoError(t, connect(t, url).QueryRow(t.Context(),
+	require.NoError(t, suite.Connect(t, url).QueryRow(t.Context(),
 		`SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'keyledger')`).Scan(&exists))
 	return exists
-}
-
-// migrateStatus parses the one JSON line `keyledger migrate` prints.
-func migrateStatus(t *testing.T, r result) store.MigrationStatus {
-	t.Helper()
-	var st store.MigrationStatus
-	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &st), "stdout %q stderr %q", r.Stdout, r.Stderr)
-	return st
 }
 
 // A fresh install needs no shared operator role (migration 5 has each
@@ -88,18 +55,18 @@ func migrateStatus(t *testing.T, r result) store.MigrationStatus {
 func TestIntegrationMigrateNeedsNoOperatorRole(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	db := freshDatabase(t)
-	role := "kl_operator_" + randomSuffix(t)
+	db := suite.FreshDatabase(t)
+	role := "kl_operator_" + suite.RandomSuffix(t)
 
-	r := e.keyledger([]string{"migrate", "up", "--operator-role", role}, withDatabase(db))
+	r := e.Keyledger([]string{"migrate", "up", "--operator-role", role}, suite.WithDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: suite.LatestVersion(t), Changed: true}, suite.MigrateStatus(t, r))
 	require.Contains(t, r.Stderr, `"msg":"deprecated flag","flag":"--operator-role"`)
 	require.True(t, schemaExists(t, db))
 
-	r = e.keyledger([]string{"migrate", "up"}, withDatabase(db))
+	r = e.Keyledger([]string{"migrate", "up"}, suite.WithDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: latestVersion(t)}, migrateStatus(t, r), "the second up is a no-op")
+	require.Equal(t, store.MigrationStatus{Version: suite.LatestVersion(t)}, suite.MigrateStatus(t, r), "the second up is a no-op")
 	require.NotContains(t, r.Stderr, "deprecated", "no warning without the flag")
 }
 
@@ -107,13 +74,13 @@ func TestIntegrationMigrateNeedsNoOperatorRole(t *testing.T) {
 func TestIntegrationMigrateSchemaCreateDenied(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	db := freshDatabase(t)
-	user, pw := "kl_nocreate_"+randomSuffix(t), randomSuffix(t)
-	require.NoError(t, shared.pg.EnsureRole(t.Context(), user, pw))
-	url, err := shared.pg.URLFor(db, user, pw)
+	db := suite.FreshDatabase(t)
+	user, pw := "kl_nocreate_"+suite.RandomSuffix(t), suite.RandomSuffix(t)
+	require.NoError(t, suite.Postgres().EnsureRole(t.Context(), user, pw))
+	url, err := suite.Postgres().URLFor(db, user, pw)
 	require.NoError(t, err)
 
-	r := e.keyledger([]string{"migrate", "up"}, withDatabase(url))
+	r := e.Keyledger([]string{"migrate", "up"}, suite.WithDatabase(url))
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "schema-create-denied")
 	require.Contains(t, r.Stderr, "may not create schema keyledger")
@@ -121,9 +88,9 @@ func TestIntegrationMigrateSchemaCreateDenied(t *testing.T) {
 	require.NotContains(t, r.Stderr, pw)
 	require.False(t, schemaExists(t, db))
 
-	r = e.keyledger([]string{"migrate", "version"}, withDatabase(url))
+	r = e.Keyledger([]string{"migrate", "version"}, suite.WithDatabase(url))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{}, suite.MigrateStatus(t, r))
 	require.False(t, schemaExists(t, db), "migrate version creates nothing")
 }
 
@@ -133,27 +100,27 @@ func TestIntegrationMigrateSchemaCreateDenied(t *testing.T) {
 func TestIntegrationMigrateRecoversDirtySchema(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	db := freshDatabase(t)
-	conn := connect(t, db)
+	db := suite.FreshDatabase(t)
+	conn := suite.Connect(t, db)
 	_, err := conn.Exec(t.Context(), `CREATE SCHEMA keyledger;
 		CREATE TABLE keyledger.schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL);
 		INSERT INTO keyledger.schema_migrations VALUES (1, true)`)
 	require.NoError(t, err)
 
-	r := e.keyledger([]string{"migrate", "up"}, withDatabase(db))
+	r := e.Keyledger([]string{"migrate", "up"}, suite.WithDatabase(db))
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "schema-dirty")
 	require.Contains(t, r.Stderr, "keyledger migrate recover")
 
-	r = e.keyledger([]string{"migrate", "recover"}, withDatabase(db))
+	r = e.Keyledger([]string{"migrate", "recover"}, suite.WithDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: 0, Changed: true}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: 0, Changed: true}, suite.MigrateStatus(t, r))
 
-	r = e.keyledger([]string{"migrate", "up"}, withDatabase(db))
+	r = e.Keyledger([]string{"migrate", "up"}, suite.WithDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: suite.LatestVersion(t), Changed: true}, suite.MigrateStatus(t, r))
 
-	r = e.keyledger([]string{"migrate", "recover"}, withDatabase(db))
+	r = e.Keyledger([]string{"migrate", "recover"}, suite.WithDatabase(db))
 	require.Equal(t, 64, r.Code, "a clean schema has nothing to recover: %s", r.Stderr)
 	require.Contains(t, r.Stderr, "schema-not-dirty")
 }
@@ -164,7 +131,7 @@ func TestIntegrationMigrateRecoversDirtySchema(t *testing.T) {
 func TestIntegrationMigrateFailureRollsBackWhole(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	db := freshDatabase(t)
+	db := suite.FreshDatabase(t)
 	src := fstest.MapFS{
 		"000099_fails.up.sql": {Data: []byte(`CREATE TABLE keyledger.half_done (id int);
 INSERT INTO keyledger.half_done VALUES (1);
@@ -184,30 +151,30 @@ SELECT 1 / 0;`)},
 	var pre *store.PreconditionError
 	require.ErrorAs(t, err, &pre)
 	require.Equal(t, store.ReasonMigrationFailed, pre.Reason)
-	latest := latestVersion(t)
+	latest := suite.LatestVersion(t)
 	require.Contains(t, pre.Msg, "migration 99 failed")
 	require.Contains(t, pre.Msg, "22012", "the SQLSTATE of division_by_zero")
 	require.Equal(t, store.MigrationStatus{Version: latest}, status, "the real migrations applied, 99 rolled back, not dirty")
 
 	var halfDone bool
-	require.NoError(t, connect(t, db).QueryRow(t.Context(), `SELECT to_regclass('keyledger.half_done') IS NOT NULL`).Scan(&halfDone))
+	require.NoError(t, suite.Connect(t, db).QueryRow(t.Context(), `SELECT to_regclass('keyledger.half_done') IS NOT NULL`).Scan(&halfDone))
 	require.False(t, halfDone, "nothing of the failed migration remains")
 
-	r := e.keyledger([]string{"migrate", "version"}, withDatabase(db))
+	r := e.Keyledger([]string{"migrate", "version"}, suite.WithDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: latest}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: latest}, suite.MigrateStatus(t, r))
 
 	// The failure is repeatable and still leaves nothing dirty; the real
 	// migrations see a clean schema at their newest version.
 	_, err = store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, src)
 	require.ErrorAs(t, err, &pre)
-	r = e.keyledger([]string{"migrate", "up"}, withDatabase(db))
+	r = e.Keyledger([]string{"migrate", "up"}, suite.WithDatabase(db))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: latest}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: latest}, suite.MigrateStatus(t, r))
 
 	// A journal that the failure left behind still works for the operator.
 	var tables int
-	require.NoError(t, connect(t, db).QueryRow(t.Context(),
+	require.NoError(t, suite.Connect(t, db).QueryRow(t.Context(),
 		`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'keyledger' AND table_name IN ('operations', 'records')`).Scan(&tables))
 	require.Equal(t, 2, tables)
 }
@@ -219,7 +186,7 @@ SELECT 1 / 0;`)},
 func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 	t.Parallel()
 	setup(t) // skips under -short; the shared platform and its operator role
-	db := freshDatabase(t)
+	db := suite.FreshDatabase(t)
 	ctx := context.WithoutCancel(t.Context())
 	upTo := func(version uint) fs.FS { return migrationsUpTo(t, version) }
 	status, err := store.MigrateSource(ctx, db, store.MigrateUp, store.DefaultOperatorRole, upTo(3))
@@ -228,7 +195,7 @@ func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 
 	// What the engine of migration 3 wrote: a call whose detail held the
 	// control keys beside the family's own.
-	conn := connect(t, db)
+	conn := suite.Connect(t, db)
 	var opID int64
 	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO keyledger.operations
 		(kind, mutation_id, request_id, command_digest, target_namespace, target_name, expected_uid)
@@ -280,7 +247,7 @@ func TestIntegrationMigrateCallControlOutOfDetail(t *testing.T) {
 func TestIntegrationMigrateWaitsForTheDatabase(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	db := freshDatabase(t)
+	db := suite.FreshDatabase(t)
 	u, err := url.Parse(db)
 	require.NoError(t, err)
 	target := u.Host
@@ -293,9 +260,9 @@ func TestIntegrationMigrateWaitsForTheDatabase(t *testing.T) {
 	u.Host = late
 	lateURL := u.String()
 
-	r := e.keyledger([]string{"migrate", "up"}, withDatabase(lateURL))
+	r := e.Keyledger([]string{"migrate", "up"}, suite.WithDatabase(lateURL))
 	require.Equal(t, 69, r.Code, "no --wait: one attempt; stdout %s stderr %s", r.Stdout, r.Stderr)
-	r = e.keyledger([]string{"migrate", "up", "--wait", "2s"}, withDatabase(lateURL))
+	r = e.Keyledger([]string{"migrate", "up", "--wait", "2s"}, suite.WithDatabase(lateURL))
 	require.Equal(t, 69, r.Code, "the wait runs out; stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Regexp(t, `"msg":"database wait","attempts":[2-9],"wait":"2s","reachable":false`, r.Stderr)
 	require.NotContains(t, r.Stderr, late, "the database address is not printed")
@@ -315,10 +282,10 @@ func TestIntegrationMigrateWaitsForTheDatabase(t *testing.T) {
 		t.Cleanup(func() { _ = l.Close() })
 		go proxy(l, target)
 	}()
-	r = e.keyledger([]string{"migrate", "up", "--wait", "30s"}, withDatabase(lateURL))
+	r = e.Keyledger([]string{"migrate", "up", "--wait", "30s"}, suite.WithDatabase(lateURL))
 	<-started
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: suite.LatestVersion(t), Changed: true}, suite.MigrateStatus(t, r))
 	require.Regexp(t, `"msg":"database wait","attempts":([2-9]|[1-9][0-9]),"wait":"30s","reachable":true`, r.Stderr)
 }
 

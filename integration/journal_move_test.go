@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -21,8 +22,8 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	op, _, err := st.Prepare(ctx, toyPreparation("mut-move-arrays", 1))
+	st := e.OperatorStore()
+	op, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-move-arrays", 1))
 	require.NoError(t, err)
 
 	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
@@ -77,7 +78,7 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 
 	// NULL where not counted: the observation's attempt and batch.
 	var nulls int
-	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(ctx,
+	require.NoError(t, suite.Connect(t, e.Journal.OperatorURL).QueryRow(ctx,
 		`SELECT count(*) FROM keyledger.records WHERE operation_id = $1 AND kind = 'observation' AND attempt IS NULL AND batch IS NULL`, op.ID).Scan(&nulls))
 	require.Equal(t, 1, nulls, "the observation's attempt and batch are NULL")
 }

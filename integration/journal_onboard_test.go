@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // `keyledger journal onboard` against an API server without the journal
@@ -20,19 +22,19 @@ func TestIntegrationJournalOnboardRefusals(t *testing.T) {
 		args   []string
 		reason string
 	}{
-		{[]string{"journal", "onboard", "no-such-namespace-" + randomSuffix(t)}, "namespace-missing"},
-		{[]string{"journal", "onboard", e.ns}, "journal-cluster-missing"},
-		{[]string{"journal", "onboard", e.ns, "--dry-run"}, "journal-cluster-missing"},
-		{[]string{"journal", "offboard", e.ns, "--dry-run"}, "journal-cluster-missing"},
-		{[]string{"journal", "rotate", e.ns}, "not-onboarded"},
+		{[]string{"journal", "onboard", "no-such-namespace-" + suite.RandomSuffix(t)}, "namespace-missing"},
+		{[]string{"journal", "onboard", e.NS}, "journal-cluster-missing"},
+		{[]string{"journal", "onboard", e.NS, "--dry-run"}, "journal-cluster-missing"},
+		{[]string{"journal", "offboard", e.NS, "--dry-run"}, "journal-cluster-missing"},
+		{[]string{"journal", "rotate", e.NS}, "not-onboarded"},
 	} {
-		r := e.keyledger(c.args, withDatabase(e.journal.OwnerURL))
+		r := e.Keyledger(c.args, suite.WithDatabase(e.Journal.OwnerURL))
 		require.Equal(t, 64, r.Code, "%v: %s %s", c.args, r.Stdout, r.Stderr)
 		require.Contains(t, r.Stderr, "["+c.reason+", exit 64]", "%v", c.args)
-		require.NotContains(t, r.Stdout+r.Stderr, e.journal.OwnerURL)
-		require.NotContains(t, r.Stdout+r.Stderr, e.kube.Host(), "no address in any output")
+		require.NotContains(t, r.Stdout+r.Stderr, e.Journal.OwnerURL)
+		require.NotContains(t, r.Stdout+r.Stderr, e.Kube.Host(), "no address in any output")
 	}
-	secrets, err := e.kube.Client().CoreV1().Secrets(e.ns).List(t.Context(), metav1.ListOptions{})
+	secrets, err := e.Kube.Client().CoreV1().Secrets(e.NS).List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, s := range secrets.Items {
 		require.False(t, strings.HasPrefix(s.Name, "keyledger-journal"), "nothing written: %s", s.Name)

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
-	"github.com/keyledger/keyledger/store"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // pooled starts a session pooler (PgBouncer) for the operator role in
@@ -16,38 +16,12 @@ import (
 //
 // Without pgbouncer installed the test is skipped, as the credential repair
 // tests are without redis-server (hack/deps.sh installs both).
-func (e *env) pooled(opts platform.PgBouncerOptions) string {
-	e.t.Helper()
+func pooled(e *env, opts platform.PgBouncerOptions) string {
+	e.T.Helper()
 	if err := platform.PgBouncerInstalled(); err != nil {
-		e.t.Skip(err.Error())
+		e.T.Skip(err.Error())
 	}
-	return e.startPooler(opts)
-}
-
-// pooledIfInstalled is pooled for a benchmark: without pgbouncer it
-// prints why the pooled rows are missing and returns "".
-func (e *env) pooledIfInstalled(row string, opts platform.PgBouncerOptions) string {
-	e.t.Helper()
-	if err := platform.PgBouncerInstalled(); err != nil {
-		benchLine("%s-pooled skipped: %v", row, err)
-		return ""
-	}
-	return e.startPooler(opts)
-}
-
-// startPooler starts the pooler and returns the journal's URL through it.
-func (e *env) startPooler(opts platform.PgBouncerOptions) string {
-	e.t.Helper()
-	opts.Roles = []string{store.DefaultOperatorRole}
-	if opts.PoolSize == 0 {
-		opts.PoolSize = 1
-	}
-	b, err := platform.StartPgBouncer(e.t.Context(), shared.pg, opts)
-	require.NoError(e.t, err)
-	e.t.Cleanup(b.Stop)
-	url, err := b.URL(e.journal.OperatorURL)
-	require.NoError(e.t, err)
-	return url
+	return e.StartPooler(opts)
 }
 
 // Through a session pooler (PgBouncer, session mode, DISCARD ALL between
@@ -59,24 +33,24 @@ func (e *env) startPooler(opts platform.PgBouncerOptions) string {
 func TestIntegrationJournalThroughSessionPooler(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	url := e.pooled(platform.PgBouncerOptions{})
+	url := pooled(e, platform.PgBouncerOptions{})
 
 	for range 2 {
 		requireDefaultTimeouts(t, url)
 	}
 
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("keyring-pooled", before))
-	path := e.writeCommand("pooled.json", retireCommand(s, "k-2026-07", "mut-pooled"))
-	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withDatabase(url))
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("keyring-pooled", before))
+	path := e.WriteCommand("pooled.json", suite.RetireCommand(s, "k-2026-07", "mut-pooled"))
+	r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithDatabase(url))
 	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "completed", outcome(t, r)["outcome"], r.Stdout)
-	after := e.getSecret(s.Name)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+	require.Equal(t, "completed", suite.Outcome(t, r)["outcome"], r.Stdout)
+	after := e.GetSecret(s.Name)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
 
-	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s), withDatabase(url))
+	r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithDatabase(url))
 	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, after.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "the replay writes nothing")
+	require.Equal(t, after.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "the replay writes nothing")
 }
 
 // A pooler that hands a session on without resetting it (server_reset_query
@@ -89,24 +63,24 @@ func TestIntegrationJournalPoolerWithoutResetIsRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	url := e.pooled(platform.PgBouncerOptions{NoReset: true})
+	url := pooled(e, platform.PgBouncerOptions{NoReset: true})
 
-	leaver := connect(t, url)
+	leaver := suite.Connect(t, url)
 	_, err := leaver.Exec(ctx, `SELECT pg_advisory_lock(1, 2)`)
 	require.NoError(t, err)
 	require.NoError(t, leaver.Close(ctx))
 
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("keyring-unreset", before))
-	path := e.writeCommand("unreset.json", retireCommand(s, "k-2026-07", "mut-unreset"))
-	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withDatabase(url))
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("keyring-unreset", before))
+	path := e.WriteCommand("unreset.json", suite.RetireCommand(s, "k-2026-07", "mut-unreset"))
+	r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithDatabase(url))
 	require.Equal(t, 69, r.Code, "%s %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "the journal's session is not fresh")
 	require.Contains(t, r.Stderr, "server_reset_query = DISCARD ALL")
-	require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "nothing was sent")
+	require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "nothing was sent")
 
 	var n int
-	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(ctx,
+	require.NoError(t, suite.Connect(t, e.Journal.OperatorURL).QueryRow(ctx,
 		`SELECT count(*) FROM keyledger.operations WHERE mutation_id = 'mut-unreset'`).Scan(&n))
 	require.Zero(t, n, "nothing was journaled")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyledger/keyledger/cause"
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -23,7 +24,7 @@ import (
 // does) and ends it: completed or refused.
 func nsRun(t *testing.T, st *store.Store, ns, plan string, end store.State) *store.Operation {
 	t.Helper()
-	p := toyPreparation(plan, 7)
+	p := suite.ToyPreparation(plan, 7)
 	p.Kind, p.Namespace = "ToyPlan", ns
 	op, created, err := st.PrepareRun(t.Context(), p)
 	require.NoError(t, err)
@@ -71,7 +72,7 @@ func TestIntegrationTenancyRunSeriesPerNamespace(t *testing.T) {
 	}
 	// A forges finished runs of the plan in its own namespace, newer than
 	// all of B's: before migration 12 prune ranked them with B's.
-	forged := toyPreparation(plan, 9)
+	forged := suite.ToyPreparation(plan, 9)
 	forged.Kind, forged.Namespace = "ToyPlan", a.ns
 	for _, end := range []store.State{store.StateCompleted, store.StateRefused} {
 		op, created, err := a.st.Prepare(ctx, forgedRun(forged, plan, end))
@@ -81,7 +82,7 @@ func TestIntegrationTenancyRunSeriesPerNamespace(t *testing.T) {
 	}
 
 	// B's next sync: run 4, created, as if A had done nothing.
-	p := toyPreparation(plan, 7)
+	p := suite.ToyPreparation(plan, 7)
 	p.Kind, p.Namespace = "ToyPlan", b.ns
 	next, created, err := b.st.PrepareRun(ctx, p)
 	require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestIntegrationTenancyRunSeriesPerNamespace(t *testing.T) {
 
 	// The owner prunes everything it may: B keeps run 3 (its newest
 	// completed) and run 4 (its newest finished), as without A's rows.
-	owner := roleStore(t, e.journal.OwnerURL)
+	owner := suite.RoleStore(t, e.Journal.OwnerURL)
 	_, err = owner.Prune(ctx, 0)
 	require.NoError(t, err)
 	runs, _, err := owner.RunsPage(ctx, store.RunsPageParams{Command: plan, Namespace: b.ns})
@@ -137,7 +138,7 @@ func TestIntegrationTenancyLiveLockForeignHolder(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	a, b := twoTenants(e)
-	p := toyPreparation("mut-live-foreign", 5)
+	p := suite.ToyPreparation("mut-live-foreign", 5)
 	p.Kind, p.Namespace = "ToyPlan", b.ns
 	p.Bound = store.RunBound{MaxResumes: 10}
 
@@ -158,7 +159,7 @@ func TestIntegrationTenancyLiveLockForeignHolder(t *testing.T) {
 	driver.Close()
 
 	// B's next arrival resumes the run: A's hold is not B's.
-	next := roleStore(t, b.url)
+	next := suite.RoleStore(t, b.url)
 	again, created, err := next.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.False(t, created)
@@ -168,7 +169,7 @@ func TestIntegrationTenancyLiveLockForeignHolder(t *testing.T) {
 	// A asks for the key exclusively, on a session of its own: it waits
 	// behind B's driver (next) and would make every later shared request
 	// queue behind it.
-	waiter := connect(t, a.url)
+	waiter := suite.Connect(t, a.url)
 	var waiterPID int
 	require.NoError(t, waiter.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&waiterPID))
 	keys = heldAdvisoryKeys(t, a.conn)
@@ -182,7 +183,7 @@ func TestIntegrationTenancyLiveLockForeignHolder(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "A's exclusive request waits")
 	// B's next arrival joins the live run without waiting for A: its
 	// answer comes while A's request still waits.
-	joiner := roleStore(t, b.url)
+	joiner := suite.RoleStore(t, b.url)
 	joined, created, err := joiner.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.False(t, created)
@@ -202,29 +203,29 @@ func TestIntegrationTenancyLiveLockForeignHolder(t *testing.T) {
 func TestIntegrationJournalPruneKeepsRestartMemory(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	j := e.retentionJournal()
+	j := e.RetentionJournal()
 	ctx := t.Context()
 	const plan = "plan-restart"
 	cause := "sha256:" + strings.Repeat("c", 64)
 
-	p := toyPreparation(plan, 7)
+	p := suite.ToyPreparation(plan, 7)
 	p.Kind = "ToyPlan"
-	op, created, err := j.role.PrepareRun(ctx, p)
+	op, created, err := j.Role.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.True(t, created)
-	op, err = j.role.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
+	op, err = j.Role.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
 		Revision: op.Revision, Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: "pod/server-0",
 			Attempt: 1, Digest: cause}}})
 	require.NoError(t, err)
-	endRun(t, j.role, op, store.StateRefused)
+	endRun(t, j.Role, op, store.StateRefused)
 	for _, end := range []store.State{store.StateRefused, store.StateRefused, store.StateCompleted} {
-		toyRun(t, j.role, plan, end, 0)
+		toyRun(t, j.Role, plan, end, 0)
 	}
 
-	res, err := j.owner.Prune(ctx, 0)
+	res, err := j.Owner.Prune(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.Operations, "runs 2 and 3 go; run 1 holds the restart, run 4 is the newest finished and completed")
-	found, err := j.role.FindInRuns(ctx, store.RunRecordParams{Namespace: toyNamespace, Command: plan,
+	found, err := j.Role.FindInRuns(ctx, store.RunRecordParams{Namespace: suite.ToyNamespace, Command: plan,
 		Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: "pod/server-0", Digest: cause})
 	require.NoError(t, err)
 	require.NotNil(t, found, "the restart is remembered after the prune")
@@ -247,15 +248,15 @@ func TestIntegrationTenancyLockTableExhaustion(t *testing.T) {
 	nsA, nsB := "tenant-a", "tenant-b"
 	journal, err := pg.NewJournal(ctx, "kl_locks", nsB)
 	require.NoError(t, err)
-	roleA, pw := "kl_ns_a_"+randomSuffix(t), randomSuffix(t)
+	roleA, pw := "kl_ns_a_"+suite.RandomSuffix(t), suite.RandomSuffix(t)
 	require.NoError(t, pg.EnsureRole(ctx, roleA, pw))
 	require.NoError(t, platform.Grant(ctx, journal.OwnerURL, roleA, nsA))
 	urlA, err := pg.URLFor(journal.OwnerURL, roleA, pw)
 	require.NoError(t, err)
 
-	p := toyPreparation("mut-locks", 3)
+	p := suite.ToyPreparation("mut-locks", 3)
 	p.Kind, p.Namespace = "ToyPlan", nsB
-	b := roleStore(t, journal.OperatorURL)
+	b := suite.RoleStore(t, journal.OperatorURL)
 	op, created, err := b.PrepareRun(ctx, p)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -263,7 +264,7 @@ func TestIntegrationTenancyLockTableExhaustion(t *testing.T) {
 
 	// A takes advisory locks until PostgreSQL says the lock table is full;
 	// session locks stay held past the failed statement.
-	a := connect(t, urlA)
+	a := suite.Connect(t, urlA)
 	var full error
 	for i := int64(0); i < 1000 && full == nil; i++ {
 		_, full = a.Exec(ctx, `SELECT pg_advisory_lock(k) FROM generate_series($1::int8, $1::int8 + 999) k`, i*1000)
@@ -286,7 +287,7 @@ func TestIntegrationTenancyLockTableExhaustion(t *testing.T) {
 	// A lets go: B's next sync converges.
 	_, err = a.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
 	require.NoError(t, err)
-	again := roleStore(t, journal.OperatorURL)
+	again := suite.RoleStore(t, journal.OperatorURL)
 	run, created, err := again.PrepareRun(ctx, p)
 	require.NoError(t, err, "B converges once A lets go")
 	if created {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -30,26 +31,26 @@ type tenant struct {
 // twoTenants builds a journal serving A and B, each with its own role and
 // one operation (B's with a record beyond its preparation).
 func twoTenants(e *env) (a, b *tenant) {
-	e.t.Helper()
-	e.ownedJournal()
-	suffix := randomSuffix(e.t)
+	e.T.Helper()
+	e.OwnedJournal()
+	suffix := suite.RandomSuffix(e.T)
 	a, b = &tenant{ns: "tenant-a-" + suffix}, &tenant{ns: "tenant-b-" + suffix}
 	for _, x := range []*tenant{a, b} {
-		x.url = e.namespaceRole(x.ns)
-		x.conn = connect(e.t, x.url)
-		st, err := store.Open(e.t.Context(), x.url)
-		require.NoError(e.t, err)
-		e.t.Cleanup(st.Close)
+		x.url = e.NamespaceRole(x.ns)
+		x.conn = suite.Connect(e.T, x.url)
+		st, err := store.Open(e.T.Context(), x.url)
+		require.NoError(e.T, err)
+		e.T.Cleanup(st.Close)
 		x.st = st
-		p := toyPreparation("mut-"+x.ns, 11)
+		p := suite.ToyPreparation("mut-"+x.ns, 11)
 		p.Namespace = x.ns
-		x.op, _, err = st.Prepare(e.t.Context(), p)
-		require.NoError(e.t, err, "%s prepares in its own namespace", x.ns)
+		x.op, _, err = st.Prepare(e.T.Context(), p)
+		require.NoError(e.T, err, "%s prepares in its own namespace", x.ns)
 	}
 	var err error
-	b.op, err = b.st.Transition(e.t.Context(), store.TransitionParams{OperationID: b.op.ID, From: store.StatePrepared, To: store.StateCalling,
+	b.op, err = b.st.Transition(e.T.Context(), store.TransitionParams{OperationID: b.op.ID, From: store.StatePrepared, To: store.StateCalling,
 		Revision: b.op.Revision, Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: 1}}})
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	return a, b
 }
 
@@ -61,7 +62,7 @@ func countRows(t *testing.T, conn *pgx.Conn, sql string, args ...any) int {
 }
 
 // listed is the mutation IDs `keyledger journal list -o json` prints.
-func listed(t *testing.T, r result) []string {
+func listed(t *testing.T, r suite.Result) []string {
 	t.Helper()
 	require.Equal(t, 0, r.Code, "journal list: %s", r.Stderr)
 	var ops []struct {
@@ -83,7 +84,7 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	a, b := twoTenants(e)
-	owner := connect(t, e.journal.OwnerURL)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
 	require.Equal(t, 3, countRows(t, owner, `SELECT count(*) FROM pg_class WHERE relrowsecurity AND relforcerowsecurity
 		AND oid IN ('keyledger.operations'::regclass, 'keyledger.records'::regclass, 'keyledger.namespace_grants'::regclass)`),
 		"row-level security is enabled and forced (the owner too is held to the policies)")
@@ -108,7 +109,7 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	_, err = a.conn.Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step, status) VALUES ($1, 'authority_result', 'claim', 'applied')`, b.op.ID)
 	require.Equal(t, "42501", sqlState(err), "a record into a B operation: %v", err)
 	require.Contains(t, err.Error(), "row-level security")
-	p := toyPreparation("mut-forged-2", 12)
+	p := suite.ToyPreparation("mut-forged-2", 12)
 	p.Namespace = b.ns
 	_, _, err = a.st.Prepare(ctx, p)
 	require.Error(t, err, "the store as A cannot prepare in B either")
@@ -139,17 +140,17 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	require.Equal(t, 3, countRows(t, owner, `SELECT count(*) FROM keyledger.records`))
 
 	// The CLI as A: only A's; B's mutation ID is not found (exit 64).
-	require.Equal(t, []string{a.op.MutationID}, listed(t, e.keyledger([]string{"journal", "list", "-o", "json"}, withDatabase(a.url))))
+	require.Equal(t, []string{a.op.MutationID}, listed(t, e.Keyledger([]string{"journal", "list", "-o", "json"}, suite.WithDatabase(a.url))))
 	require.ElementsMatch(t, []string{a.op.MutationID, b.op.MutationID},
-		listed(t, e.keyledger([]string{"journal", "list", "-o", "json"}, withDatabase(e.journal.OwnerURL))), "the owner lists both")
-	r := e.keyledger([]string{"journal", "show", b.op.MutationID}, withDatabase(a.url))
+		listed(t, e.Keyledger([]string{"journal", "list", "-o", "json"}, suite.WithDatabase(e.Journal.OwnerURL))), "the owner lists both")
+	r := e.Keyledger([]string{"journal", "show", b.op.MutationID}, suite.WithDatabase(a.url))
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Empty(t, r.Stdout)
 	require.Contains(t, r.Stderr, "no operation with mutation ID")
-	r = e.keyledger([]string{"journal", "show", a.op.MutationID, "-o", "json"}, withDatabase(a.url))
+	r = e.Keyledger([]string{"journal", "show", a.op.MutationID, "-o", "json"}, suite.WithDatabase(a.url))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Contains(t, r.Stdout, a.ns)
-	r = e.keyledger([]string{"journal", "show", b.op.MutationID, "-o", "json"}, withDatabase(b.url))
+	r = e.Keyledger([]string{"journal", "show", b.op.MutationID, "-o", "json"}, suite.WithDatabase(b.url))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.NotContains(t, r.Stdout, a.ns)
 
@@ -160,9 +161,9 @@ func TestIntegrationTenancyConfinesEachRole(t *testing.T) {
 	pw, _ := u.User.Password()
 	for _, args := range [][]string{
 		{"journal", "list"}, {"journal", "show", b.op.MutationID}, {"journal", "grants"},
-		{"journal", "grants", "--history"}, {"journal", "grant", roleOf(t, a.url), b.ns},
+		{"journal", "grants", "--history"}, {"journal", "grant", suite.RoleOf(t, a.url), b.ns},
 	} {
-		r := e.keyledger(args, withDatabase(a.url))
+		r := e.Keyledger(args, suite.WithDatabase(a.url))
 		require.NotContains(t, r.Stdout+r.Stderr, pw, "%v", args)
 		require.NotContains(t, r.Stdout+r.Stderr, u.Host, "%v", args)
 	}
@@ -176,52 +177,52 @@ func TestIntegrationTenancyGrantAndRevoke(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	a, b := twoTenants(e)
-	ownerRole := roleOf(t, e.journal.OwnerURL)
+	ownerRole := suite.RoleOf(t, e.Journal.OwnerURL)
 
 	// Granted only a namespace nobody journals in: sees nothing.
-	other := connect(t, e.namespaceRole("tenant-c-"+randomSuffix(t)))
+	other := suite.Connect(t, e.NamespaceRole("tenant-c-"+suite.RandomSuffix(t)))
 	require.Zero(t, countRows(t, other, `SELECT count(*) FROM keyledger.operations`))
 	require.Zero(t, countRows(t, other, `SELECT count(*) FROM keyledger.records`))
 
 	// A role granted both sees both; revoking B takes B away at once.
-	bothURL := e.namespaceRole(a.ns, b.ns)
-	both := roleOf(t, bothURL)
-	conn := connect(t, bothURL)
+	bothURL := e.NamespaceRole(a.ns, b.ns)
+	both := suite.RoleOf(t, bothURL)
+	conn := suite.Connect(t, bothURL)
 	require.Equal(t, 2, countRows(t, conn, `SELECT count(*) FROM keyledger.operations`))
-	r := e.keyledger([]string{"journal", "grant", both, b.ns, a.ns, "-o", "json"}, withDatabase(e.journal.OwnerURL))
+	r := e.Keyledger([]string{"journal", "grant", both, b.ns, a.ns, "-o", "json"}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Equal(t, `{"action":"grant","role":"`+both+`","namespace":"`+b.ns+`","changed":false}`+"\n"+
 		`{"action":"grant","role":"`+both+`","namespace":"`+a.ns+`","changed":false}`+"\n", r.Stdout, "a second grant is a no-op")
-	r = e.keyledger([]string{"journal", "revoke", both, b.ns}, withDatabase(e.journal.OwnerURL))
+	r = e.Keyledger([]string{"journal", "revoke", both, b.ns}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Equal(t, "revoke "+both+" "+b.ns+" changed\n", r.Stdout)
 	require.Equal(t, 1, countRows(t, conn, `SELECT count(*) FROM keyledger.operations`), "B is gone for the role")
 	require.Zero(t, countRows(t, conn, `SELECT count(*) FROM keyledger.operations WHERE target_namespace = $1`, b.ns))
-	r = e.keyledger([]string{"journal", "revoke", both, b.ns}, withDatabase(e.journal.OwnerURL))
+	r = e.Keyledger([]string{"journal", "revoke", both, b.ns}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Equal(t, "revoke "+both+" "+b.ns+" unchanged\n", r.Stdout)
 
 	// The role's own grants, as it sees them; all grants, as the owner.
-	r = e.keyledger([]string{"journal", "grants", "-o", "json"}, withDatabase(bothURL))
+	r = e.Keyledger([]string{"journal", "grants", "-o", "json"}, suite.WithDatabase(bothURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var own []store.NamespaceGrant
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &own))
 	require.Len(t, own, 1)
 	require.Equal(t, a.ns, own[0].Namespace)
-	r = e.keyledger([]string{"journal", "grants", "-o", "json"}, withDatabase(e.journal.OwnerURL))
+	r = e.Keyledger([]string{"journal", "grants", "-o", "json"}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var all []store.NamespaceGrant
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &all))
 	require.Len(t, all, 4, "A's, B's, the other role's and one of both's")
 
 	// The last revoke takes the journal rights too: nothing to read.
-	r = e.keyledger([]string{"journal", "revoke", both, a.ns}, withDatabase(e.journal.OwnerURL))
+	r = e.Keyledger([]string{"journal", "revoke", both, a.ns}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	_, err := conn.Exec(ctx, `SELECT 1 FROM keyledger.operations`)
 	require.Equal(t, "42501", sqlState(err), "no namespace left, no rights left: %v", err)
 
 	// The history: every change, in order, by the owner.
-	r = e.keyledger([]string{"journal", "grants", "--history", "-o", "json"}, withDatabase(e.journal.OwnerURL))
+	r = e.Keyledger([]string{"journal", "grants", "--history", "-o", "json"}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var history []store.GrantEvent
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &history))
@@ -236,13 +237,13 @@ func TestIntegrationTenancyGrantAndRevoke(t *testing.T) {
 	require.Equal(t, []string{"grant " + a.ns, "grant " + b.ns, "revoke " + b.ns, "revoke " + a.ns}, mine,
 		"both grants and both revokes, once each (the repeated grant and revoke changed nothing)")
 	require.Len(t, history, 7)
-	r = e.keyledger([]string{"journal", "grants", "--history"}, withDatabase(a.url))
+	r = e.Keyledger([]string{"journal", "grants", "--history"}, suite.WithDatabase(a.url))
 	require.Equal(t, 64, r.Code, "the history is the owner's: %s", r.Stderr)
 	require.Contains(t, r.Stderr, "not-schema-owner")
 
 	// The history is append-only, for the owner too; grants are never
 	// changed in place, and cannot be truncated past the history.
-	owner := connect(t, e.journal.OwnerURL)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
 	for _, sql := range []string{
 		`UPDATE keyledger.grant_history SET action = 'grant'`,
 		`DELETE FROM keyledger.grant_history`,
@@ -256,7 +257,7 @@ func TestIntegrationTenancyGrantAndRevoke(t *testing.T) {
 	// A namespace role cannot grant itself anything.
 	_, err = a.conn.Exec(ctx, `INSERT INTO keyledger.namespace_grants (role, namespace) VALUES (current_user, $1)`, b.ns)
 	require.Equal(t, "42501", sqlState(err), "%v", err)
-	r = e.keyledger([]string{"journal", "grant", roleOf(t, a.url), b.ns}, withDatabase(a.url))
+	r = e.Keyledger([]string{"journal", "grant", suite.RoleOf(t, a.url), b.ns}, suite.WithDatabase(a.url))
 	require.Equal(t, 64, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "not-schema-owner")
 }
@@ -268,9 +269,9 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	e.ownedJournal()
-	admin := connect(t, shared.pg.AdminURL())
-	super, bypass := "kl_super_"+randomSuffix(t), "kl_bypass_"+randomSuffix(t)
+	e.OwnedJournal()
+	admin := suite.Connect(t, suite.Postgres().AdminURL())
+	super, bypass := "kl_super_"+suite.RandomSuffix(t), "kl_bypass_"+suite.RandomSuffix(t)
 	for _, stmt := range []string{
 		"CREATE ROLE " + super + " LOGIN SUPERUSER",
 		"CREATE ROLE " + bypass + " LOGIN NOSUPERUSER BYPASSRLS",
@@ -288,13 +289,13 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 	// (before PostgreSQL 16) make itself a member of the owner.
 	// A member of pg_monitor runs the metrics' functions (migration 13),
 	// which count every namespace's operations.
-	member, superMember, bypassMember, creator, monitor := "kl_member_"+randomSuffix(t), "kl_sumember_"+randomSuffix(t),
-		"kl_bymember_"+randomSuffix(t), "kl_creator_"+randomSuffix(t), "kl_monitor_"+randomSuffix(t)
+	member, superMember, bypassMember, creator, monitor := "kl_member_"+suite.RandomSuffix(t), "kl_sumember_"+suite.RandomSuffix(t),
+		"kl_bymember_"+suite.RandomSuffix(t), "kl_creator_"+suite.RandomSuffix(t), "kl_monitor_"+suite.RandomSuffix(t)
 	for _, r := range []string{member, superMember, bypassMember, creator, monitor} {
-		require.NoError(t, shared.pg.EnsureRole(ctx, r, randomSuffix(t)))
+		require.NoError(t, suite.Postgres().EnsureRole(ctx, r, suite.RandomSuffix(t)))
 	}
 	for _, stmt := range []string{
-		"GRANT " + pgx.Identifier{roleOf(t, e.journal.OwnerURL)}.Sanitize() + " TO " + member,
+		"GRANT " + pgx.Identifier{suite.RoleOf(t, e.Journal.OwnerURL)}.Sanitize() + " TO " + member,
 		"GRANT " + super + " TO " + superMember,
 		"GRANT " + bypass + " TO " + bypassMember,
 		"ALTER ROLE " + creator + " CREATEROLE",
@@ -311,27 +312,27 @@ func TestIntegrationTenancyGrantRefusesWideRoles(t *testing.T) {
 	}{
 		{super, "tenant-x", 77, "role-is-superuser"},
 		{bypass, "tenant-x", 77, "role-bypasses-rls"},
-		{roleOf(t, e.journal.OwnerURL), "tenant-x", 77, "role-is-schema-owner"},
+		{suite.RoleOf(t, e.Journal.OwnerURL), "tenant-x", 77, "role-is-schema-owner"},
 		{member, "tenant-x", 77, "role-is-schema-owner"},
 		{superMember, "tenant-x", 77, "role-is-superuser"},
 		{bypassMember, "tenant-x", 77, "role-bypasses-rls"},
 		{creator, "tenant-x", 77, "role-can-create-roles"},
 		{monitor, "tenant-x", 77, "role-is-monitor"},
-		{"kl_nobody_" + randomSuffix(t), "tenant-x", 64, "role-missing"},
+		{"kl_nobody_" + suite.RandomSuffix(t), "tenant-x", 64, "role-missing"},
 		{member, "Tenant_X", 64, "invalid-namespace"},
 		{"Bad Role", "tenant-x", 64, "invalid-role"},
 		{"pg_read_all_data", "tenant-x", 64, "invalid-role"},
 	} {
-		r := e.keyledger([]string{"journal", "grant", c.role, c.ns}, withDatabase(e.journal.OwnerURL))
+		r := e.Keyledger([]string{"journal", "grant", c.role, c.ns}, suite.WithDatabase(e.Journal.OwnerURL))
 		require.Equal(t, c.code, r.Code, "%s: stdout %s stderr %s", c.role, r.Stdout, r.Stderr)
 		require.Empty(t, r.Stdout)
 		require.Contains(t, r.Stderr, "["+c.reason+", exit")
 	}
-	r := e.keyledger([]string{"journal", "grants", "--history", "-o", "json"}, withDatabase(e.journal.OwnerURL))
+	r := e.Keyledger([]string{"journal", "grants", "--history", "-o", "json"}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Equal(t, "[]\n", r.Stdout, "nothing was granted")
 
-	r = e.keyledger([]string{"journal", "grant", member}, withDatabase(e.journal.OwnerURL))
+	r = e.Keyledger([]string{"journal", "grant", member}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 64, r.Code, "a role without a namespace: %s", r.Stderr)
 }
 
@@ -365,7 +366,7 @@ func TestIntegrationTenancyMutationIDs(t *testing.T) {
 	require.Equal(t, b.op.CommandDigest, same.CommandDigest)
 
 	// A takes a mutation ID first: B prepares it as its own operation.
-	p := toyPreparation("mut-squat", 13)
+	p := suite.ToyPreparation("mut-squat", 13)
 	p.Namespace = a.ns
 	_, created, err := a.st.Prepare(ctx, p)
 	require.NoError(t, err)
@@ -378,7 +379,7 @@ func TestIntegrationTenancyMutationIDs(t *testing.T) {
 	_, err = b.st.Load(ctx, a.ns, "mut-squat")
 	require.ErrorIs(t, err, store.ErrNotFound, "B sees nothing of A's")
 	// The owner sees both, and asking without a namespace is ambiguous.
-	owner := roleStore(t, e.journal.OwnerURL)
+	owner := suite.RoleStore(t, e.Journal.OwnerURL)
 	_, err = owner.Load(ctx, "", "mut-squat")
 	var pre *store.PreconditionError
 	require.ErrorAs(t, err, &pre)
@@ -388,11 +389,11 @@ func TestIntegrationTenancyMutationIDs(t *testing.T) {
 	require.Equal(t, mine.ID, got.ID)
 	// So is `journal show` as the owner: exit 64 naming the flag; with it,
 	// the namespace's operation.
-	r := e.keyledger([]string{"journal", "show", "mut-squat"}, withDatabase(e.journal.OwnerURL))
+	r := e.Keyledger([]string{"journal", "show", "mut-squat"}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "[mutation-id-ambiguous, exit 64]")
 	require.Contains(t, r.Stderr, "--namespace")
-	r = e.keyledger([]string{"journal", "show", "mut-squat", "--namespace", b.ns, "-o", "json"}, withDatabase(e.journal.OwnerURL))
+	r = e.Keyledger([]string{"journal", "show", "mut-squat", "--namespace", b.ns, "-o", "json"}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stdout, b.ns)
 	require.NotContains(t, r.Stdout, a.ns)
@@ -406,7 +407,7 @@ func TestIntegrationTenancyFinishedXact(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	a, _ := twoTenants(e)
-	owner := connect(t, e.journal.OwnerURL)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
 
 	// The role cannot name the column, on insert or update.
 	_, err := a.conn.Exec(ctx, `UPDATE keyledger.operations SET finished_xact = pg_current_xact_id() WHERE id = $1`, a.op.ID)
@@ -456,8 +457,8 @@ func TestIntegrationTenancyMigrateDownGuard(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	a, _ := twoTenants(e)
-	owner := withDatabase(e.journal.OwnerURL)
-	conn := connect(t, e.journal.OwnerURL)
+	owner := suite.WithDatabase(e.Journal.OwnerURL)
+	conn := suite.Connect(t, e.Journal.OwnerURL)
 	tables := func() int {
 		return countRows(t, conn, `SELECT count(*) FROM information_schema.tables WHERE table_schema = 'keyledger'
 			AND table_name IN ('operations', 'records', 'namespace_grants', 'grant_history')`)
@@ -467,24 +468,24 @@ func TestIntegrationTenancyMigrateDownGuard(t *testing.T) {
 	// guard), 10 (the snapshot target index), 9 (a new session's cheaper
 	// checks), 8 (the namespace list index), 7 (run numbers) and 6 (prune
 	// events, none yet) go down without the flag.
-	r := e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 12, Changed: true}, migrateStatus(t, r))
-	r = e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 11, Changed: true}, migrateStatus(t, r))
-	r = e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, migrateStatus(t, r))
-	r = e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 9, Changed: true}, migrateStatus(t, r))
-	r = e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 8, Changed: true}, migrateStatus(t, r))
-	r = e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 7, Changed: true}, migrateStatus(t, r))
-	r = e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 6, Changed: true}, migrateStatus(t, r))
-	r = e.keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 5, Changed: true}, migrateStatus(t, r))
+	r := e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 12, Changed: true}, suite.MigrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 11, Changed: true}, suite.MigrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, suite.MigrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 9, Changed: true}, suite.MigrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 8, Changed: true}, suite.MigrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 7, Changed: true}, suite.MigrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 6, Changed: true}, suite.MigrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 5, Changed: true}, suite.MigrateStatus(t, r))
 
-	r = e.keyledger([]string{"migrate", "down"}, owner)
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Empty(t, r.Stdout)
 	require.Contains(t, r.Stderr, "[journal-not-empty, exit 64]")
@@ -493,31 +494,31 @@ func TestIntegrationTenancyMigrateDownGuard(t *testing.T) {
 	require.Equal(t, 4, tables(), "nothing dropped")
 	require.Equal(t, 2, countRows(t, conn, `SELECT count(*) FROM keyledger.grant_history`))
 	require.Equal(t, 1, countRows(t, a.conn, `SELECT count(*) FROM keyledger.operations`), "A still works")
-	r = e.keyledger([]string{"migrate", "version"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 5}, migrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "version"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 5}, suite.MigrateStatus(t, r))
 
-	r = e.keyledger([]string{"migrate", "down", "--destroy-journal-records"}, owner)
+	r = e.Keyledger([]string{"migrate", "down", "--destroy-journal-records"}, owner)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: 4, Changed: true}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: 4, Changed: true}, suite.MigrateStatus(t, r))
 	require.Equal(t, 2, tables(), "the grants went, operations and records stayed")
 	_, err := a.conn.Exec(t.Context(), `SELECT 1 FROM keyledger.operations`)
 	require.Equal(t, "42501", sqlState(err), "without row-level security the namespace roles keep no rights: %v", err)
 	for range 3 {
-		r = e.keyledger([]string{"migrate", "down"}, owner)
+		r = e.Keyledger([]string{"migrate", "down"}, owner)
 		require.Equal(t, 0, r.Code, r.Stderr)
 	}
-	r = e.keyledger([]string{"migrate", "down"}, owner)
+	r = e.Keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "[journal-not-empty, exit 64]")
 	require.Contains(t, r.Stderr, "migration 1 down would drop keyledger.operations and keyledger.records, which hold 2 operations and 3 records")
 	require.Equal(t, 2, countRows(t, conn, `SELECT count(*) FROM keyledger.operations`), "nothing dropped")
 	require.Equal(t, 3, countRows(t, conn, `SELECT count(*) FROM keyledger.records`))
-	r = e.keyledger([]string{"migrate", "version"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 1}, migrateStatus(t, r))
+	r = e.Keyledger([]string{"migrate", "version"}, owner)
+	require.Equal(t, store.MigrationStatus{Version: 1}, suite.MigrateStatus(t, r))
 
-	r = e.keyledger([]string{"migrate", "down", "--destroy-journal-records"}, owner)
+	r = e.Keyledger([]string{"migrate", "down", "--destroy-journal-records"}, owner)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: 0, Changed: true}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: 0, Changed: true}, suite.MigrateStatus(t, r))
 	require.Zero(t, tables(), "destroyed, as the flag says")
 }
 
@@ -529,12 +530,12 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	db := freshDatabase(t)
-	shared0, pw := "kl_shared_"+randomSuffix(t), randomSuffix(t)
-	require.NoError(t, shared.pg.EnsureRole(ctx, shared0, pw))
+	db := suite.FreshDatabase(t)
+	shared0, pw := "kl_shared_"+suite.RandomSuffix(t), suite.RandomSuffix(t)
+	require.NoError(t, suite.Postgres().EnsureRole(ctx, shared0, pw))
 	_, err := store.MigrateSource(ctx, db, store.MigrateUp, shared0, migrationsUpTo(t, 4))
 	require.NoError(t, err)
-	sharedURL, err := shared.pg.URLFor(db, shared0, pw)
+	sharedURL, err := suite.Postgres().URLFor(db, shared0, pw)
 	require.NoError(t, err)
 	old, err := store.Open(ctx, sharedURL)
 	require.NoError(t, err)
@@ -542,9 +543,9 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	const ns = "legacy"
 	// Prepared as a keyledger of migration 4 did: this keyledger's
 	// prepare names migration 12's key, which a journal at 4 lacks.
-	oldConn := connect(t, sharedURL)
+	oldConn := suite.Connect(t, sharedURL)
 	prep := func(m string, n int) *store.Operation {
-		p := toyPreparation(m, n)
+		p := suite.ToyPreparation(m, n)
 		var id int64
 		require.NoError(t, oldConn.QueryRow(ctx, `INSERT INTO keyledger.operations
 			(kind, mutation_id, request_id, command_digest, target_namespace, target_name) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
@@ -562,12 +563,12 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	require.NoError(t, err)
 
 	// The deprecated flag still names the shared role, whose rights 5 revokes.
-	r := e.keyledger([]string{"migrate", "up", "--operator-role", shared0}, withDatabase(db))
+	r := e.Keyledger([]string{"migrate", "up", "--operator-role", shared0}, suite.WithDatabase(db))
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, store.MigrationStatus{Version: latestVersion(t), Changed: true}, migrateStatus(t, r))
+	require.Equal(t, store.MigrationStatus{Version: suite.LatestVersion(t), Changed: true}, suite.MigrateStatus(t, r))
 	_, err = old.List(ctx, store.ListParams{})
 	require.Error(t, err, "the shared role reads nothing")
-	admin := connect(t, db)
+	admin := suite.Connect(t, db)
 	require.Zero(t, countRows(t, admin, `SELECT count(*) FROM unnest(ARRAY['keyledger.operations', 'keyledger.records', 'keyledger.state_edges']) t
 		WHERE has_table_privilege($1, t, 'SELECT, INSERT, UPDATE')`, shared0), "the shared role keeps no table right")
 	require.Zero(t, countRows(t, admin, `SELECT (has_column_privilege($1, 'keyledger.operations', 'state', 'UPDATE')
@@ -575,15 +576,15 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NOT NULL AND id = $1`, finished.ID))
 	require.Equal(t, 1, countRows(t, admin, `SELECT count(*) FROM keyledger.operations WHERE finished_xact IS NULL AND id = $1`, open.ID))
 
-	e.journal = &platform.Journal{Name: dbName(t, db), OwnerURL: db}
-	roleURL := e.namespaceRole(ns)
+	e.Journal = &platform.Journal{Name: suite.DBName(t, db), OwnerURL: db}
+	roleURL := e.NamespaceRole(ns)
 	st, err := store.Open(ctx, roleURL)
 	require.NoError(t, err)
 	defer st.Close()
 	ops, err := st.List(ctx, store.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, ops, 2, "the namespace's role sees its namespace's history")
-	_, err = connect(t, roleURL).Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'observation', 'late')`, finished.ID)
+	_, err = suite.Connect(t, roleURL).Exec(ctx, `INSERT INTO keyledger.records (operation_id, kind, step) VALUES ($1, 'observation', 'late')`, finished.ID)
 	require.Equal(t, "42501", sqlState(err), "an operation finished before the migration stays finished: %v", err)
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: open.ID, From: store.StatePrepared, To: store.StateCalling, Revision: open.Revision,
 		Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: 1}}})
@@ -596,11 +597,11 @@ func TestIntegrationTenancyMigratesAnExistingJournal(t *testing.T) {
 func TestIntegrationTenancyGrantsExactRights(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.ownedJournal()
-	ns := "tenant-r-" + randomSuffix(t)
-	url := e.namespaceRole(ns)
-	role := roleOf(t, url)
-	owner := connect(t, e.journal.OwnerURL)
+	e.OwnedJournal()
+	ns := "tenant-r-" + suite.RandomSuffix(t)
+	url := e.NamespaceRole(ns)
+	role := suite.RoleOf(t, url)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
 	rights := func() []string {
 		rows, err := owner.Query(t.Context(), `
 			SELECT 'schema ' || a.privilege_type FROM pg_namespace n, aclexplode(n.nspacl) a
@@ -630,7 +631,7 @@ func TestIntegrationTenancyGrantsExactRights(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, rights())
 
-	r := e.keyledger([]string{"journal", "revoke", role, ns}, withDatabase(e.journal.OwnerURL))
+	r := e.Keyledger([]string{"journal", "revoke", role, ns}, suite.WithDatabase(e.Journal.OwnerURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Empty(t, rights(), "the last revoke takes every right")
 }

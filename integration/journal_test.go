@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,31 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
-
-func connect(t *testing.T, url string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
-// operatorStore opens the test's journal as the operator role, as a run does.
-func (e *env) operatorStore() *store.Store {
-	e.t.Helper()
-	st, err := store.Open(e.t.Context(), e.journal.OperatorURL)
-	require.NoError(e.t, err)
-	e.t.Cleanup(st.Close)
-	return st
-}
-
-// toyPreparation is a journal-only operation; n makes its command digest.
-func toyPreparation(mutation string, n int) store.PrepareParams {
-	return store.PrepareParams{Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
-		CommandDigest: "sha256:" + fmt.Sprintf("%064d", n), Namespace: toyNamespace, Name: "name"}
-}
 
 func sqlState(err error) string {
 	var pgErr *pgconn.PgError
@@ -53,8 +30,8 @@ func sqlState(err error) string {
 func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	owner := withDatabase(e.journal.OwnerURL)
-	latest := fmt.Sprintf(`"version":%d`, latestVersion(t))
+	owner := suite.WithDatabase(e.Journal.OwnerURL)
+	latest := fmt.Sprintf(`"version":%d`, suite.LatestVersion(t))
 	steps := []struct {
 		args   []string
 		code   int
@@ -81,9 +58,9 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 		{[]string{"migrate", "up"}, 0, latest + `,"dirty":false,"changed":true`, 2},
 		{[]string{"migrate", "up"}, 0, latest + `,"dirty":false,"changed":false`, 2},
 	}
-	conn := connect(t, e.journal.OwnerURL)
+	conn := suite.Connect(t, e.Journal.OwnerURL)
 	for _, s := range steps {
-		r := e.keyledger(s.args, owner)
+		r := e.Keyledger(s.args, owner)
 		require.Equal(t, s.code, r.Code, "%v: %s", s.args, r.Stderr)
 		require.Contains(t, r.Stdout+r.Stderr, s.want, "%v", s.args)
 		var tables int
@@ -91,9 +68,9 @@ func TestIntegrationJournalMigrateUpDown(t *testing.T) {
 			`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'keyledger' AND table_name IN ('operations', 'records')`).Scan(&tables))
 		require.Equal(t, s.tables, tables, "%v: journal tables present", s.args)
 	}
-	r := e.keyledger([]string{"migrate", "sideways"}, owner)
+	r := e.Keyledger([]string{"migrate", "sideways"}, owner)
 	require.Equal(t, 64, r.Code)
-	r = e.keyledger([]string{"migrate", "up", "--destroy-journal-records"}, owner)
+	r = e.Keyledger([]string{"migrate", "up", "--destroy-journal-records"}, owner)
 	require.Equal(t, 64, r.Code, "the flag names a down step's destruction only: %s", r.Stderr)
 }
 
@@ -102,8 +79,8 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	prep := toyPreparation("mut-journal", 1)
+	st := e.OperatorStore()
+	prep := suite.ToyPreparation("mut-journal", 1)
 	op, created, err := st.Prepare(ctx, prep)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -112,12 +89,12 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 	require.False(t, created)
 	require.Equal(t, op.ID, again.ID)
 	other := prep
-	other.CommandDigest = toyPreparation("mut-journal", 2).CommandDigest
+	other.CommandDigest = suite.ToyPreparation("mut-journal", 2).CommandDigest
 	_, _, err = st.Prepare(ctx, other)
 	require.ErrorIs(t, err, store.ErrDigestMismatch)
 
-	for _, who := range []struct{ name, url string }{{"operator", e.journal.OperatorURL}, {"owner", e.journal.OwnerURL}} {
-		conn := connect(t, who.url)
+	for _, who := range []struct{ name, url string }{{"operator", e.Journal.OperatorURL}, {"owner", e.Journal.OwnerURL}} {
+		conn := suite.Connect(t, who.url)
 		_, err := conn.Exec(ctx, `UPDATE keyledger.records SET reason = 'tampered' WHERE operation_id = $1`, op.ID)
 		require.Error(t, err, "%s: UPDATE of a record", who.name)
 		_, err = conn.Exec(ctx, `DELETE FROM keyledger.records WHERE operation_id = $1`, op.ID)
@@ -131,7 +108,7 @@ func TestIntegrationJournalIsAppendOnly(t *testing.T) {
 		_, err = conn.Exec(ctx, `UPDATE keyledger.operations SET state = 'answered' WHERE id = $1`, op.ID)
 		require.Error(t, err, "%s: prepared -> answered is not an edge", who.name)
 	}
-	operator := connect(t, e.journal.OperatorURL)
+	operator := suite.Connect(t, e.Journal.OperatorURL)
 	_, err = operator.Exec(ctx, `TRUNCATE keyledger.records`)
 	require.Error(t, err, "the operator cannot truncate")
 	_, err = operator.Exec(ctx, `CREATE TABLE keyledger.extra (id int)`)
@@ -167,8 +144,8 @@ func TestIntegrationJournalStaleViewCannotMove(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	op, _, err := st.Prepare(ctx, toyPreparation("mut-aba", 3))
+	st := e.OperatorStore()
+	op, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-aba", 3))
 	require.NoError(t, err)
 	call := func(attempt int) []store.Record {
 		return []store.Record{{Kind: store.RecordAuthorityCall, Step: "claim", Attempt: attempt}}
@@ -207,8 +184,8 @@ func TestIntegrationJournalSnapshotIsConsistent(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	op, _, err := st.Prepare(ctx, toyPreparation("mut-snap", 4))
+	st := e.OperatorStore()
+	op, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-snap", 4))
 	require.NoError(t, err)
 
 	const moves = 100
@@ -254,7 +231,7 @@ func TestIntegrationJournalSnapshotIsConsistent(t *testing.T) {
 func TestIntegrationJournalEdgesMatchGo(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	rows, err := connect(t, e.journal.OperatorURL).Query(t.Context(), `SELECT from_state::text, to_state::text FROM keyledger.state_edges`)
+	rows, err := suite.Connect(t, e.Journal.OperatorURL).Query(t.Context(), `SELECT from_state::text, to_state::text FROM keyledger.state_edges`)
 	require.NoError(t, err)
 	sqlEdges, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Edge, error) {
 		var from, to string
@@ -265,7 +242,7 @@ func TestIntegrationJournalEdgesMatchGo(t *testing.T) {
 	require.ElementsMatch(t, store.Edges(), sqlEdges)
 
 	var enumStates []string
-	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(t.Context(),
+	require.NoError(t, suite.Connect(t, e.Journal.OperatorURL).QueryRow(t.Context(),
 		`SELECT array_agg(v::text ORDER BY v) FROM unnest(enum_range(NULL::keyledger.operation_state)) v`).Scan(&enumStates))
 	var goStates []string
 	for _, s := range store.States() {
@@ -273,7 +250,7 @@ func TestIntegrationJournalEdgesMatchGo(t *testing.T) {
 	}
 	require.Equal(t, goStates, enumStates)
 	var enumKinds []string
-	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(t.Context(),
+	require.NoError(t, suite.Connect(t, e.Journal.OperatorURL).QueryRow(t.Context(),
 		`SELECT array_agg(v::text ORDER BY v) FROM unnest(enum_range(NULL::keyledger.record_kind)) v`).Scan(&enumKinds))
 	var goKinds []string
 	for _, k := range store.RecordKinds() {
@@ -291,10 +268,10 @@ func TestIntegrationJournalOperatorCannotShapeIt(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	operator := connect(t, e.journal.OperatorURL)
-	owner := connect(t, e.journal.OwnerURL)
-	op, _, err := st.Prepare(ctx, toyPreparation("mut-shape", 5))
+	st := e.OperatorStore()
+	operator := suite.Connect(t, e.Journal.OperatorURL)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
+	op, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-shape", 5))
 	require.NoError(t, err)
 	const digest = "sha256:0000000000000000000000000000000000000000000000000000000000000006"
 
@@ -380,12 +357,12 @@ func TestIntegrationJournalAppendWaitsForTheEnding(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	op, _, err := st.Prepare(ctx, toyPreparation("mut-race-end", 7))
+	st := e.OperatorStore()
+	op, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-race-end", 7))
 	require.NoError(t, err)
-	ender := connect(t, e.journal.OperatorURL)
-	late := connect(t, e.journal.OperatorURL)
-	watcher := connect(t, e.journal.OperatorURL)
+	ender := suite.Connect(t, e.Journal.OperatorURL)
+	late := suite.Connect(t, e.Journal.OperatorURL)
+	watcher := suite.Connect(t, e.Journal.OperatorURL)
 	latePID := late.PgConn().PID()
 
 	tx, err := ender.Begin(ctx)
@@ -428,15 +405,15 @@ func TestIntegrationJournalAppendGuardOncePerStatement(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	open, _, err := st.Prepare(ctx, toyPreparation("mut-guard-open", 13))
+	st := e.OperatorStore()
+	open, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-guard-open", 13))
 	require.NoError(t, err)
-	done, _, err := st.Prepare(ctx, toyPreparation("mut-guard-done", 14))
+	done, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-guard-done", 14))
 	require.NoError(t, err)
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: done.ID, From: store.StatePrepared, To: store.StateRefused, Revision: done.Revision,
 		Outcome: "refused", Reason: "test-refusal", Records: []store.Record{{Kind: store.RecordRefusal, Step: "refuse", Reason: "test-refusal"}}})
 	require.NoError(t, err)
-	operator := connect(t, e.journal.OperatorURL)
+	operator := suite.Connect(t, e.Journal.OperatorURL)
 	const appendTo = `INSERT INTO keyledger.records (operation_id, kind, step, target)
 		SELECT op, 'observation', 'read', 'n-' || g FROM unnest($1::bigint[]) op, generate_series(1, $2::int) g`
 
@@ -478,7 +455,7 @@ func TestIntegrationJournalFunctionsPinSearchPath(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	owner := connect(t, e.journal.OwnerURL)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
 	rows, err := owner.Query(ctx, `SELECT p.proname, coalesce(array_to_string(p.proconfig, ','), '')
 		FROM pg_proc p WHERE p.pronamespace = 'keyledger'::regnamespace`)
 	require.NoError(t, err)
@@ -494,10 +471,10 @@ func TestIntegrationJournalFunctionsPinSearchPath(t *testing.T) {
 		require.Contains(t, config, "search_path=pg_catalog, pg_temp", "function %s", name)
 	}
 
-	st := e.operatorStore()
-	op, _, err := st.Prepare(ctx, toyPreparation("mut-path", 8))
+	st := e.OperatorStore()
+	op, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-path", 8))
 	require.NoError(t, err)
-	operator := connect(t, e.journal.OperatorURL)
+	operator := suite.Connect(t, e.Journal.OperatorURL)
 	_, err = operator.Exec(ctx, `CREATE TEMPORARY TABLE state_edges AS
 		SELECT a.v AS from_state, b.v AS to_state
 		FROM unnest(enum_range(NULL::keyledger.operation_state)) a(v), unnest(enum_range(NULL::keyledger.operation_state)) b(v)`)
@@ -519,8 +496,8 @@ func TestIntegrationJournalFailedWriteEndsItsTransaction(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	st := e.operatorStore()
-	watch := connect(t, e.journal.OperatorURL)
+	st := e.OperatorStore()
+	watch := suite.Connect(t, e.Journal.OperatorURL)
 	// The store's sessions (the role's in this database, but this one) and
 	// whether any is inside a transaction.
 	sessions := func() (pids []int32, inTx int) {
@@ -540,7 +517,7 @@ func TestIntegrationJournalFailedWriteEndsItsTransaction(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return pids, inTx
 	}
-	op, _, err := st.Prepare(ctx, toyPreparation("mut-failed-write", 1))
+	op, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-failed-write", 1))
 	require.NoError(t, err)
 	before, _ := sessions()
 	require.Len(t, before, 1, "one session serves the store")
@@ -569,7 +546,7 @@ func TestIntegrationJournalFailedWriteEndsItsTransaction(t *testing.T) {
 			return err
 		}, func(err error) { require.Contains(t, err.Error(), "committing transaction: server error 23000") }},
 		{"taken mutation ID", func() error {
-			_, _, err := st.Prepare(ctx, toyPreparation("mut-failed-write", 2))
+			_, _, err := st.Prepare(ctx, suite.ToyPreparation("mut-failed-write", 2))
 			return err
 		}, func(err error) { require.ErrorIs(t, err, store.ErrDigestMismatch) }},
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -21,16 +22,16 @@ func TestIntegrationJournalRowLockTimesOut(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 
-	requireDefaultTimeouts(t, e.journal.OperatorURL)
+	requireDefaultTimeouts(t, e.Journal.OperatorURL)
 
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("keyring-row-lock", before))
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("keyring-row-lock", before))
 	mutation := "mut-row-lock"
-	path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
-	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withFailpoint("after-prepare"))
+	path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
+	r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithFailpoint("after-prepare"))
 	require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
 
-	locker, err := connect(t, e.journal.OperatorURL).Begin(ctx)
+	locker, err := suite.Connect(t, e.Journal.OperatorURL).Begin(ctx)
 	require.NoError(t, err)
 	var id int64
 	require.NoError(t, locker.QueryRow(ctx, `SELECT id FROM keyledger.operations WHERE mutation_id = $1 FOR UPDATE`, mutation).Scan(&id))
@@ -38,25 +39,25 @@ func TestIntegrationJournalRowLockTimesOut(t *testing.T) {
 	// The documented default, then a setting of 1s: each run ends with its
 	// exit code instead of waiting for the lock (the harness would kill a
 	// hanging run after two minutes, failing the test).
-	for _, opts := range [][]runOption{{e.asRetirerOf(s)}, {e.asRetirerOf(s), withEnv(store.EnvLockTimeout + "=1s")}} {
+	for _, opts := range [][]suite.RunOption{{e.AsRetirerOf(s)}, {e.AsRetirerOf(s), suite.WithEnv(store.EnvLockTimeout + "=1s")}} {
 		start := time.Now()
-		r = e.keyledger([]string{"run", path}, opts...)
+		r = e.Keyledger([]string{"run", path}, opts...)
 		t.Logf("blocked run ended after %s", time.Since(start).Round(time.Millisecond))
 		require.Equal(t, 75, r.Code, "%s %s", r.Stdout, r.Stderr)
-		out := outcome(t, r)
+		out := suite.Outcome(t, r)
 		require.Equal(t, "uncertain", out["outcome"], r.Stdout)
 		require.Contains(t, r.Stderr, "55P03", "the lock timeout (lock_not_available) ended it: %s", r.Stderr)
 	}
-	require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "nothing was sent while the row was locked")
+	require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "nothing was sent while the row was locked")
 
 	require.NoError(t, locker.Rollback(context.Background()))
-	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+	r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "completed", outcome(t, r)["outcome"], r.Stdout)
-	after := e.getSecret(s.Name)
-	requireRetired(t, after, "k-2026-07", mutation, before)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write")
-	op, _ := e.journalOf(mutation)
+	require.Equal(t, "completed", suite.Outcome(t, r)["outcome"], r.Stdout)
+	after := e.GetSecret(s.Name)
+	suite.RequireRetired(t, after, "k-2026-07", mutation, before)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write")
+	op, _ := e.JournalOf(mutation)
 	require.Equal(t, store.StateCompleted, op.State)
 }
 

@@ -17,19 +17,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
-)
 
-// apiRequest is one request keyledger sent through an apiRecorder, with
-// what the real API server answered: the answer's kind and whether it
-// carried data are read from a JSON answer; a protobuf answer (a whole
-// object, as client-go asks for by default) has Kind "protobuf".
-type apiRequest struct {
-	Method, Path, Accept string
-	Status               int
-	ContentType          string
-	Kind                 string
-	HasData              bool
-}
+	"github.com/keyledger/keyledger/integration/suite"
+)
 
 // apiRecorder is a request recorder on the real transport: a TLS proxy on
 // loopback in front of the test's API server that relays every request of
@@ -42,19 +32,19 @@ type apiRecorder struct {
 	srv *httptest.Server
 
 	mu    sync.Mutex
-	reqs  []apiRequest
-	after func(r apiRequest)
+	reqs  []suite.APIRequest
+	after func(r suite.APIRequest)
 }
 
 // newAPIRecorder starts a recording proxy in front of the test's API server.
-func (e *env) newAPIRecorder() *apiRecorder {
-	e.t.Helper()
-	admin := e.kube.Config()
+func newAPIRecorder(e *env) *apiRecorder {
+	e.T.Helper()
+	admin := e.Kube.Config()
 	target, err := url.Parse(admin.Host)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	pool := x509.NewCertPool()
-	require.True(e.t, pool.AppendCertsFromPEM(admin.CAData), "the API server's CA")
-	rec := &apiRecorder{t: e.t}
+	require.True(e.T, pool.AppendCertsFromPEM(admin.CAData), "the API server's CA")
+	rec := &apiRecorder{t: e.T}
 	proxy := &httputil.ReverseProxy{}
 	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: admin.ServerName, MinVersion: tls.VersionTLS12}}
 	proxy.Rewrite = func(r *httputil.ProxyRequest) {
@@ -68,7 +58,7 @@ func (e *env) newAPIRecorder() *apiRecorder {
 			return err
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
-		req := apiRequest{
+		req := suite.APIRequest{
 			Method: resp.Request.Method, Path: resp.Request.URL.Path, Accept: resp.Request.Header.Get("Accept"),
 			Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Kind: "protobuf",
 		}
@@ -92,19 +82,19 @@ func (e *env) newAPIRecorder() *apiRecorder {
 	}
 	rec.srv = httptest.NewUnstartedServer(proxy)
 	rec.srv.StartTLS()
-	e.t.Cleanup(rec.srv.Close)
+	e.T.Cleanup(rec.srv.Close)
 	return rec
 }
 
 // requests returns what was recorded since the last reset.
-func (r *apiRecorder) requests() []apiRequest {
+func (r *apiRecorder) requests() []suite.APIRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]apiRequest(nil), r.reqs...)
+	return append([]suite.APIRequest(nil), r.reqs...)
 }
 
 // reset forgets what was recorded and sets the hook (nil for none).
-func (r *apiRecorder) reset(after func(apiRequest)) {
+func (r *apiRecorder) reset(after func(suite.APIRequest)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs, r.after = nil, after
@@ -113,13 +103,13 @@ func (r *apiRecorder) reset(after func(apiRequest)) {
 // through runs as a ServiceAccount holding exactly rules, whose every
 // request goes through the recorder: the kubeconfig names the proxy and
 // trusts its certificate only.
-func (r *apiRecorder) through(e *env, name string, rules []rbacv1.PolicyRule) runOption {
-	e.t.Helper()
-	cfg := e.serviceAccountConfig(name, rules)
+func (r *apiRecorder) through(e *env, name string, rules []rbacv1.PolicyRule) suite.RunOption {
+	e.T.Helper()
+	cfg := e.ServiceAccountConfig(name, rules)
 	cfg.Host = r.srv.URL
 	cfg.TLSClientConfig.ServerName = ""
 	cfg.TLSClientConfig.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
-	path, err := e.kube.KubeconfigForConfig(cfg, e.t.TempDir())
-	require.NoError(e.t, err)
-	return asKubeconfig(path)
+	path, err := e.Kube.KubeconfigForConfig(cfg, e.T.TempDir())
+	require.NoError(e.T, err)
+	return suite.AsKubeconfig(path)
 }

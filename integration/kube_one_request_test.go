@@ -7,16 +7,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
 // mutatingSecretRequests is how many POST, PUT, PATCH and DELETE requests on
 // Secrets a run's clients sent, retries included (the request counter wraps
 // the transport, under client-go's retry loop).
-func mutatingSecretRequests(t *testing.T, r result) int {
+func mutatingSecretRequests(t *testing.T, r suite.Result) int {
 	t.Helper()
 	n := 0
-	for key, v := range apiRequests(t, r) {
+	for key, v := range suite.APIRequests(t, r) {
 		method, resource, _ := strings.Cut(key, " ")
 		if resource == "secrets" && method != "GET" && method != "LIST" && method != "WATCH" {
 			n += v
@@ -44,7 +45,7 @@ func TestIntegrationOneCallOneRequest(t *testing.T) {
 			{"unavailable-retry-after:PUT:/secrets/#1", "converged", 1},
 		}
 		for i, tc := range cases {
-			r := e.retireUnderFault(t, fmt.Sprintf("retry-keyring-%d", i), fmt.Sprintf("mut-retry-%d", i), tc.fault, tc.outcome, tc.calls)
+			r := e.RetireUnderFault(t, fmt.Sprintf("retry-keyring-%d", i), fmt.Sprintf("mut-retry-%d", i), tc.fault, tc.outcome, tc.calls)
 			require.Equal(t, tc.calls, mutatingSecretRequests(t, r), "%s: one request per journaled call", tc.fault)
 		}
 	})
@@ -60,21 +61,21 @@ func TestIntegrationOneCallOneRequest(t *testing.T) {
 		for i, tc := range cases {
 			names[i] = "retry-" + tc.name
 		}
-		as := e.asWriter(names...)
+		as := e.AsWriter(names...)
 		for _, tc := range cases {
 			name := "retry-" + tc.name
 			mutation := "mut-" + name
-			s := e.createSecret(plainSecret(name, map[string][]byte{"k": vCanary("0")}))
-			r := e.runCmd(updateCommand(e.ns, name, s.ResourceVersion, mutation, map[string][]byte{"k": vCanary("1")}), as,
-				withEnv("KEYLEDGER_FAULT="+tc.fault))
-			requireOK(t, r, tc.outcome)
-			after := e.getSecret(name)
-			require.Equal(t, vCanary("1"), after.Data["k"])
-			require.Equal(t, 1, e.secretWrites(name, s.ResourceVersion, after.ResourceVersion), "%s: one live write", tc.name)
-			_, records := e.journalOf(mutation)
-			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "%s: %v", tc.name, kinds(records))
+			s := e.CreateSecret(suite.PlainSecret(name, map[string][]byte{"k": suite.VCanary("0")}))
+			r := e.RunCmd(suite.UpdateCommand(e.NS, name, s.ResourceVersion, mutation, map[string][]byte{"k": suite.VCanary("1")}), as,
+				suite.WithEnv("KEYLEDGER_FAULT="+tc.fault))
+			suite.RequireOK(t, r, tc.outcome)
+			after := e.GetSecret(name)
+			require.Equal(t, suite.VCanary("1"), after.Data["k"])
+			require.Equal(t, 1, e.SecretWrites(name, s.ResourceVersion, after.ResourceVersion), "%s: one live write", tc.name)
+			_, records := e.JournalOf(mutation)
+			require.Equal(t, tc.calls, suite.Count(records, store.RecordAuthorityCall), "%s: %v", tc.name, suite.Kinds(records))
 			require.Equal(t, tc.calls, mutatingSecretRequests(t, r), "%s: one request per journaled call", tc.name)
-			require.GreaterOrEqual(t, count(records, store.RecordResolution), 1, "%s: settled by re-reading", tc.name)
+			require.GreaterOrEqual(t, suite.Count(records, store.RecordResolution), 1, "%s: settled by re-reading", tc.name)
 		}
 	})
 	t.Run("credentials", func(t *testing.T) {
@@ -87,21 +88,21 @@ func TestIntegrationOneCallOneRequest(t *testing.T) {
 		}{{"throttle:POST:/secrets#1", 3}, {"unavailable-retry-after:POST:/secrets#2", 2}} {
 			fault := tc.fault
 			names := []string{fmt.Sprintf("retry-creds-%d-a", i), fmt.Sprintf("retry-creds-%d-b", i)}
-			plan := credentialPlan(e.ns, fmt.Sprintf("mut-retry-creds-%d", i), []planSecret{standardSecret(names[0]), standardSecret(names[1])})
-			path := e.writeCommand(fmt.Sprintf("retry-creds-%d.json", i), plan)
-			from := e.secretsRV()
-			r := e.keyledger([]string{"run", path}, e.asCredentialRunner(plan), withEnv("KEYLEDGER_FAULT="+fault))
+			plan := suite.CredentialPlan(e.NS, fmt.Sprintf("mut-retry-creds-%d", i), []suite.PlanSecret{suite.StandardSecret(names[0]), suite.StandardSecret(names[1])})
+			path := e.WriteCommand(fmt.Sprintf("retry-creds-%d.json", i), plan)
+			from := e.SecretsRV()
+			r := e.Keyledger([]string{"run", path}, e.AsCredentialRunner(plan), suite.WithEnv("KEYLEDGER_FAULT="+fault))
 			require.Equal(t, 0, r.Code, "%s: %s %s", fault, r.Stdout, r.Stderr)
 			for _, n := range names {
-				s := e.getSecret(n)
-				require.Equal(t, 1, e.secretWrites(n, from, s.ResourceVersion), "%s: %s created once", fault, n)
+				s := e.GetSecret(n)
+				require.Equal(t, 1, e.SecretWrites(n, from, s.ResourceVersion), "%s: %s created once", fault, n)
 			}
-			run, ok := outcome(t, r)["run"].(string)
+			run, ok := suite.Outcome(t, r)["run"].(string)
 			require.True(t, ok, "%s: the outcome names the run: %s", fault, r.Stdout)
-			_, records := e.journalOf(run)
-			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "%s: %v", fault, kinds(records))
+			_, records := e.JournalOf(run)
+			require.Equal(t, tc.calls, suite.Count(records, store.RecordAuthorityCall), "%s: %v", fault, suite.Kinds(records))
 			require.Equal(t, tc.calls, mutatingSecretRequests(t, r), "%s: one request per journaled call", fault)
-			require.GreaterOrEqual(t, count(records, store.RecordResolution), 1, "%s: settled by re-reading", fault)
+			require.GreaterOrEqual(t, suite.Count(records, store.RecordResolution), 1, "%s: settled by re-reading", fault)
 		}
 	})
 }

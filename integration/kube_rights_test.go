@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/credentials"
@@ -68,53 +69,53 @@ var credentialWidenings = []widening{
 // plus w: in the same Role, or (cluster) through a ClusterRole bound by a
 // ClusterRoleBinding. It returns the kubeconfig path once the API server's
 // authorizer grants w to it.
-func (e *env) widenedIdentity(name string, rules []rbacv1.PolicyRule, w widening, cluster bool) string {
-	e.t.Helper()
-	ctx, c := e.t.Context(), e.kube.Client()
+func widenedIdentity(e *env, name string, rules []rbacv1.PolicyRule, w widening, cluster bool) string {
+	e.T.Helper()
+	ctx, c := e.T.Context(), e.Kube.Client()
 	if !cluster {
 		rules = append(append([]rbacv1.PolicyRule(nil), rules...), w.rule())
 	} else {
-		global := e.ns + "-" + name
+		global := e.NS + "-" + name
 		_, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: global},
 			Rules: []rbacv1.PolicyRule{w.rule()}}, metav1.CreateOptions{})
-		require.NoError(e.t, err)
+		require.NoError(e.T, err)
 		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: global},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: global},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: e.ns}},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: e.NS}},
 		}, metav1.CreateOptions{})
-		require.NoError(e.t, err)
-		e.t.Cleanup(func() {
+		require.NoError(e.T, err)
+		e.T.Cleanup(func() {
 			ctx := context.Background()
 			_ = c.RbacV1().ClusterRoleBindings().Delete(ctx, global, metav1.DeleteOptions{})
 			_ = c.RbacV1().ClusterRoles().Delete(ctx, global, metav1.DeleteOptions{})
 		})
 	}
-	path := e.serviceAccountKubeconfig(name, rules)
+	path := e.ServiceAccountKubeconfig(name, rules)
 	// Wait until the authorizer grants the widening, so that a pass can
 	// never be the authorizer lagging.
-	e.waitGranted(name, w.rule())
+	waitGranted(e, name, w.rule())
 	return path
 }
 
 // waitGranted returns once the API server's authorizer (which reads
 // bindings from its informers) grants rule's first right to the
 // ServiceAccount name.
-func (e *env) waitGranted(name string, rule rbacv1.PolicyRule) {
-	e.t.Helper()
+func waitGranted(e *env, name string, rule rbacv1.PolicyRule) {
+	e.T.Helper()
 	resource, sub, _ := strings.Cut(rule.Resources[0], "/")
-	attrs := &authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: resource, Subresource: sub}
+	attrs := &authorizationv1.ResourceAttributes{Namespace: e.NS, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: resource, Subresource: sub}
 	if len(rule.ResourceNames) > 0 {
 		attrs.Name = rule.ResourceNames[0]
 	}
 	for {
-		sar, err := e.kube.Client().AuthorizationV1().SubjectAccessReviews().Create(e.t.Context(), &authorizationv1.SubjectAccessReview{
+		sar, err := e.Kube.Client().AuthorizationV1().SubjectAccessReviews().Create(e.T.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:               "system:serviceaccount:" + e.ns + ":" + name,
-				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"},
+				User:               "system:serviceaccount:" + e.NS + ":" + name,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + e.NS, "system:authenticated"},
 				ResourceAttributes: attrs,
 			}}, metav1.CreateOptions{})
-		require.NoError(e.t, err)
+		require.NoError(e.T, err)
 		if sar.Status.Allowed {
 			return
 		}
@@ -142,34 +143,34 @@ func TestIntegrationRightsAreExact(t *testing.T) {
 	families := []rightsCase{
 		{family: "retire", widenings: escapes, exactFully: true,
 			prepare: func(t *testing.T, e *env, tag string) (map[string]any, []rbacv1.PolicyRule) {
-				s := e.createSecret(keyringSecret("rights-"+tag, standardKeyring()))
-				return retireCommand(s, "k-2026-07", "mut-rights-"+tag), retire.Rules(s.Name)
+				s := e.CreateSecret(suite.KeyringSecret("rights-"+tag, suite.StandardKeyring()))
+				return suite.RetireCommand(s, "k-2026-07", "mut-rights-"+tag), retire.Rules(s.Name)
 			}},
 		{family: "versioned", widenings: escapes, exactFully: true,
 			prepare: func(t *testing.T, e *env, tag string) (map[string]any, []rbacv1.PolicyRule) {
 				name := "rights-" + tag
-				s := e.createSecret(plainSecret(name, map[string][]byte{"k": vCanary("r")}))
-				return updateCommand(e.ns, name, s.ResourceVersion, "mut-rights-"+tag, map[string][]byte{"k": vCanary("s")}), versioned.Rules(name)
+				s := e.CreateSecret(suite.PlainSecret(name, map[string][]byte{"k": suite.VCanary("r")}))
+				return suite.UpdateCommand(e.NS, name, s.ResourceVersion, "mut-rights-"+tag, map[string][]byte{"k": suite.VCanary("s")}), versioned.Rules(name)
 			}},
 		{family: "credentials", widenings: append(append([]widening(nil), escapes...), credentialWidenings...),
 			prepare: func(t *testing.T, e *env, tag string) (map[string]any, []rbacv1.PolicyRule) {
-				plan := credentialPlan(e.ns, "mut-rights-"+tag, []planSecret{standardSecret("rights-" + tag + "-app")}, func(spec map[string]any) {
+				plan := suite.CredentialPlan(e.NS, "mut-rights-"+tag, []suite.PlanSecret{suite.StandardSecret("rights-" + tag + "-app")}, func(spec map[string]any) {
 					spec["adopt"] = []any{map[string]any{"externalSecret": "rights-" + tag + "-app", "generators": []any{"rights-" + tag + "-password"}}}
 					spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": "rights-" + tag + "-0", "port": 6379,
 						"secret": "rights-" + tag + "-app", "passwordKey": "password"}}
 				})
-				return plan, credentials.Rules(specOf(t, plan))
+				return plan, credentials.Rules(suite.SpecOf(t, plan))
 			}},
 	}
 	for _, f := range families {
 		t.Run(f.family, func(t *testing.T) {
 			t.Run("exact", func(t *testing.T) {
 				cmd, rules := f.prepare(t, e, f.family+"-exact")
-				kubeconfig := e.serviceAccountKubeconfig(f.family+"-exact", rules)
+				kubeconfig := e.ServiceAccountKubeconfig(f.family+"-exact", rules)
 				for _, rule := range rules {
-					e.waitGranted(f.family+"-exact", rule)
+					waitGranted(e, f.family+"-exact", rule)
 				}
-				r := e.runCmd(cmd, asKubeconfig(kubeconfig))
+				r := e.RunCmd(cmd, suite.AsKubeconfig(kubeconfig))
 				require.NotEqual(t, 77, r.Code, "the exact rules pass the check: %s %s", r.Stdout, r.Stderr)
 				if f.exactFully {
 					require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
@@ -178,7 +179,7 @@ func TestIntegrationRightsAreExact(t *testing.T) {
 				if f.family == "credentials" {
 					mutation = store.RunID(mutation, 1) // each run of a plan is an operation of its own
 				}
-				op, _ := e.journalOf(mutation)
+				op, _ := e.JournalOf(mutation)
 				require.NotNil(t, op, "the run reached the journal")
 			})
 			for _, w := range f.widenings {
@@ -190,13 +191,13 @@ func TestIntegrationRightsAreExact(t *testing.T) {
 					t.Run(name, func(t *testing.T) {
 						tag := f.family + "-" + name
 						cmd, rules := f.prepare(t, e, tag)
-						kubeconfig := e.widenedIdentity(tag, rules, w, cluster)
-						url, connections := pgListener(t)
-						r := e.runCmd(cmd, asKubeconfig(kubeconfig), withDatabase(url))
+						kubeconfig := widenedIdentity(e, tag, rules, w, cluster)
+						url, connections := suite.PGListener(t)
+						r := e.RunCmd(cmd, suite.AsKubeconfig(kubeconfig), suite.WithDatabase(url))
 						require.Equal(t, 77, r.Code, "%s %s", r.Stdout, r.Stderr)
-						out := outcome(t, r)
+						out := suite.Outcome(t, r)
 						require.Equal(t, "permission-mismatch", out["reason"])
-						require.Contains(t, out["error"], fmt.Sprintf("%s in %s is granted", w.described(), e.ns), "the widening itself is what was found")
+						require.Contains(t, out["error"], fmt.Sprintf("%s in %s is granted", w.described(), e.NS), "the widening itself is what was found")
 						require.Zero(t, connections.Load(), "PostgreSQL is never contacted")
 					})
 				}

@@ -103,27 +103,27 @@ type argoApp struct {
 	apps dynamic.ResourceInterface
 }
 
-func (ne *nodeEnv) argoApplication(argo *platform.ArgoCD, repo *gitRepo) *argoApp {
-	ne.t.Helper()
-	dyn, err := dynamic.NewForConfig(ne.kube.Config())
-	require.NoError(ne.t, err)
-	a := &argoApp{ne: ne, argo: argo, name: "shop-" + ne.ns, apps: dyn.Resource(applicationResource).Namespace(platform.ArgoCDNamespace)}
+func argoApplication(ne *nodeEnv, argo *platform.ArgoCD, repo *gitRepo) *argoApp {
+	ne.T.Helper()
+	dyn, err := dynamic.NewForConfig(ne.Kube.Config())
+	require.NoError(ne.T, err)
+	a := &argoApp{ne: ne, argo: argo, name: "shop-" + ne.NS, apps: dyn.Resource(applicationResource).Namespace(platform.ArgoCDNamespace)}
 	app := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": a.name, "namespace": platform.ArgoCDNamespace},
 		"spec": map[string]any{
 			"project":     "default",
 			"source":      map[string]any{"repoURL": "file://" + repo.dir, "targetRevision": "main", "path": "app", "directory": map[string]any{"recurse": true}},
-			"destination": map[string]any{"server": platform.InClusterServer, "namespace": ne.ns},
+			"destination": map[string]any{"server": platform.InClusterServer, "namespace": ne.NS},
 			"syncPolicy": map[string]any{
 				"automated": map[string]any{"prune": false, "selfHeal": false},
 				"retry":     argoRetry,
 			},
 		},
 	}}
-	_, err = a.apps.Create(ne.t.Context(), app, metav1.CreateOptions{})
-	require.NoError(ne.t, err)
-	ne.t.Cleanup(func() { _ = a.apps.Delete(context.Background(), a.name, metav1.DeleteOptions{}) })
+	_, err = a.apps.Create(ne.T.Context(), app, metav1.CreateOptions{})
+	require.NoError(ne.T, err)
+	ne.T.Cleanup(func() { _ = a.apps.Delete(context.Background(), a.name, metav1.DeleteOptions{}) })
 	return a
 }
 
@@ -134,30 +134,30 @@ var argoRetry = map[string]any{"limit": int64(2), "backoff": map[string]any{"dur
 // refresh asks Argo CD to compare with the repository now, as a git
 // webhook would (instead of its 3-minute poll).
 func (a *argoApp) refresh() {
-	a.ne.t.Helper()
+	a.ne.T.Helper()
 	patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
-	_, err := a.apps.Patch(a.ne.t.Context(), a.name, types.MergePatchType, patch, metav1.PatchOptions{})
-	require.NoError(a.ne.t, err)
+	_, err := a.apps.Patch(a.ne.T.Context(), a.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(a.ne.T, err)
 }
 
 // sync requests a sync of revision, as argocd-server does for `argocd app
 // sync`: the Application's operation field, initiated by user (which
 // waitOperation finds it by).
 func (a *argoApp) sync(revision, user string) {
-	a.ne.t.Helper()
+	a.ne.T.Helper()
 	op := map[string]any{"operation": map[string]any{"initiatedBy": map[string]any{"username": user},
 		"sync": map[string]any{"revision": revision}, "retry": argoRetry}}
 	b, err := json.Marshal(op)
-	require.NoError(a.ne.t, err)
-	_, err = a.apps.Patch(a.ne.t.Context(), a.name, types.MergePatchType, b, metav1.PatchOptions{})
-	require.NoError(a.ne.t, err)
+	require.NoError(a.ne.T, err)
+	_, err = a.apps.Patch(a.ne.T.Context(), a.name, types.MergePatchType, b, metav1.PatchOptions{})
+	require.NoError(a.ne.T, err)
 }
 
 // waitCompared waits (at most limit) until Argo CD compared the
 // Application with revision and returns the sync status it found
 // (Synced, OutOfSync). Automated sync decides in the same reconcile.
 func (a *argoApp) waitCompared(revision string, limit time.Duration) string {
-	t := a.ne.t
+	t := a.ne.T
 	t.Helper()
 	var status string
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
@@ -202,7 +202,7 @@ func (a *argoApp) operation(ctx context.Context) (operation, error) {
 // requested (sync), or automated sync started when user is "", to end, and
 // returns how it ended.
 func (a *argoApp) waitOperation(revision, user string, limit time.Duration) operation {
-	t := a.ne.t
+	t := a.ne.T
 	t.Helper()
 	var op operation
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
@@ -218,7 +218,7 @@ func (a *argoApp) waitOperation(revision, user string, limit time.Duration) oper
 	})
 	if err != nil {
 		st, _ := json.Marshal(op.Status)
-		t.Fatalf("no sync of %s ended within %s: %v\nstatus %s\n%s\nhook pods:\n%s", revision, limit, err, st, a.argo.LogTails(15), a.ne.hookPodLogs())
+		t.Fatalf("no sync of %s ended within %s: %v\nstatus %s\n%s\nhook pods:\n%s", revision, limit, err, st, a.argo.LogTails(15), a.ne.HookPodLogs())
 	}
 	return op
 }
@@ -242,21 +242,21 @@ type history struct {
 	stops  []func()
 }
 
-func (ne *nodeEnv) watchHistory() *history {
-	ne.t.Helper()
-	c, ctx := ne.kube.Client(), ne.t.Context()
+func watchHistory(ne *nodeEnv) *history {
+	ne.T.Helper()
+	c, ctx := ne.Kube.Client(), ne.T.Context()
 	h := &history{}
 	watches := []func() (watch.Interface, error){
-		func() (watch.Interface, error) { return c.CoreV1().Secrets(ne.ns).Watch(ctx, metav1.ListOptions{}) },
-		func() (watch.Interface, error) { return c.BatchV1().Jobs(ne.ns).Watch(ctx, metav1.ListOptions{}) },
+		func() (watch.Interface, error) { return c.CoreV1().Secrets(ne.NS).Watch(ctx, metav1.ListOptions{}) },
+		func() (watch.Interface, error) { return c.BatchV1().Jobs(ne.NS).Watch(ctx, metav1.ListOptions{}) },
 		func() (watch.Interface, error) {
-			return c.AppsV1().StatefulSets(ne.ns).Watch(ctx, metav1.ListOptions{})
+			return c.AppsV1().StatefulSets(ne.NS).Watch(ctx, metav1.ListOptions{})
 		},
-		func() (watch.Interface, error) { return c.CoreV1().Pods(ne.ns).Watch(ctx, metav1.ListOptions{}) },
+		func() (watch.Interface, error) { return c.CoreV1().Pods(ne.NS).Watch(ctx, metav1.ListOptions{}) },
 	}
 	for _, start := range watches {
 		w, err := start()
-		require.NoError(ne.t, err)
+		require.NoError(ne.T, err)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -266,7 +266,7 @@ func (ne *nodeEnv) watchHistory() *history {
 		}()
 		h.stops = append(h.stops, func() { w.Stop(); <-done })
 	}
-	ne.t.Cleanup(h.stop)
+	ne.T.Cleanup(h.stop)
 	return h
 }
 

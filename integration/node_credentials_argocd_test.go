@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/credentials"
 )
 
@@ -57,17 +58,17 @@ func TestIntegrationNodeArgoCD(t *testing.T) {
 	if reason := platform.ArgoCDSkipReason(); reason != "" {
 		t.Skip(reason)
 	}
-	ne.joinJournal()
-	apiIP, apiPort := ne.apiEndpoint()
-	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
-	ne.serversImage()
+	ne.JoinJournal()
+	apiIP, apiPort := ne.APIEndpoint()
+	ne.ApplyAll(suite.RenderCredentialsFence(t, ne.NS, apiIP, apiPort))
+	ne.ServersImage()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	argo, err := platform.StartArgoCD(ctx, ne.kube, ne.node)
+	argo, err := platform.StartArgoCD(ctx, ne.Kube, ne.Node)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = argo.Stop() })
-	s := &argoSuite{ne: ne, argo: argo, repo: newGitRepo(t), history: ne.watchHistory(),
-		plan: credentialPlan(ne.ns, "mut-argocd-shop", []planSecret{standardSecret(argoSecret)})}
+	s := &argoSuite{ne: ne, argo: argo, repo: newGitRepo(t), history: watchHistory(ne),
+		plan: suite.CredentialPlan(ne.NS, "mut-argocd-shop", []suite.PlanSecret{suite.StandardSecret(argoSecret)})}
 	for _, step := range []struct {
 		name string
 		run  func(*testing.T)
@@ -84,7 +85,7 @@ func TestIntegrationNodeArgoCD(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	requireNoValues(t, argo.LogTails(1<<20), ne.secretValues(argoSecret, argoStuck+"-app"))
+	suite.RequireNoValues(t, argo.LogTails(1<<20), ne.SecretValues(argoSecret, argoStuck+"-app"))
 }
 
 // firstSync: the Application's first automated sync runs the hook (Secret
@@ -93,10 +94,10 @@ func TestIntegrationNodeArgoCD(t *testing.T) {
 // workload's server accepts the generated password.
 func (s *argoSuite) firstSync(t *testing.T) {
 	ne := s.ne
-	s.repo.putHook("shop", ne.renderHook(s.plan))
-	s.repo.putObject("workload", ne.valkeyObject(argoWorkload, argoSecret))
+	s.repo.putHook("shop", ne.RenderHook(s.plan))
+	s.repo.putObject("workload", valkeyObject(ne, argoWorkload, argoSecret))
 	s.first = s.repo.commit("shop: the credentials hook and the cache")
-	s.app = ne.argoApplication(s.argo, s.repo)
+	s.app = argoApplication(ne, s.argo, s.repo)
 	op := s.app.waitOperation(s.first, "", 5*time.Minute)
 	require.Equal(t, "Succeeded", op.Phase, op.Message)
 
@@ -107,8 +108,8 @@ func (s *argoSuite) firstSync(t *testing.T) {
 	created := s.history.first(t, "StatefulSet", argoWorkload, func(e kubeEvent) bool { return e.Type == watch.Added })
 	require.Less(t, done.RV, created.RV, "the workload is created after the hook Job completed")
 	s.waitJobGone(t, s.firstJob)
-	ip := ne.waitPodReady(argoWorkload+"-0", 90*time.Second)
-	require.Equal(t, "+OK", valkeyAuth(t, net.JoinHostPort(ip, "6379"), ne.getSecret(argoSecret).Data["password"]))
+	ip := ne.WaitPodReady(argoWorkload+"-0", 90*time.Second)
+	require.Equal(t, "+OK", valkeyAuth(t, net.JoinHostPort(ip, "6379"), ne.GetSecret(argoSecret).Data["password"]))
 }
 
 // secondSync: a sync of the same commit runs the hook Job again (the same
@@ -131,11 +132,11 @@ func (s *argoSuite) secondSync(t *testing.T) {
 // Synced, and starts no sync.
 func (s *argoSuite) hookOnlyChange(t *testing.T) {
 	ne := s.ne
-	s.image = keyledgerTestImage + "-argocd"
-	out, err := exec.Command("docker", "tag", nodeShared.image, s.image).CombinedOutput()
+	s.image = suite.KeyledgerTestImage + "-argocd"
+	out, err := exec.Command("docker", "tag", suite.NodeImage(), s.image).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.NoError(t, ne.node.ImportImages(t.Context(), s.image))
-	dir := ne.renderHook(s.plan, "--image", s.image)
+	require.NoError(t, ne.Node.ImportImages(t.Context(), s.image))
+	dir := ne.RenderHook(s.plan, "--image", s.image)
 	s.repo.putFile("shop", dir, credentials.HookFiles[len(credentials.HookFiles)-1])
 	jobOnly := s.repo.commit("shop: the hook's new image, without the marker")
 	s.app.refresh() // what a git webhook does; Argo CD polls every 3 minutes otherwise
@@ -171,25 +172,25 @@ func (s *argoSuite) hookOnlyChange(t *testing.T) {
 // reason in its pod's termination message.
 func (s *argoSuite) failingHook(t *testing.T) {
 	ne := s.ne
-	c := ne.kube.Client()
-	_, err := c.CoreV1().Secrets(ne.ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argoStuck + "-app"},
-		Data: map[string][]byte{"password": []byte(randomHexT(t)), "username": []byte("app")}}, metav1.CreateOptions{})
+	c := ne.Kube.Client()
+	_, err := c.CoreV1().Secrets(ne.NS).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argoStuck + "-app"},
+		Data: map[string][]byte{"password": []byte(suite.RandomHexT(t)), "username": []byte("app")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	ne.serverStatefulSet(argoStuck, argoStuck+"-app", 6379, "redis-server", "--port", "6379",
-		"--requirepass", "not-what-the-secret-holds-"+randomHexT(t), "--save", "", "--appendonly", "no")
-	ne.waitPodReady(argoStuck+"-0", 90*time.Second)
+	ne.ServerStatefulSet(argoStuck, argoStuck+"-app", 6379, "redis-server", "--port", "6379",
+		"--requirepass", "not-what-the-secret-holds-"+suite.RandomHexT(t), "--save", "", "--appendonly", "no")
+	ne.WaitPodReady(argoStuck+"-0", 90*time.Second)
 	stuckWrites := s.history.writes(argoStuck + "-app")
 	shopRuns := s.countAdded("Job", s.imageJob)
 
-	plan := credentialPlan(ne.ns, "mut-argocd-stuck", []planSecret{standardSecret(argoStuck + "-app")}, func(spec map[string]any) {
+	plan := suite.CredentialPlan(ne.NS, "mut-argocd-stuck", []suite.PlanSecret{suite.StandardSecret(argoStuck + "-app")}, func(spec map[string]any) {
 		spec["owner"] = argoStuck
 		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": argoStuck + "-0", "port": 6379, "secret": argoStuck + "-app", "passwordKey": "password"}}
 		spec["repair"] = map[string]any{"restartOnUnproven": true} // the Secret was written by hand: unproven
 	})
-	dir := ne.renderHook(plan)
+	dir := ne.RenderHook(plan)
 	s.stuckJob = jobNameIn(t, dir)
 	s.repo.putHook("stuck", dir)
-	s.repo.putObject("sessions", ne.valkeyObject("shop-sessions", argoSecret))
+	s.repo.putObject("sessions", valkeyObject(ne, "shop-sessions", argoSecret))
 	s.failing = s.repo.commit("stuck: a second plan and the sessions cache")
 	s.app.refresh()
 	op := s.app.waitOperation(s.failing, "", 6*time.Minute)
@@ -209,7 +210,7 @@ func (s *argoSuite) failingHook(t *testing.T) {
 	require.Equal(t, 1, s.history.writes(argoSecret))
 	require.Empty(t, s.history.of("StatefulSet", "shop-sessions"), "the new workload is not applied")
 
-	end := ne.waitJob(s.stuckJob, 30*time.Second)
+	end := ne.WaitJob(s.stuckJob, 30*time.Second)
 	require.True(t, end.Failed, "the failed Job is kept for reading")
 	term := end.Pod.Status.ContainerStatuses[0].State.Terminated
 	require.NotNil(t, term)
@@ -223,19 +224,19 @@ func (s *argoSuite) failingHook(t *testing.T) {
 // another restart and the new workload is applied.
 func (s *argoSuite) afterFix(t *testing.T) {
 	ne := s.ne
-	c := ne.kube.Client()
-	failed, err := c.BatchV1().Jobs(ne.ns).Get(t.Context(), s.stuckJob, metav1.GetOptions{})
+	c := ne.Kube.Client()
+	failed, err := c.BatchV1().Jobs(ne.NS).Get(t.Context(), s.stuckJob, metav1.GetOptions{})
 	require.NoError(t, err)
-	set, err := c.AppsV1().StatefulSets(ne.ns).Get(t.Context(), argoStuck, metav1.GetOptions{})
+	set, err := c.AppsV1().StatefulSets(ne.NS).Get(t.Context(), argoStuck, metav1.GetOptions{})
 	require.NoError(t, err)
 	set.Spec.Template.Spec.Containers[0].Command = []string{"redis-server", "--port", "6379", "--requirepass", "$(PASSWORD)", "--save", "", "--appendonly", "no"}
-	_, err = c.AppsV1().StatefulSets(ne.ns).Update(t.Context(), set, metav1.UpdateOptions{})
+	_, err = c.AppsV1().StatefulSets(ne.NS).Update(t.Context(), set, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	before := len(s.history.uids("Pod", argoStuck+"-0"))
 	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 		return len(s.history.uids("Pod", argoStuck+"-0")) > before, nil
 	}), "the StatefulSet replaces its pod")
-	ne.waitPodReady(argoStuck+"-0", 90*time.Second)
+	ne.WaitPodReady(argoStuck+"-0", 90*time.Second)
 	restarts := len(s.history.uids("Pod", argoStuck+"-0"))
 
 	s.app.sync(s.failing, "after-fix")
@@ -246,7 +247,7 @@ func (s *argoSuite) afterFix(t *testing.T) {
 	s.history.first(t, "Job", s.stuckJob, func(e kubeEvent) bool { return e.UID == next.UID && e.Complete })
 	s.waitJobGone(t, s.stuckJob)
 	require.Len(t, s.history.uids("Pod", argoStuck+"-0"), restarts, "no restart: the server accepts")
-	_, err = c.AppsV1().StatefulSets(ne.ns).Get(t.Context(), "shop-sessions", metav1.GetOptions{})
+	_, err = c.AppsV1().StatefulSets(ne.NS).Get(t.Context(), "shop-sessions", metav1.GetOptions{})
 	require.NoError(t, err, "the workload is applied once the hook succeeded")
 	require.Equal(t, 1, s.history.writes(argoSecret))
 }
@@ -264,10 +265,10 @@ func (s *argoSuite) incident316(t *testing.T) {
 	s.rewritePassword(t, pod)
 	uids, writes := s.history.uids("Pod", pod), s.history.writes(argoSecret)
 
-	plan := credentialPlan(ne.ns, "mut-argocd-shop", []planSecret{standardSecret(argoSecret)}, func(spec map[string]any) {
+	plan := suite.CredentialPlan(ne.NS, "mut-argocd-shop", []suite.PlanSecret{suite.StandardSecret(argoSecret)}, func(spec map[string]any) {
 		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": pod, "port": 6379, "secret": argoSecret, "passwordKey": "password"}}
 	})
-	s.repo.putHook("shop", ne.renderHook(plan, "--image", s.image))
+	s.repo.putHook("shop", ne.RenderHook(plan, "--image", s.image))
 	commit := s.repo.commit("shop: the cache's server in the plan")
 	s.app.refresh()
 	op := s.app.waitOperation(commit, "", 4*time.Minute)
@@ -286,8 +287,8 @@ func (s *argoSuite) incident316(t *testing.T) {
 	require.Less(t, added.RV, deleted.RV, "the pod is deleted while the hook Job runs")
 	require.Less(t, deleted.RV, done.RV, "the pod is deleted while the hook Job runs")
 	require.Equal(t, writes, s.history.writes(argoSecret), "no Secret written:\n%s", s.history)
-	ip := ne.waitPodReady(pod, 90*time.Second)
-	require.Equal(t, "+OK", valkeyAuth(t, net.JoinHostPort(ip, "6379"), ne.getSecret(argoSecret).Data["password"]))
+	ip := ne.WaitPodReady(pod, 90*time.Second)
+	require.Equal(t, "+OK", valkeyAuth(t, net.JoinHostPort(ip, "6379"), ne.GetSecret(argoSecret).Data["password"]))
 }
 
 // rewritePassword rewrites argoSecret's password after pod started and
@@ -295,10 +296,10 @@ func (s *argoSuite) incident316(t *testing.T) {
 func (s *argoSuite) rewritePassword(t *testing.T, pod string) {
 	t.Helper()
 	ne := s.ne
-	ip := ne.waitPodReady(pod, 90*time.Second)
-	secret := ne.getSecret(argoSecret)
-	secret.Data["password"] = []byte(randomHexT(t))
-	_, err := ne.kube.Client().CoreV1().Secrets(ne.ns).Update(t.Context(), secret, metav1.UpdateOptions{})
+	ip := ne.WaitPodReady(pod, 90*time.Second)
+	secret := ne.GetSecret(argoSecret)
+	secret.Data["password"] = []byte(suite.RandomHexT(t))
+	_, err := ne.Kube.Client().CoreV1().Secrets(ne.NS).Update(t.Context(), secret, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	answer := valkeyAuth(t, net.JoinHostPort(ip, "6379"), secret.Data["password"])
 	require.True(t, strings.HasPrefix(answer, "-WRONGPASS"), "the server refuses its Secret's password: %s", answer)
@@ -307,7 +308,7 @@ func (s *argoSuite) rewritePassword(t *testing.T, pod string) {
 // markerJob is the Job the sync marker in the cluster names.
 func (s *argoSuite) markerJob(t *testing.T) string {
 	t.Helper()
-	cm, err := s.ne.kube.Client().CoreV1().ConfigMaps(s.ne.ns).Get(t.Context(), "shop-orders-cache-credentials-sync", metav1.GetOptions{})
+	cm, err := s.ne.Kube.Client().CoreV1().ConfigMaps(s.ne.NS).Get(t.Context(), "shop-orders-cache-credentials-sync", metav1.GetOptions{})
 	require.NoError(t, err, "the sync marker is applied")
 	require.True(t, strings.HasPrefix(cm.Data["job"], argoShopJobs), cm.Data)
 	return cm.Data["job"]
@@ -327,7 +328,7 @@ func (s *argoSuite) countAdded(kind, name string) int {
 func (s *argoSuite) waitJobGone(t *testing.T, name string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := s.ne.kube.Client().BatchV1().Jobs(s.ne.ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := s.ne.Kube.Client().BatchV1().Jobs(s.ne.NS).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	require.NoError(t, err, "the succeeded hook Job %s is deleted", name)
@@ -349,16 +350,16 @@ func jobNameIn(t *testing.T, dir string) string {
 
 // valkeyObject is a StatefulSet running one redis-server whose password is
 // secret's key password, as a manifest committed beside the hook.
-func (ne *nodeEnv) valkeyObject(name, secret string) map[string]any {
-	ne.t.Helper()
+func valkeyObject(ne *nodeEnv, name, secret string) map[string]any {
+	ne.T.Helper()
 	labels := map[string]any{"app": name}
 	return map[string]any{
 		"apiVersion": "apps/v1", "kind": "StatefulSet",
-		"metadata": map[string]any{"name": name, "namespace": ne.ns},
+		"metadata": map[string]any{"name": name, "namespace": ne.NS},
 		"spec": map[string]any{"replicas": 1, "serviceName": name, "selector": map[string]any{"matchLabels": labels},
 			"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{
 				"automountServiceAccountToken": false, "terminationGracePeriodSeconds": 1,
-				"containers": []any{map[string]any{"name": "server", "image": ne.serversImage(), "imagePullPolicy": "Never",
+				"containers": []any{map[string]any{"name": "server", "image": ne.ServersImage(), "imagePullPolicy": "Never",
 					"command": []any{"redis-server", "--port", "6379", "--requirepass", "$(PASSWORD)", "--save", "", "--appendonly", "no"},
 					"env":     []any{map[string]any{"name": "PASSWORD", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secret, "key": "password"}}}},
 				}},

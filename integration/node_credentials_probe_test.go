@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/credentials"
 )
 
@@ -60,29 +61,29 @@ func redisConnections(t *testing.T, addr string) int {
 // and each redis-server accepted no connection but the test's own.
 func TestIntegrationNodePlantedPodsGetNothing(t *testing.T) {
 	ne := setupNode(t)
-	ne.joinJournal()
-	apiIP, apiPort := ne.apiEndpoint()
-	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
-	listener := []corev1.Container{{Name: "server", Image: ne.serversImage(), ImagePullPolicy: corev1.PullNever,
+	ne.JoinJournal()
+	apiIP, apiPort := ne.APIEndpoint()
+	ne.ApplyAll(suite.RenderCredentialsFence(t, ne.NS, apiIP, apiPort))
+	listener := []corev1.Container{{Name: "server", Image: ne.ServersImage(), ImagePullPolicy: corev1.PullNever,
 		Command: []string{"redis-server", "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"}}}
 	plant := func(name string, owner *metav1.OwnerReference, labels map[string]string, spec corev1.PodSpec) string {
 		t.Helper()
-		spec.Containers, spec.TerminationGracePeriodSeconds, spec.AutomountServiceAccountToken = listener, ptr(int64(1)), ptr(false)
+		spec.Containers, spec.TerminationGracePeriodSeconds, spec.AutomountServiceAccountToken = listener, suite.Ptr(int64(1)), suite.Ptr(false)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
 		if owner != nil {
-			owner.Controller = ptr(true)
+			owner.Controller = suite.Ptr(true)
 			pod.OwnerReferences = []metav1.OwnerReference{*owner}
 		}
-		_, err := ne.kube.Client().CoreV1().Pods(ne.ns).Create(t.Context(), pod, metav1.CreateOptions{})
+		_, err := ne.Kube.Client().CoreV1().Pods(ne.NS).Create(t.Context(), pod, metav1.CreateOptions{})
 		require.NoError(t, err)
-		return net.JoinHostPort(ne.waitPodReady(name, 90*time.Second), "6379")
+		return net.JoinHostPort(ne.WaitPodReady(name, 90*time.Second), "6379")
 	}
 	// shop-cache-0 first, with the StatefulSet's labels and identity while
 	// its name is free: the StatefulSet's controller adopts it (the real
 	// UID) and, the pod being there, starts none of its own.
-	labels, spec := statefulPodIdentity("shop-cache", 0, corev1.PodSpec{})
+	labels, spec := suite.StatefulPodIdentity("shop-cache", 0, corev1.PodSpec{})
 	b := plant("shop-cache-0", nil, labels, spec)
-	ne.adoptingStatefulSet(t.Context(), "shop-cache", []corev1.Container{{Name: "server", Image: ne.serversImage(), ImagePullPolicy: corev1.PullNever,
+	ne.AdoptingStatefulSet(t.Context(), "shop-cache", []corev1.Container{{Name: "server", Image: ne.ServersImage(), ImagePullPolicy: corev1.PullNever,
 		Command: []string{"redis-server", "--port", "6379", "--requirepass", "$(PASSWORD)", "--save", "", "--appendonly", "no"},
 		Env: []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "shop-cache-app"}, Key: "password"}}}}}})
@@ -90,14 +91,14 @@ func TestIntegrationNodePlantedPodsGetNothing(t *testing.T) {
 		UID: "5c0f8a52-0d7e-4b4e-9a57-2f1f5d0e9b01"}, map[string]string{"app": "shop-cache", "statefulset.kubernetes.io/pod-name": "shop-cache-a"},
 		corev1.PodSpec{})
 
-	plan := credentialPlan(ne.ns, "mut-node-planted", []planSecret{standardSecret("shop-cache-app")}, func(spec map[string]any) {
+	plan := suite.CredentialPlan(ne.NS, "mut-node-planted", []suite.PlanSecret{suite.StandardSecret("shop-cache-app")}, func(spec map[string]any) {
 		spec["servers"] = []any{
 			map[string]any{"protocol": "valkey", "pod": "shop-cache-a", "port": 6379, "secret": "shop-cache-app", "passwordKey": "password",
 				"controller": map[string]any{"kind": "StatefulSet", "name": "shop-cache"}},
 			map[string]any{"protocol": "valkey", "pod": "shop-cache-0", "port": 6379, "secret": "shop-cache-app", "passwordKey": "password"},
 		}
 	})
-	codes, logs := ne.syncExpectingFailure(ne.renderHook(plan), specOf(t, plan).Owner)
+	codes, logs := ne.SyncExpectingFailure(ne.RenderHook(plan), suite.SpecOf(t, plan).Owner)
 	require.Equal(t, 1, redisConnections(t, a), "the pod owned in another API group: no connection but this one")
 	require.Equal(t, 1, redisConnections(t, b), "the pod with the real UID and another container: no connection but this one")
 	require.NotEmpty(t, codes, logs)
@@ -107,5 +108,5 @@ func TestIntegrationNodePlantedPodsGetNothing(t *testing.T) {
 	require.Contains(t, logs, credentials.ReasonServerNotOwned)
 	require.Contains(t, logs, `"check":"owner-group"`)
 	require.Contains(t, logs, `"check":"containers"`)
-	requireNoValues(t, logs, ne.secretValues("shop-cache-app"))
+	suite.RequireNoValues(t, logs, ne.SecretValues("shop-cache-app"))
 }

@@ -5,34 +5,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/command"
 )
-
-// hookJobEnd is a failed hook Job of owner as the API server holds it
-// after the sync: the Job (its Failed condition) and every pod it made.
-func (ne *nodeEnv) hookJobEnd(owner string) (batchv1.Job, batchv1.JobCondition, []corev1.Pod) {
-	ne.t.Helper()
-	t, c := ne.t, ne.kube.Client()
-	sel := metav1.ListOptions{LabelSelector: "keyledger.dev/owner=" + owner}
-	jobs, err := c.BatchV1().Jobs(ne.ns).List(t.Context(), sel)
-	require.NoError(t, err)
-	require.Len(t, jobs.Items, 1, "one hook Job of %s", owner)
-	job := jobs.Items[0]
-	var failed batchv1.JobCondition
-	for _, cond := range job.Status.Conditions {
-		if cond.Type == batchv1.JobFailed && cond.Status == corev1.ConditionTrue {
-			failed = cond
-		}
-	}
-	require.Equal(t, batchv1.JobFailed, failed.Type, "the Job failed: %v", job.Status.Conditions)
-	pods, err := c.CoreV1().Pods(ne.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
-	require.NoError(t, err)
-	return job, failed, pods.Items
-}
 
 // terminationMessage is the hook container's termination message, decoded.
 func terminationMessage(t *testing.T, p corev1.Pod) (map[string]any, int32) {
@@ -59,24 +37,24 @@ func terminationMessage(t *testing.T, p corev1.Pod) (map[string]any, int32) {
 // BackoffLimitExceeded. Pods are counted from the API server.
 func TestIntegrationNodeFailureSignals(t *testing.T) {
 	ne := setupNode(t)
-	ne.joinJournal()
-	apiIP, apiPort := ne.apiEndpoint()
-	ne.applyAll(renderCredentialsFence(t, ne.ns, apiIP, apiPort))
-	c := ne.kube.Client()
+	ne.JoinJournal()
+	apiIP, apiPort := ne.APIEndpoint()
+	ne.ApplyAll(suite.RenderCredentialsFence(t, ne.NS, apiIP, apiPort))
+	c := ne.Kube.Client()
 
 	// Refused: the planned Secret exists with a type keyledger never
 	// writes (secret-wrong-type, exit 2). The mutation ID holds ':', which
 	// no label value may: the label is its hash.
 	const refusedID, refusedOwner, refusedSecret = "node-signals:refused", "signals-refused", "signals-refused-app"
-	_, err := c.CoreV1().Secrets(ne.ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: refusedSecret},
-		Type: "example.com/not-opaque", Data: map[string][]byte{"password": []byte(randomHexT(t))}}, metav1.CreateOptions{})
+	_, err := c.CoreV1().Secrets(ne.NS).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: refusedSecret},
+		Type: "example.com/not-opaque", Data: map[string][]byte{"password": []byte(suite.RandomHexT(t))}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	refused := credentialPlan(ne.ns, refusedID, []planSecret{standardSecret(refusedSecret)}, func(spec map[string]any) {
+	refused := suite.CredentialPlan(ne.NS, refusedID, []suite.PlanSecret{suite.StandardSecret(refusedSecret)}, func(spec map[string]any) {
 		spec["owner"] = refusedOwner
 	})
 	var applyHook string
-	_, logs := ne.syncExpectingFailure(ne.renderHook(refused), refusedOwner, &applyHook)
-	job, failed, pods := ne.hookJobEnd(refusedOwner)
+	_, logs := ne.SyncExpectingFailure(ne.RenderHook(refused), refusedOwner, &applyHook)
+	job, failed, pods := ne.HookJobEnd(refusedOwner)
 	require.Len(t, pods, 1, "exit 2 is not retried: %s", logs)
 	require.Equal(t, "PodFailurePolicy", failed.Reason, failed.Message)
 	require.Contains(t, failed.Message, "keyledger", "the condition names the container")
@@ -86,7 +64,7 @@ func TestIntegrationNodeFailureSignals(t *testing.T) {
 	require.EqualValues(t, 2, code)
 	require.Equal(t, map[string]any{"outcome": "refused", "reason": "secret-wrong-type", "kind": "CredentialPlan",
 		"mutationId": refusedID, "exitCode": float64(2)}, msg)
-	byLabel, err := c.CoreV1().Pods(ne.ns).List(t.Context(), metav1.ListOptions{
+	byLabel, err := c.CoreV1().Pods(ne.NS).List(t.Context(), metav1.ListOptions{
 		LabelSelector: command.LabelMutationIDHash + "=" + command.MutationIDHash(refusedID)})
 	require.NoError(t, err)
 	require.Len(t, byLabel.Items, 1, "the pod is found by its mutation ID")
@@ -98,16 +76,16 @@ func TestIntegrationNodeFailureSignals(t *testing.T) {
 	// matches no node), so its probe's answer is unknown and every run of
 	// the plan ends 75 (probe-unknown) after its Secrets converged.
 	const uncertainID, uncertainOwner, serverPod = "node-signals-uncertain", "signals-uncertain", "signals-cache-0"
-	_, err = c.CoreV1().Pods(ne.ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: serverPod},
-		Spec: corev1.PodSpec{NodeSelector: map[string]string{"keyledger.dev/no-such-node": "true"}, AutomountServiceAccountToken: ptr(false),
-			Containers: []corev1.Container{{Name: "server", Image: nodeShared.image, ImagePullPolicy: corev1.PullNever}}}}, metav1.CreateOptions{})
+	_, err = c.CoreV1().Pods(ne.NS).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: serverPod},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"keyledger.dev/no-such-node": "true"}, AutomountServiceAccountToken: suite.Ptr(false),
+			Containers: []corev1.Container{{Name: "server", Image: suite.NodeImage(), ImagePullPolicy: corev1.PullNever}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	uncertain := credentialPlan(ne.ns, uncertainID, []planSecret{standardSecret("signals-cache-app")}, func(spec map[string]any) {
+	uncertain := suite.CredentialPlan(ne.NS, uncertainID, []suite.PlanSecret{suite.StandardSecret("signals-cache-app")}, func(spec map[string]any) {
 		spec["owner"] = uncertainOwner
 		spec["servers"] = []any{map[string]any{"protocol": "valkey", "pod": serverPod, "port": 6379, "secret": "signals-cache-app", "passwordKey": "password"}}
 	})
-	codes, logs := ne.syncExpectingFailure(ne.renderHook(uncertain), uncertainOwner)
-	_, failed, pods = ne.hookJobEnd(uncertainOwner)
+	codes, logs := ne.SyncExpectingFailure(ne.RenderHook(uncertain), uncertainOwner)
+	_, failed, pods = ne.HookJobEnd(uncertainOwner)
 	require.Len(t, pods, 3, "exit 75 is retried: the pod and backoffLimit's two retries: %s", logs)
 	require.Equal(t, []int32{75, 75, 75}, codes, logs)
 	require.Equal(t, "BackoffLimitExceeded", failed.Reason, failed.Message)

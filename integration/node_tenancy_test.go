@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // nodeTenant is what one served namespace's part of the tenancy run leaves:
@@ -70,7 +72,7 @@ func recordsOfAs(t *testing.T, url string, mutations []string) int {
 // Secret of the journal's namespace.
 func TestIntegrationNodeTenancy(t *testing.T) {
 	ne := setupNode(t)
-	ne.startJournal()
+	ne.StartJournal()
 	var mu sync.Mutex
 	var tenants []nodeTenant
 	ran := func(run func(*testing.T) nodeTenant) func(*testing.T) {
@@ -80,7 +82,7 @@ func TestIntegrationNodeTenancy(t *testing.T) {
 			// On the node's control plane, while the namespace is there: no
 			// keyledger ServiceAccount of it may read a Secret of the
 			// journal's namespace.
-			requireNoJournalSecretAccess(t.Context(), t, ne.kube.Client(), keyledgerServiceAccountsIn(t, ne, te.ns))
+			suite.RequireNoJournalSecretAccess(t.Context(), t, ne.Kube.Client(), keyledgerServiceAccountsIn(t, ne, te.ns))
 			mu.Lock()
 			defer mu.Unlock()
 			tenants = append(tenants, te)
@@ -96,7 +98,7 @@ func TestIntegrationNodeTenancy(t *testing.T) {
 	}
 	require.Len(t, tenants, 3)
 
-	owner := operationsAs(t, nodeJournal.ownerURL)
+	owner := operationsAs(t, suite.NodeJournalOwnerURL())
 	byMutation := map[string]journaledOperation{}
 	for _, o := range owner {
 		byMutation[o.MutationID] = o
@@ -124,13 +126,13 @@ func TestIntegrationNodeTenancy(t *testing.T) {
 		for _, m := range te.mutations {
 			require.True(t, slices.Contains(mine, m), "the role of %s sees its own %s: %v", te.ns, m, mine)
 		}
-		require.Positive(t, recordsOfAs(t, nodeJournal.ownerURL, others), "the others' operations have records")
+		require.Positive(t, recordsOfAs(t, suite.NodeJournalOwnerURL(), others), "the others' operations have records")
 		require.Zero(t, recordsOfAs(t, te.roleURL, others), "the role of %s sees no record of %v", te.ns, others)
 	}
 
 	// The schema owner's ServiceAccount too (each namespace's were
 	// reviewed before its namespace went).
-	requireNoJournalSecretAccess(t.Context(), t, ne.kube.Client(), keyledgerServiceAccountsIn(t, ne, journalNamespace))
+	suite.RequireNoJournalSecretAccess(t.Context(), t, ne.Kube.Client(), keyledgerServiceAccountsIn(t, ne, suite.JournalNamespace))
 }
 
 // keyledgerServiceAccountsIn lists ns's keyledger ServiceAccounts (the
@@ -138,7 +140,7 @@ func TestIntegrationNodeTenancy(t *testing.T) {
 // least one.
 func keyledgerServiceAccountsIn(t *testing.T, ne *nodeEnv, ns string) []*unstructured.Unstructured {
 	t.Helper()
-	sas, err := ne.kube.Client().CoreV1().ServiceAccounts(ns).List(t.Context(), metav1.ListOptions{})
+	sas, err := ne.Kube.Client().CoreV1().ServiceAccounts(ns).List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	var objs []*unstructured.Unstructured
 	for _, sa := range sas.Items {

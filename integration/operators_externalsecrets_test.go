@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,106 +14,29 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
-// The real External Secrets controller (EXTERNAL_SECRETS_VERSION, built
-// from the Go module proxy, its CRDs from the same module) runs out of
-// cluster against a control plane of its own: it reconciles every
-// ExternalSecret it sees, so it must not share the loopback control plane
-// whose adoption tests create ExternalSecrets no controller may touch.
-// PostgreSQL and the keyledger binary are the shared platform's.
-var esoShared struct {
-	once sync.Once
-	err  error
-	kube *platform.Kube
-	eso  *platform.ExternalSecrets
-}
-
-func startESOPlatform() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	s := &esoShared
-	if s.kube, s.err = platform.StartKube(ctx); s.err != nil {
-		return
-	}
-	start := time.Now()
-	s.eso, s.err = platform.StartExternalSecrets(ctx, s.kube)
-	if s.err == nil {
-		fmt.Fprintf(os.Stderr, "external-secrets: controller ready in %s\n", time.Since(start).Round(time.Millisecond))
-	}
-}
-
-// stopESOPlatform stops the controller and its control plane (TestMain).
-func stopESOPlatform(failed bool) {
-	s := &esoShared
-	if s.eso != nil {
-		if failed {
-			fmt.Fprintln(os.Stderr, "external-secrets: controller log tail:\n"+tail(s.eso.Log(), 30))
-		}
-		_ = s.eso.Stop()
-	}
-	if s.kube != nil {
-		if err := s.kube.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the External Secrets control plane:", err)
-		}
-	}
-}
-
-func tail(s string, lines int) string {
-	all := bytes.Split([]byte(s), []byte("\n"))
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return string(bytes.Join(all, []byte("\n")))
-}
-
-// setupESO gives a test the External Secrets control plane with the live
-// controller, a fresh namespace and a fresh journal on the shared
-// PostgreSQL. KEYLEDGER_OPERATORS=off skips it visibly.
-func setupESO(t *testing.T) *env {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs the real platform (run without -short)")
-	}
-	if reason := platform.OperatorsSkipReason(); reason != "" {
-		t.Skip(reason)
-	}
-	shared.once.Do(startPlatform)
-	if shared.err != nil {
-		t.Fatalf("platform: %v", shared.err)
-	}
-	esoShared.once.Do(startESOPlatform)
-	if esoShared.err != nil {
-		t.Fatalf("External Secrets platform: %v", esoShared.err)
-	}
-	ns := esoShared.kube.Namespace(t)
-	j, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t), ns, toyNamespace)
-	require.NoError(t, err)
-	return &env{t: t, kube: esoShared.kube, ns: ns, journal: j, binary: shared.binary, dir: t.TempDir()}
-}
-
-func (e *env) createPasswordGenerator(name string) {
-	e.t.Helper()
-	_, err := e.dynamicClient().Resource(passwordsGVR).Namespace(e.ns).Create(e.t.Context(), &unstructured.Unstructured{Object: map[string]any{
+func createPasswordGenerator(e *env, name string) {
+	e.T.Helper()
+	_, err := e.DynamicClient().Resource(suite.PasswordsGVR).Namespace(e.NS).Create(e.T.Context(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Password",
 		"metadata": map[string]any{"name": name},
 		"spec":     map[string]any{"length": int64(32), "allowRepeat": true, "noUpper": false},
 	}}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 }
 
 // waitSynced waits until the controller has written the ExternalSecret's
 // Secret and recorded the sync in the ExternalSecret's status, and returns
 // the Secret as it is then.
-func (e *env) waitSynced(name string) *corev1.Secret {
-	e.t.Helper()
-	ess := e.dynamicClient().Resource(externalSecretsGVR).Namespace(e.ns)
+func waitSynced(e *env, name string) *corev1.Secret {
+	e.T.Helper()
+	ess := e.DynamicClient().Resource(suite.ExternalSecretsGVR).Namespace(e.NS)
 	var got *corev1.Secret
-	ctx, cancel := context.WithTimeout(e.t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(e.T.Context(), 2*time.Minute)
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		es, err := ess.Get(ctx, name, metav1.GetOptions{})
@@ -125,71 +46,27 @@ func (e *env) waitSynced(name string) *corev1.Secret {
 		if rv, _, _ := unstructured.NestedString(es.Object, "status", "syncedResourceVersion"); rv == "" {
 			return false, nil
 		}
-		s, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		s, err := e.Kube.Client().CoreV1().Secrets(e.NS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(s.Data["password"]) == 0 {
 			return false, nil
 		}
 		got = s
 		return true, nil
 	})
-	require.NoError(e.t, err, "ExternalSecret %s not synced; controller log:\n%s", name, tail(esoShared.eso.Log(), 30))
+	require.NoError(e.T, err, "ExternalSecret %s not synced; controller log:\n%s", name, suite.Tail(suite.ESOLog(), 30))
 	return got
-}
-
-// secretHistory is every write to the Secret name after resourceVersion
-// from, read from the API server's watch history up to a marker Secret
-// created now.
-func (e *env) secretHistory(name, from string) []*corev1.Secret {
-	e.t.Helper()
-	marker := e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "zz-history-marker-" + randomSuffix(e.t)}})
-	ctx, cancel := context.WithTimeout(e.t.Context(), 30*time.Second)
-	defer cancel()
-	w, err := e.kube.Client().CoreV1().Secrets(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: from})
-	require.NoError(e.t, err)
-	defer w.Stop()
-	var out []*corev1.Secret
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			require.True(e.t, ok, "watch closed before the marker was seen")
-			require.NotEqual(e.t, watch.Error, ev.Type, "watch error: %v", ev.Object)
-			s, ok := ev.Object.(*corev1.Secret)
-			if !ok {
-				continue
-			}
-			if s.Name == marker.Name {
-				return out
-			}
-			if s.Name == name {
-				require.NotEqual(e.t, watch.Deleted, ev.Type, "Secret %s was deleted", name)
-				out = append(out, s)
-			}
-		case <-ctx.Done():
-			e.t.Fatalf("the marker Secret never appeared in the watch history after %s", from)
-		}
-	}
-}
-
-// resourceVersions lists the writes of a history by resourceVersion only
-// (a failure message must never print a Secret's data).
-func resourceVersions(history []*corev1.Secret) []string {
-	out := make([]string, len(history))
-	for i, s := range history {
-		out[i] = s.ResourceVersion
-	}
-	return out
 }
 
 // waitOrphaned waits until the garbage collector has removed the deleted
 // owner's reference from the Secret (the Orphan propagation's one write)
 // and returns the Secret then.
-func (e *env) waitOrphaned(name string) *corev1.Secret {
-	e.t.Helper()
+func waitOrphaned(e *env, name string) *corev1.Secret {
+	e.T.Helper()
 	var got *corev1.Secret
-	ctx, cancel := context.WithTimeout(e.t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(e.T.Context(), time.Minute)
 	defer cancel()
-	require.NoError(e.t, wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		s, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(e.T, wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		s, err := e.Kube.Client().CoreV1().Secrets(e.NS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(s.OwnerReferences) > 0 {
 			return false, nil
 		}
@@ -201,14 +78,14 @@ func (e *env) waitOrphaned(name string) *corev1.Secret {
 
 // orphanExternalSecret deletes the ExternalSecret leaving its Secret (the
 // Orphan propagation keyledger's adoption uses) and waits until it is gone.
-func (e *env) orphanExternalSecret(name string) {
-	e.t.Helper()
-	ess := e.dynamicClient().Resource(externalSecretsGVR).Namespace(e.ns)
+func orphanExternalSecret(e *env, name string) {
+	e.T.Helper()
+	ess := e.DynamicClient().Resource(suite.ExternalSecretsGVR).Namespace(e.NS)
 	orphan := metav1.DeletePropagationOrphan
-	require.NoError(e.t, ess.Delete(e.t.Context(), name, metav1.DeleteOptions{PropagationPolicy: &orphan}))
-	ctx, cancel := context.WithTimeout(e.t.Context(), time.Minute)
+	require.NoError(e.T, ess.Delete(e.T.Context(), name, metav1.DeleteOptions{PropagationPolicy: &orphan}))
+	ctx, cancel := context.WithTimeout(e.T.Context(), time.Minute)
 	defer cancel()
-	require.NoError(e.t, wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	require.NoError(e.T, wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		_, err := ess.Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}), "ExternalSecret %s not gone", name)
@@ -222,48 +99,48 @@ func (e *env) orphanExternalSecret(name string) {
 // gets a new password.
 func TestIntegrationExternalSecretsRecreateRegenerates(t *testing.T) {
 	t.Parallel()
-	e := setupESO(t)
+	e := suite.SetupESO(t)
 	ctx := t.Context()
-	ess := e.dynamicClient().Resource(externalSecretsGVR).Namespace(e.ns)
+	ess := e.DynamicClient().Resource(suite.ExternalSecretsGVR).Namespace(e.NS)
 	const name, generator = "orders-db-app", "orders-db-password"
-	e.createPasswordGenerator(generator)
-	_, err := ess.Create(ctx, generatorBackedExternalSecret(name, generator), metav1.CreateOptions{})
+	createPasswordGenerator(e, generator)
+	_, err := ess.Create(ctx, suite.GeneratorBackedExternalSecret(name, generator), metav1.CreateOptions{})
 	require.NoError(t, err)
-	e.waitSynced(name)
+	waitSynced(e, name)
 	// Let a second first-sync write (the #316 race) land before measuring.
 	time.Sleep(2 * time.Second)
-	first := e.getSecret(name)
+	first := e.GetSecret(name)
 
-	e.orphanExternalSecret(name)
+	orphanExternalSecret(e, name)
 	// The control: the ExternalSecret is gone and not re-created; once the
 	// garbage collector has dropped the owner reference (its one write),
 	// nothing writes the Secret over a bounded window.
-	orphaned := e.waitOrphaned(name)
+	orphaned := waitOrphaned(e, name)
 	require.Equal(t, first.UID, orphaned.UID)
 	require.True(t, bytes.Equal(first.Data["password"], orphaned.Data["password"]), "the Orphan delete keeps the value")
 	time.Sleep(5 * time.Second)
-	quiet := e.secretHistory(name, orphaned.ResourceVersion)
-	require.Empty(t, resourceVersions(quiet), "nothing writes the Secret while no ExternalSecret exists")
+	quiet := e.SecretHistory(name, orphaned.ResourceVersion)
+	require.Empty(t, suite.ResourceVersions(quiet), "nothing writes the Secret while no ExternalSecret exists")
 
 	recreated := time.Now()
-	_, err = ess.Create(ctx, generatorBackedExternalSecret(name, generator), metav1.CreateOptions{})
+	_, err = ess.Create(ctx, suite.GeneratorBackedExternalSecret(name, generator), metav1.CreateOptions{})
 	require.NoError(t, err)
 	var after *corev1.Secret
 	var took time.Duration
 	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	err = wait.PollUntilContextCancel(wctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		s, err := e.kube.Client().CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		s, err := e.Kube.Client().CoreV1().Secrets(e.NS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || s.ResourceVersion == orphaned.ResourceVersion {
 			return false, nil
 		}
 		after, took = s, time.Since(recreated)
 		return true, nil
 	})
-	require.NoError(t, err, "the re-created ExternalSecret never wrote the Secret; controller log:\n%s", tail(esoShared.eso.Log(), 30))
-	e.waitSynced(name)
-	history := e.secretHistory(name, orphaned.ResourceVersion)
-	require.NotEmpty(t, resourceVersions(history))
+	require.NoError(t, err, "the re-created ExternalSecret never wrote the Secret; controller log:\n%s", suite.Tail(suite.ESOLog(), 30))
+	waitSynced(e, name)
+	history := e.SecretHistory(name, orphaned.ResourceVersion)
+	require.NotEmpty(t, suite.ResourceVersions(history))
 	after = history[len(history)-1]
 	require.Equal(t, first.UID, after.UID, "the same Secret object, rewritten in place")
 	require.Len(t, after.Data["password"], 32)
@@ -286,24 +163,24 @@ func TestIntegrationExternalSecretsRecreateRegenerates(t *testing.T) {
 // and reported, never asserted: it is a race.
 func TestIntegrationExternalSecretsFirstSyncRace(t *testing.T) {
 	t.Parallel()
-	e := setupESO(t)
+	e := suite.SetupESO(t)
 	ctx := t.Context()
-	ess := e.dynamicClient().Resource(externalSecretsGVR).Namespace(e.ns)
-	from := e.secretsRV()
+	ess := e.DynamicClient().Resource(suite.ExternalSecretsGVR).Namespace(e.NS)
+	from := e.SecretsRV()
 	const n = 10
 	for i := range n {
 		gen := fmt.Sprintf("race-%d-password", i)
-		e.createPasswordGenerator(gen)
-		_, err := ess.Create(ctx, generatorBackedExternalSecret(fmt.Sprintf("race-%d", i), gen), metav1.CreateOptions{})
+		createPasswordGenerator(e, gen)
+		_, err := ess.Create(ctx, suite.GeneratorBackedExternalSecret(fmt.Sprintf("race-%d", i), gen), metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
 	for i := range n {
-		e.waitSynced(fmt.Sprintf("race-%d", i))
+		waitSynced(e, fmt.Sprintf("race-%d", i))
 	}
 	time.Sleep(2 * time.Second)
 	raced, writes := 0, 0
 	for i := range n {
-		h := e.secretHistory(fmt.Sprintf("race-%d", i), from)
+		h := e.SecretHistory(fmt.Sprintf("race-%d", i), from)
 		writes += len(h)
 		values := map[string]bool{}
 		for _, s := range h {
@@ -325,17 +202,17 @@ func TestIntegrationExternalSecretsFirstSyncRace(t *testing.T) {
 // stops the plan before any write.
 func TestIntegrationExternalSecretsAdoptionLive(t *testing.T) {
 	t.Parallel()
-	e := setupESO(t)
+	e := suite.SetupESO(t)
 	ctx := t.Context()
-	dyn := e.dynamicClient()
-	ess, passwords := dyn.Resource(externalSecretsGVR).Namespace(e.ns), dyn.Resource(passwordsGVR).Namespace(e.ns)
+	dyn := e.DynamicClient()
+	ess, passwords := dyn.Resource(suite.ExternalSecretsGVR).Namespace(e.NS), dyn.Resource(suite.PasswordsGVR).Namespace(e.NS)
 	const name, generator = "shop-orders-cache-app", "shop-orders-cache-password"
-	e.createPasswordGenerator(generator)
-	es, err := ess.Create(ctx, generatorBackedExternalSecret(name, generator), metav1.CreateOptions{})
+	createPasswordGenerator(e, generator)
+	es, err := ess.Create(ctx, suite.GeneratorBackedExternalSecret(name, generator), metav1.CreateOptions{})
 	require.NoError(t, err)
-	e.waitSynced(name)
+	waitSynced(e, name)
 	time.Sleep(2 * time.Second) // a first-sync race's second write lands first
-	before := e.getSecret(name)
+	before := e.GetSecret(name)
 	require.Len(t, before.OwnerReferences, 1, "the controller made the ExternalSecret the Secret's owner")
 	require.Equal(t, es.GetUID(), before.OwnerReferences[0].UID)
 
@@ -360,16 +237,16 @@ func TestIntegrationExternalSecretsAdoptionLive(t *testing.T) {
 		}
 	}()
 
-	plan := credentialPlan(e.ns, "mut-adopt-live", []planSecret{standardSecret(name)}, func(spec map[string]any) {
+	plan := suite.CredentialPlan(e.NS, "mut-adopt-live", []suite.PlanSecret{suite.StandardSecret(name)}, func(spec map[string]any) {
 		spec["adopt"] = []any{map[string]any{"externalSecret": name, "generators": []any{generator}}}
 	})
-	path := e.writeCommand("plan.json", plan)
-	as := e.asCredentialRunner(plan)
-	r := e.keyledger([]string{"run", path}, as)
+	path := e.WriteCommand("plan.json", plan)
+	as := e.AsCredentialRunner(plan)
+	r := e.Keyledger([]string{"run", path}, as)
 	close(stopPoke)
 	pokes := <-poked
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, "completed", out["outcome"])
 	require.EqualValues(t, 1, out["externalSecretsDeleted"])
 	require.EqualValues(t, 1, out["generatorsDeleted"])
@@ -379,51 +256,51 @@ func TestIntegrationExternalSecretsAdoptionLive(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "the ExternalSecret is gone: %v", err)
 	_, err = passwords.Get(ctx, generator, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "the generator is gone: %v", err)
-	adopted := e.getSecret(name)
+	adopted := e.GetSecret(name)
 	require.Equal(t, before.UID, adopted.UID, "orphaned, not collected")
 	require.True(t, bytes.Equal(before.Data["password"], adopted.Data["password"]), "the pre-adoption value")
 	require.Empty(t, adopted.OwnerReferences)
 
 	// The bounded window: nothing writes or deletes the Secret.
 	time.Sleep(10 * time.Second)
-	require.Empty(t, resourceVersions(e.secretHistory(name, adopted.ResourceVersion)), "no write to the adopted Secret after adoption")
-	for _, s := range e.secretHistory(name, before.ResourceVersion) {
+	require.Empty(t, suite.ResourceVersions(e.SecretHistory(name, adopted.ResourceVersion)), "no write to the adopted Secret after adoption")
+	for _, s := range e.SecretHistory(name, before.ResourceVersion) {
 		require.True(t, bytes.Equal(before.Data["password"], s.Data["password"]), "no write changed the password (resourceVersion %s)", s.ResourceVersion)
 	}
 
 	// The next sync: the same command again changes nothing.
-	r = e.keyledger([]string{"run", path}, as)
+	r = e.Keyledger([]string{"run", path}, as)
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, "existing", outcome(t, r)["outcome"])
-	require.Equal(t, adopted.ResourceVersion, e.getSecret(name).ResourceVersion, "the second sync wrote nothing")
-	_, records := e.journalOf("mut-adopt-live:run-1")
+	require.Equal(t, "existing", suite.Outcome(t, r)["outcome"])
+	require.Equal(t, adopted.ResourceVersion, e.GetSecret(name).ResourceVersion, "the second sync wrote nothing")
+	_, records := e.JournalOf("mut-adopt-live:run-1")
 	// Each change to the ExternalSecret between keyledger's read and its
 	// delete fails the delete's resourceVersion precondition; it re-reads
 	// and calls again, bound to the same UID.
-	orphanCalls := recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
+	orphanCalls := suite.RecordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
 	require.NotEmpty(t, orphanCalls)
 	for _, c := range orphanCalls {
 		require.Equal(t, string(es.GetUID()), c.UID)
 	}
 	t.Logf("the Orphan delete took %d call(s) against the moving ExternalSecret", len(orphanCalls))
-	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "delete-generator"), 1)
-	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-adopt-live:run-1"), [][]byte{before.Data["password"]})
+	require.Len(t, suite.RecordsOf(records, store.RecordAuthorityCall, "delete-generator"), 1)
+	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-adopt-live:run-1"), [][]byte{before.Data["password"]})
 
 	// A remote-store-backed ExternalSecret (its store does not exist: the
 	// controller reports an error on it) stops the plan before any write.
 	const remote, other = "shop-vault-app", "shop-other-app"
-	_, err = ess.Create(ctx, remoteExternalSecret(remote), metav1.CreateOptions{})
+	_, err = ess.Create(ctx, suite.RemoteExternalSecret(remote), metav1.CreateOptions{})
 	require.NoError(t, err)
-	from := e.secretsRV()
-	plan = credentialPlan(e.ns, "mut-remote-live", []planSecret{standardSecret(other), standardSecret(remote)}, func(spec map[string]any) {
+	from := e.SecretsRV()
+	plan = suite.CredentialPlan(e.NS, "mut-remote-live", []suite.PlanSecret{suite.StandardSecret(other), suite.StandardSecret(remote)}, func(spec map[string]any) {
 		spec["adopt"] = []any{map[string]any{"externalSecret": remote}}
 	})
-	r = e.keyledger([]string{"run", e.writeCommand("remote.json", plan)}, e.asCredentialRunner(plan))
+	r = e.Keyledger([]string{"run", e.WriteCommand("remote.json", plan)}, e.AsCredentialRunner(plan))
 	require.Equal(t, 2, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	require.Equal(t, "external-secret-not-generator-backed", outcome(t, r)["reason"])
+	require.Equal(t, "external-secret-not-generator-backed", suite.Outcome(t, r)["reason"])
 	_, err = ess.Get(ctx, remote, metav1.GetOptions{})
 	require.NoError(t, err, "the remote-backed ExternalSecret is left alone")
-	creates := e.secretCreates(from)
+	creates := e.SecretCreates(from)
 	require.Zero(t, creates[other], "nothing was written")
 	require.Zero(t, creates[remote], "nothing was written")
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // A completion whose detail carries outcome, kind, mutationId and reason
@@ -15,16 +17,16 @@ import (
 func TestIntegrationForgedEndingDetailCannotOverrideStdout(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := e.createSecret(keyringSecret("keyring-ending-keys", standardKeyring()))
+	s := e.CreateSecret(suite.KeyringSecret("keyring-ending-keys", suite.StandardKeyring()))
 	mutation := "mut-ending-keys"
-	path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
+	path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
 	// The real command prepares its operation (the digest is keyledger's)
 	// and dies before any call.
-	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withFailpoint("after-prepare"))
+	r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithFailpoint("after-prepare"))
 	require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
 
 	ctx := t.Context()
-	tx, err := connect(t, e.journal.OperatorURL).Begin(ctx)
+	tx, err := suite.Connect(t, e.Journal.OperatorURL).Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `UPDATE keyledger.operations SET state = 'completed', outcome = 'completed' WHERE mutation_id = $1`, mutation)
 	require.NoError(t, err)
@@ -34,8 +36,8 @@ func TestIntegrationForgedEndingDetailCannotOverrideStdout(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 
-	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s))
-	out := outcome(t, r)
+	r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
+	out := suite.Outcome(t, r)
 	require.NotContains(t, r.Stdout, "forged", "stdout carries a forged word: %s", r.Stdout)
 	require.Equal(t, "KeyRetirement", out["kind"], r.Stdout)
 	require.Equal(t, mutation, out["mutationId"], r.Stdout)

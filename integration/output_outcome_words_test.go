@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -20,31 +21,31 @@ import (
 func TestIntegrationConcurrentRetirementsSayWhoWrote(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("keyring-eight", before))
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("keyring-eight", before))
 	mutation := "mut-eight"
-	path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-06", mutation))
-	as := e.asRetirerOf(s)
+	path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-06", mutation))
+	as := e.AsRetirerOf(s)
 
 	const n = 8
-	results := e.runTogether(n, []string{"run", path}, as)
+	results := e.RunTogether(n, []string{"run", path}, as)
 
 	words := map[string]int{}
 	for i, r := range results {
 		require.Equal(t, 0, r.Code, "run %d: %s %s", i, r.Stdout, r.Stderr)
-		words[outcome(t, r)["outcome"].(string)]++
+		words[suite.Outcome(t, r)["outcome"].(string)]++
 	}
 	t.Logf("outcomes of %d concurrent runs: %v", n, words)
-	after := e.getSecret(s.Name)
-	requireRetired(t, after, "k-2026-06", mutation, before)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write among %d runs", n)
+	after := e.GetSecret(s.Name)
+	suite.RequireRetired(t, after, "k-2026-06", mutation, before)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write among %d runs", n)
 
 	require.Equal(t, 1, words["completed"], "exactly the run whose write was applied says completed: %v", words)
 	require.LessOrEqual(t, words["converged"], 1, "at most the run that ended the operation from a re-read: %v", words)
 	require.Equal(t, n, words["completed"]+words["converged"]+words["existing"], "no other word: %v", words)
-	op, records := e.journalOf(mutation)
+	op, records := e.JournalOf(mutation)
 	require.Equal(t, store.StateCompleted, op.State)
-	require.Equal(t, 1, count(records, store.RecordCompletion))
+	require.Equal(t, 1, suite.Count(records, store.RecordCompletion))
 	if op.Outcome == "completed" {
 		require.Zero(t, words["converged"], "the writer ended the operation itself: nobody converged")
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/retire"
 )
@@ -134,28 +135,28 @@ func interceptingProxy(t *testing.T, target string, cutAt int, stall bool) strin
 func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := e.createSecret(keyringSecret("canary-paths", standardKeyring()))
+	s := e.CreateSecret(suite.KeyringSecret("canary-paths", suite.StandardKeyring()))
 	dir := filepath.Join(t.TempDir(), "dir-"+pathCanary)
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	kubeconfig := filepath.Join(dir, "kubeconfig-"+pathCanary)
-	raw, err := os.ReadFile(e.serviceAccountKubeconfig("canary-paths", retire.Rules(s.Name)))
+	raw, err := os.ReadFile(e.ServiceAccountKubeconfig("canary-paths", retire.Rules(s.Name)))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(kubeconfig, raw, 0o600))
 	command := func(mutation string) string {
-		b, err := json.Marshal(retireCommand(s, "k-2026-07", mutation))
+		b, err := json.Marshal(suite.RetireCommand(s, "k-2026-07", mutation))
 		require.NoError(t, err)
 		p := filepath.Join(dir, mutation+"-"+pathCanary+".json")
 		require.NoError(t, os.WriteFile(p, b, 0o600))
 		return p
 	}
-	dbURL := withCanaryHost(t, e.journal.OperatorURL, "")
-	u, err := url.Parse(e.journal.OperatorURL)
+	dbURL := withCanaryHost(t, e.Journal.OperatorURL, "")
+	u, err := url.Parse(e.Journal.OperatorURL)
 	require.NoError(t, err)
 
 	var outputs strings.Builder
-	run := func(name string, wantCode int, args []string, opts ...runOption) result {
+	run := func(name string, wantCode int, args []string, opts ...suite.RunOption) suite.Result {
 		t.Helper()
-		r := e.keyledger(args, append([]runOption{withEnv("KEYLEDGER_LOG_LEVEL=debug")}, opts...)...)
+		r := e.Keyledger(args, append([]suite.RunOption{suite.WithEnv("KEYLEDGER_LOG_LEVEL=debug")}, opts...)...)
 		require.Equal(t, wantCode, r.Code, "%s: %s %s", name, r.Stdout, r.Stderr)
 		if args[0] == "run" {
 			require.NotEmpty(t, r.Stdout, "%s: a run always prints its outcome line", name)
@@ -166,21 +167,21 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 
 	// Success: the kubeconfig by flag, then by $KUBECONFIG (a replay).
 	ok := command("mut-paths-ok")
-	run("success", 0, []string{"run", "--kubeconfig", kubeconfig, ok}, withDatabase(dbURL))
-	run("replay", 0, []string{"run", ok}, asKubeconfig(kubeconfig), withDatabase(dbURL))
-	run("journal-show", 0, []string{"journal", "show", "mut-paths-ok", "-o", "json"}, withDatabase(dbURL))
-	run("journal-list", 0, []string{"journal", "list"}, withDatabase(dbURL))
+	run("success", 0, []string{"run", "--kubeconfig", kubeconfig, ok}, suite.WithDatabase(dbURL))
+	run("replay", 0, []string{"run", ok}, suite.AsKubeconfig(kubeconfig), suite.WithDatabase(dbURL))
+	run("journal-show", 0, []string{"journal", "show", "mut-paths-ok", "-o", "json"}, suite.WithDatabase(dbURL))
+	run("journal-list", 0, []string{"journal", "list"}, suite.WithDatabase(dbURL))
 
 	// A missing kubeconfig, by flag and by $KUBECONFIG: a usage error (64).
 	absent := filepath.Join(dir, "absent-"+pathCanary)
-	run("missing-kubeconfig-flag", 64, []string{"run", "--kubeconfig", absent, command("mut-paths-nokube")}, withDatabase(dbURL))
-	run("missing-kubeconfig-env", 64, []string{"run", command("mut-paths-nokube-env")}, asKubeconfig(absent), withDatabase(dbURL))
+	run("missing-kubeconfig-flag", 64, []string{"run", "--kubeconfig", absent, command("mut-paths-nokube")}, suite.WithDatabase(dbURL))
+	run("missing-kubeconfig-env", 64, []string{"run", command("mut-paths-nokube-env")}, suite.AsKubeconfig(absent), suite.WithDatabase(dbURL))
 
 	// An unreachable database: only the canary host, with canary user and
 	// database names.
 	unreachable := "postgres://" + userCanary + ":pw@" + canaryHost + ":5432/" + dbCanary + "?sslmode=disable"
-	run("unreachable-run", 69, []string{"run", command("mut-paths-nodb")}, asKubeconfig(kubeconfig), withDatabase(unreachable))
-	run("unreachable-journal", 69, []string{"journal", "list"}, withDatabase(unreachable))
+	run("unreachable-run", 69, []string{"run", command("mut-paths-nodb")}, suite.AsKubeconfig(kubeconfig), suite.WithDatabase(unreachable))
+	run("unreachable-journal", 69, []string{"journal", "list"}, suite.WithDatabase(unreachable))
 
 	// The database goes away mid-run: the first connection is cut at its
 	// first request (the session's start: its timeouts and the check that
@@ -193,7 +194,7 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 	for cutAt, code := range map[int]int{1: 69, 2: 69, 3: 69, 4: 75} {
 		proxy := cuttingProxy(t, u.Host, cutAt)
 		run(fmt.Sprintf("reconnect-failure-%d", cutAt), code, []string{"run", command(fmt.Sprintf("mut-paths-cut-%d", cutAt))},
-			asKubeconfig(kubeconfig), withDatabase(withCanaryHost(t, e.journal.OperatorURL, proxy)))
+			suite.AsKubeconfig(kubeconfig), suite.WithDatabase(withCanaryHost(t, e.Journal.OperatorURL, proxy)))
 	}
 
 	// The journal stops answering at the same four points (the connection
@@ -205,12 +206,12 @@ func TestIntegrationNoPathsNoConnectionDetails(t *testing.T) {
 		proxy := stallingProxy(t, u.Host, stallAt)
 		name := fmt.Sprintf("journal-silent-%d", stallAt)
 		r := run(name, code, []string{"run", command(fmt.Sprintf("mut-paths-stall-%d", stallAt))},
-			asKubeconfig(kubeconfig), withDatabase(withCanaryHost(t, e.journal.OperatorURL, proxy)),
-			withEnv(store.EnvStatementTimeout+"=1s"))
+			suite.AsKubeconfig(kubeconfig), suite.WithDatabase(withCanaryHost(t, e.Journal.OperatorURL, proxy)),
+			suite.WithEnv(store.EnvStatementTimeout+"=1s"))
 		require.Contains(t, r.Stdout+r.Stderr, "the journal stopped answering: no answer for 4s", name)
 	}
 
-	conn := connect(t, e.journal.OwnerURL)
+	conn := suite.Connect(t, e.Journal.OwnerURL)
 	var dump string
 	require.NoError(t, conn.QueryRow(t.Context(), `SELECT
 		(SELECT coalesce(string_agg(row_to_json(o)::text, E'\n'), '') FROM keyledger.operations o) || E'\n' ||

@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
@@ -26,9 +27,9 @@ func manyKeys(n int) *keyring.Manifest {
 	return keyringtest.New(opts...)
 }
 
-// manyReceipts is standardKeyring with n receipts of keys retired before.
+// manyReceipts is StandardKeyring with n receipts of keys retired before.
 func manyReceipts(n int) *keyring.Manifest {
-	m := standardKeyring()
+	m := suite.StandardKeyring()
 	for i := range n {
 		m.Retirements = append(m.Retirements, keyringtest.Receipt(fmt.Sprintf("old-%02d", i), int64(i+1), "2026-01-01T00:00:00Z"))
 	}
@@ -47,7 +48,7 @@ func TestIntegrationRetireKeyringLimits(t *testing.T) {
 	cases := []struct {
 		name     string
 		manifest *keyring.Manifest
-		secret   secretOption
+		secret   suite.SecretOption
 		keyID    string
 		reason   string
 		deleting bool
@@ -68,37 +69,37 @@ func TestIntegrationRetireKeyringLimits(t *testing.T) {
 				n -= len(k) + len(v)
 			}
 			s.Annotations[pad] = strings.Repeat("p", n)
-			require.Greater(t, len(s.Data[dataKey]), 64, "the whole Secret is over the bound")
+			require.Greater(t, len(s.Data[suite.DataKey]), 64, "the whole Secret is over the bound")
 		}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.manifest
 			if m == nil {
-				m = standardKeyring()
+				m = suite.StandardKeyring()
 			}
-			var opts []secretOption
+			var opts []suite.SecretOption
 			if tc.secret != nil {
 				opts = append(opts, tc.secret)
 			}
-			s := e.createSecret(keyringSecret(fmt.Sprintf("limit-%d", i), m, opts...))
+			s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("limit-%d", i), m, opts...))
 			if tc.deleting {
-				e.addFinalizer(s.Name)
-				require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), s.Name, metav1.DeleteOptions{}))
-				s = e.getSecret(s.Name)
+				e.AddFinalizer(s.Name)
+				require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), s.Name, metav1.DeleteOptions{}))
+				s = e.GetSecret(s.Name)
 				require.NotNil(t, s.DeletionTimestamp)
 			}
 			mutation := "mut-limit-" + tc.name
-			path := e.writeCommand(mutation+".json", retireCommand(s, tc.keyID, mutation))
-			r := e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+			path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, tc.keyID, mutation))
+			r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 			require.Equal(t, 2, r.Code, "%s %s", r.Stdout, r.Stderr)
-			require.Equal(t, tc.reason, outcome(t, r)["reason"])
-			require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "nothing written")
-			op, records := e.journalOf(mutation)
+			require.Equal(t, tc.reason, suite.Outcome(t, r)["reason"])
+			require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "nothing written")
+			op, records := e.JournalOf(mutation)
 			require.Equal(t, store.StateRefused, op.State)
 			require.Equal(t, tc.reason, op.Reason, "the journal says why")
-			require.Zero(t, count(records, store.RecordAuthorityCall), "no call sent")
-			keyringtest.AssertNoMaterial(t, r.Stdout+r.Stderr, allMaterial()...)
+			require.Zero(t, suite.Count(records, store.RecordAuthorityCall), "no call sent")
+			keyringtest.AssertNoMaterial(t, r.Stdout+r.Stderr, suite.AllMaterial()...)
 		})
 	}
 }
@@ -112,14 +113,14 @@ func TestIntegrationRetireIdentityTooWide(t *testing.T) {
 	e := setup(t)
 	withVerb := func(verb string) func(string) []rbacv1.PolicyRule {
 		return func(n string) []rbacv1.PolicyRule {
-			r := retirementRules(n)
+			r := suite.RetirementRules(n)
 			r[0].Verbs = append(r[0].Verbs, verb)
 			return r
 		}
 	}
 	withGet := func(resource string) func(string) []rbacv1.PolicyRule {
 		return func(n string) []rbacv1.PolicyRule {
-			return append(retirementRules(n), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get"}})
+			return append(suite.RetirementRules(n), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get"}})
 		}
 	}
 	cases := []struct {
@@ -134,17 +135,17 @@ func TestIntegrationRetireIdentityTooWide(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := e.createSecret(keyringSecret(fmt.Sprintf("wide-%d", i), standardKeyring()))
-			kubeconfig := e.serviceAccountKubeconfig(fmt.Sprintf("wide-%d", i), tc.rules(s.Name))
+			s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("wide-%d", i), suite.StandardKeyring()))
+			kubeconfig := e.ServiceAccountKubeconfig(fmt.Sprintf("wide-%d", i), tc.rules(s.Name))
 			mutation := "mut-wide-" + tc.name
-			path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
-			url, connections := pgListener(t)
-			r := e.keyledger([]string{"run", path}, asKubeconfig(kubeconfig), withDatabase(url))
+			path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
+			url, connections := suite.PGListener(t)
+			r := e.Keyledger([]string{"run", path}, suite.AsKubeconfig(kubeconfig), suite.WithDatabase(url))
 			require.Equal(t, 77, r.Code, "%s %s", r.Stdout, r.Stderr)
-			require.Equal(t, "permission-mismatch", outcome(t, r)["reason"])
+			require.Equal(t, "permission-mismatch", suite.Outcome(t, r)["reason"])
 			require.Zero(t, connections.Load(), "PostgreSQL is never contacted")
-			require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "nothing written")
-			keyringtest.AssertNoMaterial(t, r.Stdout+r.Stderr, allMaterial()...)
+			require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "nothing written")
+			keyringtest.AssertNoMaterial(t, r.Stdout+r.Stderr, suite.AllMaterial()...)
 		})
 	}
 }

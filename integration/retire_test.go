@@ -2,11 +2,9 @@ package integration
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -16,72 +14,45 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 )
 
-// requireRetired checks the Secret holds m minus keyID, with this
-// mutation's receipt, one generation up, annotations in step.
-func requireRetired(t *testing.T, s *corev1.Secret, keyID, mutation string, before *keyring.Manifest) *keyring.Manifest {
-	t.Helper()
-	m, err := keyring.Parse(s.Data[dataKey])
-	require.NoError(t, err)
-	_, present := m.Key(keyID)
-	require.False(t, present, "the retired key's material is gone")
-	r, ok := m.Receipt(keyID)
-	require.True(t, ok, "a receipt is left")
-	require.Equal(t, mutation, r.MutationID)
-	require.Equal(t, "ret-"+mutation, r.RetirementID)
-	require.Equal(t, keyring.MaterialDigest(keyringtest.Material(keyID)), r.MaterialDigest)
-	require.Equal(t, before.Generation+1, m.Generation)
-	require.Equal(t, m.Generation, r.Generation)
-	require.Equal(t, fmt.Sprint(m.Generation), s.Annotations["keyledger.dev/generation"])
-	require.Equal(t, m.CatalogDigest(), s.Annotations["keyledger.dev/catalog-digest"])
-	for _, k := range before.Keys {
-		if k.ID == keyID {
-			continue
-		}
-		kept, ok := m.Key(k.ID)
-		require.True(t, ok, "key %s kept", k.ID)
-		require.Equal(t, []byte(k.Material), []byte(kept.Material), "key %s material untouched", k.ID)
-	}
-	return m
-}
-
 func TestIntegrationRetireHappyPathThenReplay(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("prompt-output-keyring", before))
-	path := e.writeCommand("retire.json", retireCommand(s, "k-2026-07", "mut-7"))
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("prompt-output-keyring", before))
+	path := e.WriteCommand("retire.json", suite.RetireCommand(s, "k-2026-07", "mut-7"))
 
-	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+	r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 	require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, "completed", out["outcome"])
 	require.Equal(t, "KeyRetirement", out["kind"])
 	require.Equal(t, "mut-7", out["mutationId"])
-	after := e.getSecret(s.Name)
-	m := requireRetired(t, after, "k-2026-07", "mut-7", before)
-	require.Equal(t, map[string]any{"namespace": e.ns, "name": s.Name, "uid": string(s.UID)}, out["secret"])
+	after := e.GetSecret(s.Name)
+	m := suite.RequireRetired(t, after, "k-2026-07", "mut-7", before)
+	require.Equal(t, map[string]any{"namespace": e.NS, "name": s.Name, "uid": string(s.UID)}, out["secret"])
 	require.EqualValues(t, m.Generation, out["generation"])
 	require.Equal(t, m.CatalogDigest(), out["catalogDigest"])
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
 	require.Equal(t, 1, strings.Count(r.Stdout, "\n"), "exactly one line on stdout")
 	require.NotContains(t, r.Stdout, path, "no file path on stdout")
 
 	// Exact replay: nothing written.
-	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+	r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, "existing", outcome(t, r)["outcome"])
-	require.Equal(t, after.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "replay writes nothing")
+	require.Equal(t, "existing", suite.Outcome(t, r)["outcome"])
+	require.Equal(t, after.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "replay writes nothing")
 
 	// The journal shows the steps, in order.
-	op, records := e.journalOf("mut-7")
+	op, records := e.JournalOf("mut-7")
 	require.Equal(t, store.StateCompleted, op.State)
 	require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordObservation, store.RecordAuthorityCall,
-		store.RecordAuthorityResult, store.RecordCompletion}, kinds(records))
+		store.RecordAuthorityResult, store.RecordCompletion}, suite.Kinds(records))
 	call := records[2]
 	require.Equal(t, s.ResourceVersion, call.ResourceVersion, "the call's precondition is the resourceVersion read")
 	require.Equal(t, string(s.UID), call.UID)
@@ -89,68 +60,68 @@ func TestIntegrationRetireHappyPathThenReplay(t *testing.T) {
 
 	// A lost journal completion with the Secret already retired: a new
 	// journal (another database) finds our receipt and reports existing.
-	fresh, err := shared.pg.NewJournal(t.Context(), "kl_"+randomSuffix(t), e.ns)
+	fresh, err := suite.Postgres().NewJournal(t.Context(), "kl_"+suite.RandomSuffix(t), e.NS)
 	require.NoError(t, err)
-	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s), withDatabase(fresh.OperatorURL))
+	r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithDatabase(fresh.OperatorURL))
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, "existing", outcome(t, r)["outcome"])
-	require.Equal(t, after.ResourceVersion, e.getSecret(s.Name).ResourceVersion)
+	require.Equal(t, "existing", suite.Outcome(t, r)["outcome"])
+	require.Equal(t, after.ResourceVersion, e.GetSecret(s.Name).ResourceVersion)
 
 	// journal show / list and keyring inspect print content-free facts.
-	show := e.keyledger([]string{"journal", "show", "mut-7", "-o", "json"})
+	show := e.Keyledger([]string{"journal", "show", "mut-7", "-o", "json"})
 	require.Equal(t, 0, show.Code, show.Stderr)
 	require.Contains(t, show.Stdout, `"state":"completed"`)
 	require.Contains(t, show.Stdout, `"step":"replace-keyring","target":"secret/prompt-output-keyring","attempt":1`)
-	list := e.keyledger([]string{"journal", "list"})
+	list := e.Keyledger([]string{"journal", "list"})
 	require.Equal(t, 0, list.Code, list.Stderr)
 	require.Contains(t, list.Stdout, "mut-7")
-	inspect := e.keyledger([]string{"keyring", "inspect", e.ns + "/" + s.Name})
+	inspect := e.Keyledger([]string{"keyring", "inspect", e.NS + "/" + s.Name})
 	require.Equal(t, 0, inspect.Code, inspect.Stderr)
 	require.Equal(t, string(m.Catalog())+"\n", inspect.Stdout)
-	for _, out := range []result{r, show, list, inspect} {
-		keyringtest.AssertNoMaterial(t, out.Stdout+out.Stderr, allMaterial()...)
+	for _, out := range []suite.Result{r, show, list, inspect} {
+		keyringtest.AssertNoMaterial(t, out.Stdout+out.Stderr, suite.AllMaterial()...)
 	}
 }
 
 func TestIntegrationRetireConcurrentSameCommand(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("keyring", before))
-	path := e.writeCommand("retire.json", retireCommand(s, "k-2026-06", "mut-same"))
-	results := make([]result, 16)
-	as := e.asRetirerOf(s)
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("keyring", before))
+	path := e.WriteCommand("retire.json", suite.RetireCommand(s, "k-2026-06", "mut-same"))
+	results := make([]suite.Result, 16)
+	as := e.AsRetirerOf(s)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Add(1)
-		go func() { defer wg.Done(); results[i] = e.keyledger([]string{"run", path}, as) }()
+		go func() { defer wg.Done(); results[i] = e.Keyledger([]string{"run", path}, as) }()
 	}
 	wg.Wait()
 	for i, r := range results {
 		require.Equal(t, 0, r.Code, "run %d: %s %s", i, r.Stdout, r.Stderr)
-		require.Contains(t, []any{"completed", "existing", "converged"}, outcome(t, r)["outcome"])
+		require.Contains(t, []any{"completed", "existing", "converged"}, suite.Outcome(t, r)["outcome"])
 	}
-	after := e.getSecret(s.Name)
-	requireRetired(t, after, "k-2026-06", "mut-same", before)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "exactly one write among 16 runs")
-	op, records := e.journalOf("mut-same")
+	after := e.GetSecret(s.Name)
+	suite.RequireRetired(t, after, "k-2026-06", "mut-same", before)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "exactly one write among 16 runs")
+	op, records := e.JournalOf("mut-same")
 	require.Equal(t, store.StateCompleted, op.State)
-	require.Equal(t, 1, count(records, store.RecordCompletion))
+	require.Equal(t, 1, suite.Count(records, store.RecordCompletion))
 }
 
 func TestIntegrationRetireCompetingCommands(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("keyring", before))
-	a := e.writeCommand("a.json", retireCommand(s, "k-2026-07", "mut-a"))
-	b := e.writeCommand("b.json", retireCommand(s, "k-2026-07", "mut-b"))
-	var ra, rb result
-	as := e.asRetirerOf(s)
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("keyring", before))
+	a := e.WriteCommand("a.json", suite.RetireCommand(s, "k-2026-07", "mut-a"))
+	b := e.WriteCommand("b.json", suite.RetireCommand(s, "k-2026-07", "mut-b"))
+	var ra, rb suite.Result
+	as := e.AsRetirerOf(s)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); ra = e.keyledger([]string{"run", a}, as) }()
-	go func() { defer wg.Done(); rb = e.keyledger([]string{"run", b}, as) }()
+	go func() { defer wg.Done(); ra = e.Keyledger([]string{"run", a}, as) }()
+	go func() { defer wg.Done(); rb = e.Keyledger([]string{"run", b}, as) }()
 	wg.Wait()
 	codes := []int{ra.Code, rb.Code}
 	require.ElementsMatch(t, []int{0, 2}, codes, "one wins, the other refuses: %s %s / %s %s", ra.Stdout, ra.Stderr, rb.Stdout, rb.Stderr)
@@ -158,10 +129,10 @@ func TestIntegrationRetireCompetingCommands(t *testing.T) {
 	if ra.Code != 0 {
 		winner, loser = "mut-b", ra
 	}
-	require.Contains(t, []any{"receipt-conflict", "changed-concurrently"}, outcome(t, loser)["reason"])
-	after := e.getSecret(s.Name)
-	requireRetired(t, after, "k-2026-07", winner, before)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+	require.Contains(t, []any{"receipt-conflict", "changed-concurrently"}, suite.Outcome(t, loser)["reason"])
+	after := e.GetSecret(s.Name)
+	suite.RequireRetired(t, after, "k-2026-07", winner, before)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
 }
 
 func TestIntegrationRetireCrashAtEveryTransition(t *testing.T) {
@@ -181,23 +152,23 @@ func TestIntegrationRetireCrashAtEveryTransition(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := standardKeyring()
-			s := e.createSecret(keyringSecret(fmt.Sprintf("keyring-%d", i), before))
+			before := suite.StandardKeyring()
+			s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("keyring-%d", i), before))
 			mutation := fmt.Sprintf("mut-crash-%d", i)
-			path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
+			path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
 			for _, fp := range tc.crashes {
-				r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withFailpoint(fp))
+				r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithFailpoint(fp))
 				require.Equal(t, 137, r.Code, "must die at %s: %s %s", fp, r.Stdout, r.Stderr)
 			}
-			r := e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+			r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 			require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
-			after := e.getSecret(s.Name)
-			requireRetired(t, after, "k-2026-07", mutation, before)
-			require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write")
-			op, records := e.journalOf(mutation)
+			after := e.GetSecret(s.Name)
+			suite.RequireRetired(t, after, "k-2026-07", mutation, before)
+			require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "one write")
+			op, records := e.JournalOf(mutation)
 			require.Equal(t, store.StateCompleted, op.State)
-			require.Equal(t, 1, count(records, store.RecordCompletion), "one completion")
-			require.Equal(t, tc.calls, count(records, store.RecordAuthorityCall), "%v", kinds(records))
+			require.Equal(t, 1, suite.Count(records, store.RecordCompletion), "one completion")
+			require.Equal(t, tc.calls, suite.Count(records, store.RecordAuthorityCall), "%v", suite.Kinds(records))
 		})
 	}
 }
@@ -214,39 +185,17 @@ func TestIntegrationRetireLostResponse(t *testing.T) {
 		{"reset:PUT:/secrets/#1", "completed", 2},         // never sent: resolution re-sends the same CAS
 	}
 	for i, tc := range cases {
-		e.retireUnderFault(t, fmt.Sprintf("keyring-%d", i), fmt.Sprintf("mut-lost-%d", i), tc.fault, tc.outcome, tc.calls)
+		e.RetireUnderFault(t, fmt.Sprintf("keyring-%d", i), fmt.Sprintf("mut-lost-%d", i), tc.fault, tc.outcome, tc.calls)
 	}
-}
-
-// retireUnderFault retires a key from a fresh keyring name with
-// KEYLEDGER_FAULT=fault on the run and requires what every lost or refused
-// answer must leave: exit 0 with outcome, the key retired by exactly one
-// applied write, calls journaled calls, and one resolution (settled by
-// re-reading). It returns the run's result for further checks.
-func (e *env) retireUnderFault(t *testing.T, name, mutation, fault, want string, calls int) result {
-	t.Helper()
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret(name, before))
-	path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-06", mutation))
-	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withEnv("KEYLEDGER_FAULT="+fault))
-	require.Equal(t, 0, r.Code, "%s: %s %s", fault, r.Stdout, r.Stderr)
-	require.Equal(t, want, outcome(t, r)["outcome"], fault)
-	after := e.getSecret(s.Name)
-	requireRetired(t, after, "k-2026-06", mutation, before)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion), "%s: one write applied", fault)
-	_, records := e.journalOf(mutation)
-	require.Equal(t, calls, count(records, store.RecordAuthorityCall), "%s: %v", fault, kinds(records))
-	require.Equal(t, 1, count(records, store.RecordResolution), "%s: settled by re-reading", fault)
-	return r
 }
 
 func TestIntegrationRetireRefusals(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	big := standardKeyring()
+	big := suite.StandardKeyring()
 	cases := []struct {
 		name   string
-		secret secretOption
+		secret suite.SecretOption
 		keyID  string
 		spec   func(map[string]any)
 		reason string
@@ -269,7 +218,7 @@ func TestIntegrationRetireRefusals(t *testing.T) {
 			s.Data["extra"] = []byte("x")
 		}},
 		{name: "oversize-manifest", keyID: "k-2026-07", reason: "too-large", secret: func(s *corev1.Secret) {
-			s.Data[dataKey] = append(big.Encode(), make([]byte, keyring.MaxManifestBytes)...)
+			s.Data[suite.DataKey] = append(big.Encode(), make([]byte, keyring.MaxManifestBytes)...)
 		}},
 		{name: "last-applied", keyID: "k-2026-07", reason: "last-applied-present", secret: func(s *corev1.Secret) {
 			s.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
@@ -278,82 +227,61 @@ func TestIntegrationRetireRefusals(t *testing.T) {
 			delete(s.Labels, "keyledger.dev/keyring")
 		}},
 		{name: "non-canonical", keyID: "k-2026-07", reason: "non-canonical", secret: func(s *corev1.Secret) {
-			s.Data[dataKey] = append(s.Data[dataKey], '\n')
+			s.Data[suite.DataKey] = append(s.Data[suite.DataKey], '\n')
 		}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var opts []secretOption
+			var opts []suite.SecretOption
 			if tc.secret != nil {
 				opts = append(opts, tc.secret)
 			}
-			s := e.createSecret(keyringSecret(fmt.Sprintf("refuse-%d", i), standardKeyring(), opts...))
+			s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("refuse-%d", i), suite.StandardKeyring(), opts...))
 			var specOpts []func(map[string]any)
 			if tc.spec != nil {
 				specOpts = append(specOpts, tc.spec)
 			}
 			mutation := "mut-refuse-" + tc.name
-			path := e.writeCommand(mutation+".json", retireCommand(s, tc.keyID, mutation, specOpts...))
-			r := e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+			path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, tc.keyID, mutation, specOpts...))
+			r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 			require.Equal(t, 2, r.Code, "%s %s", r.Stdout, r.Stderr)
-			require.Equal(t, tc.reason, outcome(t, r)["reason"])
-			require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "nothing written")
-			op, records := e.journalOf(mutation)
+			require.Equal(t, tc.reason, suite.Outcome(t, r)["reason"])
+			require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "nothing written")
+			op, records := e.JournalOf(mutation)
 			require.Equal(t, store.StateRefused, op.State)
 			require.Equal(t, tc.reason, op.Reason, "the journal says why")
-			require.Equal(t, 0, count(records, store.RecordAuthorityCall))
-			keyringtest.AssertNoMaterial(t, r.Stdout+r.Stderr, allMaterial()...)
+			require.Equal(t, 0, suite.Count(records, store.RecordAuthorityCall))
+			keyringtest.AssertNoMaterial(t, r.Stdout+r.Stderr, suite.AllMaterial()...)
 		})
 	}
 
 	t.Run("recreated-with-new-uid", func(t *testing.T) {
-		s := e.createSecret(keyringSecret("recreated", standardKeyring()))
-		path := e.writeCommand("recreated.json", retireCommand(s, "k-2026-07", "mut-recreated"))
-		require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), s.Name, metav1.DeleteOptions{}))
-		again := e.createSecret(keyringSecret("recreated", standardKeyring()))
+		s := e.CreateSecret(suite.KeyringSecret("recreated", suite.StandardKeyring()))
+		path := e.WriteCommand("recreated.json", suite.RetireCommand(s, "k-2026-07", "mut-recreated"))
+		require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), s.Name, metav1.DeleteOptions{}))
+		again := e.CreateSecret(suite.KeyringSecret("recreated", suite.StandardKeyring()))
 		require.NotEqual(t, s.UID, again.UID)
-		r := e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+		r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 		require.Equal(t, 2, r.Code, "%s %s", r.Stdout, r.Stderr)
-		require.Equal(t, "uid-changed", outcome(t, r)["reason"])
-		require.Equal(t, again.ResourceVersion, e.getSecret(s.Name).ResourceVersion)
+		require.Equal(t, "uid-changed", suite.Outcome(t, r)["reason"])
+		require.Equal(t, again.ResourceVersion, e.GetSecret(s.Name).ResourceVersion)
 	})
 
 	t.Run("reused-mutation-id", func(t *testing.T) {
-		s := e.createSecret(keyringSecret("reuse", standardKeyring()))
-		first := e.writeCommand("first.json", retireCommand(s, "k-2026-06", "mut-reuse"))
-		require.Equal(t, 0, e.keyledger([]string{"run", first}, e.asRetirerOf(s)).Code)
-		other := e.writeCommand("other.json", retireCommand(s, "k-2026-07", "mut-reuse"))
-		r := e.keyledger([]string{"run", other}, e.asRetirerOf(s))
+		s := e.CreateSecret(suite.KeyringSecret("reuse", suite.StandardKeyring()))
+		first := e.WriteCommand("first.json", suite.RetireCommand(s, "k-2026-06", "mut-reuse"))
+		require.Equal(t, 0, e.Keyledger([]string{"run", first}, e.AsRetirerOf(s)).Code)
+		other := e.WriteCommand("other.json", suite.RetireCommand(s, "k-2026-07", "mut-reuse"))
+		r := e.Keyledger([]string{"run", other}, e.AsRetirerOf(s))
 		require.Equal(t, 2, r.Code, "%s %s", r.Stdout, r.Stderr)
-		require.Equal(t, "mutation-id-reused", outcome(t, r)["reason"])
+		require.Equal(t, "mutation-id-reused", suite.Outcome(t, r)["reason"])
 	})
-}
-
-// pgListener is a loopback TCP listener standing in for PostgreSQL: it
-// counts connection attempts, to prove a run never contacted the database.
-func pgListener(t *testing.T) (url string, connections *atomic.Int32) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	connections = &atomic.Int32{}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			connections.Add(1)
-			c.Close()
-		}
-	}()
-	return "postgres://nobody:nothing@" + l.Addr().String() + "/journal?sslmode=disable", connections
 }
 
 func TestIntegrationRetirePermissionMatrix(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	exact := retirementRules
+	exact := suite.RetirementRules
 	cases := []struct {
 		name  string
 		rules func(secret string) []rbacv1.PolicyRule
@@ -392,23 +320,23 @@ func TestIntegrationRetirePermissionMatrix(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := standardKeyring()
-			s := e.createSecret(keyringSecret(fmt.Sprintf("matrix-%d", i), before))
-			kubeconfig := e.serviceAccountKubeconfig(fmt.Sprintf("retirer-%d", i), tc.rules(s.Name))
+			before := suite.StandardKeyring()
+			s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("matrix-%d", i), before))
+			kubeconfig := e.ServiceAccountKubeconfig(fmt.Sprintf("retirer-%d", i), tc.rules(s.Name))
 			mutation := "mut-matrix-" + tc.name
-			path := e.writeCommand(mutation+".json", retireCommand(s, "k-2026-07", mutation))
+			path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, "k-2026-07", mutation))
 			if tc.code == 0 {
-				r := e.keyledger([]string{"run", path}, asKubeconfig(kubeconfig))
+				r := e.Keyledger([]string{"run", path}, suite.AsKubeconfig(kubeconfig))
 				require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
-				requireRetired(t, e.getSecret(s.Name), "k-2026-07", mutation, before)
+				suite.RequireRetired(t, e.GetSecret(s.Name), "k-2026-07", mutation, before)
 				return
 			}
-			url, connections := pgListener(t)
-			r := e.keyledger([]string{"run", path}, asKubeconfig(kubeconfig), withDatabase(url))
+			url, connections := suite.PGListener(t)
+			r := e.Keyledger([]string{"run", path}, suite.AsKubeconfig(kubeconfig), suite.WithDatabase(url))
 			require.Equal(t, 77, r.Code, "%s %s", r.Stdout, r.Stderr)
-			require.Equal(t, "permission-mismatch", outcome(t, r)["reason"])
+			require.Equal(t, "permission-mismatch", suite.Outcome(t, r)["reason"])
 			require.Zero(t, connections.Load(), "PostgreSQL is never contacted")
-			require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion)
+			require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion)
 		})
 	}
 }
@@ -417,57 +345,57 @@ func TestIntegrationRetirePermissionMatrix(t *testing.T) {
 func TestIntegrationRetireNoMaterialAnywhere(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := e.createSecret(keyringSecret("canary", standardKeyring()))
+	s := e.CreateSecret(suite.KeyringSecret("canary", suite.StandardKeyring()))
 	var outputs strings.Builder
 	for _, mutation := range []string{"mut-canary", "mut-canary-refused"} {
 		keyID := "k-2026-07"
 		if mutation == "mut-canary-refused" {
 			keyID = "k-2026-08" // active: refused
 		}
-		path := e.writeCommand(mutation+".json", retireCommand(s, keyID, mutation))
-		for _, opt := range [][]runOption{{e.asRetirerOf(s)}, {e.asRetirerOf(s), withEnv("KEYLEDGER_LOG_LEVEL=debug")}} {
-			r := e.keyledger([]string{"run", path}, opt...)
+		path := e.WriteCommand(mutation+".json", suite.RetireCommand(s, keyID, mutation))
+		for _, opt := range [][]suite.RunOption{{e.AsRetirerOf(s)}, {e.AsRetirerOf(s), suite.WithEnv("KEYLEDGER_LOG_LEVEL=debug")}} {
+			r := e.Keyledger([]string{"run", path}, opt...)
 			outputs.WriteString(r.Stdout + r.Stderr)
 		}
-		show := e.keyledger([]string{"journal", "show", mutation, "-o", "json"})
+		show := e.Keyledger([]string{"journal", "show", mutation, "-o", "json"})
 		outputs.WriteString(show.Stdout + show.Stderr)
 	}
 	require.Contains(t, outputs.String(), "mut-canary", "the outputs were captured")
-	keyringtest.AssertNoMaterial(t, outputs.String(), allMaterial()...)
+	keyringtest.AssertNoMaterial(t, outputs.String(), suite.AllMaterial()...)
 
-	conn := connect(t, e.journal.OwnerURL)
+	conn := suite.Connect(t, e.Journal.OwnerURL)
 	var dump string
 	require.NoError(t, conn.QueryRow(t.Context(), `SELECT
 		(SELECT coalesce(string_agg(row_to_json(o)::text, E'\n'), '') FROM keyledger.operations o) || E'\n' ||
 		(SELECT coalesce(string_agg(row_to_json(r)::text, E'\n'), '') FROM keyledger.records r)`).Scan(&dump))
 	require.Contains(t, dump, "mut-canary-refused")
-	keyringtest.AssertNoMaterial(t, dump, allMaterial()...)
+	keyringtest.AssertNoMaterial(t, dump, suite.AllMaterial()...)
 
 	// Nor the ServiceAccount token the runs used, nor the journal's DSN.
-	kubeconfig, err := clientcmd.LoadFromFile(e.retirers[s.Name])
+	kubeconfig, err := clientcmd.LoadFromFile(e.Retirers[s.Name])
 	require.NoError(t, err)
 	for name, auth := range kubeconfig.AuthInfos {
 		require.NotEmpty(t, auth.Token, "user %s runs with a token", name)
 		require.NotContains(t, outputs.String()+dump, auth.Token)
 	}
-	dsn, err := url.Parse(e.journal.OperatorURL)
+	dsn, err := url.Parse(e.Journal.OperatorURL)
 	require.NoError(t, err)
 	password, _ := dsn.User.Password()
 	require.NotEmpty(t, password)
 	require.NotContains(t, outputs.String()+dump, password)
-	require.NotContains(t, outputs.String()+dump, e.journal.OperatorURL)
+	require.NotContains(t, outputs.String()+dump, e.Journal.OperatorURL)
 }
 
 // A malformed command file is refused with 64 and a message naming the field.
 func TestIntegrationRetireInvalidCommand(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := e.createSecret(keyringSecret("invalid", standardKeyring()))
-	cmd := retireCommand(s, "k-2026-07", "mut-invalid", func(spec map[string]any) { spec["keyID"] = "typo" })
-	r := e.keyledger([]string{"run", e.writeCommand("bad.json", cmd)})
+	s := e.CreateSecret(suite.KeyringSecret("invalid", suite.StandardKeyring()))
+	cmd := suite.RetireCommand(s, "k-2026-07", "mut-invalid", func(spec map[string]any) { spec["keyID"] = "typo" })
+	r := e.Keyledger([]string{"run", e.WriteCommand("bad.json", cmd)})
 	require.Equal(t, 64, r.Code)
-	require.Contains(t, outcome(t, r)["error"], "spec.keyID")
-	r = e.keyledger([]string{"run", "relative.json"})
+	require.Contains(t, suite.Outcome(t, r)["error"], "spec.keyID")
+	r = e.Keyledger([]string{"run", "relative.json"})
 	require.Equal(t, 64, r.Code)
 }
 
@@ -476,24 +404,24 @@ func TestIntegrationRetireInvalidCommand(t *testing.T) {
 func TestIntegrationRetireUncertainThenRerun(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	before := standardKeyring()
-	s := e.createSecret(keyringSecret("keyring", before))
-	path := e.writeCommand("retire.json", retireCommand(s, "k-2026-06", "mut-uncertain"))
-	r := e.keyledger([]string{"run", path}, e.asRetirerOf(s), withEnv("KEYLEDGER_FAULT=reset:PUT:/secrets/#0"))
+	before := suite.StandardKeyring()
+	s := e.CreateSecret(suite.KeyringSecret("keyring", before))
+	path := e.WriteCommand("retire.json", suite.RetireCommand(s, "k-2026-06", "mut-uncertain"))
+	r := e.Keyledger([]string{"run", path}, e.AsRetirerOf(s), suite.WithEnv("KEYLEDGER_FAULT=reset:PUT:/secrets/#0"))
 	require.Equal(t, 75, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "uncertain", outcome(t, r)["outcome"])
-	require.Equal(t, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion, "nothing reached the API server")
-	op, records := e.journalOf("mut-uncertain")
+	require.Equal(t, "uncertain", suite.Outcome(t, r)["outcome"])
+	require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "nothing reached the API server")
+	op, records := e.JournalOf("mut-uncertain")
 	require.Equal(t, store.StateResolving, op.State)
-	require.Equal(t, 3, count(records, store.RecordAuthorityCall), "bounded: three sends in one run")
+	require.Equal(t, 3, suite.Count(records, store.RecordAuthorityCall), "bounded: three sends in one run")
 
-	r = e.keyledger([]string{"run", path}, e.asRetirerOf(s))
+	r = e.Keyledger([]string{"run", path}, e.AsRetirerOf(s))
 	require.Equal(t, 0, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, "completed", outcome(t, r)["outcome"])
-	after := e.getSecret(s.Name)
-	requireRetired(t, after, "k-2026-06", "mut-uncertain", before)
-	require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
-	op, records = e.journalOf("mut-uncertain")
+	require.Equal(t, "completed", suite.Outcome(t, r)["outcome"])
+	after := e.GetSecret(s.Name)
+	suite.RequireRetired(t, after, "k-2026-06", "mut-uncertain", before)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, after.ResourceVersion))
+	op, records = e.JournalOf("mut-uncertain")
 	require.Equal(t, store.StateCompleted, op.State)
-	require.Equal(t, 4, count(records, store.RecordAuthorityCall), "attempt numbers continue across runs")
+	require.Equal(t, 4, suite.Count(records, store.RecordAuthorityCall), "attempt numbers continue across runs")
 }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
@@ -100,7 +101,7 @@ func checkRetirement(x soakExpectation, evs []secretEvent) []string {
 	if len(evs) != 2 || !evs[0].Created || evs[1].Created || evs[1].Deleted {
 		return []string{fmt.Sprintf("retirement %s: keyring %s written %s, want the test's create and one update", x.Mutation, name, writes(evs))}
 	}
-	m, err := keyring.Parse(evs[1].Secret.Data[dataKey])
+	m, err := keyring.Parse(evs[1].Secret.Data[suite.DataKey])
 	if err != nil {
 		return []string{fmt.Sprintf("retirement %s: keyring %s unreadable after its update: %v", x.Mutation, name, err)}
 	}

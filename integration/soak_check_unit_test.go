@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
@@ -28,19 +29,19 @@ func (h *soakHistory) write(created bool, s *corev1.Secret) {
 
 func validSoakHistory() (*soakHistory, []soakExpectation) {
 	h := &soakHistory{}
-	before := standardKeyring()
-	h.write(true, keyringSecret("kr-0", before))
+	before := suite.StandardKeyring()
+	h.write(true, suite.KeyringSecret("kr-0", before))
 	after := before.Clone()
 	after.Keys = after.Keys[:1:1]
 	after.Keys = append(after.Keys, before.Keys[2])
 	after.Retirements = append(after.Retirements, keyring.Retirement{KeyID: "k-2026-07", MutationID: "soak-ret-0", RetirementID: "ret-soak-ret-0",
 		RequestID: "req-soak-ret-0", MaterialDigest: keyring.MaterialDigest([]byte("k-2026-07")), Generation: before.Generation + 1, RetiredAt: "2026-12-03T00:00:00Z"})
 	after.Generation++
-	h.write(false, keyringSecret("kr-0", after))
+	h.write(false, suite.KeyringSecret("kr-0", after))
 	h.write(true, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cred-1-a"}, Data: map[string][]byte{"password": []byte(strings.Repeat("a", 32))}})
-	vBefore := map[string][]byte{"password": vCanary("before")}
-	vAfter := map[string][]byte{"password": vCanary("after")}
-	live := plainSecret("vw-2", vBefore)
+	vBefore := map[string][]byte{"password": suite.VCanary("before")}
+	vAfter := map[string][]byte{"password": suite.VCanary("after")}
+	live := suite.PlainSecret("vw-2", vBefore)
 	live.UID = types.UID("uid-vw-2")
 	h.write(true, live)
 	h.write(true, snapshotOf(live, 1))
@@ -93,7 +94,7 @@ func TestSoakHistoryCheckReportsPlantedWrites(t *testing.T) {
 		"the replaced state archived twice": {func(h *soakHistory) { h.write(true, snapshotOf(h.events[3].Secret, 2)) },
 			"2 snapshots of vw-2"},
 		"a snapshot rewritten": {changed(versioned.SnapshotName("uid-vw-2", 1), func(*corev1.Secret) {}), "snapshot"},
-		"a Secret nobody owns": {func(h *soakHistory) { h.write(true, plainSecret("stray", nil)) }, "Secret stray: 1 writes no operation"},
+		"a Secret nobody owns": {func(h *soakHistory) { h.write(true, suite.PlainSecret("stray", nil)) }, "Secret stray: 1 writes no operation"},
 		"a plan's Secret deleted": {func(h *soakHistory) {
 			h.rev++
 			h.events = append(h.events, secretEvent{Rev: h.rev, Name: "cred-1-a", Deleted: true})

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/credentials"
 	"github.com/keyledger/keyledger/workflow/retire"
 	"github.com/keyledger/keyledger/workflow/versioned"
@@ -110,7 +111,7 @@ func TestIntegrationSoak(t *testing.T) {
 	t.Logf("soak: seed %d, %d operations", cfg.Seed, cfg.Ops)
 	p := startSoakPlatform(t)
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	hist, err := watchSecretHistory(t.Context(), p.e.kube.EtcdURL(), p.e.ns)
+	hist, err := watchSecretHistory(t.Context(), p.e.Kube.EtcdURL(), p.e.NS)
 	require.NoError(t, err)
 	t.Cleanup(hist.stop)
 	ops := p.prepareOps(t, rng, cfg.Ops)
@@ -195,11 +196,11 @@ func startSoakPlatform(t *testing.T) *soakPlatform {
 	require.NoError(t, err, "starting the soak's PostgreSQL")
 	t.Cleanup(func() { _ = pg.Terminate(context.Background()) })
 	require.NoError(t, pg.MakeDurable(ctx), "a crash must lose no committed journal record")
-	e := &env{t: t, kube: kube, binary: bin, dir: t.TempDir()}
-	e.ns = kube.Namespace(t)
-	e.journal, err = pg.NewJournal(ctx, "kl_soak_"+randomSuffix(t), e.ns)
+	e := &env{T: t, Kube: kube, Binary: bin, Dir: t.TempDir()}
+	e.NS = kube.Namespace(t)
+	e.Journal, err = pg.NewJournal(ctx, "kl_soak_"+suite.RandomSuffix(t), e.NS)
 	require.NoError(t, err)
-	return &soakPlatform{e: e, pg: pg, control: control, secrets: []string{passwordOf(t, e.journal.OperatorURL)}}
+	return &soakPlatform{e: e, pg: pg, control: control, secrets: []string{passwordOf(t, e.Journal.OperatorURL)}}
 }
 
 var soakBuild struct {
@@ -243,19 +244,19 @@ func passwordOf(t *testing.T, dbURL string) string {
 func (p *soakPlatform) identity(t *testing.T, name string, rules []rbacv1.PolicyRule) string {
 	t.Helper()
 	e := p.e
-	ctx, c := t.Context(), e.kube.Client()
-	_, err := c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+	ctx, c := t.Context(), e.Kube.Client()
+	_, err := c.RbacV1().Roles(e.NS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = c.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{
+	_, err = c.RbacV1().RoleBindings(e.NS).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: e.ns}},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: e.NS}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, name, 6*3600)
+	cfg, err := e.Kube.ServiceAccountConfig(ctx, e.NS, name, 6*3600)
 	require.NoError(t, err)
 	p.secrets = append(p.secrets, cfg.BearerToken)
-	path, err := e.kube.KubeconfigForConfig(cfg, t.TempDir())
+	path, err := e.Kube.KubeconfigForConfig(cfg, t.TempDir())
 	require.NoError(t, err)
 	return path
 }
@@ -293,30 +294,30 @@ func (p *soakPlatform) prepare(t *testing.T, op *soakOp) {
 	switch op.Family {
 	case familyRetirement:
 		op.Mutation, op.KeyID = fmt.Sprintf("soak-ret-%d", op.Index), "k-2026-07"
-		s := e.createSecret(keyringSecret(fmt.Sprintf("kr-%d", op.Index), standardKeyring()))
+		s := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("kr-%d", op.Index), suite.StandardKeyring()))
 		op.Names, rules = []string{s.Name}, retire.Rules(s.Name)
-		cmd = retireCommand(s, op.KeyID, op.Mutation)
+		cmd = suite.RetireCommand(s, op.KeyID, op.Mutation)
 	case familyCredentials:
 		op.Mutation = fmt.Sprintf("soak-cred-%d", op.Index)
-		secrets := []planSecret{standardSecret(fmt.Sprintf("cred-%d-a", op.Index))}
+		secrets := []suite.PlanSecret{suite.StandardSecret(fmt.Sprintf("cred-%d-a", op.Index))}
 		if op.Index%2 == 1 {
-			secrets = append(secrets, standardSecret(fmt.Sprintf("cred-%d-b", op.Index)))
+			secrets = append(secrets, suite.StandardSecret(fmt.Sprintf("cred-%d-b", op.Index)))
 		}
 		for _, s := range secrets {
-			op.Names = append(op.Names, s.name)
+			op.Names = append(op.Names, s.Name)
 		}
-		cmd = credentialPlan(e.ns, op.Mutation, secrets)
-		rules = credentials.Rules(specOf(t, cmd))
+		cmd = suite.CredentialPlan(e.NS, op.Mutation, secrets)
+		rules = credentials.Rules(suite.SpecOf(t, cmd))
 	case familyVersioned:
 		op.Mutation = fmt.Sprintf("soak-vw-%d", op.Index)
 		name := fmt.Sprintf("vw-%d", op.Index)
-		op.Before = map[string][]byte{"password": vCanary(fmt.Sprintf("before-%d", op.Index)), "username": []byte("app")}
-		op.After = map[string][]byte{"password": vCanary(fmt.Sprintf("after-%d", op.Index)), "username": []byte("app")}
-		s := e.createSecret(plainSecret(name, op.Before))
+		op.Before = map[string][]byte{"password": suite.VCanary(fmt.Sprintf("before-%d", op.Index)), "username": []byte("app")}
+		op.After = map[string][]byte{"password": suite.VCanary(fmt.Sprintf("after-%d", op.Index)), "username": []byte("app")}
+		s := e.CreateSecret(suite.PlainSecret(name, op.Before))
 		op.Names, rules = []string{name}, versioned.Rules(name)
-		cmd = updateCommand(e.ns, name, s.ResourceVersion, op.Mutation, map[string][]byte{"password": op.After["password"]})
+		cmd = suite.UpdateCommand(e.NS, name, s.ResourceVersion, op.Mutation, map[string][]byte{"password": op.After["password"]})
 	}
-	op.path = e.writeCommand(op.Mutation+".json", cmd)
+	op.path = e.WriteCommand(op.Mutation+".json", cmd)
 	op.kubeconfig = p.identity(t, fmt.Sprintf("soak-%d", op.Index), rules)
 }
 
@@ -433,8 +434,8 @@ func logUnsettled(op *soakOp, got []soakRun) {
 func (p *soakPlatform) runOnce(ctx context.Context, op *soakOp, attempt int, kill time.Duration) soakRun {
 	ctx, cancel := context.WithTimeout(ctx, soakRunTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.e.binary, "run", op.path)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.e.dir, "KUBECONFIG=" + op.kubeconfig, "KEYLEDGER_DATABASE_URL=" + p.e.journal.OperatorURL}
+	cmd := exec.CommandContext(ctx, p.e.Binary, "run", op.path)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.e.Dir, "KUBECONFIG=" + op.kubeconfig, "KEYLEDGER_DATABASE_URL=" + p.e.Journal.OperatorURL}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	r := soakRun{Op: op.Index, Attempt: attempt}

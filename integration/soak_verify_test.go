@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -93,7 +94,7 @@ func runOutcome(r soakRun) map[string]any {
 func (p *soakPlatform) checkJournal(t *testing.T, ops []*soakOp, runs []soakRun) []string {
 	t.Helper()
 	ctx := t.Context()
-	st, err := store.Open(ctx, p.e.journal.OwnerURL)
+	st, err := store.Open(ctx, p.e.Journal.OwnerURL)
 	require.NoError(t, err)
 	defer st.Close()
 	var out []string
@@ -152,8 +153,8 @@ func completedInJournal(ctx context.Context, st *store.Store, id, who string) []
 	if err != nil {
 		return []string{fmt.Sprintf("%s: reading %s's records: %v", who, id, err)}
 	}
-	if op.State != store.StateCompleted || count(records, store.RecordCompletion) != 1 {
-		return []string{fmt.Sprintf("%s: %s is %s with %d completion records", who, id, op.State, count(records, store.RecordCompletion))}
+	if op.State != store.StateCompleted || suite.Count(records, store.RecordCompletion) != 1 {
+		return []string{fmt.Sprintf("%s: %s is %s with %d completion records", who, id, op.State, suite.Count(records, store.RecordCompletion))}
 	}
 	return nil
 }
@@ -173,12 +174,12 @@ func (p *soakPlatform) canaries(events []secretEvent, ops []*soakOp) []string {
 			}
 		}
 	}
-	for _, m := range allMaterial() {
+	for _, m := range suite.AllMaterial() {
 		out = append(out, string(m))
 	}
-	j := p.e.journal
-	out = append(out, j.OperatorURL, j.OwnerURL, p.pg.AdminURL(), p.e.dir)
-	for _, u := range []string{j.OperatorURL, p.e.kube.Host(), p.e.kube.EtcdURL()} {
+	j := p.e.Journal
+	out = append(out, j.OperatorURL, j.OwnerURL, p.pg.AdminURL(), p.e.Dir)
+	for _, u := range []string{j.OperatorURL, p.e.Kube.Host(), p.e.Kube.EtcdURL()} {
 		if parsed, err := url.Parse(u); err == nil {
 			out = append(out, parsed.Host)
 		}
@@ -212,8 +213,8 @@ const soakMarkerPrefix = "zz-soak-marker-"
 // without the markers.
 func (p *soakPlatform) history(t *testing.T, h *etcdHistory) []secretEvent {
 	t.Helper()
-	marker := soakMarkerPrefix + randomSuffix(t)
-	p.e.createSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: marker}})
+	marker := soakMarkerPrefix + suite.RandomSuffix(t)
+	p.e.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: marker}})
 	events, err := h.until(t.Context(), marker)
 	require.NoError(t, err, "reading etcd's history")
 	return slices.DeleteFunc(events, func(ev secretEvent) bool { return strings.HasPrefix(ev.Name, soakMarkerPrefix) })
@@ -227,9 +228,9 @@ func (p *soakPlatform) plantWrite(t *testing.T, ops []*soakOp) (name, resourceVe
 	i := slices.IndexFunc(ops, func(op *soakOp) bool { return op.Family == familyCredentials })
 	require.GreaterOrEqual(t, i, 0, "the soak has a plan")
 	name = ops[i].Names[0]
-	s := p.e.getSecret(name)
+	s := p.e.GetSecret(name)
 	s.Data["password"] = []byte(strings.Repeat("P", 32))
-	updated, err := p.e.kube.Client().CoreV1().Secrets(p.e.ns).Update(t.Context(), s, metav1.UpdateOptions{})
+	updated, err := p.e.Kube.Client().CoreV1().Secrets(p.e.NS).Update(t.Context(), s, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NotEqual(t, s.ResourceVersion, updated.ResourceVersion, "the planted write changed the Secret")
 	return name, updated.ResourceVersion

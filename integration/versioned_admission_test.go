@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
@@ -22,17 +23,17 @@ const admittedAnnotation = "example.com/admitted"
 // annotation to every Secret created in this namespace under a snapshot
 // name (the API server stores and answers the altered object), and waits
 // until it takes effect. It is removed at cleanup.
-func (e *env) mutateSnapshotCreates() {
-	e.t.Helper()
-	ctx, c := e.t.Context(), e.kube.Client().AdmissionregistrationV1beta1()
-	policy := "keyledger-test-mutate-" + e.ns
+func mutateSnapshotCreates(e *env) {
+	e.T.Helper()
+	ctx, c := e.T.Context(), e.Kube.Client().AdmissionregistrationV1beta1()
+	policy := "keyledger-test-mutate-" + e.NS
 	fail := admissionv1beta1.Fail
 	_, err := c.MutatingAdmissionPolicies().Create(ctx, &admissionv1beta1.MutatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policy},
 		Spec: admissionv1beta1.MutatingAdmissionPolicySpec{
 			FailurePolicy: &fail,
 			MatchConstraints: &admissionv1beta1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.NS}},
 				ResourceRules: []admissionv1beta1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
 					Operations: []admissionv1.OperationType{admissionv1.Create},
 					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
@@ -48,13 +49,13 @@ func (e *env) mutateSnapshotCreates() {
 			ReinvocationPolicy: admissionv1beta1.NeverReinvocationPolicy,
 		},
 	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	_, err = c.MutatingAdmissionPolicyBindings().Create(ctx, &admissionv1beta1.MutatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: policy},
 		Spec:       admissionv1beta1.MutatingAdmissionPolicyBindingSpec{PolicyName: policy},
 	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() {
+	require.NoError(e.T, err)
+	e.T.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = c.MutatingAdmissionPolicyBindings().Delete(ctx, policy, metav1.DeleteOptions{})
@@ -62,10 +63,10 @@ func (e *env) mutateSnapshotCreates() {
 	})
 	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keyledger-h-admission-probe"}}
 	altered := func() bool {
-		got, err := e.kube.Client().CoreV1().Secrets(e.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := e.Kube.Client().CoreV1().Secrets(e.NS).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil && got.Annotations[admittedAnnotation] == "yes"
 	}
-	require.Eventually(e.t, altered, time.Minute, 200*time.Millisecond, "the policy takes effect")
+	require.Eventually(e.T, altered, time.Minute, 200*time.Millisecond, "the policy takes effect")
 }
 
 // A snapshot create whose answer admission altered (a
@@ -76,16 +77,16 @@ func (e *env) mutateSnapshotCreates() {
 func TestIntegrationVersionedAdmissionAlteredSnapshot(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("altered")
-	s := e.createSecret(plainSecret("altered", map[string][]byte{"k": vCanary("0")}))
-	e.mutateSnapshotCreates()
+	as := e.AsWriter("altered")
+	s := e.CreateSecret(suite.PlainSecret("altered", map[string][]byte{"k": suite.VCanary("0")}))
+	mutateSnapshotCreates(e)
 
-	r := e.runCmd(updateCommand(e.ns, "altered", s.ResourceVersion, "mut-altered", map[string][]byte{"k": vCanary("1")}), as)
+	r := e.RunCmd(suite.UpdateCommand(e.NS, "altered", s.ResourceVersion, "mut-altered", map[string][]byte{"k": suite.VCanary("1")}), as)
 	// The answer is not the snapshot sent (result-mismatch); the re-read
 	// finds keyledger's nonce on an object that is not the exact archive.
-	requireRefused(t, r, "source-conflict")
-	require.Equal(t, s.ResourceVersion, e.getSecret("altered").ResourceVersion, "nothing live written")
-	op, records := e.journalOf("mut-altered")
+	suite.RequireRefused(t, r, "source-conflict")
+	require.Equal(t, s.ResourceVersion, e.GetSecret("altered").ResourceVersion, "nothing live written")
+	op, records := e.JournalOf("mut-altered")
 	require.Equal(t, store.StateRefused, op.State)
 	for _, rec := range records {
 		if rec.Kind == store.RecordAuthorityCall {
@@ -95,8 +96,8 @@ func TestIntegrationVersionedAdmissionAlteredSnapshot(t *testing.T) {
 			require.NotEqual(t, "applied", rec.Status, "the altered answer is not taken as applied")
 		}
 	}
-	snaps := e.snapshotsOf(s.UID)
+	snaps := e.SnapshotsOf(s.UID)
 	require.Len(t, snaps, 1, "the altered snapshot stays for review")
 	require.Equal(t, "yes", snaps[0].Annotations[admittedAnnotation])
-	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("0"), vCanary("1"))
+	suite.AssertNoCanary(t, r.Stdout+r.Stderr, suite.VCanary("0"), suite.VCanary("1"))
 }

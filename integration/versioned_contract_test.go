@@ -8,35 +8,24 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
 // setVersion moves the live counter by hand, as an operator would.
-func (e *env) setVersion(name, version string) *corev1.Secret {
-	e.t.Helper()
-	cur := e.getSecret(name)
+func setVersion(e *env, name, version string) *corev1.Secret {
+	e.T.Helper()
+	cur := e.GetSecret(name)
 	cur.Annotations["keyledger.dev/version"] = version
-	out, err := e.kube.Client().CoreV1().Secrets(e.ns).Update(e.t.Context(), cur, metav1.UpdateOptions{})
-	require.NoError(e.t, err)
+	out, err := e.Kube.Client().CoreV1().Secrets(e.NS).Update(e.T.Context(), cur, metav1.UpdateOptions{})
+	require.NoError(e.T, err)
 	return out
-}
-
-// addFinalizer adds a finalizer to a Secret as admin; removed at cleanup.
-func (e *env) addFinalizer(name string) {
-	e.t.Helper()
-	c := e.kube.Client().CoreV1().Secrets(e.ns)
-	_, err := c.Patch(e.t.Context(), name, types.MergePatchType, []byte(`{"metadata":{"finalizers":["keyledger.test/hold"]}}`), metav1.PatchOptions{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() { e.removeFinalizers(name) })
 }
 
 // An archive whose create answer was lost is accepted only if nothing holds
@@ -45,20 +34,20 @@ func (e *env) addFinalizer(name string) {
 func TestIntegrationVersionedHeldOccupantBlocks(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("fin", "term")
+	as := e.AsWriter("fin", "term")
 	for _, tc := range []struct{ name, reason string }{{"fin", "snapshot-finalizers"}, {"term", "snapshot-terminating"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := e.createSecret(plainSecret(tc.name, map[string][]byte{"k": vCanary("0")}))
-			cmd := updateCommand(e.ns, tc.name, s.ResourceVersion, "mut-"+tc.name, map[string][]byte{"k": vCanary("1")})
-			r := e.runCmd(cmd, as, withFailpoint("after-send#1")) // the snapshot exists, its answer is not journaled
+			s := e.CreateSecret(suite.PlainSecret(tc.name, map[string][]byte{"k": suite.VCanary("0")}))
+			cmd := suite.UpdateCommand(e.NS, tc.name, s.ResourceVersion, "mut-"+tc.name, map[string][]byte{"k": suite.VCanary("1")})
+			r := e.RunCmd(cmd, as, suite.WithFailpoint("after-send#1")) // the snapshot exists, its answer is not journaled
 			require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
 			snap := versioned.SnapshotName(s.UID, 1)
-			e.addFinalizer(snap)
+			e.AddFinalizer(snap)
 			if tc.name == "term" {
-				require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), snap, metav1.DeleteOptions{}))
+				require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), snap, metav1.DeleteOptions{}))
 			}
-			requireRefused(t, e.runCmd(cmd, as), tc.reason)
-			require.Equal(t, s.ResourceVersion, e.getSecret(tc.name).ResourceVersion, "the live write is blocked")
+			suite.RequireRefused(t, e.RunCmd(cmd, as), tc.reason)
+			require.Equal(t, s.ResourceVersion, e.GetSecret(tc.name).ResourceVersion, "the live write is blocked")
 		})
 	}
 }
@@ -69,15 +58,15 @@ func TestIntegrationVersionedHeldOccupantBlocks(t *testing.T) {
 func TestIntegrationVersionedMissingArchiveBlocks(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("gone")
-	s := e.createSecret(plainSecret("gone", map[string][]byte{"k": vCanary("0")}))
-	cmd := updateCommand(e.ns, "gone", s.ResourceVersion, "mut-gone", map[string][]byte{"k": vCanary("1")})
-	r := e.runCmd(cmd, as, withFailpoint("after-answer#1"))
+	as := e.AsWriter("gone")
+	s := e.CreateSecret(suite.PlainSecret("gone", map[string][]byte{"k": suite.VCanary("0")}))
+	cmd := suite.UpdateCommand(e.NS, "gone", s.ResourceVersion, "mut-gone", map[string][]byte{"k": suite.VCanary("1")})
+	r := e.RunCmd(cmd, as, suite.WithFailpoint("after-answer#1"))
 	require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), versioned.SnapshotName(s.UID, 1), metav1.DeleteOptions{}))
-	requireRefused(t, e.runCmd(cmd, as), "archive-missing")
-	require.Equal(t, s.ResourceVersion, e.getSecret("gone").ResourceVersion)
-	require.Empty(t, e.snapshotsOf(s.UID), "not re-created")
+	require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), versioned.SnapshotName(s.UID, 1), metav1.DeleteOptions{}))
+	suite.RequireRefused(t, e.RunCmd(cmd, as), "archive-missing")
+	require.Equal(t, s.ResourceVersion, e.GetSecret("gone").ResourceVersion)
+	require.Empty(t, e.SnapshotsOf(s.UID), "not re-created")
 }
 
 // A live counter moved back behind keyledger's own retained history is
@@ -86,44 +75,44 @@ func TestIntegrationVersionedMissingArchiveBlocks(t *testing.T) {
 func TestIntegrationVersionedCounterBehind(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("back")
-	limit := withEnv("KEYLEDGER_HISTORY_LIMIT=2")
-	s := e.createSecret(plainSecret("back", map[string][]byte{"k": vCanary("0")}))
+	as := e.AsWriter("back")
+	limit := suite.WithEnv("KEYLEDGER_HISTORY_LIMIT=2")
+	s := e.CreateSecret(suite.PlainSecret("back", map[string][]byte{"k": suite.VCanary("0")}))
 	for i := 1; i <= 3; i++ {
-		requireOK(t, e.update("back", fmt.Sprint("mut-b", i), vCanary(fmt.Sprint(i)), as, limit), "completed")
+		suite.RequireOK(t, e.Update("back", fmt.Sprint("mut-b", i), suite.VCanary(fmt.Sprint(i)), as, limit), "completed")
 	}
-	before := e.objectsOf(s.UID)
+	before := e.ObjectsOf(s.UID)
 	require.Len(t, before, 2, "v2 and v3")
-	moved := e.setVersion("back", "1") // slot v1 is free: retention freed it
-	out := requireRefused(t, e.update("back", "mut-b4", vCanary("4"), as, limit), "counter-behind")
+	moved := setVersion(e, "back", "1") // slot v1 is free: retention freed it
+	out := suite.RequireRefused(t, e.Update("back", "mut-b4", suite.VCanary("4"), as, limit), "counter-behind")
 	require.EqualValues(t, 3, out["newestVersion"])
-	require.Equal(t, moved.ResourceVersion, e.getSecret("back").ResourceVersion)
-	require.Equal(t, before, e.objectsOf(s.UID), "history untouched")
+	require.Equal(t, moved.ResourceVersion, e.GetSecret("back").ResourceVersion)
+	require.Equal(t, before, e.ObjectsOf(s.UID), "history untouched")
 
 	// Moved back onto keyledger's newest snapshot: that slot holds another
 	// source state (source-conflict), and nothing is written.
-	moved = e.setVersion("back", "3")
-	requireRefused(t, e.update("back", "mut-b5", vCanary("5"), as, limit), "source-conflict")
-	require.Equal(t, moved.ResourceVersion, e.getSecret("back").ResourceVersion)
-	require.Equal(t, before, e.objectsOf(s.UID), "history untouched")
+	moved = setVersion(e, "back", "3")
+	suite.RequireRefused(t, e.Update("back", "mut-b5", suite.VCanary("5"), as, limit), "source-conflict")
+	require.Equal(t, moved.ResourceVersion, e.GetSecret("back").ResourceVersion)
+	require.Equal(t, before, e.ObjectsOf(s.UID), "history untouched")
 }
 
 // A delete keeping history touches no snapshot: none created, none deleted.
 func TestIntegrationVersionedDeleteKeepsHistoryUntouched(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("keep")
-	limit := withEnv("KEYLEDGER_HISTORY_LIMIT=1")
-	s := e.createSecret(plainSecret("keep", map[string][]byte{"k": vCanary("0")}))
-	requireOK(t, e.update("keep", "mut-k1", vCanary("1"), as, limit), "completed")
-	requireOK(t, e.update("keep", "mut-k2", vCanary("2"), as, limit), "completed")
-	before := e.objectsOf(s.UID)
+	as := e.AsWriter("keep")
+	limit := suite.WithEnv("KEYLEDGER_HISTORY_LIMIT=1")
+	s := e.CreateSecret(suite.PlainSecret("keep", map[string][]byte{"k": suite.VCanary("0")}))
+	suite.RequireOK(t, e.Update("keep", "mut-k1", suite.VCanary("1"), as, limit), "completed")
+	suite.RequireOK(t, e.Update("keep", "mut-k2", suite.VCanary("2"), as, limit), "completed")
+	before := e.ObjectsOf(s.UID)
 	require.Len(t, before, 1)
-	cur := e.getSecret("keep")
-	out := requireOK(t, e.runCmd(deleteCommand(e.ns, "keep", cur.ResourceVersion, "mut-kdel", true), as, limit), "deleted")
+	cur := e.GetSecret("keep")
+	out := suite.RequireOK(t, e.RunCmd(suite.DeleteCommand(e.NS, "keep", cur.ResourceVersion, "mut-kdel", true), as, limit), "deleted")
 	require.Equal(t, "kept", out["history"])
-	require.Equal(t, before, e.objectsOf(s.UID), "the same snapshots, unchanged")
-	_, records := e.journalOf("mut-kdel")
+	require.Equal(t, before, e.ObjectsOf(s.UID), "the same snapshots, unchanged")
+	_, records := e.JournalOf("mut-kdel")
 	var steps []string
 	for _, rec := range records {
 		if rec.Kind == store.RecordAuthorityCall {
@@ -133,88 +122,41 @@ func TestIntegrationVersionedDeleteKeepsHistoryUntouched(t *testing.T) {
 	require.Equal(t, []string{"delete-live"}, steps)
 }
 
-// denyDelete makes the API server refuse every DELETE of the Secret name
-// in this namespace (a ValidatingAdmissionPolicy), and waits until it
-// does. The returned function lifts it and waits until deletes pass.
-func (e *env) denyDelete(name string) (lift func()) {
-	e.t.Helper()
-	ctx, c := e.t.Context(), e.kube.Client().AdmissionregistrationV1()
-	policy := "keyledger-test-deny-" + e.ns
-	fail := admissionv1.Fail
-	_, err := c.ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: policy},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Delete},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
-				}}},
-			},
-			Validations: []admissionv1.Validation{{Expression: fmt.Sprintf("request.name != %q", name), Message: "held by a test policy"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	_, err = c.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policy},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	denied := func() bool {
-		err := e.kube.Client().CoreV1().Secrets(e.ns).Delete(ctx, name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil && strings.Contains(err.Error(), "held by a test policy")
-	}
-	require.Eventually(e.t, denied, time.Minute, 200*time.Millisecond, "the policy takes effect")
-	lifted := false
-	lift = func() {
-		if lifted {
-			return
-		}
-		lifted = true
-		_ = c.ValidatingAdmissionPolicyBindings().Delete(ctx, policy, metav1.DeleteOptions{})
-		_ = c.ValidatingAdmissionPolicies().Delete(ctx, policy, metav1.DeleteOptions{})
-		require.Eventually(e.t, func() bool { return !denied() }, time.Minute, 200*time.Millisecond, "the policy is lifted")
-	}
-	e.t.Cleanup(lift)
-	return lift
-}
-
 // A cleanup delete the API server refuses (an admission policy) leaves the
 // operation open: exit 75, and the same command rerun retries it and
 // completes. (Pending cleanups: TestIntegrationVersionedRetention.)
 func TestIntegrationVersionedFailedCleanupRetries(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("prune", "purge")
-	limit := withEnv("KEYLEDGER_HISTORY_LIMIT=1")
+	as := e.AsWriter("prune", "purge")
+	limit := suite.WithEnv("KEYLEDGER_HISTORY_LIMIT=1")
 
-	s := e.createSecret(plainSecret("prune", map[string][]byte{"k": vCanary("0")}))
-	requireOK(t, e.update("prune", "mut-p1", vCanary("1"), as, limit), "completed")
-	lift := e.denyDelete(versioned.SnapshotName(s.UID, 1))
-	before := e.getSecret("prune")
-	cmd := updateCommand(e.ns, "prune", before.ResourceVersion, "mut-p2", map[string][]byte{"k": vCanary("2")})
-	r := e.runCmd(cmd, as, limit)
+	s := e.CreateSecret(suite.PlainSecret("prune", map[string][]byte{"k": suite.VCanary("0")}))
+	suite.RequireOK(t, e.Update("prune", "mut-p1", suite.VCanary("1"), as, limit), "completed")
+	lift := e.DenyDelete(versioned.SnapshotName(s.UID, 1))
+	before := e.GetSecret("prune")
+	cmd := suite.UpdateCommand(e.NS, "prune", before.ResourceVersion, "mut-p2", map[string][]byte{"k": suite.VCanary("2")})
+	r := e.RunCmd(cmd, as, limit)
 	require.Equal(t, 75, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, before.ResourceVersion, e.getSecret("prune").ResourceVersion, "the live write waits")
-	op, _ := e.journalOf("mut-p2")
+	require.Equal(t, before.ResourceVersion, e.GetSecret("prune").ResourceVersion, "the live write waits")
+	op, _ := e.JournalOf("mut-p2")
 	require.False(t, op.State.Terminal(), "the operation stays open")
 	lift()
-	requireOK(t, e.runCmd(cmd, as, limit), "completed")
-	require.Equal(t, []string{"2"}, e.versionsOf(s.UID))
-	require.Equal(t, vCanary("2"), e.getSecret("prune").Data["k"])
+	suite.RequireOK(t, e.RunCmd(cmd, as, limit), "completed")
+	require.Equal(t, []string{"2"}, e.VersionsOf(s.UID))
+	require.Equal(t, suite.VCanary("2"), e.GetSecret("prune").Data["k"])
 
-	p := e.createSecret(plainSecret("purge", map[string][]byte{"k": vCanary("0")}))
-	requireOK(t, e.update("purge", "mut-q1", vCanary("1"), as), "completed")
-	lift = e.denyDelete(versioned.SnapshotName(p.UID, 1))
-	cur := e.getSecret("purge")
-	del := deleteCommand(e.ns, "purge", cur.ResourceVersion, "mut-qdel", false)
-	r = e.runCmd(del, as)
+	p := e.CreateSecret(suite.PlainSecret("purge", map[string][]byte{"k": suite.VCanary("0")}))
+	suite.RequireOK(t, e.Update("purge", "mut-q1", suite.VCanary("1"), as), "completed")
+	lift = e.DenyDelete(versioned.SnapshotName(p.UID, 1))
+	cur := e.GetSecret("purge")
+	del := suite.DeleteCommand(e.NS, "purge", cur.ResourceVersion, "mut-qdel", false)
+	r = e.RunCmd(del, as)
 	require.Equal(t, 75, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Equal(t, cur.ResourceVersion, e.getSecret("purge").ResourceVersion, "the live delete waits")
+	require.Equal(t, cur.ResourceVersion, e.GetSecret("purge").ResourceVersion, "the live delete waits")
 	lift()
-	requireOK(t, e.runCmd(del, as), "deleted")
-	require.Empty(t, e.snapshotsOf(p.UID))
+	suite.RequireOK(t, e.RunCmd(del, as), "deleted")
+	require.Empty(t, e.SnapshotsOf(p.UID))
 }
 
 // Restores and updates that bring no new bytes are bounded by what the API
@@ -226,30 +168,30 @@ func TestIntegrationVersionedFailedCleanupRetries(t *testing.T) {
 func TestIntegrationVersionedSizeBounds(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("large")
+	as := e.AsWriter("large")
 	blob := make([]byte, 760<<10) // 760 KiB raw: about 1.04 MiB at x 1.4, 0.99 MiB as base64
 	for i := range blob {
 		blob[i] = byte(i)
 	}
-	s := e.createSecret(plainSecret("large", map[string][]byte{"blob": blob, "small": vCanary("s")}))
+	s := e.CreateSecret(suite.PlainSecret("large", map[string][]byte{"blob": blob, "small": suite.VCanary("s")}))
 
 	// New data over the estimate: exit 64, no journal connection, nothing written.
-	url, connections := pgListener(t)
-	r := e.runCmd(updateCommand(e.ns, "large", s.ResourceVersion, "mut-l0", map[string][]byte{"new": vCanary("n")}), as, withDatabase(url))
+	url, connections := suite.PGListener(t)
+	r := e.RunCmd(suite.UpdateCommand(e.NS, "large", s.ResourceVersion, "mut-l0", map[string][]byte{"new": suite.VCanary("n")}), as, suite.WithDatabase(url))
 	require.Equal(t, 64, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Contains(t, outcome(t, r)["error"], "x 1.4")
+	require.Contains(t, suite.Outcome(t, r)["error"], "x 1.4")
 	require.Zero(t, connections.Load(), "the journal is never contacted")
-	require.Equal(t, s.ResourceVersion, e.getSecret("large").ResourceVersion)
-	require.Empty(t, e.snapshotsOf(s.UID))
-	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("s"), vCanary("n"))
+	require.Equal(t, s.ResourceVersion, e.GetSecret("large").ResourceVersion)
+	require.Empty(t, e.SnapshotsOf(s.UID))
+	suite.AssertNoCanary(t, r.Stdout+r.Stderr, suite.VCanary("s"), suite.VCanary("n"))
 
 	// Removing a key brings no new bytes: accepted.
-	requireOK(t, e.runCmd(updateCommand(e.ns, "large", s.ResourceVersion, "mut-l1", nil, "small"), as), "completed")
-	v2 := e.getSecret("large")
+	suite.RequireOK(t, e.RunCmd(suite.UpdateCommand(e.NS, "large", s.ResourceVersion, "mut-l1", nil, "small"), as), "completed")
+	v2 := e.GetSecret("large")
 	require.Equal(t, map[string][]byte{"blob": blob}, v2.Data)
 	// Restoring version 1 (760 KiB and the small key, raw): accepted, byte for byte.
-	requireOK(t, e.runCmd(restoreCommand(e.ns, "large", v2.ResourceVersion, "mut-l2", 1), as), "completed")
-	require.Equal(t, s.Data, e.getSecret("large").Data)
+	suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "large", v2.ResourceVersion, "mut-l2", 1), as), "completed")
+	require.Equal(t, s.Data, e.GetSecret("large").Data)
 }
 
 // A keyledger write leaves no kubectl last-applied copy of the old values,
@@ -258,30 +200,30 @@ func TestIntegrationVersionedSizeBounds(t *testing.T) {
 func TestIntegrationVersionedNothingGuessable(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("app")
-	old, next := vCanary("old"), vCanary("next")
-	applied := plainSecret("app", map[string][]byte{"password": old, "user": []byte("app")})
+	as := e.AsWriter("app")
+	old, next := suite.VCanary("old"), suite.VCanary("next")
+	applied := suite.PlainSecret("app", map[string][]byte{"password": old, "user": []byte("app")})
 	lastApplied, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "app"},
 		"data": map[string]string{"password": base64.StdEncoding.EncodeToString(old), "user": base64.StdEncoding.EncodeToString([]byte("app"))}})
 	require.NoError(t, err)
 	applied.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(lastApplied)}
-	s := e.createSecret(applied)
+	s := e.CreateSecret(applied)
 
-	r := e.runCmd(updateCommand(e.ns, "app", s.ResourceVersion, "mut-a1", map[string][]byte{"password": next}), as)
-	out := requireOK(t, r, "completed")
+	r := e.RunCmd(suite.UpdateCommand(e.NS, "app", s.ResourceVersion, "mut-a1", map[string][]byte{"password": next}), as)
+	out := suite.RequireOK(t, r, "completed")
 	require.Equal(t, []any{"kubectl.kubernetes.io/last-applied-configuration"}, out["droppedAnnotations"])
-	live := e.getSecret("app")
+	live := e.GetSecret("app")
 	require.NotContains(t, live.Annotations, "kubectl.kubernetes.io/last-applied-configuration")
 	for k, v := range live.Annotations {
-		assertNoCanary(t, k+"="+v, old)
+		suite.AssertNoCanary(t, k+"="+v, old)
 	}
-	snap := e.requireSnapshot(s, 1, "mut-a1")
+	snap := e.RequireSnapshot(s, 1, "mut-a1")
 	require.NotContains(t, snap.Annotations, "kubectl.kubernetes.io/last-applied-configuration")
 
 	// Restore v1: the live password is old again.
-	requireOK(t, e.runCmd(restoreCommand(e.ns, "app", live.ResourceVersion, "mut-a2", 1), as), "completed")
+	suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "app", live.ResourceVersion, "mut-a2", 1), as), "completed")
 	show := func() (versioned.History, string) {
-		h := e.keyledger([]string{"history", e.ns + "/app", "--show-keys", "-o", "json"}, as)
+		h := e.Keyledger([]string{"history", e.NS + "/app", "--show-keys", "-o", "json"}, as)
 		require.Equal(t, 0, h.Code, "%s %s", h.Stdout, h.Stderr)
 		var hist versioned.History
 		require.NoError(t, json.Unmarshal([]byte(h.Stdout), &hist))
@@ -304,10 +246,10 @@ func TestIntegrationVersionedNothingGuessable(t *testing.T) {
 	require.Equal(t, digest(h1.Versions[0].Keys, "user"), digest(h1.Versions[1].Keys, "user"))
 	h2, text2 := show()
 	require.NotEqual(t, digest(h1.Live, "password"), digest(h2.Live, "password"), "keyed per invocation: not comparable across runs")
-	table := e.keyledger([]string{"history", e.ns + "/app", "--version", "2", "--show-keys"}, as)
+	table := e.Keyledger([]string{"history", e.NS + "/app", "--version", "2", "--show-keys"}, as)
 	require.Equal(t, 0, table.Code, table.Stderr)
 	for _, text := range []string{text1, text2, table.Stdout + table.Stderr} {
-		assertNoCanary(t, text, old, next)
+		suite.AssertNoCanary(t, text, old, next)
 		for _, v := range [][]byte{old, next, []byte("app")} {
 			sum := sha256.Sum256(v)
 			require.NotContains(t, text, hex.EncodeToString(sum[:]), "no plain SHA-256 of any value")
@@ -322,27 +264,27 @@ func TestIntegrationVersionedNothingGuessable(t *testing.T) {
 func TestIntegrationVersionedLargestUpdate(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("wide")
-	s := e.createSecret(plainSecret("wide", map[string][]byte{"k": vCanary("0")}))
+	as := e.AsWriter("wide")
+	s := e.CreateSecret(suite.PlainSecret("wide", map[string][]byte{"k": suite.VCanary("0")}))
 
-	url, connections := pgListener(t)
-	over, _ := maximalUpdate(e.ns, "wide", s.ResourceVersion, "mut-over", 1)
-	r := e.runCmd(over, as, withDatabase(url))
+	url, connections := suite.PGListener(t)
+	over, _ := suite.MaximalUpdate(e.NS, "wide", s.ResourceVersion, "mut-over", 1)
+	r := e.RunCmd(over, as, suite.WithDatabase(url))
 	require.Equal(t, 64, r.Code, "%s %s", r.Stdout, r.Stderr)
-	require.Contains(t, outcome(t, r)["error"], fmt.Sprintf("at most %d keys", versioned.MaxUpdateKeys))
+	require.Contains(t, suite.Outcome(t, r)["error"], fmt.Sprintf("at most %d keys", versioned.MaxUpdateKeys))
 	require.Zero(t, connections.Load())
 
-	cmd, data := maximalUpdate(e.ns, "wide", s.ResourceVersion, "mut-wide", 0)
-	path := e.writeCommand("mut-wide.json", cmd)
+	cmd, data := suite.MaximalUpdate(e.NS, "wide", s.ResourceVersion, "mut-wide", 0)
+	path := e.WriteCommand("mut-wide.json", cmd)
 	require.Len(t, data, versioned.MaxUpdateKeys)
-	r = e.keyledger([]string{"run", path}, as)
-	requireOK(t, r, "completed")
-	live := e.getSecret("wide")
+	r = e.Keyledger([]string{"run", path}, as)
+	suite.RequireOK(t, r, "completed")
+	live := e.GetSecret("wide")
 	require.Len(t, live.Data, versioned.MaxUpdateKeys+1)
 	for k, v := range data {
 		require.Equal(t, v, live.Data[k])
 	}
-	op, records := e.journalOf("mut-wide")
+	op, records := e.JournalOf("mut-wide")
 	require.Equal(t, store.StateCompleted, op.State)
-	require.NotZero(t, count(records, store.RecordPreparation))
+	require.NotZero(t, suite.Count(records, store.RecordPreparation))
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow"
 	"github.com/keyledger/keyledger/workflow/command"
@@ -23,33 +24,33 @@ import (
 func TestIntegrationVersionedForgedPruneNotSent(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	live := e.createSecret(plainSecret("db", map[string][]byte{"k": vCanary("v1")}))
+	live := e.CreateSecret(suite.PlainSecret("db", map[string][]byte{"k": suite.VCanary("v1")}))
 	for i, m := range []string{"mut-fp-1", "mut-fp-2", "mut-fp-3"} {
-		requireOK(t, e.update("db", m, vCanary(m), e.asWriter("db")), "completed")
-		require.Len(t, e.snapshotsOf(live.UID), i+1)
+		suite.RequireOK(t, e.Update("db", m, suite.VCanary(m), e.AsWriter("db")), "completed")
+		require.Len(t, e.SnapshotsOf(live.UID), i+1)
 	}
-	cur := e.getSecret("db")
-	v1 := e.requireSnapshot(live, 1, "mut-fp-1")
+	cur := e.GetSecret("db")
+	v1 := e.RequireSnapshot(live, 1, "mut-fp-1")
 
-	path := e.writeCommand("mut-fp-forged.json", updateCommand(e.ns, "db", cur.ResourceVersion, "mut-fp-forged", map[string][]byte{"k": vCanary("new")}))
-	cmd, err := versioned.Decode(readCommand(t, path))
+	path := e.WriteCommand("mut-fp-forged.json", suite.UpdateCommand(e.NS, "db", cur.ResourceVersion, "mut-fp-forged", map[string][]byte{"k": suite.VCanary("new")}))
+	cmd, err := versioned.Decode(suite.ReadCommand(t, path))
 	require.NoError(t, err)
-	forgeOperation(t, e.runJournalURL(), store.PrepareParams{
+	suite.ForgeOperation(t, e.RunJournalURL(), store.PrepareParams{
 		Kind: command.KindSecretUpdate, MutationID: "mut-fp-forged", RequestID: "req-mut-fp-forged", CommandDigest: cmd.Digest,
-		Namespace: e.ns, Name: "db", Detail: store.DetailOf(map[string]any{"expectedResourceVersion": cur.ResourceVersion, "keys": []string{"k"}}),
+		Namespace: e.NS, Name: "db", Detail: store.DetailOf(map[string]any{"expectedResourceVersion": cur.ResourceVersion, "keys": []string{"k"}}),
 	}, store.StateCalling,
 		store.Record{Kind: store.RecordObservation, Step: versioned.StepReadLive, Target: "secret/db", UID: string(cur.UID), ResourceVersion: cur.ResourceVersion},
 		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepPruneSnapshot, Target: "secret/" + v1.Name, Attempt: 1, Batch: 1,
 			UID: string(v1.UID), ResourceVersion: v1.ResourceVersion},
 	)
 
-	r := e.keyledger([]string{"run", path}, e.asWriter("db"))
-	out := requireRefused(t, r, workflow.ReasonCallNotAsked)
+	r := e.Keyledger([]string{"run", path}, e.AsWriter("db"))
+	out := suite.RequireRefused(t, r, workflow.ReasonCallNotAsked)
 	require.Equal(t, "secret/"+v1.Name, out["target"], "the outcome names the call it did not send")
-	require.Equal(t, map[string]string{v1.Name: string(v1.UID) + "@" + v1.ResourceVersion}, pick(e.objectsOf(live.UID), v1.Name), "version 1 is kept")
-	require.Len(t, e.snapshotsOf(live.UID), 3)
-	require.Equal(t, cur.ResourceVersion, e.getSecret("db").ResourceVersion, "the live Secret is untouched")
-	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("new"), vCanary("v1"))
+	require.Equal(t, map[string]string{v1.Name: string(v1.UID) + "@" + v1.ResourceVersion}, pick(e.ObjectsOf(live.UID), v1.Name), "version 1 is kept")
+	require.Len(t, e.SnapshotsOf(live.UID), 3)
+	require.Equal(t, cur.ResourceVersion, e.GetSecret("db").ResourceVersion, "the live Secret is untouched")
+	suite.AssertNoCanary(t, r.Stdout+r.Stderr, suite.VCanary("new"), suite.VCanary("v1"))
 }
 
 // pick keeps only the named entries of m.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
@@ -27,22 +28,6 @@ const stepRecordsQueryBefore10 = `
 		  AND EXISTS (SELECT 1 FROM keyledger.records c
 		              WHERE c.operation_id = r.operation_id AND c.kind = 'authority_call' AND c.step = $3 AND c.uid = $4)
 		ORDER BY operation_id, id`
-
-// historyLoadSQL journals $3 finished versioned updates of Secret $2 in
-// namespace $1 (live UID $4), each with its create-snapshot call on the
-// snapshot slot $5 || n (n from 1) and the applied result answering the
-// snapshot UID $4 || '-snap-' || n, as the owner in one statement.
-const historyLoadSQL = `
-	WITH ops AS (
-	  INSERT INTO keyledger.operations (kind, mutation_id, request_id, command_digest, target_namespace, target_name)
-	  SELECT 'SecretUpdate', $2 || '-update-' || g, 'req', 'sha256:' || repeat('0', 64), $1, $2
-	  FROM generate_series(1, $3::int) g
-	  RETURNING id, substring(mutation_id FROM '[0-9]+$')::int AS n)
-	INSERT INTO keyledger.records (operation_id, kind, step, target, attempt, batch, uid, status)
-	SELECT id, k.kind::keyledger.record_kind, 'create-snapshot', 'secret/' || $5 || n, k.attempt, k.attempt - 1,
-	       CASE WHEN k.kind = 'authority_call' THEN $4 ELSE $4 || '-snap-' || n END, k.status
-	FROM ops, (VALUES ('authority_call', 1, ''), ('authority_result', NULL, 'applied')) k(kind, attempt, status)
-	ORDER BY id, k.kind`
 
 // planCost is what one EXPLAIN (ANALYZE, BUFFERS) of a query touched: the
 // rows every plan node produced (each loop counted) and the shared buffers
@@ -101,7 +86,7 @@ func explainCost(t *testing.T, conn *pgx.Conn, query string, args ...any) planCo
 func TestIntegrationHistoryProvenanceBounded(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	j := e.retentionJournal()
+	j := e.RetentionJournal()
 	ctx := t.Context()
 	const short, long, listed = 40, 1200, 4
 	type secret struct {
@@ -114,7 +99,7 @@ func TestIntegrationHistoryProvenanceBounded(t *testing.T) {
 	secrets := []*secret{{name: "short-history", uid: "uid-short", ops: short}, {name: "long-history", uid: "uid-long", ops: long}}
 	for _, s := range secrets {
 		s.slot = strings.TrimSuffix(versioned.SnapshotName(s.uid, 1), "1")
-		_, err := j.ownerConn.Exec(ctx, historyLoadSQL, toyNamespace, s.name, s.ops, string(s.uid), s.slot)
+		_, err := j.OwnerConn.Exec(ctx, suite.HistoryLoadSQL, suite.ToyNamespace, s.name, s.ops, string(s.uid), s.slot)
 		require.NoError(t, err)
 		// The newest listed snapshots (the retention limit plus one), as
 		// the run's listing returns them, and a look-alike's name that no
@@ -127,27 +112,27 @@ func TestIntegrationHistoryProvenanceBounded(t *testing.T) {
 	// A journal as it is after a while: 40 other Secrets, 500 updates each.
 	for i := range 40 {
 		name := fmt.Sprintf("other-%d", i)
-		_, err := j.ownerConn.Exec(ctx, historyLoadSQL, toyNamespace, name, 500, "uid-"+name,
+		_, err := j.OwnerConn.Exec(ctx, suite.HistoryLoadSQL, suite.ToyNamespace, name, 500, "uid-"+name,
 			strings.TrimSuffix(versioned.SnapshotName(types.UID("uid-"+name), 1), "1"))
 		require.NoError(t, err)
 	}
-	_, err := j.ownerConn.Exec(ctx, `ANALYZE keyledger.operations; ANALYZE keyledger.records`)
+	_, err := j.OwnerConn.Exec(ctx, `ANALYZE keyledger.operations; ANALYZE keyledger.records`)
 	require.NoError(t, err)
 
 	targets := func(s *secret) []string {
 		out := make([]string, 0, len(s.names))
 		for _, n := range s.names {
-			out = append(out, store.SecretTarget(toyNamespace, n).String())
+			out = append(out, store.SecretTarget(suite.ToyNamespace, n).String())
 		}
 		return out
 	}
 	sql := store.ReaderSQL()["step-records"]
 	now, before := map[string]planCost{}, map[string]planCost{}
 	for _, s := range secrets {
-		args := []any{toyNamespace, s.name, versioned.StepCreateSnapshot, string(s.uid)}
-		now[s.name] = explainCost(t, j.roleConn, sql, append(args, targets(s))...)
-		before[s.name] = explainCost(t, j.roleConn, stepRecordsQueryBefore10, args...)
-		t.Logf("EXPLAIN step-records of %s:\n%s", s.name, explainText(t, j.roleConn, sql, append(args, targets(s))...))
+		args := []any{suite.ToyNamespace, s.name, versioned.StepCreateSnapshot, string(s.uid)}
+		now[s.name] = explainCost(t, j.RoleConn, sql, append(args, targets(s))...)
+		before[s.name] = explainCost(t, j.RoleConn, stepRecordsQueryBefore10, args...)
+		t.Logf("EXPLAIN step-records of %s:\n%s", s.name, suite.ExplainText(t, j.RoleConn, sql, append(args, targets(s))...))
 		t.Logf("%s (%d operations): step-records rows=%d buffers=%d; before migration 10 rows=%d buffers=%d",
 			s.name, s.ops, now[s.name].rows, now[s.name].buffers, before[s.name].rows, before[s.name].buffers)
 
@@ -155,7 +140,7 @@ func TestIntegrationHistoryProvenanceBounded(t *testing.T) {
 		// namespace role: one group per listed slot a call made, the call
 		// then the applied result with the snapshot's UID; nothing for the
 		// look-alike's name.
-		groups, err := j.role.StepRecords(ctx, store.StepRecordsParams{Namespace: toyNamespace, Name: s.name,
+		groups, err := j.Role.StepRecords(ctx, store.StepRecordsParams{Namespace: suite.ToyNamespace, Name: s.name,
 			Step: versioned.StepCreateSnapshot, CallUID: string(s.uid), Targets: targets(s)})
 		require.NoError(t, err)
 		require.Len(t, groups, listed-1, s.name)
@@ -169,7 +154,7 @@ func TestIntegrationHistoryProvenanceBounded(t *testing.T) {
 			require.Equal(t, "secret/"+versioned.SnapshotName(s.uid, int64(n)), g[1].Target)
 		}
 		// Another UID's calls prove nothing of these names.
-		groups, err = j.role.StepRecords(ctx, store.StepRecordsParams{Namespace: toyNamespace, Name: s.name,
+		groups, err = j.Role.StepRecords(ctx, store.StepRecordsParams{Namespace: suite.ToyNamespace, Name: s.name,
 			Step: versioned.StepCreateSnapshot, CallUID: "uid-other", Targets: targets(s)})
 		require.NoError(t, err)
 		require.Empty(t, groups)

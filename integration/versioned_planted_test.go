@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
@@ -21,48 +22,48 @@ import (
 func TestIntegrationVersionedResendRechecksArchive(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("upd", "rst")
+	as := e.AsWriter("upd", "rst")
 	t.Run("update", func(t *testing.T) {
-		s := e.createSecret(plainSecret("upd", map[string][]byte{"k": vCanary("u0")}))
-		cmd := updateCommand(e.ns, "upd", s.ResourceVersion, "mut-upd", map[string][]byte{"k": vCanary("u1")})
-		r := e.runCmd(cmd, as, withFailpoint("after-call#2")) // replace-live journaled, never sent
+		s := e.CreateSecret(suite.PlainSecret("upd", map[string][]byte{"k": suite.VCanary("u0")}))
+		cmd := suite.UpdateCommand(e.NS, "upd", s.ResourceVersion, "mut-upd", map[string][]byte{"k": suite.VCanary("u1")})
+		r := e.RunCmd(cmd, as, suite.WithFailpoint("after-call#2")) // replace-live journaled, never sent
 		require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
 		snap := versioned.SnapshotName(s.UID, 1)
-		nonce := e.getSecret(snap).Annotations[versioned.AnnotationNonce]
+		nonce := e.GetSecret(snap).Annotations[versioned.AnnotationNonce]
 		require.Regexp(t, "^[0-9a-f]{32}$", nonce)
-		show := e.keyledger([]string{"journal", "show", "mut-upd", "-o", "json"})
+		show := e.Keyledger([]string{"journal", "show", "mut-upd", "-o", "json"})
 		require.Equal(t, 0, show.Code, show.Stderr)
 		require.NotContains(t, show.Stdout, nonce, "journal show prints no nonce")
 		require.NotContains(t, show.Stdout, `"nonce"`)
 		sum := sha256Hex(nonce)
 		require.Contains(t, show.Stdout, sum, "only its digest")
 
-		require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), snap, metav1.DeleteOptions{}))
-		r = e.runCmd(cmd, as)
-		requireRefused(t, r, "archive-missing")
+		require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), snap, metav1.DeleteOptions{}))
+		r = e.RunCmd(cmd, as)
+		suite.RequireRefused(t, r, "archive-missing")
 		require.NotContains(t, r.Stdout, "converged")
-		after := e.getSecret("upd")
+		after := e.GetSecret("upd")
 		require.Equal(t, s.ResourceVersion, after.ResourceVersion, "not written")
-		require.Equal(t, vCanary("u0"), after.Data["k"], "the old data is kept")
-		op, records := e.journalOf("mut-upd")
+		require.Equal(t, suite.VCanary("u0"), after.Data["k"], "the old data is kept")
+		op, records := e.JournalOf("mut-upd")
 		require.Equal(t, store.StateRefused, op.State)
-		require.Len(t, recordsOf(records, store.RecordAuthorityCall, "replace-live"), 1, "never sent again")
-		assertNoCanary(t, r.Stdout+r.Stderr, vCanary("u0"), vCanary("u1"))
+		require.Len(t, suite.RecordsOf(records, store.RecordAuthorityCall, "replace-live"), 1, "never sent again")
+		suite.AssertNoCanary(t, r.Stdout+r.Stderr, suite.VCanary("u0"), suite.VCanary("u1"))
 	})
 	t.Run("restore", func(t *testing.T) {
-		s := e.createSecret(plainSecret("rst", map[string][]byte{"k": vCanary("r0")}))
-		requireOK(t, e.update("rst", "mut-rst-1", vCanary("r1"), as), "completed")
-		live := e.getSecret("rst")
-		cmd := restoreCommand(e.ns, "rst", live.ResourceVersion, "mut-rst", 1)
-		r := e.runCmd(cmd, as, withFailpoint("after-call#2"))
+		s := e.CreateSecret(suite.PlainSecret("rst", map[string][]byte{"k": suite.VCanary("r0")}))
+		suite.RequireOK(t, e.Update("rst", "mut-rst-1", suite.VCanary("r1"), as), "completed")
+		live := e.GetSecret("rst")
+		cmd := suite.RestoreCommand(e.NS, "rst", live.ResourceVersion, "mut-rst", 1)
+		r := e.RunCmd(cmd, as, suite.WithFailpoint("after-call#2"))
 		require.Equal(t, 137, r.Code, "%s %s", r.Stdout, r.Stderr)
-		require.NoError(t, e.kube.Client().CoreV1().Secrets(e.ns).Delete(t.Context(), versioned.SnapshotName(s.UID, 2), metav1.DeleteOptions{}))
-		r = e.runCmd(cmd, as)
-		requireRefused(t, r, "archive-missing")
+		require.NoError(t, e.Kube.Client().CoreV1().Secrets(e.NS).Delete(t.Context(), versioned.SnapshotName(s.UID, 2), metav1.DeleteOptions{}))
+		r = e.RunCmd(cmd, as)
+		suite.RequireRefused(t, r, "archive-missing")
 		require.NotContains(t, r.Stdout, "converged")
-		after := e.getSecret("rst")
+		after := e.GetSecret("rst")
 		require.Equal(t, live.ResourceVersion, after.ResourceVersion, "not written")
-		require.Equal(t, vCanary("r1"), after.Data["k"])
+		require.Equal(t, suite.VCanary("r1"), after.Data["k"])
 	})
 }
 
@@ -77,21 +78,21 @@ func sha256Hex(s string) string {
 func TestIntegrationVersionedStalePlantedPredecessor(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("stale")
-	s := e.createSecret(plainSecret("stale", map[string][]byte{"k": vCanary("s0")}))
+	as := e.AsWriter("stale")
+	s := e.CreateSecret(suite.PlainSecret("stale", map[string][]byte{"k": suite.VCanary("s0")}))
 	// Version 2 is written by hand (someone else): the command the planter
 	// forges history for never ran.
 	live := s.DeepCopy()
 	live.Annotations = map[string]string{"keyledger.dev/version": "2"}
-	live.Data = map[string][]byte{"k": vCanary("s1")}
-	live, err := e.kube.Client().CoreV1().Secrets(e.ns).Update(t.Context(), live, metav1.UpdateOptions{})
+	live.Data = map[string][]byte{"k": suite.VCanary("s1")}
+	live, err := e.Kube.Client().CoreV1().Secrets(e.NS).Update(t.Context(), live, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	_, err = e.planter().CoreV1().Secrets(e.ns).Create(t.Context(), lookalike(s, 1, map[string][]byte{"k": vCanary("s0")}), metav1.CreateOptions{})
+	_, err = e.Planter().CoreV1().Secrets(e.NS).Create(t.Context(), lookalike(s, 1, map[string][]byte{"k": suite.VCanary("s0")}), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	r := e.runCmd(updateCommand(e.ns, "stale", s.ResourceVersion, "mut-stale", map[string][]byte{"k": vCanary("s1")}), as)
-	requireRefused(t, r, "stale-resource-version")
-	require.Equal(t, live.ResourceVersion, e.getSecret("stale").ResourceVersion)
+	r := e.RunCmd(suite.UpdateCommand(e.NS, "stale", s.ResourceVersion, "mut-stale", map[string][]byte{"k": suite.VCanary("s1")}), as)
+	suite.RequireRefused(t, r, "stale-resource-version")
+	require.Equal(t, live.ResourceVersion, e.GetSecret("stale").ResourceVersion)
 }
 
 // A delete without history purges first; when the live delete is then
@@ -99,18 +100,18 @@ func TestIntegrationVersionedStalePlantedPredecessor(t *testing.T) {
 func TestIntegrationVersionedPurgeThenRefusedNamesPurged(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("purged")
-	s := e.createSecret(plainSecret("purged", map[string][]byte{"k": vCanary("p0")}))
+	as := e.AsWriter("purged")
+	s := e.CreateSecret(suite.PlainSecret("purged", map[string][]byte{"k": suite.VCanary("p0")}))
 	for i := 1; i <= 2; i++ {
-		requireOK(t, e.update("purged", fmt.Sprint("mut-p", i), vCanary(fmt.Sprint("p", i)), as), "completed")
+		suite.RequireOK(t, e.Update("purged", fmt.Sprint("mut-p", i), suite.VCanary(fmt.Sprint("p", i)), as), "completed")
 	}
-	lift := e.denyDelete("purged")
+	lift := e.DenyDelete("purged")
 	defer lift()
-	live := e.getSecret("purged")
-	r := e.runCmd(deleteCommand(e.ns, "purged", live.ResourceVersion, "mut-purge", false), as)
+	live := e.GetSecret("purged")
+	r := e.RunCmd(suite.DeleteCommand(e.NS, "purged", live.ResourceVersion, "mut-purge", false), as)
 	require.Equal(t, 2, r.Code, "%s %s", r.Stdout, r.Stderr)
-	out := outcome(t, r)
+	out := suite.Outcome(t, r)
 	require.Equal(t, []any{1.0, 2.0}, out["purgedVersions"], "the refusal says the history is gone: %s", r.Stdout)
-	require.Empty(t, e.snapshotsOf(s.UID))
-	require.Equal(t, live.ResourceVersion, e.getSecret("purged").ResourceVersion, "the live Secret stays")
+	require.Empty(t, e.SnapshotsOf(s.UID))
+	require.Equal(t, live.ResourceVersion, e.GetSecret("purged").ResourceVersion, "the live Secret stays")
 }

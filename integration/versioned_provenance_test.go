@@ -7,34 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
-
-// planter is another identity in the namespace: it may create and get
-// Secrets and nothing else, which is all a look-alike needs.
-func (e *env) planter() kubernetes.Interface {
-	e.t.Helper()
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get"}}}
-	ctx, c := e.t.Context(), e.kube.Client()
-	_, err := c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "planter"}, Rules: rules}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	_, err = c.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "planter"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "planter"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "planter", Namespace: e.ns}},
-	}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	cfg, err := e.kube.ServiceAccountConfig(ctx, e.ns, "planter", 600)
-	require.NoError(e.t, err)
-	client, err := kubernetes.NewForConfig(cfg)
-	require.NoError(e.t, err)
-	return client
-}
 
 // lookalike is a perfect copy of the snapshot format for version n of
 // live (as keyledger wrote it before nonces existed, which it still
@@ -56,30 +33,13 @@ func lookalike(live *corev1.Secret, n int64, data map[string][]byte) *corev1.Sec
 	}
 }
 
-// uidsOf maps each snapshot name of live to its UID and resourceVersion.
-func (e *env) objectsOf(uid types.UID) map[string]string {
-	e.t.Helper()
-	out := map[string]string{}
-	for _, s := range e.snapshotsOf(uid) {
-		out[s.Name] = string(s.UID) + "@" + s.ResourceVersion
-	}
-	return out
-}
-
-// update runs one SecretUpdate of name from its current state.
-func (e *env) update(name, mutation string, value []byte, opts ...runOption) result {
-	e.t.Helper()
-	cur := e.getSecret(name)
-	return e.runCmd(updateCommand(e.ns, name, cur.ResourceVersion, mutation, map[string][]byte{"k": value}), opts...)
-}
-
 // history runs `keyledger history` and decodes its JSON.
-func (e *env) history(name string, opts ...runOption) versioned.History {
-	e.t.Helper()
-	h := e.keyledger([]string{"history", e.ns + "/" + name, "-o", "json"}, opts...)
-	require.Equal(e.t, 0, h.Code, "%s %s", h.Stdout, h.Stderr)
+func provenanceHistory(e *env, name string, opts ...suite.RunOption) versioned.History {
+	e.T.Helper()
+	h := e.Keyledger([]string{"history", e.NS + "/" + name, "-o", "json"}, opts...)
+	require.Equal(e.T, 0, h.Code, "%s %s", h.Stdout, h.Stderr)
 	var hist versioned.History
-	require.NoError(e.t, json.Unmarshal([]byte(h.Stdout), &hist))
+	require.NoError(e.T, json.Unmarshal([]byte(h.Stdout), &hist))
 	return hist
 }
 
@@ -98,35 +58,35 @@ func historyVersions(h versioned.History) []int64 {
 func TestIntegrationVersionedPlantedLookalikes(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("db")
-	s := e.createSecret(plainSecret("db", map[string][]byte{"k": vCanary("0")}))
+	as := e.AsWriter("db")
+	s := e.CreateSecret(suite.PlainSecret("db", map[string][]byte{"k": suite.VCanary("0")}))
 	for i := 1; i <= 3; i++ {
-		requireOK(t, e.update("db", fmt.Sprint("mut-u", i), vCanary(fmt.Sprint(i)), as), "completed")
+		suite.RequireOK(t, e.Update("db", fmt.Sprint("mut-u", i), suite.VCanary(fmt.Sprint(i)), as), "completed")
 	}
-	genuine := e.objectsOf(s.UID)
+	genuine := e.ObjectsOf(s.UID)
 	require.Len(t, genuine, 3)
 
-	live := e.getSecret("db")
+	live := e.GetSecret("db")
 	require.Equal(t, "4", live.Annotations["keyledger.dev/version"])
-	planter := e.planter()
+	planter := e.Planter()
 	var planted []string
 	for n := int64(5); n < 25; n++ {
-		obj, err := planter.CoreV1().Secrets(e.ns).Create(t.Context(), lookalike(live, n, map[string][]byte{"k": vCanary("evil")}), metav1.CreateOptions{})
+		obj, err := planter.CoreV1().Secrets(e.NS).Create(t.Context(), lookalike(live, n, map[string][]byte{"k": suite.VCanary("evil")}), metav1.CreateOptions{})
 		require.NoError(t, err)
 		planted = append(planted, obj.Name)
 	}
-	all := e.objectsOf(s.UID)
+	all := e.ObjectsOf(s.UID)
 	require.Len(t, all, 23)
 
-	r := e.update("db", "mut-u4", vCanary("4"), as)
-	out := requireRefused(t, r, "slot-occupied")
+	r := e.Update("db", "mut-u4", suite.VCanary("4"), as)
+	out := suite.RequireRefused(t, r, "slot-occupied")
 	require.EqualValues(t, 20, out["occupiedCount"])
 	require.EqualValues(t, 24, out["highestOccupied"])
-	require.Equal(t, live.ResourceVersion, e.getSecret("db").ResourceVersion, "the live write is refused")
-	require.Equal(t, all, e.objectsOf(s.UID), "nothing deleted, nothing created")
-	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("evil"), vCanary("4"))
+	require.Equal(t, live.ResourceVersion, e.GetSecret("db").ResourceVersion, "the live write is refused")
+	require.Equal(t, all, e.ObjectsOf(s.UID), "nothing deleted, nothing created")
+	suite.AssertNoCanary(t, r.Stdout+r.Stderr, suite.VCanary("evil"), suite.VCanary("4"))
 
-	hist := e.history("db", as)
+	hist := provenanceHistory(e, "db", as)
 	require.Equal(t, []int64{1, 2, 3}, historyVersions(hist), "only keyledger's snapshots are history")
 	var foreign []string
 	for _, f := range hist.Foreign {
@@ -134,38 +94,38 @@ func TestIntegrationVersionedPlantedLookalikes(t *testing.T) {
 		foreign = append(foreign, f.Name)
 	}
 	require.ElementsMatch(t, planted, foreign, "every look-alike is reported by name")
-	table := e.keyledger([]string{"history", e.ns + "/db"}, as)
+	table := e.Keyledger([]string{"history", e.NS + "/db"}, as)
 	require.Equal(t, 0, table.Code, table.Stderr)
 	require.Contains(t, table.Stdout, "foreign: 20 object(s)")
 	require.Contains(t, table.Stdout, planted[19])
 
 	// The counter reaching a planted slot is refused the same way.
-	cur := e.getSecret("db")
+	cur := e.GetSecret("db")
 	cur.Annotations["keyledger.dev/version"] = "7"
-	_, err := e.kube.Client().CoreV1().Secrets(e.ns).Update(t.Context(), cur, metav1.UpdateOptions{})
+	_, err := e.Kube.Client().CoreV1().Secrets(e.NS).Update(t.Context(), cur, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	requireRefused(t, e.update("db", "mut-u5", vCanary("5"), as), "slot-occupied")
+	suite.RequireRefused(t, e.Update("db", "mut-u5", suite.VCanary("5"), as), "slot-occupied")
 
 	// Recovery, reviewed by an operator: raise the counter above every
 	// planted slot and run a new command.
-	cur = e.getSecret("db")
+	cur = e.GetSecret("db")
 	cur.Annotations["keyledger.dev/version"] = "25"
-	_, err = e.kube.Client().CoreV1().Secrets(e.ns).Update(t.Context(), cur, metav1.UpdateOptions{})
+	_, err = e.Kube.Client().CoreV1().Secrets(e.NS).Update(t.Context(), cur, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	requireOK(t, e.update("db", "mut-u6", vCanary("6"), as), "completed")
-	after := e.objectsOf(s.UID)
+	suite.RequireOK(t, e.Update("db", "mut-u6", suite.VCanary("6"), as), "completed")
+	after := e.ObjectsOf(s.UID)
 	for name, id := range all {
 		require.Equal(t, id, after[name], "%s untouched", name)
 	}
 	require.Len(t, after, 24, "the 23 and the new snapshot of v25")
-	require.Equal(t, "26", e.getSecret("db").Annotations["keyledger.dev/version"])
-	require.Equal(t, []int64{1, 2, 3, 25}, historyVersions(e.history("db", as)))
+	require.Equal(t, "26", e.GetSecret("db").Annotations["keyledger.dev/version"])
+	require.Equal(t, []int64{1, 2, 3, 25}, historyVersions(provenanceHistory(e, "db", as)))
 
 	// A delete without history deletes keyledger's snapshots, never a
 	// look-alike.
-	cur = e.getSecret("db")
-	requireOK(t, e.runCmd(deleteCommand(e.ns, "db", cur.ResourceVersion, "mut-del", false), as), "deleted")
-	left := e.objectsOf(s.UID)
+	cur = e.GetSecret("db")
+	suite.RequireOK(t, e.RunCmd(suite.DeleteCommand(e.NS, "db", cur.ResourceVersion, "mut-del", false), as), "deleted")
+	left := e.ObjectsOf(s.UID)
 	require.Len(t, left, 20)
 	for _, name := range planted {
 		require.Equal(t, all[name], left[name], "%s untouched", name)
@@ -177,32 +137,32 @@ func TestIntegrationVersionedPlantedLookalikes(t *testing.T) {
 func TestIntegrationVersionedPlantedRestoreTarget(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	as := e.asWriter("db")
-	limit := withEnv("KEYLEDGER_HISTORY_LIMIT=2")
-	s := e.createSecret(plainSecret("db", map[string][]byte{"k": vCanary("0")}))
+	as := e.AsWriter("db")
+	limit := suite.WithEnv("KEYLEDGER_HISTORY_LIMIT=2")
+	s := e.CreateSecret(suite.PlainSecret("db", map[string][]byte{"k": suite.VCanary("0")}))
 	for i := 1; i <= 3; i++ {
-		requireOK(t, e.update("db", fmt.Sprint("mut-u", i), vCanary(fmt.Sprint(i)), as, limit), "completed")
+		suite.RequireOK(t, e.Update("db", fmt.Sprint("mut-u", i), suite.VCanary(fmt.Sprint(i)), as, limit), "completed")
 	}
-	require.Equal(t, []string{"2", "3"}, e.versionsOf(s.UID), "retention freed v1")
-	live := e.getSecret("db")
-	_, err := e.planter().CoreV1().Secrets(e.ns).Create(t.Context(), lookalike(live, 1, map[string][]byte{"k": vCanary("evil")}), metav1.CreateOptions{})
+	require.Equal(t, []string{"2", "3"}, e.VersionsOf(s.UID), "retention freed v1")
+	live := e.GetSecret("db")
+	_, err := e.Planter().CoreV1().Secrets(e.NS).Create(t.Context(), lookalike(live, 1, map[string][]byte{"k": suite.VCanary("evil")}), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	r := e.runCmd(restoreCommand(e.ns, "db", live.ResourceVersion, "mut-r1", 1), as, limit)
-	requireRefused(t, r, "foreign-snapshot")
-	require.Equal(t, live.ResourceVersion, e.getSecret("db").ResourceVersion)
-	require.Equal(t, vCanary("3"), e.getSecret("db").Data["k"])
-	assertNoCanary(t, r.Stdout+r.Stderr, vCanary("evil"))
+	r := e.RunCmd(suite.RestoreCommand(e.NS, "db", live.ResourceVersion, "mut-r1", 1), as, limit)
+	suite.RequireRefused(t, r, "foreign-snapshot")
+	require.Equal(t, live.ResourceVersion, e.GetSecret("db").ResourceVersion)
+	require.Equal(t, suite.VCanary("3"), e.GetSecret("db").Data["k"])
+	suite.AssertNoCanary(t, r.Stdout+r.Stderr, suite.VCanary("evil"))
 
-	hist := e.history("db", as)
+	hist := provenanceHistory(e, "db", as)
 	require.Equal(t, []int64{2, 3}, historyVersions(hist))
 	require.Equal(t, []versioned.Foreign{{Name: versioned.SnapshotName(s.UID, 1), Version: 1, Reason: versioned.ForeignNotJournaled}}, hist.Foreign)
-	one := e.keyledger([]string{"history", e.ns + "/db", "--version", "1", "--show-keys"}, as)
+	one := e.Keyledger([]string{"history", e.NS + "/db", "--version", "1", "--show-keys"}, as)
 	require.Equal(t, 2, one.Code, "%s %s", one.Stdout, one.Stderr)
 
 	// A restore target must be below the live counter.
-	requireRefused(t, e.runCmd(restoreCommand(e.ns, "db", live.ResourceVersion, "mut-r4", 4), as, limit), "version-ahead")
+	suite.RequireRefused(t, e.RunCmd(suite.RestoreCommand(e.NS, "db", live.ResourceVersion, "mut-r4", 4), as, limit), "version-ahead")
 	// A genuine version restores.
-	requireOK(t, e.runCmd(restoreCommand(e.ns, "db", live.ResourceVersion, "mut-r2", 2), as, limit), "completed")
-	require.Equal(t, vCanary("1"), e.getSecret("db").Data["k"])
+	suite.RequireOK(t, e.RunCmd(suite.RestoreCommand(e.NS, "db", live.ResourceVersion, "mut-r2", 2), as, limit), "completed")
+	require.Equal(t, suite.VCanary("1"), e.GetSecret("db").Data["k"])
 }

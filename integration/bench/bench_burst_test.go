@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // burstShape is one burst the bench measures: n namespaces against a
@@ -41,22 +42,22 @@ func (s burstShape) row() string {
 // measured alone), over the cores.
 func TestBenchBurstOfNamespaces(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	bin := releaseBinary(t)
-	perRun := e.burstFloor(bin, 12)
+	perRun := burstFloor(e, bin, 12)
 	shapes := []burstShape{{50, 30, false}, {50, 30, true}, {200, 90, false}, {200, 90, true}}
 	for _, s := range shapes {
-		if s.pooled && e.pooledBenchSkipped(s.row()) {
+		if s.pooled && pooledBenchSkipped(e, s.row()) {
 			continue
 		}
-		e.benchBurst(s, bin, perRun)
+		benchBurst(e, s, bin, perRun)
 	}
 }
 
 // pooledBenchSkipped says (and prints why) a pooled row cannot run.
-func (e *env) pooledBenchSkipped(row string) bool {
+func pooledBenchSkipped(e *suite.Env, row string) bool {
 	if err := platform.PgBouncerInstalled(); err != nil {
-		benchLine("%s skipped: %v", row, err)
+		suite.BenchLine("%s skipped: %v", row, err)
 		return true
 	}
 	return false
@@ -66,46 +67,46 @@ func (e *env) pooledBenchSkipped(row string) bool {
 // namespace and plan of its own in a journal without a limit, and returns
 // the median CPU time one run needs on this machine (every process:
 // keyledger's rusage, the control plane's threads, PostgreSQL's cgroup).
-func (e *env) burstFloor(bin string, k int) time.Duration {
-	e.t.Helper()
-	j := e.burstTenants(k)
-	samples := make([]sample, k)
-	for i, tn := range j.tenants {
-		samples[i] = e.measureRun(e.t, bin, []string{"run", tn.path}, tn.url, tn.as)
+func burstFloor(e *suite.Env, bin string, k int) time.Duration {
+	e.T.Helper()
+	j := e.BurstTenants(k)
+	samples := make([]suite.Sample, k)
+	for i, tn := range j.Tenants {
+		samples[i] = measureRun(e, e.T, bin, []string{"run", tn.Path}, tn.URL, tn.As)
 	}
 	uses := machineUses(samples)
-	benchLine("burst floor: one credentials run alone (median of %d) wall=%s cpu %s", k, ms(median(walls(samples))), cpuReport(uses))
+	suite.BenchLine("burst floor: one credentials run alone (median of %d) wall=%s cpu %s", k, ms(median(walls(samples))), cpuReport(uses))
 	return cpuFloor(uses) * time.Duration(runtime.NumCPU())
 }
 
 // benchBurst runs one burst shape on fresh namespaces and prints its row.
-func (e *env) benchBurst(s burstShape, bin string, perRun time.Duration) {
-	e.t.Helper()
-	j := e.burstTenants(s.n)
-	j.limitConnections(e.t, s.limit)
+func benchBurst(e *suite.Env, s burstShape, bin string, perRun time.Duration) {
+	e.T.Helper()
+	j := e.BurstTenants(s.n)
+	j.LimitConnections(e.T, s.limit)
 	if s.pooled {
-		j.throughPooler(e.t, 4, s.limit-5)
+		j.ThroughPooler(e.T, 4, s.limit-5)
 	}
-	before := cpuNow()
-	b := e.converge(j.tenants, 20, withBinary(bin))
-	cpu := before.since().total()
+	before := suite.CPUNow()
+	b := e.Converge(j.Tenants, 20, withBinary(bin))
+	cpu := before.Since().Total()
 	var wall, converged []time.Duration
-	for _, r := range b.runs {
+	for _, r := range b.Runs {
 		cpu += r.CPU
-		wall = append(wall, r.wall)
+		wall = append(wall, r.Wall)
 		if r.Code == 0 {
-			converged = append(converged, r.sinceBurst)
+			converged = append(converged, r.SinceBurst)
 		}
 	}
-	e.requireCreated(j.tenants)
+	e.RequireCreated(j.Tenants)
 	var refusals []string
-	for _, k := range b.refusalKinds() {
-		refusals = append(refusals, fmt.Sprintf("%s=%d", strings.ReplaceAll(k, " ", ":"), b.refusals[k]))
+	for _, k := range b.RefusalKinds() {
+		refusals = append(refusals, fmt.Sprintf("%s=%d", strings.ReplaceAll(k, " ", ":"), b.Refusals[k]))
 	}
 	floor := perRun * time.Duration(s.n) / time.Duration(runtime.NumCPU())
-	benchLine("%s namespaces=%d connection_limit=%d rounds=%d processes=%d refused=%d [%s] all_converged=%s plans_per_s=%.1f "+
+	suite.BenchLine("%s namespaces=%d connection_limit=%d rounds=%d processes=%d refused=%d [%s] all_converged=%s plans_per_s=%.1f "+
 		"process_wall median=%s p99=%s converged_at median=%s p99=%s cpu=%s floor=%s (%d x %s on %d cores) ratio all_converged/floor=%.2f cpu/floor_cpu=%.2f",
-		s.row(), s.n, s.limit, b.rounds, len(b.runs), b.refused(), strings.Join(refusals, " "), ms(b.took), float64(s.n)/b.took.Seconds(),
+		s.row(), s.n, s.limit, b.Rounds, len(b.Runs), b.Refused(), strings.Join(refusals, " "), ms(b.Took), float64(s.n)/b.Took.Seconds(),
 		ms(median(wall)), ms(percentile(wall, 99)), ms(median(converged)), ms(percentile(converged, 99)), ms(cpu),
-		ms(floor), s.n, ms(perRun), runtime.NumCPU(), float64(b.took)/float64(floor), float64(cpu)/float64(perRun*time.Duration(s.n)))
+		ms(floor), s.n, ms(perRun), runtime.NumCPU(), float64(b.Took)/float64(floor), float64(cpu)/float64(perRun*time.Duration(s.n)))
 }

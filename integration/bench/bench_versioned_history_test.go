@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/versioned"
 )
 
@@ -20,31 +21,31 @@ import (
 // compared binary runs the same pair, interleaved too.
 func TestBenchVersionedHistory(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	const runs, past = 9, 1000
-	as := e.asWriter("short")
-	asLong := e.asWriter("long")
+	as := e.AsWriter("short")
+	asLong := e.AsWriter("long")
 	data := func(i int) map[string][]byte {
 		return map[string][]byte{"password": []byte(fmt.Sprintf("bench-value-%04d", i)), "user": []byte("app")}
 	}
-	owner := connect(t, e.journal.OwnerURL)
+	owner := suite.Connect(t, e.Journal.OwnerURL)
 	for _, name := range []string{"short", "long"} {
-		s := e.createSecret(plainSecret(name, data(0)))
+		s := e.CreateSecret(suite.PlainSecret(name, data(0)))
 		who := as
 		if name == "long" {
 			who = asLong
 			// The older updates, journaled as the versioned family journals
 			// them (a create-snapshot call bound to the live UID and its
 			// applied result), in slots far above the live counter.
-			_, err := owner.Exec(t.Context(), historyLoadSQL, e.ns, name, past, string(s.UID),
+			_, err := owner.Exec(t.Context(), suite.HistoryLoadSQL, e.NS, name, past, string(s.UID),
 				strings.TrimSuffix(versioned.SnapshotName(s.UID, 1), "1")+"100")
 			require.NoError(t, err)
 		}
 		for i := 1; i <= 20; i++ {
-			cur := e.getSecret(name)
-			requireOK(t, e.runCmd(updateCommand(e.ns, name, cur.ResourceVersion, fmt.Sprintf("mut-fill-%s-%d", name, i), data(i)), who), "completed")
+			cur := e.GetSecret(name)
+			suite.RequireOK(t, e.RunCmd(suite.UpdateCommand(e.NS, name, cur.ResourceVersion, fmt.Sprintf("mut-fill-%s-%d", name, i), data(i)), who), "completed")
 		}
-		require.Len(t, e.versionsOf(s.UID), 20)
+		require.Len(t, e.VersionsOf(s.UID), 20)
 	}
 	_, err := owner.Exec(t.Context(), `ANALYZE keyledger.operations; ANALYZE keyledger.records`)
 	require.NoError(t, err)
@@ -67,12 +68,12 @@ func TestBenchVersionedHistory(t *testing.T) {
 					who = asLong
 				}
 				n++
-				cur := e.getSecret(name)
+				cur := e.GetSecret(name)
 				mutation := fmt.Sprintf("mut-bench-%s-%s-%d", which, name, i)
-				path := e.writeCommand(mutation+".json", updateCommand(e.ns, name, cur.ResourceVersion, mutation, data(100+n)))
-				ks := e.measureRun(t, bin, []string{"run", path}, e.journal.OperatorURL, who)
-				require.Equal(t, 1, e.secretWrites(name, cur.ResourceVersion, e.getSecret(name).ResourceVersion))
-				walls[which+" "+name] = append(walls[which+" "+name], ks.wall)
+				path := e.WriteCommand(mutation+".json", suite.UpdateCommand(e.NS, name, cur.ResourceVersion, mutation, data(100+n)))
+				ks := measureRun(e, t, bin, []string{"run", path}, e.Journal.OperatorURL, who)
+				require.Equal(t, 1, e.SecretWrites(name, cur.ResourceVersion, e.GetSecret(name).ResourceVersion))
+				walls[which+" "+name] = append(walls[which+" "+name], ks.Wall)
 			}
 		}
 	}
@@ -89,19 +90,19 @@ func TestBenchVersionedHistory(t *testing.T) {
 			require.NoError(t, err)
 		}
 		start := time.Now()
-		_, err = tx.Exec(t.Context(), historyLoadSQL, e.ns, "insert-cost", 2000, "uid-insert-cost", "keyledger-h-insert-cost-v")
+		_, err = tx.Exec(t.Context(), suite.HistoryLoadSQL, e.NS, "insert-cost", 2000, "uid-insert-cost", "keyledger-h-insert-cost-v")
 		insert[withIndex] = append(insert[withIndex], time.Since(start))
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(t.Context()))
 	}
-	benchLine("versioned-history insert of 4000 create-snapshot records: with records_snapshot_target wall_median=%s without=%s ratio=%.2f (runs=%d, interleaved)",
+	suite.BenchLine("versioned-history insert of 4000 create-snapshot records: with records_snapshot_target wall_median=%s without=%s ratio=%.2f (runs=%d, interleaved)",
 		ms(median(insert[true])), ms(median(insert[false])), float64(median(insert[true]))/float64(median(insert[false])), runs)
 	for _, which := range []string{"this", "compare"} {
 		if _, ok := bins[which]; !ok {
 			continue
 		}
 		short, long := median(walls[which+" short"]), median(walls[which+" long"])
-		benchLine("versioned-history %s short_history=20 wall_median=%s long_history=%d wall_median=%s ratio long/short=%.2f (runs=%d, interleaved)",
+		suite.BenchLine("versioned-history %s short_history=20 wall_median=%s long_history=%d wall_median=%s ratio long/short=%.2f (runs=%d, interleaved)",
 			which, ms(short), 20+past, ms(long), float64(long)/float64(short), runs)
 	}
 }

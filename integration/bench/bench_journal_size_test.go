@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -117,7 +118,7 @@ SELECT count(*) FROM (
 func loadJournal(t *testing.T, ownerURL, templates, ns string, ops int) time.Duration {
 	t.Helper()
 	ctx := t.Context()
-	conn := connect(t, ownerURL)
+	conn := suite.Connect(t, ownerURL)
 	start := time.Now()
 	// Two statements: the second reads the table the first creates.
 	for _, stmt := range strings.SplitAfter(bulkTemplatesSQL, ";") {
@@ -159,7 +160,7 @@ func loadJournal(t *testing.T, ownerURL, templates, ns string, ops int) time.Dur
 // runs journaled them) with their records, as the JSON bulkLoadSQL takes.
 func journalTemplates(t *testing.T, ownerURL string, mutations ...string) string {
 	t.Helper()
-	conn := connect(t, ownerURL)
+	conn := suite.Connect(t, ownerURL)
 	var out string
 	require.NoError(t, conn.QueryRow(t.Context(), `
 		SELECT jsonb_agg(jsonb_build_object('op', to_jsonb(o),
@@ -200,7 +201,7 @@ const quietNamespace = "tenant-quiet"
 // defaultJournalOps).
 func TestBenchJournalSize(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	bin := releaseBinary(t)
 	large := defaultJournalOps
 	if v, err := strconv.Atoi(os.Getenv(journalOpsEnv)); err == nil && v >= 1000 {
@@ -209,41 +210,41 @@ func TestBenchJournalSize(t *testing.T) {
 	ctx := t.Context()
 
 	// One finished operation of each family, journaled by real runs.
-	m := standardKeyring()
-	tmpl := e.createSecret(keyringSecret("tmpl-ret", m))
-	r := e.keyledger([]string{"run", e.writeCommand("tmpl-ret.json", retireCommand(tmpl, "k-2026-06", "tmpl-ret"))}, e.asRetirerOf(tmpl), withBinary(bin))
+	m := suite.StandardKeyring()
+	tmpl := e.CreateSecret(suite.KeyringSecret("tmpl-ret", m))
+	r := e.Keyledger([]string{"run", e.WriteCommand("tmpl-ret.json", suite.RetireCommand(tmpl, "k-2026-06", "tmpl-ret"))}, e.AsRetirerOf(tmpl), withBinary(bin))
 	require.Equal(t, 0, r.Code, r.Stderr)
-	plan := credentialPlan(e.ns, "tmpl-plan", []planSecret{standardSecret("tmpl-plan-a"), standardSecret("tmpl-plan-b")})
-	r = e.keyledger([]string{"run", e.writeCommand("tmpl-plan.json", plan)}, e.asCredentialRunner(plan), withBinary(bin))
+	plan := suite.CredentialPlan(e.NS, "tmpl-plan", []suite.PlanSecret{suite.StandardSecret("tmpl-plan-a"), suite.StandardSecret("tmpl-plan-b")})
+	r = e.Keyledger([]string{"run", e.WriteCommand("tmpl-plan.json", plan)}, e.AsCredentialRunner(plan), withBinary(bin))
 	require.Equal(t, 0, r.Code, r.Stderr)
-	live := e.createSecret(plainSecret("tmpl-upd", map[string][]byte{"password": []byte("tmpl-value-0")}))
-	requireOK(t, e.runCmd(updateCommand(e.ns, live.Name, live.ResourceVersion, "tmpl-upd", map[string][]byte{"password": []byte("tmpl-value-1")}),
-		e.asWriter(live.Name), withBinary(bin)), "completed")
-	templates := journalTemplates(t, e.journal.OwnerURL, "tmpl-ret", "tmpl-plan:run-1", "tmpl-upd")
+	live := e.CreateSecret(suite.PlainSecret("tmpl-upd", map[string][]byte{"password": []byte("tmpl-value-0")}))
+	suite.RequireOK(t, e.RunCmd(suite.UpdateCommand(e.NS, live.Name, live.ResourceVersion, "tmpl-upd", map[string][]byte{"password": []byte("tmpl-value-1")}),
+		e.AsWriter(live.Name), withBinary(bin)), "completed")
+	templates := journalTemplates(t, e.Journal.OwnerURL, "tmpl-ret", "tmpl-plan:run-1", "tmpl-upd")
 
-	big, err := shared.pg.NewJournal(ctx, "kl_"+randomSuffix(t), e.ns, toyNamespace)
+	big, err := suite.Postgres().NewJournal(ctx, "kl_"+suite.RandomSuffix(t), e.NS, suite.ToyNamespace)
 	require.NoError(t, err)
-	small := &journalSizeBench{label: "ops=1000", journal: e.journal, ops: 1000}
+	small := &journalSizeBench{label: "ops=1000", journal: e.Journal, ops: 1000}
 	huge := &journalSizeBench{label: fmt.Sprintf("ops=%d", large), journal: big, ops: large}
-	quiet, pw := "kl_quiet_"+randomSuffix(t), randomSuffix(t)
-	require.NoError(t, shared.pg.EnsureRole(ctx, quiet, pw))
+	quiet, pw := "kl_quiet_"+suite.RandomSuffix(t), suite.RandomSuffix(t)
+	require.NoError(t, suite.Postgres().EnsureRole(ctx, quiet, pw))
 	for _, b := range []*journalSizeBench{small, huge} {
 		require.NoError(t, platform.Grant(ctx, b.journal.OwnerURL, quiet, quietNamespace))
-		b.quietURL, err = shared.pg.URLFor(b.journal.OwnerURL, quiet, pw)
+		b.quietURL, err = suite.Postgres().URLFor(b.journal.OwnerURL, quiet, pw)
 		require.NoError(t, err)
 	}
-	loadJournal(t, small.journal.OwnerURL, templates, e.ns, small.ops-3)
-	took := loadJournal(t, huge.journal.OwnerURL, templates, e.ns, huge.ops)
+	loadJournal(t, small.journal.OwnerURL, templates, e.NS, small.ops-3)
+	took := loadJournal(t, huge.journal.OwnerURL, templates, e.NS, huge.ops)
 	var records int64
-	require.NoError(t, connect(t, huge.journal.OwnerURL).QueryRow(ctx, `SELECT count(*) FROM keyledger.records`).Scan(&records))
-	benchLine("journal-size bulk load: operations=%d records=%d in %s (%s per 100,000 operations, with every index; default size %d, %s=N changes it)",
+	require.NoError(t, suite.Connect(t, huge.journal.OwnerURL).QueryRow(ctx, `SELECT count(*) FROM keyledger.records`).Scan(&records))
+	suite.BenchLine("journal-size bulk load: operations=%d records=%d in %s (%s per 100,000 operations, with every index; default size %d, %s=N changes it)",
 		huge.ops, records, took.Round(time.Second), (took * 100_000 / time.Duration(huge.ops)).Round(time.Millisecond), defaultJournalOps, journalOpsEnv)
 
 	const runs = 15
 	list := func(url string) time.Duration {
 		t.Helper()
 		cmd := exec.Command(bin, "journal", "list")
-		cmd.Env = e.benchEnv(url, cmd.Args[1:])
+		cmd.Env = benchEnv(e, url, cmd.Args[1:])
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		start := time.Now()
@@ -259,21 +260,21 @@ func TestBenchJournalSize(t *testing.T) {
 		}
 		for _, b := range order {
 			name := fmt.Sprintf("size-%d-%d", b.ops, i)
-			s := e.createSecret(keyringSecret(name, m))
-			path := e.writeCommand(name+".json", retireCommand(s, "k-2026-06", "mut-"+name))
-			b.retire = append(b.retire, e.measureRun(t, bin, []string{"run", path}, b.journal.OperatorURL, e.asRetirerOf(s)).wall)
+			s := e.CreateSecret(suite.KeyringSecret(name, m))
+			path := e.WriteCommand(name+".json", suite.RetireCommand(s, "k-2026-06", "mut-"+name))
+			b.retire = append(b.retire, measureRun(e, t, bin, []string{"run", path}, b.journal.OperatorURL, e.AsRetirerOf(s)).Wall)
 			b.list = append(b.list, list(b.journal.OperatorURL))
 			b.quietList = append(b.quietList, list(b.quietURL))
 		}
 	}
 	for _, b := range []*journalSizeBench{small, huge} {
-		benchLine("journal-size %s retire wall_median=%s journal_list wall_median=%s quiet_tenant_journal_list wall_median=%s (runs=%d, interleaved)",
+		suite.BenchLine("journal-size %s retire wall_median=%s journal_list wall_median=%s quiet_tenant_journal_list wall_median=%s (runs=%d, interleaved)",
 			b.label, ms(median(b.retire)), ms(median(b.list)), ms(median(b.quietList)), runs)
 	}
 	ratio := func(f func(*journalSizeBench) []time.Duration) float64 {
 		return float64(median(f(huge))) / float64(median(f(small)))
 	}
-	benchLine("journal-size ratio %s/ops=1000: retire=%.2f journal_list=%.2f quiet_tenant_journal_list=%.2f (goal: each at most 1.2)", huge.label,
+	suite.BenchLine("journal-size ratio %s/ops=1000: retire=%.2f journal_list=%.2f quiet_tenant_journal_list=%.2f (goal: each at most 1.2)", huge.label,
 		ratio(func(b *journalSizeBench) []time.Duration { return b.retire }),
 		ratio(func(b *journalSizeBench) []time.Duration { return b.list }),
 		ratio(func(b *journalSizeBench) []time.Duration { return b.quietList }))
@@ -285,7 +286,7 @@ func TestBenchJournalSize(t *testing.T) {
 	var names []string
 	for _, b := range []*journalSizeBench{small, huge} {
 		mutation := fmt.Sprintf("mut-size-%d-%d", b.ops, runs-1)
-		conn, quietConn := connect(t, b.journal.OperatorURL), connect(t, b.quietURL)
+		conn, quietConn := suite.Connect(t, b.journal.OperatorURL), suite.Connect(t, b.quietURL)
 		var opID int64
 		require.NoError(t, conn.QueryRow(ctx, `SELECT id FROM keyledger.operations WHERE mutation_id = $1`, mutation).Scan(&opID))
 		names = names[:0]
@@ -296,11 +297,11 @@ func TestBenchJournalSize(t *testing.T) {
 			setting   string
 		}{
 			{"list", sql["list"], conn, []any{50}, ""},
-			{"list-namespace-page", store.NamespacePageSQL, conn, []any{e.ns, 50}, store.NamespacePageSetting},
+			{"list-namespace-page", store.NamespacePageSQL, conn, []any{e.NS, 50}, store.NamespacePageSetting},
 			{"quiet-tenant-list", sql["list"], quietConn, []any{50}, ""},
 			{"quiet-tenant-list-before-migration-8", listQueryBefore8, quietConn, []any{50}, ""},
 			{"quiet-tenant-namespace-page", store.NamespacePageSQL, quietConn, []any{quietNamespace, 50}, store.NamespacePageSetting},
-			{"operation", sql["operation"], conn, []any{mutation, e.ns}, ""},
+			{"operation", sql["operation"], conn, []any{mutation, e.NS}, ""},
 			{"records", sql["records"], conn, []any{opID}, ""},
 		} {
 			names = append(names, q.name)
@@ -309,15 +310,15 @@ func TestBenchJournalSize(t *testing.T) {
 				_, err := q.conn.Exec(ctx, "SET "+q.setting)
 				require.NoError(t, err)
 			}
-			explainText(t, q.conn, q.sql, q.args...) // the session's first look at the catalog is not the query's
-			plan := explainText(t, q.conn, q.sql, q.args...)
+			suite.ExplainText(t, q.conn, q.sql, q.args...) // the session's first look at the catalog is not the query's
+			plan := suite.ExplainText(t, q.conn, q.sql, q.args...)
 			if q.setting != "" {
 				_, err := q.conn.Exec(ctx, "RESET ALL")
 				require.NoError(t, err)
 			}
 			top := "?"
 			for _, line := range strings.Split(plan, "\n") {
-				benchLine("journal-size plan %s %s | %s", b.label, q.name, line)
+				suite.BenchLine("journal-size plan %s %s | %s", b.label, q.name, line)
 				if l := strings.TrimSpace(line); top == "?" && strings.HasPrefix(l, "Buffers:") {
 					top = strings.TrimPrefix(l, "Buffers: ")
 				}
@@ -326,6 +327,6 @@ func TestBenchJournalSize(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		benchLine("journal-size buffers %s: ops=1000 %q, %s %q", n, buffers[n][0], huge.label, buffers[n][1])
+		suite.BenchLine("journal-size buffers %s: ops=1000 %q, %s %q", n, buffers[n][0], huge.label, buffers[n][1])
 	}
 }

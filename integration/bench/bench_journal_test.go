@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/store"
 )
 
@@ -21,13 +22,13 @@ import (
 // KEYLEDGER_BENCH_SYNCS changes the 1,000.
 func TestBenchPlanSyncs(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	syncs := 1000
 	if v, err := strconv.Atoi(os.Getenv("KEYLEDGER_BENCH_SYNCS")); err == nil && v >= 20 {
 		syncs = v
 	}
-	secrets := []planSecret{standardSecret("sync-a"), standardSecret("sync-b")}
-	runner := e.asCredentialRunner(credentialPlan(e.ns, "mut-sync", secrets))
+	secrets := []suite.PlanSecret{suite.StandardSecret("sync-a"), suite.StandardSecret("sync-b")}
+	runner := e.AsCredentialRunner(suite.CredentialPlan(e.NS, "mut-sync", secrets))
 	release := withBinary(releaseBinary(t))
 	type syncRun struct {
 		wall time.Duration
@@ -35,12 +36,12 @@ func TestBenchPlanSyncs(t *testing.T) {
 	}
 	once := func(mutation string) syncRun {
 		t.Helper()
-		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
+		path := e.WriteCommand(mutation+".json", suite.CredentialPlan(e.NS, mutation, secrets))
 		start := time.Now()
-		r := e.keyledger([]string{"run", path}, runner, release)
+		r := e.Keyledger([]string{"run", path}, runner, release)
 		wall := time.Since(start)
 		require.Equal(t, 0, r.Code, "sync of %s: stdout %s stderr %s", mutation, r.Stdout, r.Stderr)
-		txs, _ := runSummary(t, r)["pg_transactions"].(float64)
+		txs, _ := suite.RunSummary(t, r)["pg_transactions"].(float64)
 		return syncRun{wall: wall, txs: txs}
 	}
 	sync := func(mutation string, n int) []syncRun {
@@ -51,7 +52,7 @@ func TestBenchPlanSyncs(t *testing.T) {
 		}
 		return out
 	}
-	operator := connect(t, e.journal.OperatorURL)
+	operator := suite.Connect(t, e.Journal.OperatorURL)
 	// The journal's own cost of a sync's run lookup: shared buffers the
 	// newest-run query touches, as the run's role (deterministic, unlike
 	// wall time on a shared machine).
@@ -59,8 +60,8 @@ func TestBenchPlanSyncs(t *testing.T) {
 		t.Helper()
 		// Twice: the first query of a session also reads the catalog
 		// (the owner check of the policies), which is not the lookup's.
-		explainText(t, operator, store.ReaderSQL()["latest-run"], plan, e.ns)
-		plan = explainText(t, operator, store.ReaderSQL()["latest-run"], plan, e.ns)
+		suite.ExplainText(t, operator, store.ReaderSQL()["latest-run"], plan, e.NS)
+		plan = suite.ExplainText(t, operator, store.ReaderSQL()["latest-run"], plan, e.NS)
 		for _, line := range strings.Split(plan, "\n") {
 			if l := strings.TrimSpace(line); strings.HasPrefix(l, "Buffers:") {
 				return strings.TrimPrefix(l, "Buffers: ")
@@ -68,10 +69,10 @@ func TestBenchPlanSyncs(t *testing.T) {
 		}
 		return "?"
 	}
-	owner, err := store.Open(t.Context(), e.journal.OwnerURL)
+	owner, err := store.Open(t.Context(), e.Journal.OwnerURL)
 	require.NoError(t, err)
 	defer owner.Close()
-	conn := connect(t, e.journal.OwnerURL)
+	conn := suite.Connect(t, e.Journal.OwnerURL)
 	size := func(plan string) (ops, records, bytes int) {
 		t.Helper()
 		require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(DISTINCT o.id), count(r.id),
@@ -113,16 +114,16 @@ func TestBenchPlanSyncs(t *testing.T) {
 	pruneWall := time.Since(start)
 	po, pr, pb := size("mut-sync")
 
-	benchLine("plan-syncs secrets=%d syncs=%d (warm-up plan: %d)", len(secrets), syncs, len(short))
-	benchLine("plan-syncs sync_10th wall_median=%s pg_transactions=%.0f (syncs 6-15)", ms(w10), t10)
-	benchLine("plan-syncs sync_%dth wall_median=%s pg_transactions=%.0f (syncs %d-%d)", syncs, ms(wN), tN, syncs-9, syncs)
-	benchLine("plan-syncs ratio %dth/10th=%.2f", syncs, float64(wN)/float64(w10))
-	benchLine("plan-syncs interleaved: sync_%d+ wall_median=%s, fresh plan sync_1-10 wall_median=%s, ratio=%.2f",
+	suite.BenchLine("plan-syncs secrets=%d syncs=%d (warm-up plan: %d)", len(secrets), syncs, len(short))
+	suite.BenchLine("plan-syncs sync_10th wall_median=%s pg_transactions=%.0f (syncs 6-15)", ms(w10), t10)
+	suite.BenchLine("plan-syncs sync_%dth wall_median=%s pg_transactions=%.0f (syncs %d-%d)", syncs, ms(wN), tN, syncs-9, syncs)
+	suite.BenchLine("plan-syncs ratio %dth/10th=%.2f", syncs, float64(wN)/float64(w10))
+	suite.BenchLine("plan-syncs interleaved: sync_%d+ wall_median=%s, fresh plan sync_1-10 wall_median=%s, ratio=%.2f",
 		syncs+1, ms(median(again)), ms(median(fresh)), float64(median(again))/float64(median(fresh)))
-	benchLine("plan-syncs newest-run lookup buffers: %d runs %q, 10 runs %q", syncs+10, buffersN, buffersFresh)
-	benchLine("plan-syncs journal before prune: operations=%d records=%d bytes=%d", lo, lr, lb)
-	benchLine("plan-syncs prune removed operations=%d records=%d wall=%s", res.Operations, res.Records, ms(pruneWall))
-	benchLine("plan-syncs journal after prune: %d syncs operations=%d records=%d bytes=%d; 100 syncs operations=%d records=%d bytes=%d",
+	suite.BenchLine("plan-syncs newest-run lookup buffers: %d runs %q, 10 runs %q", syncs+10, buffersN, buffersFresh)
+	suite.BenchLine("plan-syncs journal before prune: operations=%d records=%d bytes=%d", lo, lr, lb)
+	suite.BenchLine("plan-syncs prune removed operations=%d records=%d wall=%s", res.Operations, res.Records, ms(pruneWall))
+	suite.BenchLine("plan-syncs journal after prune: %d syncs operations=%d records=%d bytes=%d; 100 syncs operations=%d records=%d bytes=%d",
 		syncs, po, pr, pb, so, sr, sb)
 	require.Equal(t, []int{so, sr}, []int{po, pr}, "the size after a prune does not follow the number of syncs")
 }

@@ -1,4 +1,4 @@
-package integration
+package suite
 
 import (
 	"context"
@@ -42,8 +42,8 @@ import (
 // owner, keyledger-journal-ca); then runs the migration Job of
 // deploy/journal in a pod there. The Cluster object itself is not applied:
 // no CloudNativePG operator runs here. Each test's namespace then joins the
-// journal (joinJournal) with a role of its own.
-const journalCluster = "keyledger-journal"
+// journal (JoinJournal) with a role of its own.
+const JournalCluster = "keyledger-journal"
 
 // nodeJournal is the node's one journal, started on first use.
 var nodeJournal struct {
@@ -55,31 +55,31 @@ var nodeJournal struct {
 	superURL, ownerURL string // from this machine to the pod, verify-ca
 }
 
-// hostURL is a URL from this machine to the journal pod as user: TLS
+// JournalHostURL is a URL from this machine to the journal pod as user: TLS
 // verified against the CA (the pod IP is not in the certificate, so
 // verify-ca, not verify-full).
-func journalHostURL(user, pw, db string) string {
+func JournalHostURL(user, pw, db string) string {
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(user, pw), Host: net.JoinHostPort(nodeJournal.podIP, "5432"), Path: "/" + db,
 		RawQuery: "sslmode=verify-ca&sslrootcert=" + url.QueryEscape(nodeJournal.caFile)}
 	return u.String()
 }
 
-// startJournal brings the journal up in its namespace, once per node.
-func (ne *nodeEnv) startJournal() {
-	ne.t.Helper()
+// StartJournal brings the journal up in its namespace, once per node.
+func (ne *NodeEnv) StartJournal() {
+	ne.T.Helper()
 	nodeJournal.once.Do(func() {
-		// Stays the error if deployJournal's test fails inside it.
+		// Stays the error if DeployJournal's test fails inside it.
 		nodeJournal.err = errors.New("the journal's deployment did not finish")
-		nodeJournal.err = ne.deployJournal()
+		nodeJournal.err = ne.DeployJournal()
 	})
-	require.NoError(ne.t, nodeJournal.err, "the node's journal")
+	require.NoError(ne.T, nodeJournal.err, "the node's journal")
 }
 
-func (ne *nodeEnv) deployJournal() error {
+func (ne *NodeEnv) DeployJournal() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := ne.kube.Client()
-	ns := journalNamespace
+	c := ne.Kube.Client()
+	ns := JournalNamespace
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -90,18 +90,18 @@ func (ne *nodeEnv) deployJournal() error {
 	}); err != nil {
 		return fmt.Errorf("default ServiceAccount of %s: %w", ns, err)
 	}
-	rw := journalCluster + "-rw"
-	ca, serverCert, serverKey, err := journalPKI(rw, rw+"."+ns, rw+"."+ns+".svc", rw+"."+ns+".svc.cluster.local")
+	rw := JournalCluster + "-rw"
+	ca, serverCert, serverKey, err := JournalPKI(rw, rw+"."+ns, rw+"."+ns+".svc", rw+"."+ns+".svc.cluster.local")
 	if err != nil {
 		return err
 	}
-	superPW, ownerPW := randomHexT(ne.t), randomHexT(ne.t)
+	superPW, ownerPW := RandomHexT(ne.T), RandomHexT(ne.T)
 	secrets := []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-ca"}, Data: map[string][]byte{"ca.crt": ca}},
-		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-server"}, Type: corev1.SecretTypeTLS,
+		{ObjectMeta: metav1.ObjectMeta{Name: JournalCluster + "-ca"}, Data: map[string][]byte{"ca.crt": ca}},
+		{ObjectMeta: metav1.ObjectMeta{Name: JournalCluster + "-server"}, Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{"tls.crt": serverCert, "tls.key": serverKey}},
-		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-superuser"}, Data: map[string][]byte{"password": []byte(superPW)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-app"}, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{
+		{ObjectMeta: metav1.ObjectMeta{Name: JournalCluster + "-superuser"}, Data: map[string][]byte{"password": []byte(superPW)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: JournalCluster + "-app"}, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{
 			"username": []byte("keyledger"), "password": []byte(ownerPW), "host": []byte(rw), "port": []byte("5432"), "dbname": []byte("keyledger"),
 			"uri": []byte(fmt.Sprintf("postgresql://keyledger:%s@%s.%s:5432/keyledger", ownerPW, rw, ns)),
 		}},
@@ -111,41 +111,41 @@ func (ne *nodeEnv) deployJournal() error {
 			return err
 		}
 	}
-	labels := map[string]string{"cnpg.io/cluster": journalCluster, "cnpg.io/instanceRole": "primary", "role": "primary"}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: journalCluster + "-1", Labels: labels}, Spec: corev1.PodSpec{
-		AutomountServiceAccountToken: ptr(false),
-		SecurityContext:              &corev1.PodSecurityContext{FSGroup: ptr(int64(70000))},
+	labels := map[string]string{"cnpg.io/cluster": JournalCluster, "cnpg.io/instanceRole": "primary", "role": "primary"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: JournalCluster + "-1", Labels: labels}, Spec: corev1.PodSpec{
+		AutomountServiceAccountToken: Ptr(false),
+		SecurityContext:              &corev1.PodSecurityContext{FSGroup: Ptr(int64(70000))},
 		Containers: []corev1.Container{{
 			Name: "postgres", Image: nodeShared.postgres, ImagePullPolicy: corev1.PullNever,
 			Args: []string{"-c", "ssl=on", "-c", "ssl_cert_file=/tls/tls.crt", "-c", "ssl_key_file=/tls/tls.key"},
 			Env: []corev1.EnvVar{{Name: "POSTGRES_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: journalCluster + "-superuser"}, Key: "password"}}}},
+				LocalObjectReference: corev1.LocalObjectReference{Name: JournalCluster + "-superuser"}, Key: "password"}}}},
 			Ports:          []corev1.ContainerPort{{ContainerPort: 5432}},
 			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(5432)}}, PeriodSeconds: 1},
 			VolumeMounts:   []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}},
 		}},
 		Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: journalCluster + "-server", DefaultMode: ptr(int32(0o640))}}}},
+			SecretName: JournalCluster + "-server", DefaultMode: Ptr(int32(0o640))}}}},
 	}}
 	if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	if _, err := c.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: rw}, Spec: corev1.ServiceSpec{
-		Selector: map[string]string{"cnpg.io/cluster": journalCluster, "cnpg.io/instanceRole": "primary"},
+		Selector: map[string]string{"cnpg.io/cluster": JournalCluster, "cnpg.io/instanceRole": "primary"},
 		Ports:    []corev1.ServicePort{{Port: 5432, TargetPort: intstr.FromInt32(5432)}},
 	}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	journalNS := *ne
-	journalNS.env = &env{t: ne.t, kube: ne.kube, ns: ns}
-	nodeJournal.podIP = journalNS.waitPodReady(pod.Name, 90*time.Second)
+	journalNS.Env = &Env{T: ne.T, Kube: ne.Kube, NS: ns}
+	nodeJournal.podIP = journalNS.WaitPodReady(pod.Name, 90*time.Second)
 	nodeJournal.ca = ca
 	nodeJournal.caFile = filepath.Join(nodeShared.dir, "journal-ca.crt")
 	if err := os.WriteFile(nodeJournal.caFile, ca, 0o600); err != nil {
 		return err
 	}
-	nodeJournal.superURL = journalHostURL("postgres", superPW, "postgres")
-	nodeJournal.ownerURL = journalHostURL("keyledger", ownerPW, "keyledger")
+	nodeJournal.superURL = JournalHostURL("postgres", superPW, "postgres")
+	nodeJournal.ownerURL = JournalHostURL("keyledger", ownerPW, "keyledger")
 	// What CloudNativePG's initdb does: the owner and its database.
 	conn, err := pgx.Connect(ctx, nodeJournal.superURL)
 	if err != nil {
@@ -163,23 +163,23 @@ func (ne *nodeEnv) deployJournal() error {
 
 	// The migration Job of deploy/journal, in a pod, as the schema owner.
 	var objs []*unstructured.Unstructured
-	for _, o := range renderJournal(ne.t, tenancyImage{Name: imageName(nodeShared.image), Tag: imageTag(nodeShared.image)}) {
+	for _, o := range RenderJournal(ne.T, TenancyImage{Name: ImageName(nodeShared.image), Tag: ImageTag(nodeShared.image)}) {
 		switch o.GetKind() {
 		case "Cluster", "Namespace": // the operator's object, played above; the namespace, made above
 		default:
 			objs = append(objs, o)
 		}
 	}
-	journalNS.applyAll(objs)
-	end := journalNS.waitJob("keyledger-migrate", 3*time.Minute)
-	log := journalNS.logs(end.Pod, "migrate")
+	journalNS.ApplyAll(objs)
+	end := journalNS.WaitJob("keyledger-migrate", 3*time.Minute)
+	log := journalNS.Logs(end.Pod, "migrate")
 	if !end.Complete || !strings.Contains(log, `"dirty":false`) {
 		return fmt.Errorf("migration Job failed: %s", log)
 	}
 	return nil
 }
 
-// joinJournal gives the test's namespace its own journal role, as
+// JoinJournal gives the test's namespace its own journal role, as
 // deploy/README.md's "Once per served namespace" does: the role (what
 // CloudNativePG's managed.roles would create) with its password Secret in
 // the journal's namespace; `keyledger journal grant ROLE NS` as the schema
@@ -187,11 +187,11 @@ func (ne *nodeEnv) deployJournal() error {
 // (keyledger-journal-credentials) and the CA's certificate as a ConfigMap
 // (keyledger-journal-ca). The test's journal URLs then connect as the
 // owner and as that role.
-func (ne *nodeEnv) joinJournal() {
-	ne.t.Helper()
-	t, ctx, c := ne.t, ne.t.Context(), ne.kube.Client()
-	ne.startJournal()
-	role, pw := journalRole(ne.ns), randomHexT(t)
+func (ne *NodeEnv) JoinJournal() {
+	ne.T.Helper()
+	t, ctx, c := ne.T, ne.T.Context(), ne.Kube.Client()
+	ne.StartJournal()
+	role, pw := JournalRole(ne.NS), RandomHexT(t)
 	conn, err := pgx.Connect(ctx, nodeJournal.superURL)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOBYPASSRLS NOINHERIT PASSWORD '%s'",
@@ -202,60 +202,60 @@ func (ne *nodeEnv) joinJournal() {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeBasicAuth,
 			Data: map[string][]byte{"username": []byte(role), "password": []byte(pw)}}
 	}
-	_, err = c.CoreV1().Secrets(journalNamespace).Create(ctx, basicAuth("keyledger-role-"+ne.ns), metav1.CreateOptions{})
+	_, err = c.CoreV1().Secrets(JournalNamespace).Create(ctx, basicAuth("keyledger-role-"+ne.NS), metav1.CreateOptions{})
 	require.NoError(t, err)
-	ne.journal = &platform.Journal{Name: "keyledger", OwnerURL: nodeJournal.ownerURL, OperatorURL: journalHostURL(role, pw, "keyledger")}
-	ne.grantJob()
-	ne.journalClient(ne.ns, basicAuth("keyledger-journal-credentials"))
+	ne.Journal = &platform.Journal{Name: "keyledger", OwnerURL: nodeJournal.ownerURL, OperatorURL: JournalHostURL(role, pw, "keyledger")}
+	ne.GrantJob()
+	ne.JournalClient(ne.NS, basicAuth("keyledger-journal-credentials"))
 }
 
-// grantJob runs the grant Job of deploy/journal/grant for the test's
+// GrantJob runs the grant Job of deploy/journal/grant for the test's
 // namespace in the journal's namespace, as deploy/README.md tells an
 // operator to. A Job that could not reach PostgreSQL (69: its new pod not
 // yet admitted by the NetworkPolicy implementation) is created again, as the
 // README says for 69, at most twice more; the grant is idempotent.
-func (ne *nodeEnv) grantJob() {
-	ne.t.Helper()
-	t := ne.t
+func (ne *NodeEnv) GrantJob() {
+	ne.T.Helper()
+	t := ne.T
 	journalNS := *ne
-	journalNS.env = &env{t: t, kube: ne.kube, ns: journalNamespace}
-	objs := renderGrant(t, ne.ns, tenancyImage{Name: imageName(nodeShared.image), Tag: imageTag(nodeShared.image)})
-	job := "keyledger-grant-" + ne.ns
+	journalNS.Env = &Env{T: t, Kube: ne.Kube, NS: JournalNamespace}
+	objs := RenderGrant(t, ne.NS, TenancyImage{Name: ImageName(nodeShared.image), Tag: ImageTag(nodeShared.image)})
+	job := "keyledger-grant-" + ne.NS
 	for attempt := 1; ; attempt++ {
-		journalNS.applyAll(objs)
-		end := journalNS.waitJob(job, 2*time.Minute)
-		log := journalNS.logs(end.Pod, "grant")
+		journalNS.ApplyAll(objs)
+		end := journalNS.WaitJob(job, 2*time.Minute)
+		log := journalNS.Logs(end.Pod, "grant")
 		if end.Complete {
-			require.Contains(t, log, fmt.Sprintf("grant %s %s changed\n", journalRole(ne.ns), ne.ns))
-			journalNS.deleteJob(job)
+			require.Contains(t, log, fmt.Sprintf("grant %s %s changed\n", JournalRole(ne.NS), ne.NS))
+			journalNS.DeleteJob(job)
 			return
 		}
-		code := containerExit(end.Pod.Status.ContainerStatuses, "grant")
+		code := ContainerExit(end.Pod.Status.ContainerStatuses, "grant")
 		require.True(t, code == 69 && attempt < 3, "grant Job failed (exit %d, attempt %d): %s", code, attempt, log)
-		journalNS.deleteJob(job)
+		journalNS.DeleteJob(job)
 	}
 }
 
-// journalClient creates, in ns, what a served namespace's pods mount to
+// JournalClient creates, in ns, what a served namespace's pods mount to
 // reach the journal: the role's credentials Secret and the CA ConfigMap.
-func (ne *nodeEnv) journalClient(ns string, credentials *corev1.Secret) {
-	ne.t.Helper()
-	c := ne.kube.Client()
-	_, err := c.CoreV1().Secrets(ns).Create(ne.t.Context(), credentials, metav1.CreateOptions{})
-	require.NoError(ne.t, err)
-	_, err = c.CoreV1().ConfigMaps(ns).Create(ne.t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keyledger-journal-ca"},
+func (ne *NodeEnv) JournalClient(ns string, credentials *corev1.Secret) {
+	ne.T.Helper()
+	c := ne.Kube.Client()
+	_, err := c.CoreV1().Secrets(ns).Create(ne.T.Context(), credentials, metav1.CreateOptions{})
+	require.NoError(ne.T, err)
+	_, err = c.CoreV1().ConfigMaps(ns).Create(ne.T.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keyledger-journal-ca"},
 		Data: map[string]string{"ca.crt": string(nodeJournal.ca)}}, metav1.CreateOptions{})
-	require.NoError(ne.t, err)
+	require.NoError(ne.T, err)
 }
 
-// waitPodReady waits until the pod is Ready and returns its IP.
-func (ne *nodeEnv) waitPodReady(name string, limit time.Duration) string {
-	ne.t.Helper()
-	ctx, cancel := context.WithTimeout(ne.t.Context(), limit)
+// WaitPodReady waits until the pod is Ready and returns its IP.
+func (ne *NodeEnv) WaitPodReady(name string, limit time.Duration) string {
+	ne.T.Helper()
+	ctx, cancel := context.WithTimeout(ne.T.Context(), limit)
 	defer cancel()
 	var ip string
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		p, err := ne.kube.Client().CoreV1().Pods(ne.ns).Get(ctx, name, metav1.GetOptions{})
+		p, err := ne.Kube.Client().CoreV1().Pods(ne.NS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -267,16 +267,12 @@ func (ne *nodeEnv) waitPodReady(name string, limit time.Duration) string {
 		}
 		return false, nil
 	})
-	require.NoError(ne.t, err, "pod %s not Ready within %s; node logs in %s", name, limit, ne.node.StateDir())
+	require.NoError(ne.T, err, "pod %s not Ready within %s; node logs in %s", name, limit, ne.Node.StateDir())
 	return ip
 }
 
-func imageName(ref string) string { return ref[:strings.LastIndexByte(ref, ':')] }
-func imageTag(ref string) string  { return ref[strings.LastIndexByte(ref, ':')+1:] }
-
-func ptr[T any](v T) *T { return &v }
-
-func randomHexT(t *testing.T) string {
+// RandomHexT is 32 random hex digits (passwords and canaries).
+func RandomHexT(t *testing.T) string {
 	t.Helper()
 	b := make([]byte, 16)
 	_, err := rand.Read(b)
@@ -284,8 +280,8 @@ func randomHexT(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// journalPKI makes a CA and a server certificate for names, PEM encoded.
-func journalPKI(names ...string) (caPEM, certPEM, keyPEM []byte, err error) {
+// JournalPKI makes a CA and a server certificate for names, PEM encoded.
+func JournalPKI(names ...string) (caPEM, certPEM, keyPEM []byte, err error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, nil, err
@@ -320,3 +316,7 @@ func journalPKI(names ...string) (caPEM, certPEM, keyPEM []byte, err error) {
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
+
+// NodeJournalOwnerURL connects from this machine to the node's journal as
+// its owner (after StartJournal).
+func NodeJournalOwnerURL() string { return nodeJournal.ownerURL }

@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/kube"
 	"github.com/keyledger/keyledger/phase"
 )
@@ -46,7 +47,7 @@ import (
 // build too, interleaved, and prints its medians beside this build's.
 func TestBenchCredentials(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	const n = 64
 	// KEYLEDGER_BENCH_CREDENTIAL_RUNS=N (5 or more) runs each row N times
 	// instead of 5: on a busy machine the medians need more.
@@ -54,19 +55,19 @@ func TestBenchCredentials(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("KEYLEDGER_BENCH_CREDENTIAL_RUNS")); err == nil && v > credBenchRuns {
 		credBenchRuns = v
 	}
-	secrets := make([]planSecret, n)
+	secrets := make([]suite.PlanSecret, n)
 	names := make([]string, n)
 	for i := range secrets {
 		names[i] = fmt.Sprintf("bench-%02d", i)
-		secrets[i] = standardSecret(names[i])
+		secrets[i] = suite.StandardSecret(names[i])
 	}
-	runner := e.asCredentialRunner(credentialPlan(e.ns, "mut-bench", secrets))
+	runner := e.AsCredentialRunner(suite.CredentialPlan(e.NS, "mut-bench", secrets))
 	release := releaseBinary(t)
 	deleteAll := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		c := e.kube.Client().CoreV1().Secrets(e.ns)
+		c := e.Kube.Client().CoreV1().Secrets(e.NS)
 		for _, name := range names {
 			_ = c.Delete(ctx, name, metav1.DeleteOptions{})
 		}
@@ -93,20 +94,20 @@ func TestBenchCredentials(t *testing.T) {
 		cpu             time.Duration
 		phases          *phase.Line
 		// machine is the CPU time each process on the machine spent
-		// while the run ran (cpuNow), keyledger's own included.
-		machine cpuUse
+		// while the run ran (CPUNow), keyledger's own included.
+		machine suite.CPUUse
 	}
-	keyledgerWith := func(binary, mutation string, opts ...runOption) run {
+	keyledgerWith := func(binary, mutation string, opts ...suite.RunOption) run {
 		t.Helper()
-		path := e.writeCommand(mutation+".json", credentialPlan(e.ns, mutation, secrets))
-		cpuBefore := cpuNow()
+		path := e.WriteCommand(mutation+".json", suite.CredentialPlan(e.NS, mutation, secrets))
+		cpuBefore := suite.CPUNow()
 		start := time.Now()
-		r := e.keyledger([]string{"run", path}, append([]runOption{runner, withBinary(binary), withEnv(traceEnv()...)}, opts...)...)
+		r := e.Keyledger([]string{"run", path}, append([]suite.RunOption{runner, withBinary(binary), suite.WithEnv(traceEnv()...)}, opts...)...)
 		wall := time.Since(start)
-		machine := cpuBefore.since()
+		machine := cpuBefore.Since()
 		machine["keyledger"] = r.CPU
 		require.Equal(t, 0, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-		reqs := apiRequests(t, r)
+		reqs := suite.APIRequests(t, r)
 		out := run{wall: wall, secretWritesRun: reqs["POST secrets"] + reqs["PATCH secrets"], cpu: r.CPU, phases: phasesOf(r.Stderr), machine: machine}
 		for k, v := range reqs {
 			out.allRequests += v
@@ -134,7 +135,7 @@ func TestBenchCredentials(t *testing.T) {
 	var create, rerun, resync, otherCreate, otherRerun, otherResync []run
 	// Each round also creates the plan through a session pooler in front
 	// of the journal (as TestBenchRetire).
-	pooledURL := e.pooledIfInstalled("credentials keyledger-create", platform.PgBouncerOptions{PoolSize: 8})
+	pooledURL := e.PooledIfInstalled("credentials keyledger-create", platform.PgBouncerOptions{PoolSize: 8})
 	var pooledCreate []run
 	rows := func(binary, prefix string, i int, create, rerun, resync *[]run) {
 		deleteAll()
@@ -151,7 +152,7 @@ func TestBenchCredentials(t *testing.T) {
 		rows(release, "mut-bench", i, &create, &rerun, &resync)
 		if pooledURL != "" {
 			deleteAll()
-			pooledCreate = append(pooledCreate, keyledgerWith(release, fmt.Sprintf("mut-pooled-create-%d", i), withDatabase(pooledURL)))
+			pooledCreate = append(pooledCreate, keyledgerWith(release, fmt.Sprintf("mut-pooled-create-%d", i), suite.WithDatabase(pooledURL)))
 		}
 		if other != "" && i%2 == 0 {
 			rows(other, "mut-compare", i, &otherCreate, &otherRerun, &otherResync)
@@ -163,14 +164,14 @@ func TestBenchCredentials(t *testing.T) {
 			walls[i], cpus[i], rss[i], perSecret[i], all[i] = r.wall, r.cpu, r.rss, float64(r.secretRequests)/n, float64(r.allRequests)/n
 		}
 		m := median(walls)
-		benchLine("credentials %s secrets=%d runs=%d wall_ms=%.1f keyledger_cpu_ms=%.1f (user+sys) secret_requests_per_secret=%.2f all_requests_per_secret=%.2f peak_rss_kib=%d",
+		suite.BenchLine("credentials %s secrets=%d runs=%d wall_ms=%.1f keyledger_cpu_ms=%.1f (user+sys) secret_requests_per_secret=%.2f all_requests_per_secret=%.2f peak_rss_kib=%d",
 			label, n, len(runs), float64(m.Microseconds())/1000, float64(median(cpus).Microseconds())/1000, median(perSecret), median(all), median(rss))
 		return m
 	}
-	samples := func(runs []run) []sample {
-		out := make([]sample, len(runs))
+	samples := func(runs []run) []suite.Sample {
+		out := make([]suite.Sample, len(runs))
 		for i, r := range runs {
-			out[i] = sample{wall: r.wall, phases: r.phases, machine: r.machine}
+			out[i] = suite.Sample{Wall: r.wall, Phases: r.phases, Machine: r.machine}
 		}
 		return out
 	}
@@ -182,10 +183,10 @@ func TestBenchCredentials(t *testing.T) {
 		pooledWall = report("keyledger-create-pooled", pooledCreate)
 	}
 	benchPhases(t, "credentials keyledger-create", samples(create))
-	machine := func(runs []run) []cpuUse { return machineUses(samples(runs)) }
+	machine := func(runs []run) []suite.CPUUse { return machineUses(samples(runs)) }
 	createCPU := machine(create)
-	benchLine("credentials keyledger-create cpu per run (medians, every process on the machine while it ran): %s", cpuReport(createCPU))
-	benchLine("credentials keyledger-rerun cpu per run (medians, every process on the machine while it ran): %s", cpuReport(machine(rerun)))
+	suite.BenchLine("credentials keyledger-create cpu per run (medians, every process on the machine while it ran): %s", cpuReport(createCPU))
+	suite.BenchLine("credentials keyledger-rerun cpu per run (medians, every process on the machine while it ran): %s", cpuReport(machine(rerun)))
 	if other != "" {
 		for _, row := range []struct {
 			label       string
@@ -196,14 +197,14 @@ func TestBenchCredentials(t *testing.T) {
 	}
 
 	// Writes per present Secret: the API server's own record, over one rerun.
-	before := e.getSecret(names[0]).ResourceVersion
+	before := e.GetSecret(names[0]).ResourceVersion
 	keyledger("mut-bench-writes")
-	require.Equal(t, before, e.getSecret(names[0]).ResourceVersion, "a rerun writes nothing")
-	benchLine("credentials keyledger-rerun writes_per_secret=0 (resourceVersion unchanged)")
+	require.Equal(t, before, e.GetSecret(names[0]).ResourceVersion, "a rerun writes nothing")
+	suite.BenchLine("credentials keyledger-rerun writes_per_secret=0 (resourceVersion unchanged)")
 
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		benchLine("credentials kubectl-loop skipped: kubectl not found (%v)", err)
+		suite.BenchLine("credentials kubectl-loop skipped: kubectl not found (%v)", err)
 		return
 	}
 	kubeconfig := runnerKubeconfig(t, runner)
@@ -214,7 +215,7 @@ func TestBenchCredentials(t *testing.T) {
 	for range credBenchRuns {
 		deleteAll()
 		cmd := exec.Command("bash", "-c", script)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KC=" + kubeconfig, "NS=" + e.ns}
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.Dir, "KC=" + kubeconfig, "NS=" + e.NS}
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		loop = append(loop, time.Since(start))
@@ -224,26 +225,26 @@ func TestBenchCredentials(t *testing.T) {
 		}
 	}
 	loopWall := median(loop)
-	benchLine("credentials kubectl-loop secrets=%d runs=%d wall_ms=%.1f requests_per_secret>=1 peak_rss_kib=%d (largest child of the loop, rusage)",
+	suite.BenchLine("credentials kubectl-loop secrets=%d runs=%d wall_ms=%.1f requests_per_secret>=1 peak_rss_kib=%d (largest child of the loop, rusage)",
 		n, len(loop), float64(loopWall.Microseconds())/1000, median(loopRSS))
-	benchLine("credentials ratio kubectl-loop/keyledger-create=%.1fx (target >= 40x, issue 23)", float64(loopWall)/float64(createWall))
+	suite.BenchLine("credentials ratio kubectl-loop/keyledger-create=%.1fx (target >= 40x, issue 23)", float64(loopWall)/float64(createWall))
 	target := loopWall / 40
-	benchLine("credentials target: keyledger-create at most %.1fms (the loop's median / 40)", float64(target.Microseconds())/1000)
-	reads, writes, floorCPU := credentialsAPIFloor(t, kubeconfig, e.ns, names, credBenchRuns, deleteAll)
-	benchLine("credentials floor api (one client, one HTTP/2 connection, as the plan's identity, as keyledger sends them): read round (%d Secret GETs and %d ExternalSecret GETs, %d in flight each)=%s, %d Secret POSTs (%d in flight)=%s, sum=%s; keyledger-create/sum=%.2f",
+	suite.BenchLine("credentials target: keyledger-create at most %.1fms (the loop's median / 40)", float64(target.Microseconds())/1000)
+	reads, writes, floorCPU := credentialsAPIFloor(t, kubeconfig, e.NS, names, credBenchRuns, deleteAll)
+	suite.BenchLine("credentials floor api (one client, one HTTP/2 connection, as the plan's identity, as keyledger sends them): read round (%d Secret GETs and %d ExternalSecret GETs, %d in flight each)=%s, %d Secret POSTs (%d in flight)=%s, sum=%s; keyledger-create/sum=%.2f",
 		n, n, credentialsFloorInFlight, ms(reads), n, credentialsFloorInFlight, ms(writes), ms(reads+writes), float64(createWall)/float64(reads+writes))
-	benchLine("credentials floor api cpu per round (medians, reads and POSTs): %s", cpuReport(floorCPU))
+	suite.BenchLine("credentials floor api cpu per round (medians, reads and POSTs): %s", cpuReport(floorCPU))
 	// The machine's own bound on the create row: the CPU its runs took,
 	// spread over every core, against the target.
-	benchLine("credentials cpu floor: keyledger-create's work needs at least %s of wall on %d cores (the API alone, without keyledger or the journal: %s); target %s, median %s",
+	suite.BenchLine("credentials cpu floor: keyledger-create's work needs at least %s of wall on %d cores (the API alone, without keyledger or the journal: %s); target %s, median %s",
 		ms(cpuFloor(createCPU)), runtime.NumCPU(), ms(cpuFloor(floorCPU)), ms(target), ms(createWall))
 	if pooledURL != "" {
-		benchLine("credentials ratio kubectl-loop/keyledger-create-pooled=%.1fx (through PgBouncer, session mode)", float64(loopWall)/float64(pooledWall))
+		suite.BenchLine("credentials ratio kubectl-loop/keyledger-create-pooled=%.1fx (through PgBouncer, session mode)", float64(loopWall)/float64(pooledWall))
 	}
 }
 
-// runnerKubeconfig recovers the kubeconfig path an asKubeconfig option sets.
-func runnerKubeconfig(t *testing.T, opt runOption) string {
+// runnerKubeconfig recovers the kubeconfig path an AsKubeconfig option sets.
+func runnerKubeconfig(t *testing.T, opt suite.RunOption) string {
 	t.Helper()
 	cmd := exec.Command("true")
 	opt(cmd)
@@ -269,7 +270,7 @@ const credentialsFloorInFlight = 32
 // returns the medians of runs rounds, and the CPU time each round took
 // from every process on the machine (the client, this test process, as
 // "floor client"); deleteAll empties the namespace before each.
-func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, runs int, deleteAll func()) (reads, writes time.Duration, cpu []cpuUse) {
+func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, runs int, deleteAll func()) (reads, writes time.Duration, cpu []suite.CPUUse) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
@@ -304,7 +305,7 @@ func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, ru
 	for range runs {
 		deleteAll()
 		var failed atomic.Int32
-		cpuBefore, selfBefore := cpuNow(), threadsCPU("/proc/self")
+		cpuBefore, selfBefore := suite.CPUNow(), suite.ThreadsCPU("/proc/self")
 		start := time.Now()
 		var wg sync.WaitGroup
 		wg.Add(2)
@@ -332,8 +333,8 @@ func credentialsAPIFloor(t *testing.T, kubeconfig, ns string, names []string, ru
 				failed.Add(1)
 			}
 		}))
-		use := cpuBefore.since()
-		use["floor client"] = threadsCPU("/proc/self") - selfBefore
+		use := cpuBefore.Since()
+		use["floor client"] = suite.ThreadsCPU("/proc/self") - selfBefore
 		cpu = append(cpu, use)
 		require.Zero(t, failed.Load(), "every floor read found nothing and every create succeeded")
 	}

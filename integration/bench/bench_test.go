@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
-	"github.com/keyledger/keyledger/phase"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // Benchmarks are not tests: they run only with KEYLEDGER_BENCH=1 (make
@@ -30,50 +30,28 @@ func benchEnabled(t *testing.T) {
 	}
 }
 
-// sample is one measured process run.
-type sample struct {
-	wall    time.Duration
-	summary map[string]any
-	// phases is the process's phase line (package phase), when it printed one.
-	phases *phase.Line
-	// machine is the CPU time each process on the machine spent while it
-	// ran (cpuNow), its own ("keyledger", rusage) included.
-	machine cpuUse
-}
-
-// peakRSS is keyledger's own peak RSS (VmHWM, KiB) from its summary line.
-// The parent's rusage is not used: for a child started by fork+exec from a
-// large process (this test binary) it reports the parent's memory.
-func (s sample) peakRSS() int64 { return s.kib("peak_rss_kib") }
-
-// kib reads a KiB figure from the summary line.
-func (s sample) kib(field string) int64 {
-	v, _ := s.summary[field].(float64)
-	return int64(v)
-}
-
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
 // benchEnv is the environment of a benchmarked keyledger invocation with
 // args: PATH, HOME, the journal at dbURL, and what opts set for it (the
-// run's identity; an option may read the arguments, as asWriter does).
-func (e *env) benchEnv(dbURL string, args []string, opts ...runOption) []string {
+// run's identity; an option may read the arguments, as AsWriter does).
+func benchEnv(e *suite.Env, dbURL string, args []string, opts ...suite.RunOption) []string {
 	cmd := exec.Command("keyledger", args...)
 	for _, o := range opts {
 		o(cmd)
 	}
-	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KEYLEDGER_DATABASE_URL=" + dbURL}, cmd.Env...)
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.Dir, "KEYLEDGER_DATABASE_URL=" + dbURL}, cmd.Env...)
 }
 
 // measureRun measures binary with args in benchEnv's environment.
-func (e *env) measureRun(t *testing.T, binary string, args []string, dbURL string, opts ...runOption) sample {
+func measureRun(e *suite.Env, t *testing.T, binary string, args []string, dbURL string, opts ...suite.RunOption) suite.Sample {
 	t.Helper()
-	return measure(t, binary, args, e.benchEnv(dbURL, args, opts...))
+	return measure(t, binary, args, benchEnv(e, dbURL, args, opts...))
 }
 
 // measure runs a process and returns its wall time, peak RSS and, when it
 // printed one, keyledger's "run finished" summary from stderr.
-func measure(t *testing.T, name string, args []string, env []string) sample {
+func measure(t *testing.T, name string, args []string, env []string) suite.Sample {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -82,7 +60,7 @@ func measure(t *testing.T, name string, args []string, env []string) sample {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// Read before the spawn time is taken (traceEnv): reading /proc takes
 	// a while, and the process's first phase counts from that time.
-	cpuBefore := cpuNow()
+	cpuBefore := suite.CPUNow()
 	cmd.Env = append(slices.Clip(env), traceEnv()...)
 	start := time.Now()
 	err := cmd.Run()
@@ -90,13 +68,13 @@ func measure(t *testing.T, name string, args []string, env []string) sample {
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s%s", name, args, err, stdout.String(), stderr.String())
 	}
-	s := sample{wall: wall, phases: phasesOf(stderr.String()), machine: cpuBefore.since()}
+	s := suite.Sample{Wall: wall, Phases: phasesOf(stderr.String()), Machine: cpuBefore.Since()}
 	if ps := cmd.ProcessState; ps != nil {
-		s.machine["keyledger"] = ps.UserTime() + ps.SystemTime()
+		s.Machine["keyledger"] = ps.UserTime() + ps.SystemTime()
 	}
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(line, `"msg":"run finished"`) {
-			_ = json.Unmarshal([]byte(line), &s.summary)
+			_ = json.Unmarshal([]byte(line), &s.Summary)
 		}
 	}
 	return s
@@ -114,10 +92,6 @@ func median[T int64 | time.Duration | float64](xs []T) T {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func benchLine(format string, args ...any) {
-	fmt.Printf("BENCH "+format+"\n", args...)
-}
-
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
 
 var release struct {
@@ -131,7 +105,7 @@ var release struct {
 func releaseBinary(t *testing.T) string {
 	t.Helper()
 	release.once.Do(func() {
-		release.path = filepath.Join(shared.dir, "keyledger-release")
+		release.path = filepath.Join(suite.Dir(), "keyledger-release")
 		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", release.path, "./cmd/keyledger")
 		build.Dir = platform.RepoRoot()
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -147,7 +121,7 @@ func releaseBinary(t *testing.T) string {
 
 // withBinary runs another keyledger build (the release one) through
 // e.keyledger.
-func withBinary(path string) runOption {
+func withBinary(path string) suite.RunOption {
 	return func(c *exec.Cmd) { c.Path, c.Args[0] = path, path }
 }
 

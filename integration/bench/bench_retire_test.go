@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/workflow/retire/keyring"
 	"github.com/keyledger/keyledger/workflow/retire/keyring/keyringtest"
 )
@@ -43,7 +44,7 @@ func largestKeyring() *keyring.Manifest {
 // kind of Secret as the baseline, interleaved.
 func TestBenchRetire(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Log("kubectl not found: the baseline is skipped")
@@ -52,12 +53,12 @@ func TestBenchRetire(t *testing.T) {
 	bin := releaseBinary(t)
 	m := largestKeyring()
 	keyID := m.Keys[0].ID
-	var keyledgerSamples, pooledSamples []sample
-	other, compared := compareBinary(), []sample(nil)
+	var keyledgerSamples, pooledSamples []suite.Sample
+	other, compared := compareBinary(), []suite.Sample(nil)
 	// The same runs through a session pooler in front of the journal
 	// (README, "A session pooler"), interleaved: a session the pooler
 	// hands on is warm, where a new one pays for its catalog caches.
-	pooledURL := e.pooledIfInstalled("retire", platform.PgBouncerOptions{PoolSize: 8})
+	pooledURL := e.PooledIfInstalled("retire", platform.PgBouncerOptions{PoolSize: 8})
 	var wall, base []time.Duration
 	// The journal's part of a run, replayed by this process on a new
 	// session and through the pooler, interleaved with the runs.
@@ -66,51 +67,51 @@ func TestBenchRetire(t *testing.T) {
 	var rss, anon, file []int64
 	// retireOnce retires a key from a new copy of the keyring Secret with
 	// binary, its journal at dbURL, and checks the one write.
-	retireOnce := func(binary, dbURL, name string) sample {
+	retireOnce := func(binary, dbURL, name string) suite.Sample {
 		t.Helper()
-		s := e.createSecret(keyringSecret(name, m))
-		path := e.writeCommand(name+".json", retireCommand(s, keyID, "mut-"+name))
-		ks := e.measureRun(t, binary, []string{"run", path}, dbURL, e.asRetirerOf(s))
-		require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion))
+		s := e.CreateSecret(suite.KeyringSecret(name, m))
+		path := e.WriteCommand(name+".json", suite.RetireCommand(s, keyID, "mut-"+name))
+		ks := measureRun(e, t, binary, []string{"run", path}, dbURL, e.AsRetirerOf(s))
+		require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion))
 		return ks
 	}
 	for i := range runs {
-		ks := retireOnce(bin, e.journal.OperatorURL, fmt.Sprintf("bench-%d", i))
+		ks := retireOnce(bin, e.Journal.OperatorURL, fmt.Sprintf("bench-%d", i))
 		keyledgerSamples = append(keyledgerSamples, ks)
-		wall = append(wall, ks.wall)
-		rss = append(rss, ks.peakRSS())
-		anon = append(anon, ks.kib("rss_anon_kib"))
-		file = append(file, ks.kib("rss_file_kib"))
+		wall = append(wall, ks.Wall)
+		rss = append(rss, ks.PeakRSS())
+		anon = append(anon, ks.KiB("rss_anon_kib"))
+		file = append(file, ks.KiB("rss_file_kib"))
 		if pooledURL != "" {
 			pooledSamples = append(pooledSamples, retireOnce(bin, pooledURL, fmt.Sprintf("pooled-%d", i)))
 		}
 		if replay == nil {
-			r := e.retirementReplay(t, "mut-bench-0")
+			r := retirementReplay(e, t, "mut-bench-0")
 			replay = &r
 		}
-		journalNew = append(journalNew, replay.run(t, e.journal.OperatorURL, fmt.Sprintf("mut-replay-%d", i)))
+		journalNew = append(journalNew, replay.run(t, e.Journal.OperatorURL, fmt.Sprintf("mut-replay-%d", i)))
 		if pooledURL != "" {
 			journalPooled = append(journalPooled, replay.run(t, pooledURL, fmt.Sprintf("mut-replay-pooled-%d", i)))
 		}
 		if other != "" {
-			compared = append(compared, retireOnce(other, e.journal.OperatorURL, fmt.Sprintf("compare-%d", i)))
+			compared = append(compared, retireOnce(other, e.Journal.OperatorURL, fmt.Sprintf("compare-%d", i)))
 		}
 		if kubectl != "" {
-			b := e.createSecret(keyringSecret(fmt.Sprintf("base-%d", i), m))
-			base = append(base, kubectlGetReplace(t, kubectl, e.kube.KubeconfigFile(), e.ns, b.Name))
+			b := e.CreateSecret(suite.KeyringSecret(fmt.Sprintf("base-%d", i), m))
+			base = append(base, kubectlGetReplace(t, kubectl, e.Kube.KubeconfigFile(), e.NS, b.Name))
 		}
 	}
-	last := keyledgerSamples[len(keyledgerSamples)-1].summary
-	benchLine("retire manifest_bytes=%d keys=%d receipts=%d runs=%d", len(m.Encode()), len(m.Keys), len(m.Retirements), runs)
-	benchLine("retire api_requests=%v by_verb=%q pg_transactions=%v", last["api_requests"], last["api_requests_by_verb"], last["pg_transactions"])
-	benchLine("retire wall_median=%s peak_rss_median=%.1fMiB (at exit: anon %.1fMiB, file-backed binary pages %.1fMiB) (targets: <80ms, <40MiB)",
+	last := keyledgerSamples[len(keyledgerSamples)-1].Summary
+	suite.BenchLine("retire manifest_bytes=%d keys=%d receipts=%d runs=%d", len(m.Encode()), len(m.Keys), len(m.Retirements), runs)
+	suite.BenchLine("retire api_requests=%v by_verb=%q pg_transactions=%v", last["api_requests"], last["api_requests_by_verb"], last["pg_transactions"])
+	suite.BenchLine("retire wall_median=%s peak_rss_median=%.1fMiB (at exit: anon %.1fMiB, file-backed binary pages %.1fMiB) (targets: <80ms, <40MiB)",
 		ms(median(wall)), mib(median(rss)), mib(median(anon)), mib(median(file)))
 	if len(base) > 0 {
-		benchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
-		benchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
+		suite.BenchLine("baseline kubectl get+replace wall_median=%s", ms(median(base)))
+		suite.BenchLine("ratio keyledger/kubectl-pair=%.2f", float64(median(wall))/float64(median(base)))
 	}
 	benchPhases(t, "retire", keyledgerSamples)
-	benchLine("retire cpu per run (medians, every process on the machine while it ran): %s", cpuReport(machineUses(keyledgerSamples)))
+	suite.BenchLine("retire cpu per run (medians, every process on the machine while it ran): %s", cpuReport(machineUses(keyledgerSamples)))
 	if pooledURL != "" {
 		benchPooled(t, "retire", pooledSamples, wall, base)
 	}
@@ -120,6 +121,6 @@ func TestBenchRetire(t *testing.T) {
 		target = median(base) / 5 // the goal: at most 0.20x the pair
 	}
 	benchJournalBudget(t, "retire", keyledgerSamples, journalNew, journalPooled, target)
-	floor := e.createSecret(keyringSecret("bench-floor", m))
-	benchFloors(t, e, kubeconfigOf(e.asRetirerOf(floor), e.ns, floor.Name), e.ns, floor.Name, pooledURL)
+	floor := e.CreateSecret(suite.KeyringSecret("bench-floor", m))
+	benchFloors(t, e, kubeconfigOf(e.AsRetirerOf(floor), e.NS, floor.Name), e.NS, floor.Name, pooledURL)
 }

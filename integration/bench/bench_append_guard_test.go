@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/migrations"
 	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/versioned"
@@ -24,22 +25,22 @@ import (
 // append pays).
 func TestBenchAppendGuard(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	ctx := t.Context()
-	old, err := shared.pg.NewJournal(ctx, "kl_"+randomSuffix(t), e.ns, toyNamespace)
+	old, err := suite.Postgres().NewJournal(ctx, "kl_"+suite.RandomSuffix(t), e.NS, suite.ToyNamespace)
 	require.NoError(t, err)
 	// Down to migration 10 (12, the namespace keys, then 11, the guard),
 	// and migration 12 put back by hand: the runs below need its keys, and
 	// it does not touch the append guard, so the two journals differ in the
 	// guard alone.
 	for _, v := range []uint{11, 10} {
-		r := e.keyledger([]string{"migrate", "down"}, withDatabase(old.OwnerURL))
+		r := e.Keyledger([]string{"migrate", "down"}, suite.WithDatabase(old.OwnerURL))
 		require.Equal(t, 0, r.Code, "%s", r.Stderr)
-		require.Equal(t, store.MigrationStatus{Version: v, Changed: true}, migrateStatus(t, r))
+		require.Equal(t, store.MigrationStatus{Version: v, Changed: true}, suite.MigrateStatus(t, r))
 	}
 	keys, err := migrations.FS.ReadFile("000012_namespace_keys.up.sql")
 	require.NoError(t, err)
-	ownerConn := connect(t, old.OwnerURL)
+	ownerConn := suite.Connect(t, old.OwnerURL)
 	_, err = ownerConn.Exec(ctx, string(keys))
 	require.NoError(t, err)
 
@@ -47,7 +48,7 @@ func TestBenchAppendGuard(t *testing.T) {
 	journals := []struct {
 		label string
 		url   string
-	}{{"migration-11", e.journal.OperatorURL}, {"migration-10", old.OperatorURL}}
+	}{{"migration-11", e.Journal.OperatorURL}, {"migration-10", old.OperatorURL}}
 	// An inserter appends to one operation of a journal, on a session of
 	// its own; timed inserts 200 records in one statement and rolls them
 	// back.
@@ -57,9 +58,9 @@ func TestBenchAppendGuard(t *testing.T) {
 	}
 	inserters := map[string]inserter{}
 	for _, j := range journals {
-		op, _, err := roleStore(t, j.url).Prepare(ctx, toyPreparation("mut-guard-bench", 15))
+		op, _, err := suite.RoleStore(t, j.url).Prepare(ctx, suite.ToyPreparation("mut-guard-bench", 15))
 		require.NoError(t, err)
-		inserters[j.label] = inserter{conn: connect(t, j.url), op: op.ID}
+		inserters[j.label] = inserter{conn: suite.Connect(t, j.url), op: op.ID}
 	}
 	timed := func(in inserter) time.Duration {
 		tx, err := in.conn.Begin(ctx)
@@ -92,25 +93,25 @@ func TestBenchAppendGuard(t *testing.T) {
 		for k := range journals {
 			j := journals[(i+k)%len(journals)] // each goes first in turn
 			name := fmt.Sprintf("guard-%s-%d", j.label, i)
-			s := e.createSecret(keyringSecret(name, m))
-			path := e.writeCommand(name+".json", retireCommand(s, keyID, "mut-"+name))
-			retire[j.label] = append(retire[j.label], e.measureRun(t, bin, []string{"run", path}, j.url, e.asRetirerOf(s)).wall)
-			require.Equal(t, 1, e.secretWrites(s.Name, s.ResourceVersion, e.getSecret(s.Name).ResourceVersion), "one write (%s)", j.label)
+			s := e.CreateSecret(suite.KeyringSecret(name, m))
+			path := e.WriteCommand(name+".json", suite.RetireCommand(s, keyID, "mut-"+name))
+			retire[j.label] = append(retire[j.label], measureRun(e, t, bin, []string{"run", path}, j.url, e.AsRetirerOf(s)).Wall)
+			require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion), "one write (%s)", j.label)
 		}
 	}
 	// A versioned update at the retention limit (seven transactions of a
 	// record or a few each), on a Secret whose history each journal holds.
-	as := e.asWriter("guard-11", "guard-10")
+	as := e.AsWriter("guard-11", "guard-10")
 	data := func(i int) map[string][]byte {
 		return map[string][]byte{"password": []byte(fmt.Sprintf("guard-value-%04d", i)), "user": []byte("app")}
 	}
 	secretOf := map[string]string{"migration-11": "guard-11", "migration-10": "guard-10"}
 	for _, j := range journals {
 		name := secretOf[j.label]
-		e.createSecret(plainSecret(name, data(0)))
+		e.CreateSecret(suite.PlainSecret(name, data(0)))
 		for i := 1; i <= versioned.DefaultHistoryLimit; i++ {
-			cur := e.getSecret(name)
-			requireOK(t, e.runCmd(updateCommand(e.ns, name, cur.ResourceVersion, fmt.Sprintf("mut-fill-%s-%d", name, i), data(i)), as, withDatabase(j.url)), "completed")
+			cur := e.GetSecret(name)
+			suite.RequireOK(t, e.RunCmd(suite.UpdateCommand(e.NS, name, cur.ResourceVersion, fmt.Sprintf("mut-fill-%s-%d", name, i), data(i)), as, suite.WithDatabase(j.url)), "completed")
 		}
 	}
 	update := map[string][]time.Duration{}
@@ -118,17 +119,17 @@ func TestBenchAppendGuard(t *testing.T) {
 		for k := range journals {
 			j := journals[(i+k)%len(journals)]
 			name := secretOf[j.label]
-			cur := e.getSecret(name)
+			cur := e.GetSecret(name)
 			mutation := fmt.Sprintf("mut-guard-%s-%d", name, i)
-			path := e.writeCommand(mutation+".json", updateCommand(e.ns, name, cur.ResourceVersion, mutation, data(100+i)))
-			update[j.label] = append(update[j.label], e.measureRun(t, bin, []string{"run", path}, j.url, as).wall)
-			require.Equal(t, 1, e.secretWrites(name, cur.ResourceVersion, e.getSecret(name).ResourceVersion), "one write (%s)", j.label)
+			path := e.WriteCommand(mutation+".json", suite.UpdateCommand(e.NS, name, cur.ResourceVersion, mutation, data(100+i)))
+			update[j.label] = append(update[j.label], measureRun(e, t, bin, []string{"run", path}, j.url, as).Wall)
+			require.Equal(t, 1, e.SecretWrites(name, cur.ResourceVersion, e.GetSecret(name).ResourceVersion), "one write (%s)", j.label)
 		}
 	}
-	benchLine("append-guard insert of 200 records in one statement (the run's role, warm session): migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d)",
+	suite.BenchLine("append-guard insert of 200 records in one statement (the run's role, warm session): migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d)",
 		ms(median(insert["migration-11"])), ms(median(insert["migration-10"])), float64(median(insert["migration-11"]))/float64(median(insert["migration-10"])), runs)
-	benchLine("append-guard retire run: migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d, interleaved)",
+	suite.BenchLine("append-guard retire run: migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d, interleaved)",
 		ms(median(retire["migration-11"])), ms(median(retire["migration-10"])), float64(median(retire["migration-11"]))/float64(median(retire["migration-10"])), runs)
-	benchLine("append-guard versioned update at the retention limit: migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d, interleaved)",
+	suite.BenchLine("append-guard versioned update at the retention limit: migration-11 wall_median=%s migration-10 wall_median=%s ratio=%.2f (runs=%d, interleaved)",
 		ms(median(update["migration-11"])), ms(median(update["migration-10"])), float64(median(update["migration-11"]))/float64(median(update["migration-10"])), runs)
 }

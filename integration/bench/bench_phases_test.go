@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/phase"
 )
 
@@ -57,31 +58,31 @@ func usMS(us int64) string { return fmt.Sprintf("%.2fms", float64(us)/1000) }
 // started its clock, so they cannot add up to more than the wall time; a
 // sum past it by more than phaseSlack means the measurement is broken (the
 // parent did work between the two), and the bench fails.
-func benchPhases(t *testing.T, row string, samples []sample) {
+func benchPhases(t *testing.T, row string, samples []suite.Sample) {
 	t.Helper()
 	s := medianSample(samples)
-	if s.phases == nil {
-		benchLine("%s phases: no phase line (KEYLEDGER_TRACE_PHASES not honoured?)", row)
+	if s.Phases == nil {
+		suite.BenchLine("%s phases: no phase line (KEYLEDGER_TRACE_PHASES not honoured?)", row)
 		return
 	}
-	l := s.phases
-	benchLine("%s phases of the median run (wall %s, origin %s, %d API requests on %d new connections, %d TLS handshakes):",
-		row, ms(s.wall), l.Origin, l.Requests, l.Connections, l.Handshakes)
+	l := s.Phases
+	suite.BenchLine("%s phases of the median run (wall %s, origin %s, %d API requests on %d new connections, %d TLS handshakes):",
+		row, ms(s.Wall), l.Origin, l.Requests, l.Connections, l.Handshakes)
 	for _, p := range l.Phases {
-		benchLine("%s phase %-58s %9s %5.1f%%", row, p.Name, usMS(p.US), 100*float64(p.US)/float64(s.wall.Microseconds()))
+		suite.BenchLine("%s phase %-58s %9s %5.1f%%", row, p.Name, usMS(p.US), 100*float64(p.US)/float64(s.Wall.Microseconds()))
 	}
-	gap := s.wall.Microseconds() - l.SumUS
-	benchLine("%s phases sum=%s wall=%s gap=%s (%.1f%% of wall: exit after the line, the parent's wait)",
-		row, usMS(l.SumUS), ms(s.wall), usMS(gap), 100*float64(gap)/float64(s.wall.Microseconds()))
+	gap := s.Wall.Microseconds() - l.SumUS
+	suite.BenchLine("%s phases sum=%s wall=%s gap=%s (%.1f%% of wall: exit after the line, the parent's wait)",
+		row, usMS(l.SumUS), ms(s.Wall), usMS(gap), 100*float64(gap)/float64(s.Wall.Microseconds()))
 	if gap < -phaseSlack.Microseconds() {
 		t.Errorf("%s: the phases add up to %s more than the wall time: the spawn time was stamped before other work of the parent", row, usMS(-gap))
 	}
 }
 
 // medianSample is the sample of the median wall time.
-func medianSample(samples []sample) sample {
+func medianSample(samples []suite.Sample) suite.Sample {
 	sorted := slices.Clone(samples)
-	slices.SortFunc(sorted, func(a, b sample) int { return int(a.wall - b.wall) })
+	slices.SortFunc(sorted, func(a, b suite.Sample) int { return int(a.Wall - b.Wall) })
 	return sorted[len(sorted)/2]
 }
 
@@ -98,24 +99,24 @@ func compareBinary() string { return os.Getenv("KEYLEDGER_BENCH_COMPARE") }
 
 // benchCompare prints the other build's median, its ratio to the kubectl
 // pair and this build's ratio to it, and its median run's phases.
-func benchCompare(t *testing.T, row string, ours, theirs []sample, pair []time.Duration) {
+func benchCompare(t *testing.T, row string, ours, theirs []suite.Sample, pair []time.Duration) {
 	t.Helper()
 	if len(theirs) == 0 {
 		return
 	}
-	benchLine("%s compare (KEYLEDGER_BENCH_COMPARE, interleaved) wall_median=%s this_build=%s ratio this/compare=%.2f",
+	suite.BenchLine("%s compare (KEYLEDGER_BENCH_COMPARE, interleaved) wall_median=%s this_build=%s ratio this/compare=%.2f",
 		row, ms(median(walls(theirs))), ms(median(walls(ours))), float64(median(walls(ours)))/float64(median(walls(theirs))))
 	if len(pair) > 0 {
-		benchLine("%s compare ratio compare/kubectl-pair=%.2f", row, float64(median(walls(theirs)))/float64(median(pair)))
+		suite.BenchLine("%s compare ratio compare/kubectl-pair=%.2f", row, float64(median(walls(theirs)))/float64(median(pair)))
 	}
 	benchPhases(t, row+" compare", theirs)
 }
 
 // walls are the samples' wall times.
-func walls(samples []sample) []time.Duration {
+func walls(samples []suite.Sample) []time.Duration {
 	out := make([]time.Duration, len(samples))
 	for i, x := range samples {
-		out[i] = x.wall
+		out[i] = x.Wall
 	}
 	return out
 }
@@ -123,12 +124,12 @@ func walls(samples []sample) []time.Duration {
 // benchPooled prints row's runs through the session pooler (interleaved
 // with the direct runs, whose wall times are direct): their median, its
 // ratio to the direct median and to the kubectl pair, and the phases.
-func benchPooled(t *testing.T, row string, pooled []sample, direct, pair []time.Duration) {
+func benchPooled(t *testing.T, row string, pooled []suite.Sample, direct, pair []time.Duration) {
 	t.Helper()
-	benchLine("%s-pooled (through PgBouncer, session mode, DISCARD ALL between clients) wall_median=%s ratio this/direct=%.2f",
+	suite.BenchLine("%s-pooled (through PgBouncer, session mode, DISCARD ALL between clients) wall_median=%s ratio this/direct=%.2f",
 		row, ms(median(walls(pooled))), float64(median(walls(pooled)))/float64(median(direct)))
 	if len(pair) > 0 {
-		benchLine("%s-pooled ratio keyledger/kubectl-pair=%.2f", row, float64(median(walls(pooled)))/float64(median(pair)))
+		suite.BenchLine("%s-pooled ratio keyledger/kubectl-pair=%.2f", row, float64(median(walls(pooled)))/float64(median(pair)))
 	}
 	benchPhases(t, row+"-pooled", pooled)
 }
@@ -141,7 +142,7 @@ func benchPooled(t *testing.T, row string, pooled []sample, direct, pair []time.
 //
 // pooledURL, when not empty, is the journal's URL through the session
 // pooler: its connect is measured too.
-func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
+func benchFloors(t *testing.T, e *suite.Env, kubeconfig, ns, name, pooledURL string) {
 	t.Helper()
 	const n = 15
 	var startMain, goWall []time.Duration
@@ -158,18 +159,18 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 		require.NoError(t, err)
 		startMain = append(startMain, time.Duration(v))
 	}
-	benchLine("floor go-process-exits-at-once start_to_main=%s wall=%s", ms(median(startMain)), ms(median(goWall)))
+	suite.BenchLine("floor go-process-exits-at-once start_to_main=%s wall=%s", ms(median(startMain)), ms(median(goWall)))
 	// keyledger itself doing nothing: its runtime start and package inits
 	// (the five API groups' types, pgx, ...) are what a run starts with.
 	var klMain, klWall []time.Duration
 	for range n {
 		s := measure(t, releaseBinary(t), []string{"version"}, []string{"PATH=" + os.Getenv("PATH")})
-		require.NotNil(t, s.phases)
-		require.Equal(t, "start to main", s.phases.Phases[0].Name)
-		klMain = append(klMain, time.Duration(s.phases.Phases[0].US)*time.Microsecond)
-		klWall = append(klWall, s.wall)
+		require.NotNil(t, s.Phases)
+		require.Equal(t, "start to main", s.Phases.Phases[0].Name)
+		klMain = append(klMain, time.Duration(s.Phases.Phases[0].US)*time.Microsecond)
+		klWall = append(klWall, s.Wall)
 	}
-	benchLine("floor keyledger-version (this binary, no work) start_to_main=%s wall=%s", ms(median(klMain)), ms(median(klWall)))
+	suite.BenchLine("floor keyledger-version (this binary, no work) start_to_main=%s wall=%s", ms(median(klMain)), ms(median(klWall)))
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
@@ -196,11 +197,11 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 		warm = append(warm, get(client))
 		tr.CloseIdleConnections()
 	}
-	benchLine("floor api GET secret: new TLS connection (dial, handshake, request)=%s, on a warm connection=%s", ms(median(cold)), ms(median(warm)))
+	suite.BenchLine("floor api GET secret: new TLS connection (dial, handshake, request)=%s, on a warm connection=%s", ms(median(cold)), ms(median(warm)))
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	owner, err := pgx.Connect(ctx, e.journal.OwnerURL)
+	owner, err := pgx.Connect(ctx, e.Journal.OwnerURL)
 	require.NoError(t, err)
 	defer owner.Close(ctx)
 	_, err = owner.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.bench_floor (n int)`)
@@ -217,11 +218,11 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 	for range n {
 		// The server's CPU for one session, from its fork to its exit
 		// (the container's, over the connect and a pause for the exit).
-		before, measured := shared.pg.CPUTime()
-		connect = append(connect, connectTo(e.journal.OperatorURL))
+		before, measured := suite.Postgres().CPUTime()
+		connect = append(connect, connectTo(e.Journal.OperatorURL))
 		if measured {
 			time.Sleep(20 * time.Millisecond)
-			after, _ := shared.pg.CPUTime()
+			after, _ := suite.Postgres().CPUTime()
 			connectCPU = append(connectCPU, after-before)
 		}
 		if pooledURL != "" {
@@ -241,13 +242,13 @@ func benchFloors(t *testing.T, e *env, kubeconfig, ns, name, pooledURL string) {
 		require.NoError(t, tx.Commit(ctx))
 		commit = append(commit, time.Since(start))
 	}
-	benchLine("floor postgresql connect (as the journal's role)=%s, one round trip (SELECT 1)=%s, one write transaction (BEGIN, INSERT, COMMIT)=%s",
+	suite.BenchLine("floor postgresql connect (as the journal's role)=%s, one round trip (SELECT 1)=%s, one write transaction (BEGIN, INSERT, COMMIT)=%s",
 		ms(median(connect)), ms(median(roundTrip)), ms(median(commit)))
 	if len(connectCPU) > 0 {
-		benchLine("floor postgresql cpu of one session (connect, authenticate, exit; the server's container)=%s", ms(median(connectCPU)))
+		suite.BenchLine("floor postgresql cpu of one session (connect, authenticate, exit; the server's container)=%s", ms(median(connectCPU)))
 	}
 	if pooledURL != "" {
-		benchLine("floor postgresql connect through the session pooler (as the journal's role, a warm server session)=%s", ms(median(pooledConnect)))
+		suite.BenchLine("floor postgresql connect through the session pooler (as the journal's role, a warm server session)=%s", ms(median(pooledConnect)))
 	}
 }
 
@@ -287,7 +288,7 @@ func main() {
 
 // kubeconfigOf is the KUBECONFIG a run option sets for a command on the
 // Secret ns/name.
-func kubeconfigOf(opt runOption, ns, name string) string {
+func kubeconfigOf(opt suite.RunOption, ns, name string) string {
 	cmd := exec.Command("keyledger", "history", ns+"/"+name)
 	opt(cmd)
 	for _, kv := range cmd.Env {

@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // lockSampler samples, every few milliseconds from a connection of its own,
@@ -46,7 +48,7 @@ const lockWaitsQuery = `
 // sees every session's activity) every interval.
 func sampleLocks(t *testing.T, url string, interval time.Duration) *lockSampler {
 	t.Helper()
-	conn := connect(t, url)
+	conn := suite.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &lockSampler{cancel: cancel, done: make(chan struct{}), waits: map[string]int{}, seen: map[string]bool{}, statements: map[string]string{}}
 	go func() {
@@ -134,7 +136,7 @@ func (s *lockSampler) kinds() string {
 // concurrentRun is one keyledger process of a concurrent batch.
 type concurrentRun struct {
 	wall time.Duration
-	res  result
+	res  suite.Result
 }
 
 // runConcurrently starts one process per command at once (the same
@@ -163,7 +165,7 @@ func runConcurrently(t *testing.T, cmds []*exec.Cmd) (runs []concurrentRun, elap
 	wg.Wait()
 	elapsed = time.Since(began)
 	for i := range cmds {
-		runs[i].res = result{Stdout: outs[i].stdout.String(), Stderr: outs[i].stderr.String()}
+		runs[i].res = suite.Result{Stdout: outs[i].stdout.String(), Stderr: outs[i].stderr.String()}
 		if errs[i] != nil {
 			exitErr, ok := errs[i].(*exec.ExitError)
 			if !ok {
@@ -177,10 +179,10 @@ func runConcurrently(t *testing.T, cmds []*exec.Cmd) (runs []concurrentRun, elap
 
 // releaseCmd is a keyledger process of the release binary, with the
 // environment e.keyledger gives it (as the options say).
-func (e *env) releaseCmd(ctx context.Context, bin string, args []string, opts ...runOption) *exec.Cmd {
+func releaseCmd(e *suite.Env, ctx context.Context, bin string, args []string, opts ...suite.RunOption) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "KUBECONFIG=" + e.kube.KubeconfigFile(),
-		"KEYLEDGER_DATABASE_URL=" + e.journal.OperatorURL}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.Dir, "KUBECONFIG=" + e.Kube.KubeconfigFile(),
+		"KEYLEDGER_DATABASE_URL=" + e.Journal.OperatorURL}
 	for _, o := range opts {
 		o(cmd)
 	}
@@ -209,32 +211,32 @@ func percentile(xs []time.Duration, p float64) time.Duration {
 // the writes to each planned Secret (goal: one).
 func TestBenchConcurrentRuns(t *testing.T) {
 	benchEnabled(t)
-	e := setup(t)
+	e := suite.Setup(t)
 	bin := releaseBinary(t)
-	m := standardKeyring()
+	m := suite.StandardKeyring()
 	const perLevel = 32
 	type prepared struct {
 		path string
-		as   runOption
+		as   suite.RunOption
 		s    *corev1.Secret
 	}
 	prepare := func(level, i int) prepared {
 		name := fmt.Sprintf("conc-%d-%d", level, i)
-		s := e.createSecret(keyringSecret(name, m))
-		path := e.writeCommand(name+".json", retireCommand(s, "k-2026-06", "mut-"+name))
-		return prepared{path: path, as: e.asRetirerOf(s), s: s}
+		s := e.CreateSecret(suite.KeyringSecret(name, m))
+		path := e.WriteCommand(name+".json", suite.RetireCommand(s, "k-2026-06", "mut-"+name))
+		return prepared{path: path, as: e.AsRetirerOf(s), s: s}
 	}
 	// Every process's session and a first transaction of the schema, once,
 	// so that the first level does not pay for the catalog caches alone.
 	warm := prepare(0, 0)
-	require.Equal(t, 0, e.keyledger([]string{"run", warm.path}, warm.as, withBinary(bin)).Code)
+	require.Equal(t, 0, e.Keyledger([]string{"run", warm.path}, warm.as, withBinary(bin)).Code)
 
 	for _, level := range []int{1, 8, 32} {
 		batch := make([]prepared, perLevel)
 		for i := range batch {
 			batch[i] = prepare(level, i)
 		}
-		sampler := sampleLocks(t, e.journal.OwnerURL, 3*time.Millisecond)
+		sampler := sampleLocks(t, e.Journal.OwnerURL, 3*time.Millisecond)
 		var walls []time.Duration
 		var elapsed time.Duration
 		for round := range perLevel / level {
@@ -242,14 +244,14 @@ func TestBenchConcurrentRuns(t *testing.T) {
 			cmds := make([]*exec.Cmd, level)
 			for i := range cmds {
 				p := batch[round*level+i]
-				cmds[i] = e.releaseCmd(ctx, bin, []string{"run", p.path}, p.as)
+				cmds[i] = releaseCmd(e, ctx, bin, []string{"run", p.path}, p.as)
 			}
 			runs, took := runConcurrently(t, cmds)
 			cancel()
 			elapsed += took
 			for i, r := range runs {
 				require.Equal(t, 0, r.res.Code, "run %d of %d at once: stdout %s stderr %s", i, level, r.res.Stdout, r.res.Stderr)
-				require.Equal(t, "completed", outcome(t, r.res)["outcome"])
+				require.Equal(t, "completed", suite.Outcome(t, r.res)["outcome"])
 				walls = append(walls, r.wall)
 			}
 		}
@@ -257,58 +259,47 @@ func TestBenchConcurrentRuns(t *testing.T) {
 		for kind, stmt := range sampler.statements {
 			t.Logf("concurrent=%d wait %s in: %s", level, kind, stmt)
 		}
-		benchLine("concurrent-runs concurrent=%d runs=%d throughput=%.1f/s wall_median=%s wall_p99=%s lock_waits=%d (%s) pg_locks_samples=%d (goal: lock_waits=0)",
+		suite.BenchLine("concurrent-runs concurrent=%d runs=%d throughput=%.1f/s wall_median=%s wall_p99=%s lock_waits=%d (%s) pg_locks_samples=%d (goal: lock_waits=0)",
 			level, len(walls), float64(len(walls))/elapsed.Seconds(), ms(median(walls)), ms(percentile(walls, 99)), waits, sampler.kinds(), sampler.samples)
 		for _, p := range batch {
-			require.Equal(t, 1, e.secretWrites(p.s.Name, p.s.ResourceVersion, e.getSecret(p.s.Name).ResourceVersion), "%s written once", p.s.Name)
+			require.Equal(t, 1, e.SecretWrites(p.s.Name, p.s.ResourceVersion, e.GetSecret(p.s.Name).ResourceVersion), "%s written once", p.s.Name)
 		}
 	}
 
 	// 32 runs of one plan at once: one write per Secret.
 	const planSecrets = 8
-	secrets, names := concurrentPlanSecrets(planSecrets)
-	plan := credentialPlan(e.ns, "mut-conc-plan", secrets)
-	path := e.writeCommand("conc-plan.json", plan)
-	as := e.asCredentialRunner(plan)
-	from := e.secretsRV()
-	sampler := sampleLocks(t, e.journal.OwnerURL, 3*time.Millisecond)
+	secrets, names := suite.ConcurrentPlanSecrets(planSecrets)
+	plan := suite.CredentialPlan(e.NS, "mut-conc-plan", secrets)
+	path := e.WriteCommand("conc-plan.json", plan)
+	as := e.AsCredentialRunner(plan)
+	from := e.SecretsRV()
+	sampler := sampleLocks(t, e.Journal.OwnerURL, 3*time.Millisecond)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmds := make([]*exec.Cmd, 32)
 	for i := range cmds {
-		cmds[i] = e.releaseCmd(ctx, bin, []string{"run", path}, as)
+		cmds[i] = releaseCmd(e, ctx, bin, []string{"run", path}, as)
 	}
 	runs, took := runConcurrently(t, cmds)
 	waits := sampler.stop(t)
 	var walls []time.Duration
 	outcomes := map[string]int{}
 	for i, r := range runs {
-		outcomes[concurrentPlanOutcome(t, i, r.res)]++
+		outcomes[suite.ConcurrentPlanOutcome(t, i, r.res)]++
 		walls = append(walls, r.wall)
 	}
-	writes := e.secretWritesSince(from)
+	writes := e.SecretWritesSince(from)
 	perSecret := make([]string, 0, len(names))
 	most := 0
 	for _, n := range names {
 		perSecret = append(perSecret, fmt.Sprintf("%d", writes[n]))
 		most = max(most, writes[n])
 	}
-	benchLine("concurrent-plan concurrent=32 secrets=%d elapsed=%s wall_median=%s wall_p99=%s outcomes=%v",
+	suite.BenchLine("concurrent-plan concurrent=32 secrets=%d elapsed=%s wall_median=%s wall_p99=%s outcomes=%v",
 		planSecrets, ms(took), ms(median(walls)), ms(percentile(walls, 99)), outcomes)
-	benchLine("concurrent-plan writes_per_secret=[%s] max=%d (API server watch history; goal: 1 each)", strings.Join(perSecret, " "), most)
-	benchLine("concurrent-plan lock_waits=%d (%s): runs of one plan drive one operation, so these are waits within one operation", waits, sampler.kinds())
+	suite.BenchLine("concurrent-plan writes_per_secret=[%s] max=%d (API server watch history; goal: 1 each)", strings.Join(perSecret, " "), most)
+	suite.BenchLine("concurrent-plan lock_waits=%d (%s): runs of one plan drive one operation, so these are waits within one operation", waits, sampler.kinds())
 	for _, n := range names {
 		require.Equal(t, 1, writes[n], "%s written once", n)
 	}
-}
-
-// concurrentPlanSecrets is a plan's n standard Secrets and their names.
-func concurrentPlanSecrets(n int) ([]planSecret, []string) {
-	var secrets []planSecret
-	var names []string
-	for i := range n {
-		names = append(names, fmt.Sprintf("conc-plan-%d", i))
-		secrets = append(secrets, standardSecret(names[i]))
-	}
-	return secrets, names
 }

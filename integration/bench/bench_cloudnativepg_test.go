@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/keyledger/keyledger/integration/platform"
+	"github.com/keyledger/keyledger/integration/suite"
 )
 
 // TestBenchRetireCloudNativePG measures what the journal's synchronous
@@ -27,39 +28,39 @@ func TestBenchRetireCloudNativePG(t *testing.T) {
 	if reason := platform.OperatorsSkipReason(); reason != "" {
 		t.Skip(reason)
 	}
-	ne := setupNode(t)
-	j := deployCloudNativePGJournal(ne)
-	bin := nodeShared.binary // the release build inside the image
+	ne := suite.SetupNode(t)
+	j := suite.DeployCloudNativePGJournal(ne)
+	bin := suite.NodeBinary() // the release build inside the image
 	const runs = 9
 	run := func(label string, i int, journalURL string) time.Duration {
-		m := standardKeyring()
-		s := ne.createSecret(keyringSecret(fmt.Sprintf("bench-%s-%d", label, i), m))
-		path := ne.writeCommand(fmt.Sprintf("bench-%s-%d.json", label, i), retireCommand(s, "k-2026-07", fmt.Sprintf("mut-bench-%s-%d", label, i)))
-		return ne.measureRun(t, bin, []string{"run", path}, journalURL, ne.asRetirerOf(s)).wall
+		m := suite.StandardKeyring()
+		s := ne.CreateSecret(suite.KeyringSecret(fmt.Sprintf("bench-%s-%d", label, i), m))
+		path := ne.WriteCommand(fmt.Sprintf("bench-%s-%d.json", label, i), suite.RetireCommand(s, "k-2026-07", fmt.Sprintf("mut-bench-%s-%d", label, i)))
+		return measureRun(ne.Env, t, bin, []string{"run", path}, journalURL, ne.AsRetirerOf(s)).Wall
 	}
-	j.waitPooler(4 * time.Minute)
-	pooledURL := j.poolerURL()
+	j.WaitPooler(4 * time.Minute)
+	pooledURL := j.PoolerURL()
 	var threeWalls, pooledWalls []time.Duration
 	for i := range runs {
-		threeWalls = append(threeWalls, run("three", i, ne.journal.OperatorURL))
+		threeWalls = append(threeWalls, run("three", i, ne.Journal.OperatorURL))
 		pooledWalls = append(pooledWalls, run("pooled", i, pooledURL))
 	}
 	three, pooled := median(threeWalls), median(pooledWalls)
-	benchLine("retire-cloudnativepg-pooled runs=%d through_pooler_median_ms=%.1f direct_median_ms=%.1f ratio pooled/direct=%.2f",
+	suite.BenchLine("retire-cloudnativepg-pooled runs=%d through_pooler_median_ms=%.1f direct_median_ms=%.1f ratio pooled/direct=%.2f",
 		runs, float64(pooled.Microseconds())/1000, float64(three.Microseconds())/1000, float64(pooled)/float64(three))
 
 	// One instance, no synchronous replication (with dataDurability
 	// required and no standby, commits would wait forever).
 	patch := []byte(`{"spec":{"instances":1,"postgresql":{"synchronous":null}}}`)
-	_, err := ne.dynamicClient().Resource(clusterGVR).Namespace(journalNamespace).Patch(t.Context(), journalCluster, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := ne.DynamicClient().Resource(suite.ClusterGVR).Namespace(suite.JournalNamespace).Patch(t.Context(), suite.JournalCluster, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
-	j.waitCluster("one Ready instance", 5*time.Minute, func(s clusterStatus) bool {
+	j.WaitCluster("one Ready instance", 5*time.Minute, func(s suite.ClusterStatus) bool {
 		return s.Instances == 1 && s.ReadyInstances == 1 && s.Phase == "Cluster in healthy state"
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	for {
-		conn, err := pgx.Connect(ctx, j.owner)
+		conn, err := pgx.Connect(ctx, j.Owner)
 		if err == nil {
 			var names string
 			qerr := conn.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&names)
@@ -76,9 +77,9 @@ func TestBenchRetireCloudNativePG(t *testing.T) {
 	}
 	var oneWalls []time.Duration
 	for i := range runs {
-		oneWalls = append(oneWalls, run("one", i, ne.journal.OperatorURL))
+		oneWalls = append(oneWalls, run("one", i, ne.Journal.OperatorURL))
 	}
 	one := median(oneWalls)
-	benchLine("retire-cloudnativepg runs=%d three_instances_sync_median_ms=%.1f one_instance_median_ms=%.1f ratio=%.2f",
+	suite.BenchLine("retire-cloudnativepg runs=%d three_instances_sync_median_ms=%.1f one_instance_median_ms=%.1f ratio=%.2f",
 		runs, float64(three.Microseconds())/1000, float64(one.Microseconds())/1000, float64(three)/float64(one))
 }

@@ -1,4 +1,4 @@
-package integration
+package bench
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keyledger/keyledger/integration/suite"
 	"github.com/keyledger/keyledger/phase"
 	"github.com/keyledger/keyledger/store"
 )
@@ -30,12 +31,12 @@ type journalReplay struct {
 // and returns its replay. The journal's shape is required, so that a
 // change to it (another move, another record) fails here instead of
 // measuring something else.
-func (e *env) retirementReplay(t *testing.T, mutation string) journalReplay {
+func retirementReplay(e *suite.Env, t *testing.T, mutation string) journalReplay {
 	t.Helper()
-	op, records := e.journalOf(mutation)
+	op, records := e.JournalOf(mutation)
 	require.Equal(t, store.StateCompleted, op.State)
 	require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordObservation, store.RecordAuthorityCall,
-		store.RecordAuthorityResult, store.RecordCompletion}, kinds(records),
+		store.RecordAuthorityResult, store.RecordCompletion}, suite.Kinds(records),
 		"a retirement's journal: preparation, what it read with the call, then the answer with the completion")
 	again := func(rs []store.Record) []store.Record {
 		out := make([]store.Record, len(rs))
@@ -108,7 +109,7 @@ func journalPhases(l *phase.Line) time.Duration {
 // the new session's floor exceeds it, however it drives the journal: only
 // a cheaper rest, or statements the server runs for less (the schema, its
 // triggers and policies), would.
-func benchJournalBudget(t *testing.T, row string, samples []sample, direct, pooled []time.Duration, target time.Duration) {
+func benchJournalBudget(t *testing.T, row string, samples []suite.Sample, direct, pooled []time.Duration, target time.Duration) {
 	t.Helper()
 	if len(direct) == 0 {
 		return
@@ -117,22 +118,22 @@ func benchJournalBudget(t *testing.T, row string, samples []sample, direct, pool
 	if len(pooled) > 0 {
 		line += ", through the session pooler=" + ms(median(pooled))
 	}
-	benchLine("%s %s", row, line)
+	suite.BenchLine("%s %s", row, line)
 	s := medianSample(samples)
-	if s.phases == nil || target <= 0 {
+	if s.Phases == nil || target <= 0 {
 		return
 	}
 	// The rest: the process's start, configuration, the permission check,
 	// the API calls, the decisions, and its exit (after the phase line).
-	journal := journalPhases(s.phases)
-	rest := s.wall - journal
+	journal := journalPhases(s.Phases)
+	rest := s.Wall - journal
 	budget := "%s budget of the median run (wall %s): journal phases=%s, the rest=%s; the rest plus the journal floor on a new session=%s"
-	args := []any{row, ms(s.wall), ms(journal), ms(rest), ms(rest + median(direct))}
+	args := []any{row, ms(s.Wall), ms(journal), ms(rest), ms(rest + median(direct))}
 	if len(pooled) > 0 {
 		budget += ", through the session pooler=%s"
 		args = append(args, ms(rest+median(pooled)))
 	}
 	budget += "; target=%s"
 	args = append(args, ms(target))
-	benchLine(budget, args...)
+	suite.BenchLine(budget, args...)
 }

@@ -1,0 +1,59 @@
+package suite
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// APIRequest is one request keyledger sent through an apiRecorder, with
+// what the real API server answered: the answer's kind and whether it
+// carried data are read from a JSON answer; a protobuf answer (a whole
+// object, as client-go asks for by default) has Kind "protobuf".
+type APIRequest struct {
+	Method, Path, Accept string
+	Status               int
+	ContentType          string
+	Kind                 string
+	HasData              bool
+}
+
+// WritesBetween counts the writes the API server made to one object after
+// resourceVersion from, up to and including the write that produced until,
+// by replaying the object's watch history. It proves "exactly one write"
+// from the authority's own record, not from what keyledger says.
+func WritesBetween(t *testing.T, open func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error), name, from, until string) int {
+	t.Helper()
+	if from == until {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	w, err := open(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: from})
+	require.NoError(t, err, "opening watch")
+	defer w.Stop()
+	writes := 0
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(t, ok, "watch closed before resourceVersion %s was seen", until)
+			require.NotEqual(t, watch.Error, ev.Type, "watch error: %v", ev.Object)
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			writes++
+			m, err := meta.Accessor(ev.Object)
+			require.NoError(t, err)
+			if m.GetResourceVersion() == until {
+				return writes
+			}
+		case <-ctx.Done():
+			t.Fatalf("resourceVersion %s never appeared in the watch history after %s", until, from)
+		}
+	}
+}
