@@ -128,7 +128,7 @@ func TestIntegrationNodeCloudNativePGJournal(t *testing.T) {
 		pods := j.WaitPooler(4 * time.Minute)
 		j.EndRoleSessions()
 		canary := ne.CanaryPod()
-		oldValue, newValue := "cnpg-canary-old-"+suite.RandomHexT(t), "cnpg-canary-new-"+suite.RandomHexT(t)
+		oldValue, newValue := "cnpg-canary-old-"+suite.RandomHex(t, 16), "cnpg-canary-new-"+suite.RandomHex(t, 16)
 		live := ne.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pooled-db"}, Data: map[string][]byte{"password": []byte(oldValue)}})
 		objs := ne.VersionedOverlay("pooled", live.Name, canary, map[string]any{
 			"apiVersion": "keyledger.dev/v1", "kind": "SecretUpdate",

@@ -174,10 +174,10 @@ func (s *argoSuite) failingHook(t *testing.T) {
 	ne := s.ne
 	c := ne.Kube.Client()
 	_, err := c.CoreV1().Secrets(ne.NS).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argoStuck + "-app"},
-		Data: map[string][]byte{"password": []byte(suite.RandomHexT(t)), "username": []byte("app")}}, metav1.CreateOptions{})
+		Data: map[string][]byte{"password": []byte(suite.RandomHex(t, 16)), "username": []byte("app")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	ne.ServerStatefulSet(argoStuck, argoStuck+"-app", 6379, "redis-server", "--port", "6379",
-		"--requirepass", "not-what-the-secret-holds-"+suite.RandomHexT(t), "--save", "", "--appendonly", "no")
+		"--requirepass", "not-what-the-secret-holds-"+suite.RandomHex(t, 16), "--save", "", "--appendonly", "no")
 	ne.WaitPodReady(argoStuck+"-0", 90*time.Second)
 	stuckWrites := s.history.writes(argoStuck + "-app")
 	shopRuns := s.countAdded("Job", s.imageJob)
@@ -298,7 +298,7 @@ func (s *argoSuite) rewritePassword(t *testing.T, pod string) {
 	ne := s.ne
 	ip := ne.WaitPodReady(pod, 90*time.Second)
 	secret := ne.GetSecret(argoSecret)
-	secret.Data["password"] = []byte(suite.RandomHexT(t))
+	secret.Data["password"] = []byte(suite.RandomHex(t, 16))
 	_, err := ne.Kube.Client().CoreV1().Secrets(ne.NS).Update(t.Context(), secret, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	answer := valkeyAuth(t, net.JoinHostPort(ip, "6379"), secret.Data["password"])

@@ -28,10 +28,10 @@ func TestIntegrationNodeCredentialsRestartOncePerCause(t *testing.T) {
 	c := ne.Kube.Client()
 	const secret, set, pod = "stuck-cache-app", "stuck-cache", "stuck-cache-0"
 	_, err := c.CoreV1().Secrets(ne.NS).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret},
-		Data: map[string][]byte{"password": []byte(suite.RandomHexT(t)), "username": []byte("app")}}, metav1.CreateOptions{})
+		Data: map[string][]byte{"password": []byte(suite.RandomHex(t, 16)), "username": []byte("app")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	// The server never reads the Secret: its password is its own.
-	ne.ServerStatefulSet(set, secret, 6379, "redis-server", "--port", "6379", "--requirepass", "not-what-the-secret-holds-"+suite.RandomHexT(t),
+	ne.ServerStatefulSet(set, secret, 6379, "redis-server", "--port", "6379", "--requirepass", "not-what-the-secret-holds-"+suite.RandomHex(t, 16),
 		"--save", "", "--appendonly", "no")
 	cacheIP := ne.WaitPodReady(pod, 90*time.Second)
 	require.True(t, strings.HasPrefix(valkeyAuth(t, net.JoinHostPort(cacheIP, "6379"), ne.GetSecret(secret).Data["password"]), "-WRONGPASS"))

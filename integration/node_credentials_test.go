@@ -113,7 +113,7 @@ func TestIntegrationNodeIncident316(t *testing.T) {
 	ne.ApplyAll(suite.RenderCredentialsFence(t, ne.NS, apiIP, apiPort))
 	ne.ServersImage()
 	c := ne.Kube.Client()
-	passwordA, passwordB := []byte(suite.RandomHexT(t)), []byte(suite.RandomHexT(t))
+	passwordA, passwordB := []byte(suite.RandomHex(t, 16)), []byte(suite.RandomHex(t, 16))
 	for _, name := range []string{"shop-orders-cache-app", "shop-bus-users"} {
 		_, err := c.CoreV1().Secrets(ne.NS).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Data: map[string][]byte{"password": passwordA, "username": []byte("app")}}, metav1.CreateOptions{})

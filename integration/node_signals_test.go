@@ -47,7 +47,7 @@ func TestIntegrationNodeFailureSignals(t *testing.T) {
 	// no label value may: the label is its hash.
 	const refusedID, refusedOwner, refusedSecret = "node-signals:refused", "signals-refused", "signals-refused-app"
 	_, err := c.CoreV1().Secrets(ne.NS).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: refusedSecret},
-		Type: "example.com/not-opaque", Data: map[string][]byte{"password": []byte(suite.RandomHexT(t))}}, metav1.CreateOptions{})
+		Type: "example.com/not-opaque", Data: map[string][]byte{"password": []byte(suite.RandomHex(t, 16))}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	refused := suite.CredentialPlan(ne.NS, refusedID, []suite.PlanSecret{suite.StandardSecret(refusedSecret)}, func(spec map[string]any) {
 		spec["owner"] = refusedOwner

@@ -24,7 +24,7 @@ func nodeVersionedJob(t *testing.T) nodeTenant {
 	ne := setupNode(t)
 	ne.JoinJournal()
 	canary := ne.CanaryPod()
-	oldValue, newValue := "node-canary-old-"+suite.RandomHexT(t), "node-canary-new-"+suite.RandomHexT(t)
+	oldValue, newValue := "node-canary-old-"+suite.RandomHex(t, 16), "node-canary-new-"+suite.RandomHex(t, 16)
 	live := ne.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-db"}, Data: map[string][]byte{"password": []byte(oldValue)}})
 
 	run := func(suffix string, command map[string]any) map[string]any {

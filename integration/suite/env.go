@@ -110,9 +110,13 @@ func Setup(t *testing.T) *Env {
 const ToyNamespace = "ns"
 
 // RandomSuffix is 12 random hex digits, for names no other test takes.
-func RandomSuffix(t *testing.T) string {
+func RandomSuffix(t *testing.T) string { return RandomHex(t, 6) }
+
+// RandomHex is n random bytes in hex: a name suffix, a password or a
+// canary no other run has.
+func RandomHex(t *testing.T, n int) string {
 	t.Helper()
-	b := make([]byte, 6)
+	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}

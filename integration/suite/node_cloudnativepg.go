@@ -126,7 +126,7 @@ func DeployCloudNativePGJournal(ne *NodeEnv) *CNPGJournal {
 	// tests put their stand-in journal into the same namespace: the whole
 	// namespace goes when this test ends, and is waited for.
 	t.Cleanup(func() { RemoveJournalNamespace(t, ne) })
-	pw := RandomHexT(t)
+	pw := RandomHex(t, 16)
 	for _, s := range []struct{ ns, name string }{{JournalNamespace, "keyledger-role-" + ne.NS}, {ne.NS, "keyledger-journal-credentials"}} {
 		_, err := c.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.name}, Type: corev1.SecretTypeBasicAuth,
 			Data: map[string][]byte{"username": []byte(j.Role), "password": []byte(pw)}}, metav1.CreateOptions{})

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,7 +93,7 @@ func (ne *NodeEnv) DeployJournal() error {
 	if err != nil {
 		return err
 	}
-	superPW, ownerPW := RandomHexT(ne.T), RandomHexT(ne.T)
+	superPW, ownerPW := RandomHex(ne.T, 16), RandomHex(ne.T, 16)
 	secrets := []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: JournalCluster + "-ca"}, Data: map[string][]byte{"ca.crt": ca}},
 		{ObjectMeta: metav1.ObjectMeta{Name: JournalCluster + "-server"}, Type: corev1.SecretTypeTLS,
@@ -191,7 +189,7 @@ func (ne *NodeEnv) JoinJournal() {
 	ne.T.Helper()
 	t, ctx, c := ne.T, ne.T.Context(), ne.Kube.Client()
 	ne.StartJournal()
-	role, pw := JournalRole(ne.NS), RandomHexT(t)
+	role, pw := JournalRole(ne.NS), RandomHex(t, 16)
 	conn, err := pgx.Connect(ctx, nodeJournal.superURL)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOBYPASSRLS NOINHERIT PASSWORD '%s'",
@@ -269,15 +267,6 @@ func (ne *NodeEnv) WaitPodReady(name string, limit time.Duration) string {
 	})
 	require.NoError(ne.T, err, "pod %s not Ready within %s; node logs in %s", name, limit, ne.Node.StateDir())
 	return ip
-}
-
-// RandomHexT is 32 random hex digits (passwords and canaries).
-func RandomHexT(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	return hex.EncodeToString(b)
 }
 
 // JournalPKI makes a CA and a server certificate for names, PEM encoded.
