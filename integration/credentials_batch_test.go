@@ -131,13 +131,13 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 	for _, r := range recordsOf(records, store.RecordAuthorityResult, "create-secret") {
 		results[r.Target] = r
 	}
-	require.Equal(t, "unknown", results["secret/"+lost].Status)
-	require.Equal(t, "rejected", results["secret/"+rejected].Status)
+	require.Equal(t, store.Status("unknown"), results["secret/"+lost].Status)
+	require.Equal(t, store.Status("rejected"), results["secret/"+rejected].Status)
 	res := recordsOf(records, store.RecordResolution, "create-secret")
 	require.Len(t, res, 1, "the lost sibling is settled before the refusal")
 	require.Equal(t, "secret/"+lost, res[0].Target)
-	require.Equal(t, "ours", res[0].Status)
-	require.Equal(t, "created-by-this-mutation", res[0].Reason)
+	require.Equal(t, store.Status("ours"), res[0].Status)
+	require.Equal(t, store.Reason("created-by-this-mutation"), res[0].Reason)
 	require.Equal(t, string(s.UID), res[0].UID)
 	refusal := recordsOf(records, store.RecordRefusal, "")
 	require.Len(t, refusal, 1)

@@ -246,7 +246,7 @@ func TestIntegrationCredentialsGeneratorRecreatedAfterCrash(t *testing.T) {
 	require.Equal(t, calls[0].UID, reads[0].UID, "the read is journaled")
 	res := recordsOf(records, store.RecordResolution, "delete-generator")
 	require.Len(t, res, 1)
-	require.Equal(t, "replaced-not-deleted", res[0].Reason)
+	require.Equal(t, store.Reason("replaced-not-deleted"), res[0].Reason)
 	require.Equal(t, string(again.GetUID()), res[0].UID)
 }
 
@@ -319,7 +319,7 @@ func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 				notApplied := 0
 				for _, r := range recordsOf(records, store.RecordResolution, step) {
 					if r.Status == "not-applied" {
-						require.Equal(t, "resource-version-unchanged", r.Reason, step)
+						require.Equal(t, store.Reason("resource-version-unchanged"), r.Reason, step)
 						notApplied++
 					}
 				}
@@ -378,14 +378,14 @@ func TestIntegrationCredentialsOrphanResolutionRevalidates(t *testing.T) {
 			require.NoError(t, err, "never deleted")
 			require.Nil(t, now.GetDeletionTimestamp())
 			require.Len(t, calls, 1, "not sent again")
-			require.Equal(t, "theirs", res[0].Status)
+			require.Equal(t, store.Status("theirs"), res[0].Status)
 			continue
 		}
 		_, err = ess.Get(ctx, name, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "deleted: %v", err)
 		require.Len(t, calls, 2)
-		require.Equal(t, "not-applied", res[0].Status)
-		require.Equal(t, "resource-version-changed", res[0].Reason)
+		require.Equal(t, store.Status("not-applied"), res[0].Status)
+		require.Equal(t, store.Reason("resource-version-changed"), res[0].Reason)
 		require.Equal(t, changed.GetResourceVersion(), calls[1].ResourceVersion, "sent again with the new read's preconditions")
 	}
 }

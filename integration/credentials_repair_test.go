@@ -178,7 +178,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 		var statuses []string
 		for _, p := range recordsOf(records, store.RecordProbe, "probe-server") {
 			if p.Target == "pod/"+pod {
-				statuses = append(statuses, p.Status+"/"+p.Reason)
+				statuses = append(statuses, string(p.Status)+"/"+string(p.Reason))
 			}
 		}
 		want := []string{"refused/wrongpass", "accepted/ok"}
@@ -216,8 +216,8 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	_, records = e.journalOf("mut-unknown:run-1")
 	probes := recordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1)
-	require.Equal(t, "unknown", probes[0].Status)
-	require.Equal(t, "connection-refused", probes[0].Reason)
+	require.Equal(t, store.Status("unknown"), probes[0].Status)
+	require.Equal(t, store.Reason("connection-refused"), probes[0].Reason)
 	require.Empty(t, recordsOf(records, store.RecordAuthorityCall, "delete-pod"))
 	// Run again after exit 75: the interrupted run is resumed, not a new one.
 	r = e.keyledger([]string{"run", e.writeCommand("unknown.json", plan)}, e.asCredentialRunner(plan))

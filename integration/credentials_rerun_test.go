@@ -217,7 +217,7 @@ func TestIntegrationCredentialsFailedPodNeverProbed(t *testing.T) {
 	_, records := e.journalOf("mut-failed-pod:run-1")
 	probes := recordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1)
-	require.Equal(t, "unknown/pod-not-running", probes[0].Status+"/"+probes[0].Reason)
+	require.Equal(t, "unknown/pod-not-running", string(probes[0].Status)+"/"+string(probes[0].Reason))
 	require.Zero(t, conns.Load(), "nothing connected to the Failed pod's address")
 	e.getSecret("lonely-cache-app") // the Secret converged anyway
 	requireNoValues(t, r.Stdout+r.Stderr, e.secretValues("lonely-cache-app"))

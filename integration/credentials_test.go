@@ -277,7 +277,7 @@ func TestIntegrationCredentialsCrashMidPipeline(t *testing.T) {
 	}
 	_, records = e.journalOf("mut-chunked:run-1")
 	for _, res := range recordsOf(records, store.RecordResolution, "create-secret") {
-		require.Contains(t, []string{"created-by-this-mutation", "absent"}, res.Reason, res.Target)
+		require.Contains(t, []store.Reason{"created-by-this-mutation", "absent"}, res.Reason, res.Target)
 	}
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-chunked:run-1"), e.secretValues(names...))
 }
@@ -317,7 +317,7 @@ func TestIntegrationCredentialsLostResponse(t *testing.T) {
 		require.Len(t, recordsOf(records, store.RecordAuthorityCall, "create-secret"), tc.calls, tc.fault)
 		res := recordsOf(records, store.RecordResolution, "create-secret")
 		require.Len(t, res, 1, tc.fault)
-		require.Equal(t, tc.resolution, res[0].Reason, tc.fault)
+		require.Equal(t, store.Reason(tc.resolution), res[0].Reason, tc.fault)
 		require.False(t, strings.Contains(r.Stdout+r.Stderr, string(s.Data["password"])))
 	}
 }

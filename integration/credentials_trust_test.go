@@ -159,7 +159,7 @@ func TestIntegrationCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	probes := recordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 2)
 	for _, p := range probes {
-		require.Equal(t, "unknown/"+credentials.ReasonServerNotOwned, p.Status+"/"+p.Reason, p.Target)
+		require.Equal(t, "unknown/"+credentials.ReasonServerNotOwned, string(p.Status)+"/"+string(p.Reason), p.Target)
 	}
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-planted-pods:run-1"), e.secretValues("shop-cache-app"))
 }
@@ -223,6 +223,6 @@ func TestIntegrationCredentialsForgedCallNotSent(t *testing.T) {
 	require.Len(t, recordsOf(records, store.RecordAuthorityCall, "delete-pod"), 1, "the forged call, and no other")
 	probes := recordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1, "the server is probed now")
-	require.Equal(t, "accepted", probes[0].Status)
+	require.Equal(t, store.Status("accepted"), probes[0].Status)
 	requireNoValues(t, r.Stdout+r.Stderr+e.journalText("mut-forged-call:run-2"), e.secretValues("shop-healthy-app"))
 }

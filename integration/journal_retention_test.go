@@ -60,9 +60,9 @@ func toyRun(t *testing.T, st *store.Store, plan string, end store.State, extra i
 	outcome, reason := "completed", ""
 	if end == store.StateRefused {
 		outcome, reason = "refused", "test-refusal"
-		records = append(records, store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason})
+		records = append(records, store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: store.Reason(reason)})
 	} else {
-		records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: outcome})
+		records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(outcome)})
 	}
 	op, err = st.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: end, Revision: op.Revision,
 		Outcome: outcome, Reason: reason, Records: records})

@@ -38,7 +38,7 @@ func endRun(t *testing.T, st *store.Store, op *store.Operation, end store.State)
 	ending := store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed"}
 	if end == store.StateRefused {
 		outcome, reason = "refused", "test-refusal"
-		ending = store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason}
+		ending = store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: store.Reason(reason)}
 	}
 	op, err := st.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: op.State, To: end, Revision: op.Revision,
 		Outcome: outcome, Reason: reason, Records: []store.Record{ending}})

@@ -227,8 +227,8 @@ type Record struct {
 	UID             string
 	ResourceVersion string
 	Digest          string
-	Status          string
-	Reason          string
+	Status          Status
+	Reason          Reason
 	// Batch and Final are an authority_call's control data: the batch of
 	// calls it was sent in (numbered from 1 within the operation) and
 	// whether it is the operation's last call. Other kinds carry neither.
@@ -436,7 +436,7 @@ func queueRecords(b *pgx.Batch, opID int64, records []Record) {
 // whether the statement was prepared or not.
 func recordArgs(r *Record) []any {
 	attempt, batch := r.counted()
-	return []any{string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
+	return []any{string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, string(r.Status), string(r.Reason),
 		batch, r.Final, string(r.Detail.JSON())}
 }
 

@@ -106,7 +106,7 @@ func (m *machine) answered(ctx context.Context, batch []*Call, answers []Answer,
 	}
 	switch {
 	case rejected && !unknown:
-		return m.refuseRejected(ctx, batch, rejectedCall.Summary, rejection.Reason, results)
+		return m.refuseRejected(ctx, batch, rejectedCall.Summary, string(rejection.Reason), results)
 	case unknown:
 		// A rejected call among them refuses the operation only once every
 		// sibling whose answer was lost is settled (see resolve).
@@ -163,7 +163,7 @@ func (m *machine) answerAhead(ctx context.Context, results []store.Record) error
 func resultRecord(c *Call, a Answer) store.Record {
 	return store.Record{
 		Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target.String(), UID: a.UID, ResourceVersion: a.ResourceVersion,
-		Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
+		Digest: a.Digest, Status: a.Status, Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
 	}
 }
 

@@ -77,7 +77,7 @@ func TestDryRunSendsNothing(t *testing.T) {
 		case store.RecordAuthorityCall:
 			steps = append(steps, r.Step)
 		case store.RecordAuthorityResult:
-			require.Equal(t, statusPlanned, r.Reason)
+			require.Equal(t, reasonPlanned, r.Reason)
 		}
 	}
 	require.Equal(t, []string{"create-a", "patch-b"}, steps)

@@ -271,13 +271,13 @@ func (m *machine) decide(ctx context.Context, d Decision) error {
 
 func (m *machine) complete(ctx context.Context, c Completion, before []store.Record) error {
 	records := append(slices.Clip(before), store.Record{
-		Kind: store.RecordCompletion, Step: "complete", Status: string(c.Outcome), Detail: c.Summary,
+		Kind: store.RecordCompletion, Step: "complete", Status: store.Status(c.Outcome), Detail: c.Summary,
 	})
 	return m.fire(ctx, store.EventComplete, move{records: records, outcome: c.Outcome})
 }
 
 func (m *machine) refuse(ctx context.Context, reason string, summary store.Detail, before []store.Record) error {
-	records := append(slices.Clip(before), store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason, Detail: summary})
+	records := append(slices.Clip(before), store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: store.Reason(reason), Detail: summary})
 	return m.fire(ctx, store.EventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }
 

@@ -166,7 +166,7 @@ func forgeCompleted(t *testing.T, j workflow.Store, prepare store.PrepareParams)
 	require.True(t, created)
 	_, err = j.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted),
-		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)}}})
 	require.NoError(t, err)
 }
 
@@ -310,7 +310,7 @@ func TestOperateResumesCallingByResolving(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
 				store.RecordResolution, store.RecordCompletion}, kinds(records))
-			require.Equal(t, "lost", records[2].Status, "the missing answer is journaled as lost")
+			require.Equal(t, store.Status("lost"), records[2].Status, "the missing answer is journaled as lost")
 		})
 	}
 }
@@ -397,7 +397,7 @@ func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
 				// read and its commit.
 				_, err := j.Transition(t.Context(), store.TransitionParams{OperationID: run.Op.ID, From: run.Op.State, To: store.StateCompleted,
 					Revision: run.Op.Revision, Outcome: string(workflow.OutcomeCompleted),
-					Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+					Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)}}})
 				require.NoError(t, err)
 				return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
 			}

@@ -54,13 +54,13 @@ func (r *Run) Settled(step, target string) (Settlement, bool) {
 // answer was lost. It is the rule Settled applies, and the one a family
 // asks when it reads records one by one.
 func Settles(r store.Record) bool {
-	return AppliedResult(r) || r.Kind == store.RecordResolution && r.Status == string(Ours)
+	return AppliedResult(r) || r.Kind == store.RecordResolution && r.Status == Ours
 }
 
 // AppliedResult reports whether r is an answer the authority gave as
 // applied.
 func AppliedResult(r store.Record) bool {
-	return r.Kind == store.RecordAuthorityResult && r.Status == string(Applied)
+	return r.Kind == store.RecordAuthorityResult && r.Status == Applied
 }
 
 func settlement(records []store.Record, step, target string) (Settlement, bool) {
@@ -154,7 +154,7 @@ func (r *Run) rejection(call store.Record) (store.Record, bool) {
 			continue
 		}
 		if after && rec.Kind == store.RecordAuthorityResult && rec.Step == call.Step && rec.Target == call.Target {
-			found, ok = rec, rec.Status == string(Rejected)
+			found, ok = rec, rec.Status == Rejected
 		}
 	}
 	return found, ok

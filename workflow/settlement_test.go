@@ -18,12 +18,12 @@ func TestSettled(t *testing.T) {
 		return store.Record{Kind: store.RecordAuthorityCall, Step: "s", Target: "secret/a", Attempt: attempt, Batch: batch}
 	}
 	result := func(status AnswerStatus) store.Record {
-		return store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/a", Status: string(status)}
+		return store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/a", Status: status}
 	}
 	resolution := func(kind VerdictKind) store.Record {
-		return store.Record{Kind: store.RecordResolution, Step: "s", Target: "secret/a", Status: string(kind)}
+		return store.Record{Kind: store.RecordResolution, Step: "s", Target: "secret/a", Status: kind}
 	}
-	other := store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/b", Status: string(Applied)}
+	other := store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/b", Status: Applied}
 	tests := []struct {
 		name    string
 		records []store.Record
@@ -60,17 +60,17 @@ func TestSettled(t *testing.T) {
 // Settled does not settle; unanswered ones are those with no answer at all.
 func TestOpenCallsFollowSettled(t *testing.T) {
 	t.Parallel()
-	rec := func(kind store.RecordKind, target string, batch int, status string) store.Record {
+	rec := func(kind store.RecordKind, target string, batch int, status store.Status) store.Record {
 		return store.Record{Kind: kind, Step: "create", Target: target, Batch: batch, Status: status}
 	}
 	run := &Run{Records: []store.Record{
 		rec(store.RecordAuthorityCall, "secret/old", 1, ""),
-		rec(store.RecordAuthorityResult, "secret/old", 0, string(Applied)),
+		rec(store.RecordAuthorityResult, "secret/old", 0, Applied),
 		rec(store.RecordAuthorityCall, "secret/a", 2, ""),
 		rec(store.RecordAuthorityCall, "secret/b", 2, ""),
 		rec(store.RecordAuthorityCall, "secret/c", 2, ""),
-		rec(store.RecordAuthorityResult, "secret/a", 0, string(Applied)),
-		rec(store.RecordAuthorityResult, "secret/b", 0, string(Unknown)),
+		rec(store.RecordAuthorityResult, "secret/a", 0, Applied),
+		rec(store.RecordAuthorityResult, "secret/b", 0, Unknown),
 	}}
 	targets := func(records []store.Record) []string {
 		var out []string

@@ -67,7 +67,7 @@ func (f *family) readExternalSecrets(ctx context.Context, p *progress) (*workflo
 	if len(p.found) == 0 && len(p.orphanUID) == 0 && len(p.externalDeleted) == 0 {
 		p.early = early
 	}
-	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: "checked",
+	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: statusChecked,
 		Detail: store.DetailOf(externalSecretsDetail{Read: len(f.cmd.Spec.Secrets), Absent: absent})})
 	return nil, nil
 }
@@ -213,7 +213,7 @@ func (f *family) orphanExternalSecret(ctx context.Context, p *progress) (*workfl
 			es, err := f.kube.GetExternalSecret(ctx, name)
 			switch {
 			case isNotFound(err):
-				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name).String(), Status: reasonAbsent})
+				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name).String(), Status: statusAbsent})
 				continue
 			case err != nil:
 				return nil, kubeErr(err)
@@ -251,7 +251,7 @@ func (f *family) orphanExternalSecret(ctx context.Context, p *progress) (*workfl
 			return end(&workflow.Uncertain{Reason: ReasonExternalNotGone})
 		}
 		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: f.target(store.TargetExternalSecret, name).String(),
-			UID: uid, Status: "gone"})
+			UID: uid, Status: statusGone})
 	}
 	return nil, nil
 }
@@ -291,7 +291,7 @@ func (f *family) resolveOrphan(ctx context.Context, name string, call store.Reco
 	v := workflow.Verdict{UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(),
 		Detail: externalObservation(es).Detail}
 	if reason := f.invalidExternal(es); reason != "" {
-		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, summary
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, store.Reason(reason), summary
 		return v, nil
 	}
 	v.Kind, v.Reason, v.Retry = workflow.NotApplied, "resource-version-unchanged", f.orphanCall(name, es.GetUID(), es.GetResourceVersion())
@@ -313,7 +313,7 @@ func (f *family) deleteGenerator(ctx context.Context, p *progress) (*workflow.De
 		}
 		gen, err := f.kube.GetPasswordGenerator(ctx, g)
 		if isNotFound(err) {
-			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(), Status: reasonAbsent})
+			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(), Status: statusAbsent})
 			continue
 		}
 		if err != nil {

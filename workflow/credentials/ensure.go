@@ -122,7 +122,7 @@ func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lo
 // noteTo journals the collected Secrets with the decision, once.
 func (n *completeNotes) noteTo(p *progress) {
 	for _, t := range n.order {
-		p.note(store.Record{Kind: store.RecordObservation, Step: stepReadSecrets, Target: t, Status: reasonSecretComplete,
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepReadSecrets, Target: t, Status: statusComplete,
 			Detail: store.DetailOf(chunkDetail{Complete: n.chunks[t]})})
 	}
 	n.chunks, n.order = map[string]map[string]chunkEntry{}, nil
@@ -284,7 +284,7 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 	c := diff(s, f.plan(name), adopted)
 	detail := keptDetail(s, c)
 	if reason := keptProblem(s, c, adopted); reason != "" {
-		v.Kind, v.Reason, v.Detail = workflow.Theirs, reason, store.DetailOf(detail)
+		v.Kind, v.Reason, v.Detail = workflow.Theirs, store.Reason(reason), store.DetailOf(detail)
 		v.Summary = store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: name})
 		return v, nil
 	}
@@ -393,7 +393,7 @@ func (f *family) resolvePatch(ctx context.Context, p *progress, name string, cal
 	// The checks the decision made before the patch run again before it is
 	// sent again: the Secret may have changed in between.
 	if reason := keptProblem(s, c, adopted); reason != "" {
-		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: name})
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, store.Reason(reason), store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: name})
 		return v, nil
 	}
 	if c.empty() {

@@ -37,34 +37,49 @@ const (
 	stepWaitExternalGone    = "wait-external-secret-gone"
 	stepReadSecret          = "read-secret"
 	stepReadSecrets         = "read-secrets"
-	statusPresent           = "present"
+)
+
+// Observation statuses: what a read found, the status of its record.
+const (
+	statusPresent  store.Status = "present"
+	statusAbsent   store.Status = "absent"
+	statusChecked  store.Status = "checked"
+	statusGone     store.Status = "gone"
+	statusReady    store.Status = "ready"
+	statusNotReady store.Status = "not-ready"
+	statusComplete store.Status = "complete"
 )
 
 // Reasons, stable kebab-case words.
 const (
-	ReasonNotGeneratorBacked   = "external-secret-not-generator-backed"
-	ReasonTargetMismatch       = "external-secret-target-mismatch"
-	ReasonExternalReplaced     = "external-secret-replaced"
-	ReasonExternalNotGone      = "external-secret-not-gone"
-	ReasonSecretTerminating    = "secret-terminating"
-	ReasonSecretWrongType      = "secret-wrong-type"
-	ReasonSecretImmutable      = "secret-immutable"
-	ReasonSecretDeleted        = "secret-deleted-concurrently"
-	ReasonServerStillRefuses   = "server-still-refuses"
-	ReasonReplacementNotReady  = "replacement-not-ready"
-	ReasonProbeUnknown         = "probe-unknown"
-	ReasonServerNotOwned       = "server-not-owned"
-	ReasonSecretUnproven       = "secret-unproven"
-	reasonCreated              = "created"
-	reasonAlreadyExists        = "already-exists"
-	reasonCreatedByThis        = "created-by-this-mutation"
-	reasonKeptExisting         = "kept-existing"
-	reasonTestFailed           = "test-failed"
-	reasonAbsent               = "absent"
-	reasonSecretComplete       = "complete"
-	reasonResourceVersionMoved = "resource-version-changed"
-	reasonPreconditionFailed   = "precondition-failed"
-	reasonReplacedNotDeleted   = "replaced-not-deleted"
+	ReasonNotGeneratorBacked  = "external-secret-not-generator-backed"
+	ReasonTargetMismatch      = "external-secret-target-mismatch"
+	ReasonExternalReplaced    = "external-secret-replaced"
+	ReasonExternalNotGone     = "external-secret-not-gone"
+	ReasonSecretTerminating   = "secret-terminating"
+	ReasonSecretWrongType     = "secret-wrong-type"
+	ReasonSecretImmutable     = "secret-immutable"
+	ReasonSecretDeleted       = "secret-deleted-concurrently"
+	ReasonServerStillRefuses  = "server-still-refuses"
+	ReasonReplacementNotReady = "replacement-not-ready"
+	ReasonProbeUnknown        = "probe-unknown"
+	ReasonServerNotOwned      = "server-not-owned"
+	ReasonSecretUnproven      = "secret-unproven"
+)
+
+// Record reasons: why an answer, resolution or probe came out as it did,
+// the reason of its record.
+const (
+	reasonCreated              store.Reason = "created"
+	reasonAlreadyExists        store.Reason = "already-exists"
+	reasonCreatedByThis        store.Reason = "created-by-this-mutation"
+	reasonKeptExisting         store.Reason = "kept-existing"
+	reasonTestFailed           store.Reason = "test-failed"
+	reasonAbsent               store.Reason = "absent"
+	reasonSecretComplete       store.Reason = "complete"
+	reasonResourceVersionMoved store.Reason = "resource-version-changed"
+	reasonPreconditionFailed   store.Reason = "precondition-failed"
+	reasonReplacedNotDeleted   store.Reason = "replaced-not-deleted"
 )
 
 // waitBound bounds each wait (an ExternalSecret gone, a replacement pod
@@ -247,7 +262,7 @@ type progress struct {
 	// Calls settled as done (workflow.Run.Settled), by object name.
 	created, exists, patched map[string]bool // Secrets
 	externalDeleted          map[string]bool
-	generatorsDeleted        map[string]string // name -> reason (deleted or absent)
+	generatorsDeleted        map[string]store.Reason // name -> reason (deleted or absent)
 	podDeleted               map[string]bool
 	// Calls sent, settled or not: the UID each newest one named.
 	orphanUID     map[string]string // ExternalSecret -> UID its orphan delete named
@@ -291,7 +306,7 @@ func fold(run *workflow.Run) (*progress, error) {
 	p := &progress{
 		run: run.Op.MutationID, namespace: run.Op.Namespace, records: run.Records,
 		created: map[string]bool{}, exists: map[string]bool{}, patched: map[string]bool{},
-		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
+		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]store.Reason{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
 		found: map[string]bool{}, externalGone: map[string]bool{}, complete: map[string]bool{}, probes: map[string]ProbeResult{},
 		notOwned:   map[string]string{},
@@ -406,13 +421,13 @@ func (p *progress) observe(r store.Record) error {
 		p.restarts[name] = restart{Secret: d.Secret, Authorship: d.Authorship}
 	case r.Kind == store.RecordAuthorityCall && r.Step == stepOrphanExternalSecret:
 		p.orphanUID[name] = r.UID
-	case r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == reasonAbsent:
+	case r.Kind == store.RecordObservation && r.Step == stepReadGenerator && r.Status == statusAbsent:
 		p.generatorsDeleted[name] = reasonAbsent
 	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecrets:
 		p.adoptChecked = true
 	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecret && r.Status == statusPresent:
 		p.found[name] = true
-	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecret && r.Status == reasonAbsent,
+	case r.Kind == store.RecordObservation && r.Step == stepReadExternalSecret && r.Status == statusAbsent,
 		r.Kind == store.RecordObservation && r.Step == stepWaitExternalGone:
 		p.externalGone[name] = true
 	case r.Kind == store.RecordObservation && r.Step == stepReadSecret,
@@ -438,7 +453,7 @@ func (p *progress) observe(r store.Record) error {
 			}
 		}
 	case r.Kind == store.RecordProbe && r.Step == stepProbe:
-		p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
+		p.probes[name] = ProbeResult{Status: r.Status, Reason: r.Reason}
 		delete(p.notOwned, name)
 		if r.Reason == ReasonServerNotOwned {
 			d, err := detailOf[probeDetail](r)
@@ -558,7 +573,7 @@ func isNotFound(err error) bool { return errors.Is(err, kube.ReasonNotFound) }
 // deleteAnswer is the answer to a delete of the object with uid, sent with
 // preconditions: done (reason ok) when err is nil, else workflow.KubeAnswer's
 // reading of the failure (a 404 is gone: applied to this UID).
-func deleteAnswer(uid types.UID, ok string, err error) workflow.Answer {
+func deleteAnswer(uid types.UID, ok store.Reason, err error) workflow.Answer {
 	a := workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, Reason: ok}
 	if err != nil {
 		a = workflow.KubeAnswer(workflow.KubeDelete, err)

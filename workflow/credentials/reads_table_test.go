@@ -379,7 +379,7 @@ func TestDryRun(t *testing.T) {
 	var probes []string
 	for _, r := range res.Records {
 		if r.Kind == store.RecordProbe {
-			probes = append(probes, r.Target+" "+r.Status)
+			probes = append(probes, r.Target+" "+string(r.Status))
 		}
 	}
 	require.Equal(t, []string{"pod/shop-app-0 planned", "pod/shop-bus-0 skipped"}, probes, "listed, never contacted")

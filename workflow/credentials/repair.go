@@ -25,6 +25,9 @@ import (
 // when it starts).
 const probeSkipped ProbeStatus = "skipped"
 
+// notProbed is the probe status of a server no probe record names yet.
+const notProbed ProbeStatus = ""
+
 // probeServer probes each server pod with the password its Secret holds.
 // A pod that refuses is deleted once (UID precondition); the run waits,
 // bounded, for its replacement (same name, new UID, Ready) and probes it
@@ -42,7 +45,7 @@ func (f *family) probeServer(ctx context.Context, p *progress) (*workflow.Decisi
 	var notOwned []notOwnedPod
 	for _, srv := range f.cmd.Spec.Servers {
 		switch p.probes[srv.Pod].Status {
-		case "", ProbeRefused, ProbeUnknown: // not probed, or probed again
+		case notProbed, ProbeRefused, ProbeUnknown: // not probed, or probed again
 		default: // accepted, skipped, or any other answer that needs nothing
 			continue
 		}
@@ -87,13 +90,13 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 		}
 		if pod == nil {
 			p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target,
-				Status: "not-ready", Reason: ReasonReplacementNotReady})
+				Status: statusNotReady, Reason: ReasonReplacementNotReady})
 			return end(&workflow.Uncertain{Reason: ReasonReplacementNotReady})
 		}
-		p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: "ready"})
+		p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: statusReady})
 	}
 	if pod == nil {
-		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
+		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: probeSkipped, Reason: "pod-absent",
 			Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
@@ -104,7 +107,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	if reason != "" {
 		// The password goes only where it belongs: nothing is sent.
 		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port, NotOwned: check})})
+			Status: ProbeUnknown, Reason: store.Reason(reason), Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port, NotOwned: check})})
 		return nil, nil
 	}
 	// The probe reaches the server: a dry run reaches nothing and records
@@ -113,13 +116,13 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	probe, err := workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
 		Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})}, func(ctx context.Context, probe store.Record) (store.Record, error) {
 		res, rv, err := f.probeUntilReached(ctx, srv, pod)
-		secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
+		secretRV, probe.Status, probe.Reason = rv, res.Status, res.Reason
 		return probe, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	switch ProbeStatus(probe.Status) {
+	switch probe.Status {
 	case ProbeRefused:
 		authorship := p.authorshipOfSecret(srv.Secret)
 		declined := func(reason string, s podSummary) (*workflow.Decision, error) {

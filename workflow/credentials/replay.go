@@ -73,26 +73,26 @@ func (f *family) Asks(ctx context.Context, run *workflow.Run, call *workflow.Cal
 	if reason != "" {
 		detail.NotOwned = check
 		probe := store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(detail)}
+			Status: ProbeUnknown, Reason: store.Reason(reason), Detail: store.DetailOf(detail)}
 		return "the pod may not be probed (" + reason + "), so nothing shows it refuses", []store.Record{probe}, nil
 	}
 	var secretRV string
 	probe, err := workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
 		Detail: store.DetailOf(detail)}, func(ctx context.Context, probe store.Record) (store.Record, error) {
 		res, rv, err := f.probeUntilReached(ctx, srv, pod)
-		secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
+		secretRV, probe.Status, probe.Reason = rv, res.Status, res.Reason
 		return probe, err
 	})
 	if err != nil {
 		return "", nil, err
 	}
 	notes := []store.Record{probe}
-	switch ProbeStatus(probe.Status) {
+	switch probe.Status {
 	case ProbeRefused:
 	case probePlanned: // a dry run probes nothing (workflow.Reach): it shows the call
 		return "", notes, nil
 	default:
-		return "the server does not refuse the password its Secret holds (" + probe.Status + "/" + probe.Reason + ")", notes, nil
+		return "the server does not refuse the password its Secret holds (" + string(probe.Status) + "/" + string(probe.Reason) + ")", notes, nil
 	}
 	c := restartCause(srv, pod, secretRV)
 	if c.digest() != call.Digest {

@@ -125,7 +125,7 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
 			res := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+secretApp)
-			require.Equal(t, "kept-existing", res.Reason)
+			require.Equal(t, store.Reason("kept-existing"), res.Reason)
 			require.Equal(t, true, workflowtest.Fields(res.Detail)["lookAlike"])
 			require.Equal(t, "copied", string(e.secret(secretApp).Data["password"]))
 			require.Zero(t, e.k.written("secret/"+secretApp), "complete: not written")

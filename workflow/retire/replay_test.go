@@ -23,7 +23,7 @@ func (sc *scene) forge(records ...store.Record) {
 	op, created, err := sc.journal.Prepare(ctx, preparation(sc.cmd))
 	require.NoError(sc.t, err)
 	require.True(sc.t, created)
-	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)})
+	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)})
 	_, err = sc.journal.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted), Records: records})
 	require.NoError(sc.t, err)

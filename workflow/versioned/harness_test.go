@@ -192,13 +192,13 @@ func (o outcome) Trail() []string {
 		case store.RecordAuthorityCall:
 			out = append(out, "call "+r.Step+target)
 		case store.RecordAuthorityResult:
-			out = append(out, "result "+r.Step+target+" "+join(r.Status, r.Reason))
+			out = append(out, "result "+r.Step+target+" "+join(string(r.Status), string(r.Reason)))
 		case store.RecordResolution:
-			out = append(out, "resolve "+r.Step+target+" "+join(r.Status, r.Reason))
+			out = append(out, "resolve "+r.Step+target+" "+join(string(r.Status), string(r.Reason)))
 		case store.RecordRefusal:
-			out = append(out, "refuse "+r.Reason)
+			out = append(out, "refuse "+string(r.Reason))
 		case store.RecordCompletion:
-			out = append(out, "complete "+r.Status)
+			out = append(out, "complete "+string(r.Status))
 		}
 	}
 	return out

@@ -23,7 +23,7 @@ func (e *env) forge(cmd *Command, records ...store.Record) {
 	op, created, err := e.j.Prepare(ctx, plan(cmd, e.api, e.limit).Prepare)
 	require.NoError(e.t, err)
 	require.True(e.t, created)
-	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)})
+	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)})
 	_, err = e.j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted), Records: records})
 	require.NoError(e.t, err)

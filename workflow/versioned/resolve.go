@@ -72,7 +72,7 @@ func undetermined(err error) workflow.Verdict {
 }
 
 func found(kind workflow.VerdictKind, reason string, s *corev1.Secret) workflow.Verdict {
-	v := workflow.Verdict{Kind: kind, Reason: reason}
+	v := workflow.Verdict{Kind: kind, Reason: store.Reason(reason)}
 	if s != nil {
 		v.UID, v.ResourceVersion = string(s.UID), s.ResourceVersion
 	}
@@ -400,7 +400,7 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 // is still there, unchanged in identity, for the caller to decide.
 func deleteSettled(s metav1.Object, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
 	deletion := func(reason string, state kube.Deletion) workflow.Verdict {
-		return workflow.Verdict{Kind: workflow.Ours, Reason: reason, Detail: store.DetailOf(deletionDetail{Deletion: state})}
+		return workflow.Verdict{Kind: workflow.Ours, Reason: store.Reason(reason), Detail: store.DetailOf(deletionDetail{Deletion: state})}
 	}
 	return workflow.ResolveDelete(call, s, err, workflow.DeleteVerdicts{
 		Gone:        deletion("", kube.Deleted),

@@ -160,7 +160,7 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 	}
 	size, err := jsonbTextSize(raw)
 	if err := firstErr(checkRecordKind(r.Kind), checkText(r.Step), checkText(r.Target), checkText(r.UID),
-		checkText(r.ResourceVersion), checkText(r.Digest), checkText(r.Status), checkText(r.Reason), err); err != nil {
+		checkText(r.ResourceVersion), checkText(r.Digest), checkText(string(r.Status)), checkText(string(r.Reason)), err); err != nil {
 		return stored{}, fmt.Errorf("%s: %w", appending, err)
 	}
 	if r.Attempt < 0 {
@@ -175,9 +175,9 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 		check{"records_call_control", call && r.Batch >= 0 || !call && !r.Final},
 		check{"records_detail_check", size <= maxDetailBytes},
 		check{"records_digest_check", r.Digest == "" || digestPattern.MatchString(r.Digest)},
-		check{"records_reason_check", recordReasonPattern.MatchString(r.Reason)},
+		check{"records_reason_check", recordReasonPattern.MatchString(string(r.Reason))},
 		check{"records_resource_version_check", between(r.ResourceVersion, 0, 128)},
-		check{"records_status_check", statusPattern.MatchString(r.Status)},
+		check{"records_status_check", statusPattern.MatchString(string(r.Status))},
 		check{"records_step_check", stepPattern.MatchString(r.Step)},
 		check{"records_target_check", between(r.Target, 0, 320)},
 		check{"records_uid_check", between(r.UID, 0, 128)},

@@ -230,7 +230,7 @@ func (j *Journal) PrepareRun(ctx context.Context, p store.PrepareParams) (*store
 			latest.op.State, latest.op.Outcome, latest.op.Reason = store.StateRefused, "refused", closing
 			final := t
 			latest.op.FinalizedAt = &final
-			j.append(latest, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: closing,
+			j.append(latest, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: store.Reason(closing),
 				Detail: store.DetailOf(store.CloseRunDetail{Outcome: "refused", Reason: closing})})
 			if closing != store.ReasonPlanSuperseded {
 				lineage.Replaces, lineage.ReplacedBecause = latest.op.MutationID, closing
