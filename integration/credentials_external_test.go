@@ -172,7 +172,7 @@ func TestIntegrationCredentialsExternalSecretSwitchedWhileWaiting(t *testing.T) 
 	_, records := e.journalOf("mut-switch:run-1")
 	calls := recordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
 	require.Len(t, calls, 1, "only the first was deleted")
-	require.Equal(t, "externalsecret/"+first, calls[0].Target)
+	require.Equal(t, "externalsecret/"+first, calls[0].Target.String())
 	require.Zero(t, len(recordsOf(records, store.RecordAuthorityCall, "create-secret")), "no Secret written")
 }
 

@@ -177,7 +177,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	for pod, uid := range map[string]types.UID{cachePod: cacheUID, busPod: busUID} {
 		var statuses []string
 		for _, p := range recordsOf(records, store.RecordProbe, "probe-server") {
-			if p.Target == "pod/"+pod {
+			if p.Target.String() == "pod/"+pod {
 				statuses = append(statuses, string(p.Status)+"/"+string(p.Reason))
 			}
 		}
@@ -188,7 +188,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 		require.Equal(t, want, statuses, pod)
 		var deletes []store.Record
 		for _, c := range recordsOf(records, store.RecordAuthorityCall, "delete-pod") {
-			if c.Target == "pod/"+pod {
+			if c.Target.String() == "pod/"+pod {
 				deletes = append(deletes, c)
 			}
 		}

@@ -115,7 +115,7 @@ func TestIntegrationCredentialsRerunSendsNoPassword(t *testing.T) {
 	_, records := e.journalOf("mut-rerun:run-2")
 	var kinds []string
 	for _, rec := range records {
-		kinds = append(kinds, string(rec.Kind)+" "+rec.Step+" "+rec.Target)
+		kinds = append(kinds, string(rec.Kind)+" "+rec.Step+" "+rec.Target.String())
 	}
 	require.Equal(t, []string{"preparation preparation ", "observation read-external-secrets ", "observation read-secrets secrets/1",
 		"observation read-secrets secrets/2", "completion complete "}, kinds)
@@ -327,7 +327,7 @@ func readOf(t *testing.T, records []store.Record, name string) map[string]any {
 			if e, ok := workflowtest.Fields(r.Detail)["complete"].(map[string]any)[name].(map[string]any); ok {
 				d = e
 			}
-		case r.Kind == store.RecordObservation && r.Step == "read-secret" && r.Target == "secret/"+name:
+		case r.Kind == store.RecordObservation && r.Step == "read-secret" && r.Target.String() == "secret/"+name:
 			d = workflowtest.Fields(r.Detail)
 		}
 	}

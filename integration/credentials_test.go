@@ -60,7 +60,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	calls := recordsOf(records, store.RecordAuthorityCall, "create-secret")
 	require.Len(t, calls, 3)
 	for i, c := range calls {
-		require.Equal(t, "secret/"+names[i], c.Target)
+		require.Equal(t, "secret/"+names[i], c.Target.String())
 	}
 	require.Len(t, recordsOf(records, store.RecordAuthorityResult, "create-secret"), 3)
 	values := e.secretValues(names...)

@@ -206,7 +206,7 @@ func TestIntegrationCredentialsForgedCallNotSent(t *testing.T) {
 	wp, err := credentials.Plan(cmd, &rest.Config{Host: "https://127.0.0.1:1"}) // its client is never used
 	require.NoError(t, err)
 	forgeUnfinishedRun(t, e.runJournalURL(), wp.Prepare, 2, store.Record{Kind: store.RecordAuthorityCall, Step: "delete-pod",
-		Target: "pod/" + pod, Attempt: 1, Batch: 1, UID: string(uid), Digest: "sha256:" + strings.Repeat("0", 64),
+		Target: store.Target{Kind: store.TargetPod, Namespace: toyNamespace, Name: pod}, Attempt: 1, Batch: 1, UID: string(uid), Digest: "sha256:" + strings.Repeat("0", 64),
 		Detail: store.DetailOf(map[string]any{"why": "refused-credentials", "secret": "shop-healthy-app", "authorship": "proven",
 			"cause": map[string]any{"secretResourceVersion": "", "controller": "", "revision": "", "spec": ""}})})
 

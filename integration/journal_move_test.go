@@ -26,20 +26,20 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 
 	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
-	read := store.Record{Kind: store.RecordObservation, Step: "read", Target: "secret/a", UID: "uid-a", ResourceVersion: "41",
+	read := store.Record{Kind: store.RecordObservation, Step: "read", Target: store.SecretTarget(toyNamespace, "a"), UID: "uid-a", ResourceVersion: "41",
 		Status: "found", Detail: store.DetailOf(map[string]any{"names": []string{"a", "b"}, "quote": `"x"`, "n": 3})}
-	call := func(target string, attempt, batch int, final bool) store.Record {
+	call := func(target store.Target, attempt, batch int, final bool) store.Record {
 		return store.Record{Kind: store.RecordAuthorityCall, Step: "claim", Target: target, Attempt: attempt, UID: "uid-a",
-			ResourceVersion: "41", Digest: digest, Batch: batch, Final: final, Detail: store.DetailOf(map[string]string{"nonce": "n-" + target})}
+			ResourceVersion: "41", Digest: digest, Batch: batch, Final: final, Detail: store.DetailOf(map[string]string{"nonce": "n-" + target.String()})}
 	}
 	moves := []struct {
 		from, to store.State
 		outcome  string
 		records  []store.Record
 	}{
-		{store.StatePrepared, store.StateCalling, "", []store.Record{read, call("secret/a", 1, 1, false)}},
+		{store.StatePrepared, store.StateCalling, "", []store.Record{read, call(store.SecretTarget(toyNamespace, "a"), 1, 1, false)}},
 		{store.StateCalling, store.StateCalling, "", nil},
-		{store.StateCalling, store.StateCalling, "", []store.Record{call("secret/b", 1, 2, false), call("secret/c", 2, 2, false), call("secret/d", 1000, 2, true)}},
+		{store.StateCalling, store.StateCalling, "", []store.Record{call(store.SecretTarget(toyNamespace, "b"), 1, 2, false), call(store.SecretTarget(toyNamespace, "c"), 2, 2, false), call(store.SecretTarget(toyNamespace, "d"), 1000, 2, true)}},
 	}
 	want := []store.Record{{Kind: store.RecordPreparation}}
 	for _, m := range moves {
@@ -50,11 +50,11 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 
 	// Out of the attempt column's range (an integer): refused, not wrapped to 1.
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: op.Revision,
-		Records: []store.Record{call("secret/e", 1<<32+1, 3, false)}})
+		Records: []store.Record{call(store.SecretTarget(toyNamespace, "e"), 1<<32+1, 3, false)}})
 	require.Error(t, err, "an attempt of 2^32+1 is refused")
 	// Out of the batch column's range likewise.
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: op.Revision,
-		Records: []store.Record{call("secret/e", 1, 1<<32+3, false)}})
+		Records: []store.Record{call(store.SecretTarget(toyNamespace, "e"), 1, 1<<32+3, false)}})
 	require.Error(t, err, "a batch of 2^32+3 is refused")
 
 	got, records, err := st.Snapshot(ctx, "", "mut-move-arrays")

@@ -55,7 +55,7 @@ func toyRun(t *testing.T, st *store.Store, plan string, end store.State, extra i
 	}
 	records := make([]store.Record, 0, extra+1)
 	for i := range extra {
-		records = append(records, store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: fmt.Sprintf("secret/s-%d", i), Status: "present"})
+		records = append(records, store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: store.SecretTarget(toyNamespace, fmt.Sprintf("s-%d", i)), Status: "present"})
 	}
 	outcome, reason := "completed", ""
 	if end == store.StateRefused {

@@ -213,7 +213,7 @@ func TestIntegrationJournalPruneKeepsRestartMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	op, err = j.role.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
-		Revision: op.Revision, Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: "pod/server-0",
+		Revision: op.Revision, Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: store.Target{Kind: store.TargetPod, Namespace: toyNamespace, Name: "server-0"},
 			Attempt: 1, Digest: cause}}})
 	require.NoError(t, err)
 	endRun(t, j.role, op, store.StateRefused)

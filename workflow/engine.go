@@ -93,10 +93,20 @@ func (e *engine) newMachine(run *Run) *machine {
 				return
 			}
 			run.Op = op
-			run.Records = append(run.Records, mv.records...)
+			run.Records = append(run.Records, journaled(op.Namespace, mv.records)...)
 		},
 	})
 	return m
+}
+
+// journaled is records as the journal reads them back: each target in
+// the operation's namespace, whatever namespace the family built it in.
+func journaled(namespace string, records []store.Record) []store.Record {
+	out := slices.Clone(records)
+	for i := range out {
+		out[i].Target, _ = out[i].Target.Journaled(namespace) // Transition refused any that does not read back
+	}
+	return out
 }
 
 // errUnannounced is a journal move the fsm did not announce: a bug.

@@ -120,7 +120,7 @@ func (m *machine) refuseBatch(ctx context.Context, rejected store.Record, notes 
 	if err != nil {
 		return fmt.Errorf("reading the rejected result of %s %s: %w", rejected.Step, rejected.Target, err)
 	}
-	summary, err := m.batchSummary(store.DetailOf(rejectedCall{Rejected: rejected.Target, Code: code.Code}), notes)
+	summary, err := m.batchSummary(store.DetailOf(rejectedCall{Rejected: rejected.Target.String(), Code: code.Code}), notes)
 	if err != nil {
 		return err
 	}

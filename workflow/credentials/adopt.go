@@ -155,7 +155,7 @@ func (f *family) externalSummary(name string) store.Detail {
 // externalObservation records a read of an ExternalSecret: identity,
 // version, and what was checked (never its spec).
 func externalObservation(es *unstructured.Unstructured) store.Record {
-	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: store.Target{Kind: store.TargetExternalSecret, Namespace: es.GetNamespace(), Name: es.GetName()}.String(),
+	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: store.Target{Kind: store.TargetExternalSecret, Namespace: es.GetNamespace(), Name: es.GetName()},
 		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: statusPresent,
 		Detail: store.DetailOf(externalSecretDetail{GeneratorBacked: generatorBacked(es), TargetName: targetName(es) == es.GetName(),
 			Terminating: es.GetDeletionTimestamp() != nil})}
@@ -213,7 +213,7 @@ func (f *family) orphanExternalSecret(ctx context.Context, p *progress) (*workfl
 			es, err := f.kube.GetExternalSecret(ctx, name)
 			switch {
 			case isNotFound(err):
-				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name).String(), Status: statusAbsent})
+				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name), Status: statusAbsent})
 				continue
 			case err != nil:
 				return nil, kubeErr(err)
@@ -250,7 +250,7 @@ func (f *family) orphanExternalSecret(ctx context.Context, p *progress) (*workfl
 		if !gone {
 			return end(&workflow.Uncertain{Reason: ReasonExternalNotGone})
 		}
-		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: f.target(store.TargetExternalSecret, name).String(),
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: f.target(store.TargetExternalSecret, name),
 			UID: uid, Status: statusGone})
 	}
 	return nil, nil
@@ -313,13 +313,13 @@ func (f *family) deleteGenerator(ctx context.Context, p *progress) (*workflow.De
 		}
 		gen, err := f.kube.GetPasswordGenerator(ctx, g)
 		if isNotFound(err) {
-			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(), Status: statusAbsent})
+			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g), Status: statusAbsent})
 			continue
 		}
 		if err != nil {
 			return nil, kubeErr(err)
 		}
-		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(),
+		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g),
 			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: statusPresent,
 			Detail: store.DetailOf(generatorDetail{Terminating: gen.GetDeletionTimestamp() != nil})}
 		return &workflow.Decision{Notes: []store.Record{obs}, Call: f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())}, nil

@@ -95,19 +95,19 @@ func (f *family) createSecret(ctx context.Context, p *progress) (*workflow.Decis
 const completeChunk = 32
 
 // chunkTarget is the read-secrets record target of the i-th planned Secret.
-func chunkTarget(namespace string, i int) string {
-	return store.Target{Kind: store.TargetSecrets, Namespace: namespace, Name: strconv.Itoa(1 + i/completeChunk)}.String()
+func chunkTarget(namespace string, i int) store.Target {
+	return store.Target{Kind: store.TargetSecrets, Namespace: namespace, Name: strconv.Itoa(1 + i/completeChunk)}
 }
 
 // completeNotes collects the Secrets one decision found complete, by chunk.
 type completeNotes struct {
 	namespace string
-	chunks    map[string]map[string]chunkEntry
-	order     []string
+	chunks    map[store.Target]map[string]chunkEntry
+	order     []store.Target
 }
 
 func newCompleteNotes(namespace string) *completeNotes {
-	return &completeNotes{namespace: namespace, chunks: map[string]map[string]chunkEntry{}}
+	return &completeNotes{namespace: namespace, chunks: map[store.Target]map[string]chunkEntry{}}
 }
 
 func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lookAlike bool) {
@@ -125,7 +125,7 @@ func (n *completeNotes) noteTo(p *progress) {
 		p.note(store.Record{Kind: store.RecordObservation, Step: stepReadSecrets, Target: t, Status: statusComplete,
 			Detail: store.DetailOf(chunkDetail{Complete: n.chunks[t]})})
 	}
-	n.chunks, n.order = map[string]map[string]chunkEntry{}, nil
+	n.chunks, n.order = map[store.Target]map[string]chunkEntry{}, nil
 }
 
 // authorshipOfRead is the authorship of s, found in place: what this run
@@ -133,13 +133,13 @@ func (n *completeNotes) noteTo(p *progress) {
 // the plan (the one of s's chunk) says of s's UID, or what the journal
 // proves (authorship). fx answers the journal questions of one decision
 // (a chunk's record is asked once for all its Secrets).
-func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, fx *runFinds) (Authorship, string, error) {
+func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk store.Target, fx *runFinds) (Authorship, string, error) {
 	if a, ok := p.authorship[s.Name]; ok && a != AuthorshipUnproven {
 		return a, p.by[s.Name], nil
 	}
 	if f.journal != nil && s.UID != "" {
 		found, err := fx.find(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
-			Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
+			Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk.String()})
 		if err != nil {
 			return "", "", err
 		}
@@ -184,7 +184,7 @@ func observation(s *corev1.Secret, c change, found *secretDetail) store.Record {
 	}
 	complete := c.empty()
 	d.changeDetail, d.Complete = c.detail(), &complete
-	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: store.SecretTarget(s.Namespace, s.Name).String(),
+	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: store.SecretTarget(s.Namespace, s.Name),
 		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: store.DetailOf(d)}
 }
 
@@ -339,7 +339,7 @@ func createdBy(s *corev1.Secret, plan Secret, digests ...string) (string, bool) 
 
 // createDigests lists the nonce digests of every create call this operation
 // journaled for target.
-func createDigests(records []store.Record, target string) []string {
+func createDigests(records []store.Record, target store.Target) []string {
 	var digests []string
 	for _, r := range records {
 		if r.Kind == store.RecordAuthorityCall && r.Step == stepCreateSecret && r.Target == target {

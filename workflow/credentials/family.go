@@ -228,11 +228,7 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 }
 
 func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (workflow.Verdict, error) {
-	t, err := call.TargetIn(f.cmd.Spec.Namespace)
-	if err != nil {
-		return workflow.Verdict{}, err
-	}
-	name := t.Name
+	name := call.Target.Name
 	switch call.Step {
 	case stepCreateSecret:
 		return f.resolveCreate(ctx, p, name, call)
@@ -328,10 +324,10 @@ func fold(run *workflow.Run) (*progress, error) {
 				return nil, err
 			}
 		}
-		if r.Kind != store.RecordAuthorityCall || called[[2]string{r.Step, r.Target}] {
+		if r.Kind != store.RecordAuthorityCall || called[[2]string{r.Step, r.Target.String()}] {
 			continue
 		}
-		called[[2]string{r.Step, r.Target}] = true
+		called[[2]string{r.Step, r.Target.String()}] = true
 		if s, ok := run.Settled(r.Step, r.Target); ok {
 			if err := p.settled(s); err != nil {
 				return nil, err
@@ -341,10 +337,11 @@ func fold(run *workflow.Run) (*progress, error) {
 	return p, nil
 }
 
-// nameOf is the name of the object r's target names ("" for none).
+// nameOf is the name of the object r's target names ("" for none). It no
+// longer fails (the journal reads back only targets that parse); the
+// error stays so that its callers stay as they are.
 func (p *progress) nameOf(r store.Record) (string, error) {
-	t, err := r.TargetIn(p.namespace)
-	return t.Name, err
+	return r.Target.Name, nil
 }
 
 // settled records a call settled as done.

@@ -75,7 +75,7 @@ func (f *family) probeServer(ctx context.Context, p *progress) (*workflow.Decisi
 }
 
 func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workflow.Decision, error) {
-	target := f.target(store.TargetPod, srv.Pod).String()
+	target := f.target(store.TargetPod, srv.Pod)
 	deletedUID, deleteCalled := p.podDeletedUID[srv.Pod]
 	pod, err := f.kube.GetPod(ctx, srv.Pod)
 	switch {
@@ -163,7 +163,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 //     that any run of the plan journaled for the same Secret version,
 //     controller revision and pod spec (other than the run mine, whose
 //     call is being asked again) is not repeated.
-func (f *family) restartDeclined(ctx context.Context, target string, authorship Authorship, c cause, mine string) (string, string, error) {
+func (f *family) restartDeclined(ctx context.Context, target store.Target, authorship Authorship, c cause, mine string) (string, string, error) {
 	if authorship == AuthorshipUnproven && !f.cmd.Spec.restartOnUnproven() {
 		return ReasonSecretUnproven, "", nil
 	}
@@ -173,7 +173,7 @@ func (f *family) restartDeclined(ctx context.Context, target string, authorship 
 	// Any run but mine: the call being asked again is mine, and a record
 	// of mine (forged or not) never hides an older restart for the cause.
 	found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
-		Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest(), Except: mine})
+		Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target.String(), Digest: c.digest(), Except: mine})
 	switch {
 	case err != nil:
 		return "", "", &workflow.Unavailable{Dependency: "postgresql", Err: err}

@@ -55,7 +55,7 @@ func (f *family) Asks(ctx context.Context, run *workflow.Run, call *workflow.Cal
 		return "the pod is not a server of the plan", nil, nil
 	}
 	srv := f.cmd.Spec.Servers[i]
-	target := f.target(store.TargetPod, name).String()
+	target := f.target(store.TargetPod, name)
 	pod, err := f.kube.GetPod(ctx, name)
 	switch {
 	case isNotFound(err):

@@ -33,7 +33,7 @@ func (sc *scene) forge(records ...store.Record) {
 // is: the observation, the call and an applied answer.
 func forgedRun(sc *scene) []store.Record {
 	s := now(sc.api)
-	target := "secret/" + s.Name
+	target := store.SecretTarget(s.Namespace, s.Name)
 	return []store.Record{
 		{Kind: store.RecordObservation, Step: "read-keyring", Target: target, UID: string(s.UID), ResourceVersion: s.ResourceVersion},
 		{Kind: store.RecordAuthorityCall, Step: stepReplace, Target: target, Attempt: 1, UID: string(s.UID), ResourceVersion: s.ResourceVersion,

@@ -339,7 +339,7 @@ func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, digest string,
 // (digest, m's catalog digest), never material.
 func observation(s *corev1.Secret, m *keyring.Manifest, digest string) store.Record {
 	return store.Record{
-		Kind: store.RecordObservation, Step: stepReadKeyring, Target: store.SecretTarget(s.Namespace, s.Name).String(), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Kind: store.RecordObservation, Step: stepReadKeyring, Target: store.SecretTarget(s.Namespace, s.Name), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Digest: digest, Detail: store.DetailOf(readDetail{Generation: m.Generation, Keys: len(m.Keys)}),
 	}
 }

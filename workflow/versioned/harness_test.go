@@ -185,8 +185,8 @@ func (o outcome) Trail() []string {
 	out := []string{}
 	for _, r := range o.records {
 		target := ""
-		if i := strings.LastIndex(r.Target, "-v"); strings.HasPrefix(r.Target, "secret/keyledger-h-") && i > 0 {
-			target = " " + r.Target[i+1:]
+		if text := r.Target.String(); strings.HasPrefix(text, "secret/keyledger-h-") && strings.LastIndex(text, "-v") > 0 {
+			target = " " + text[strings.LastIndex(text, "-v")+1:]
 		}
 		switch r.Kind {
 		case store.RecordAuthorityCall:

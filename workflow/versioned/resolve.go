@@ -107,11 +107,7 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	if settled != nil {
 		return *settled, nil
 	}
-	t, err := call.TargetIn(f.cmd.Namespace)
-	if err != nil {
-		return workflow.Verdict{}, err
-	}
-	name := t.Name
+	name := call.Target.Name
 	occupant, err := f.api.GetSnapshot(ctx, name)
 	absent := errors.Is(err, kube.ReasonNotFound)
 	if err != nil && !absent {
@@ -183,11 +179,7 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 // (another resourceVersion: a precondition conflict) is refused
 // (snapshot-changed), unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	t, err := call.TargetIn(f.cmd.Namespace)
-	if err != nil {
-		return workflow.Verdict{}, err
-	}
-	name := t.Name
+	name := call.Target.Name
 	s, err := f.api.GetSnapshotMeta(ctx, name)
 	var obj metav1.Object
 	if s != nil {
@@ -351,7 +343,7 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 		return &v
 	}
 	snap := SnapshotName(live.UID, n)
-	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(snap).String())
+	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(snap))
 	reason := ReasonArchiveMissing
 	if ok {
 		reason = archiveProblem(inv, n, archived.By)

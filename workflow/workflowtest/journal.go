@@ -521,13 +521,13 @@ func (j *Journal) StepRecords(ctx context.Context, p store.StepRecordsParams) ([
 		}
 		bound := map[string]bool{}
 		for _, s := range e.records {
-			if s.r.Kind == store.RecordAuthorityCall && s.r.Step == p.Step && s.r.UID == p.CallUID && slices.Contains(p.Targets, s.r.Target) {
-				bound[s.r.Target] = true
+			if s.r.Kind == store.RecordAuthorityCall && s.r.Step == p.Step && s.r.UID == p.CallUID && slices.Contains(p.Targets, s.r.Target.String()) {
+				bound[s.r.Target.String()] = true
 			}
 		}
 		var group []store.Record
 		for _, s := range e.records {
-			if s.r.Step == p.Step && bound[s.r.Target] {
+			if s.r.Step == p.Step && bound[s.r.Target.String()] {
 				group = append(group, s.record())
 			}
 		}
@@ -576,7 +576,7 @@ func (j *Journal) FindInRuns(ctx context.Context, p store.RunRecordParams) (*sto
 		}
 		for _, s := range e.records {
 			r := s.r
-			if r.Kind != p.Kind || r.Step != p.Step || r.Target != p.Target ||
+			if r.Kind != p.Kind || r.Step != p.Step || r.Target.String() != p.Target ||
 				p.UID != "" && r.UID != p.UID || p.Digest != "" && r.Digest != p.Digest {
 				continue
 			}

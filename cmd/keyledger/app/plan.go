@@ -145,10 +145,10 @@ func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 					break
 				}
 			}
-			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: string(res.Verb(r)), Step: r.Step, Target: r.Target,
+			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: string(res.Verb(r)), Step: r.Step, Target: r.Target.String(),
 				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: r.Final, Detail: detailJSON(r.Detail), Answer: answer})
 		case store.RecordObservation, store.RecordProbe, store.RecordResolution:
-			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target, UID: r.UID,
+			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target.String(), UID: r.UID,
 				ResourceVersion: r.ResourceVersion, Status: string(r.Status), Reason: string(r.Reason), Detail: detailJSON(r.Detail)})
 		}
 	}
