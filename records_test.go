@@ -214,3 +214,65 @@ func f(r record) {
 		`workflow/p/p.go:17: a status compared with the string "gone"`,
 	}, statusComparisons(fset, []sourceFile{file}, untyped))
 }
+
+// targetParses lists the places in files that parse a journaled target
+// themselves: a call of store.ParseTarget, or of a Record's TargetIn.
+func targetParses(fset *token.FileSet, files []sourceFile) []string {
+	var found []string
+	for _, f := range files {
+		names := imports(f.ast)
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			x, isIdent := sel.X.(*ast.Ident)
+			switch {
+			case sel.Sel.Name == "ParseTarget" && isIdent && names[x.Name] == module+"/store",
+				sel.Sel.Name == "TargetIn":
+				found = append(found, fmt.Sprintf("%s:%d: %s", f.path, fset.Position(call.Pos()).Line, sel.Sel.Name))
+			}
+			return true
+		})
+	}
+	return found
+}
+
+// A record's target is parsed in one place, when the journal is read
+// (package store): no code outside store parses a journaled target, every
+// family reads Record.Target, a store.Target in the operation's namespace.
+func TestTargetsAreParsedInStoreOnly(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	var outside []sourceFile
+	for _, f := range sourceFiles(t, fset, ".") {
+		if !strings.HasPrefix(f.path, "store/") {
+			outside = append(outside, f)
+		}
+	}
+	require.Empty(t, targetParses(fset, outside))
+}
+
+// The check above finds both ways of parsing a target outside store.
+func TestTargetParsesFound(t *testing.T) {
+	t.Parallel()
+	const src = `package p
+
+import kstore "github.com/keyledger/keyledger/store"
+
+func f(r kstore.Record) {
+	_, _ = kstore.ParseTarget("ns", "secret/x")
+	_, _ = r.TargetIn("ns")
+	_ = r.Target.Name
+}
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "workflow/p/p.go", src, 0)
+	require.NoError(t, err)
+	file := sourceFile{path: "workflow/p/p.go", pkg: module + "/workflow/p", ast: f}
+	require.Equal(t, []string{"workflow/p/p.go:6: ParseTarget", "workflow/p/p.go:7: TargetIn"}, targetParses(fset, []sourceFile{file}))
+}
