@@ -79,7 +79,9 @@ type DryRunResult struct {
 
 // Verb is the API verb of call, one of the dry run's authority_call
 // records: the verb its Call named ("" for a call it did not plan).
-func (r *DryRunResult) Verb(call store.Record) Verb { return r.verbs[callKey(call.Step, call.Target.String())] }
+func (r *DryRunResult) Verb(call store.Record) Verb {
+	return r.verbs[callKey(call.Step, call.Target.String())]
+}
 
 // Calls returns the authority calls of the dry run, in order.
 func (r *DryRunResult) Calls() []store.Record {
