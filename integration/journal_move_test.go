@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -56,6 +57,11 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: op.Revision,
 		Records: []store.Record{call(store.SecretTarget(toyNamespace, "e"), 1, 1<<32+3, false)}})
 	require.Error(t, err, "a batch of 2^32+3 is refused")
+	// A target the journal would not read back ("secret/", no name) is
+	// refused before anything is sent.
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: op.Revision,
+		Records: []store.Record{call(store.Target{Kind: store.TargetSecret, Namespace: toyNamespace}, 1, 4, false)}})
+	require.ErrorContains(t, err, `target "secret/" is not <kind>/<name>`)
 
 	got, records, err := st.Snapshot(ctx, "", "mut-move-arrays")
 	require.NoError(t, err)
@@ -80,4 +86,19 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(ctx,
 		`SELECT count(*) FROM keyledger.records WHERE operation_id = $1 AND kind = 'observation' AND attempt IS NULL AND batch IS NULL`, op.ID).Scan(&nulls))
 	require.Equal(t, 1, nulls, "the observation's attempt and batch are NULL")
+
+	// The target column holds the text "<kind>/<name>", as it always has;
+	// the namespace comes back from the operation.
+	var texts []string
+	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(ctx,
+		`SELECT array_agg(target ORDER BY id) FROM keyledger.records WHERE operation_id = $1 AND kind <> 'preparation'`, op.ID).Scan(&texts))
+	require.Equal(t, []string{"secret/a", "secret/a", "secret/b", "secret/c", "secret/d"}, texts)
+
+	// A row whose target is not "<kind>/<name>" (written around keyledger)
+	// is not read as some target: the read fails naming the record.
+	var forged int64
+	require.NoError(t, connect(t, e.journal.OperatorURL).QueryRow(ctx,
+		`INSERT INTO keyledger.records (operation_id, kind, step, target) VALUES ($1, 'observation', 'forged', 'secret') RETURNING id`, op.ID).Scan(&forged))
+	_, _, err = st.Snapshot(ctx, "", "mut-move-arrays")
+	require.ErrorContains(t, err, fmt.Sprintf(`decoding record %d target: target "secret" is not <kind>/<name>`, forged))
 }
