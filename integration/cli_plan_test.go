@@ -192,7 +192,7 @@ func TestIntegrationPlanCredentialsAdoption(t *testing.T) {
 	var ran []string
 	for _, c := range records {
 		if c.Kind == store.RecordAuthorityCall {
-			ran = append(ran, c.Step+" "+c.Target)
+			ran = append(ran, c.Step+" "+c.Target.String())
 		}
 	}
 	var planned []string

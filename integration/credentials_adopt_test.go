@@ -85,16 +85,16 @@ func TestIntegrationCredentialsConcurrentWriter(t *testing.T) {
 	_, records := e.JournalOf("mut-writer:run-1")
 	results := suite.RecordsOf(records, store.RecordAuthorityResult, "patch-secret")
 	require.Len(t, results, 2)
-	require.Equal(t, "unknown", results[0].Status)
-	require.Equal(t, "test-failed", results[0].Reason)
+	require.Equal(t, store.Status("unknown"), results[0].Status)
+	require.Equal(t, store.Reason("test-failed"), results[0].Reason)
 	require.EqualValues(t, 422, workflowtest.Fields(results[0].Detail)["code"], "a failed test answers 422, not 409")
-	require.Equal(t, "applied", results[1].Status)
+	require.Equal(t, store.Status("applied"), results[1].Status)
 	calls := suite.RecordsOf(records, store.RecordAuthorityCall, "patch-secret")
 	require.Len(t, calls, 2)
 	require.Equal(t, []any{"username", "admin-password"}, workflowtest.Fields(calls[0].Detail)["addKeys"])
 	require.Equal(t, []any{"admin-password"}, workflowtest.Fields(calls[1].Detail)["addKeys"], "recomputed against the new version")
 	require.NotEqual(t, calls[0].ResourceVersion, calls[1].ResourceVersion)
-	require.Equal(t, "resource-version-changed", suite.RecordsOf(records, store.RecordResolution, "patch-secret")[0].Reason)
+	require.Equal(t, store.Reason("resource-version-changed"), suite.RecordsOf(records, store.RecordResolution, "patch-secret")[0].Reason)
 	suite.RequireNoValues(t, e.JournalText("mut-writer:run-1"), append(e.SecretValues(existing.Name), canary))
 }
 
@@ -186,7 +186,7 @@ func requireGoneBeforeGenerators(t *testing.T, records []store.Record, externalS
 	for i, r := range records {
 		switch {
 		case gone < 0 && r.Kind == store.RecordObservation && r.Step == "wait-external-secret-gone":
-			require.Equal(t, "gone", r.Status)
+			require.Equal(t, store.Status("gone"), r.Status)
 			require.Equal(t, externalSecretUID, r.UID)
 			gone = i
 		case firstDelete < 0 && r.Kind == store.RecordAuthorityCall && r.Step == "delete-generator":

@@ -83,15 +83,15 @@ func TestIntegrationCredentialsBatchSettledBeforeRefusal(t *testing.T) {
 	require.Equal(t, store.StateRefused, op.State)
 	results := map[string]store.Record{}
 	for _, r := range suite.RecordsOf(records, store.RecordAuthorityResult, "create-secret") {
-		results[r.Target] = r
+		results[r.Target.String()] = r
 	}
-	require.Equal(t, "unknown", results["secret/"+lost].Status)
-	require.Equal(t, "rejected", results["secret/"+rejected].Status)
+	require.Equal(t, store.Status("unknown"), results["secret/"+lost].Status)
+	require.Equal(t, store.Status("rejected"), results["secret/"+rejected].Status)
 	res := suite.RecordsOf(records, store.RecordResolution, "create-secret")
 	require.Len(t, res, 1, "the lost sibling is settled before the refusal")
-	require.Equal(t, "secret/"+lost, res[0].Target)
-	require.Equal(t, "ours", res[0].Status)
-	require.Equal(t, "created-by-this-mutation", res[0].Reason)
+	require.Equal(t, "secret/"+lost, res[0].Target.String())
+	require.Equal(t, store.Status("ours"), res[0].Status)
+	require.Equal(t, store.Reason("created-by-this-mutation"), res[0].Reason)
 	require.Equal(t, string(s.UID), res[0].UID)
 	refusal := suite.RecordsOf(records, store.RecordRefusal, "")
 	require.Len(t, refusal, 1)

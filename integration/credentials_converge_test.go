@@ -97,7 +97,7 @@ func TestIntegrationCredentialsConverge(t *testing.T) {
 	require.Equal(t, replacement.UID, now.UID, "run 4 restarts nothing")
 	_, records = e.JournalOf("mut-converge:run-4")
 	for _, r := range suite.RecordsOf(records, store.RecordAuthorityResult, "") {
-		require.NotEqual(t, "applied", r.Status, "run 4 applied %s %s", r.Step, r.Target)
+		require.NotEqual(t, store.Status("applied"), r.Status, "run 4 applied %s %s", r.Step, r.Target)
 	}
 
 	// The API server's own history: the deleted Secret was created twice

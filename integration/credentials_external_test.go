@@ -133,7 +133,7 @@ func TestIntegrationCredentialsExternalSecretSwitchedWhileWaiting(t *testing.T) 
 	_, records := e.JournalOf("mut-switch:run-1")
 	calls := suite.RecordsOf(records, store.RecordAuthorityCall, "orphan-external-secret")
 	require.Len(t, calls, 1, "only the first was deleted")
-	require.Equal(t, "externalsecret/"+first, calls[0].Target)
+	require.Equal(t, "externalsecret/"+first, calls[0].Target.String())
 	require.Zero(t, len(suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret")), "no Secret written")
 }
 
@@ -207,7 +207,7 @@ func TestIntegrationCredentialsGeneratorRecreatedAfterCrash(t *testing.T) {
 	require.Equal(t, calls[0].UID, reads[0].UID, "the read is journaled")
 	res := suite.RecordsOf(records, store.RecordResolution, "delete-generator")
 	require.Len(t, res, 1)
-	require.Equal(t, "replaced-not-deleted", res[0].Reason)
+	require.Equal(t, store.Reason("replaced-not-deleted"), res[0].Reason)
 	require.Equal(t, string(again.GetUID()), res[0].UID)
 }
 
@@ -280,7 +280,7 @@ func TestIntegrationCredentialsAdoptionCrashAtEveryTransition(t *testing.T) {
 				notApplied := 0
 				for _, r := range suite.RecordsOf(records, store.RecordResolution, step) {
 					if r.Status == "not-applied" {
-						require.Equal(t, "resource-version-unchanged", r.Reason, step)
+						require.Equal(t, store.Reason("resource-version-unchanged"), r.Reason, step)
 						notApplied++
 					}
 				}
@@ -339,14 +339,14 @@ func TestIntegrationCredentialsOrphanResolutionRevalidates(t *testing.T) {
 			require.NoError(t, err, "never deleted")
 			require.Nil(t, now.GetDeletionTimestamp())
 			require.Len(t, calls, 1, "not sent again")
-			require.Equal(t, "theirs", res[0].Status)
+			require.Equal(t, store.Status("theirs"), res[0].Status)
 			continue
 		}
 		_, err = ess.Get(ctx, name, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "deleted: %v", err)
 		require.Len(t, calls, 2)
-		require.Equal(t, "not-applied", res[0].Status)
-		require.Equal(t, "resource-version-changed", res[0].Reason)
+		require.Equal(t, store.Status("not-applied"), res[0].Status)
+		require.Equal(t, store.Reason("resource-version-changed"), res[0].Reason)
 		require.Equal(t, changed.GetResourceVersion(), calls[1].ResourceVersion, "sent again with the new read's preconditions")
 	}
 }

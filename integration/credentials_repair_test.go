@@ -57,8 +57,8 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	for pod, uid := range map[string]types.UID{cachePod: cacheUID, busPod: busUID} {
 		var statuses []string
 		for _, p := range suite.RecordsOf(records, store.RecordProbe, "probe-server") {
-			if p.Target == "pod/"+pod {
-				statuses = append(statuses, p.Status+"/"+p.Reason)
+			if p.Target.String() == "pod/"+pod {
+				statuses = append(statuses, string(p.Status)+"/"+string(p.Reason))
 			}
 		}
 		want := []string{"refused/wrongpass", "accepted/ok"}
@@ -68,7 +68,7 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 		require.Equal(t, want, statuses, pod)
 		var deletes []store.Record
 		for _, c := range suite.RecordsOf(records, store.RecordAuthorityCall, "delete-pod") {
-			if c.Target == "pod/"+pod {
+			if c.Target.String() == "pod/"+pod {
 				deletes = append(deletes, c)
 			}
 		}
@@ -96,8 +96,8 @@ func TestIntegrationCredentialsRepair(t *testing.T) {
 	_, records = e.JournalOf("mut-unknown:run-1")
 	probes := suite.RecordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1)
-	require.Equal(t, "unknown", probes[0].Status)
-	require.Equal(t, "connection-refused", probes[0].Reason)
+	require.Equal(t, store.Status("unknown"), probes[0].Status)
+	require.Equal(t, store.Reason("connection-refused"), probes[0].Reason)
 	require.Empty(t, suite.RecordsOf(records, store.RecordAuthorityCall, "delete-pod"))
 	// Run again after exit 75: the interrupted run is resumed, not a new one.
 	r = e.Keyledger([]string{"run", e.WriteCommand("unknown.json", plan)}, e.AsCredentialRunner(plan))

@@ -116,7 +116,7 @@ func TestIntegrationCredentialsRerunSendsNoPassword(t *testing.T) {
 	_, records := e.JournalOf("mut-rerun:run-2")
 	var kinds []string
 	for _, rec := range records {
-		kinds = append(kinds, string(rec.Kind)+" "+rec.Step+" "+rec.Target)
+		kinds = append(kinds, string(rec.Kind)+" "+rec.Step+" "+rec.Target.String())
 	}
 	require.Equal(t, []string{"preparation preparation ", "observation read-external-secrets ", "observation read-secrets secrets/1",
 		"observation read-secrets secrets/2", "completion complete "}, kinds)
@@ -218,7 +218,7 @@ func TestIntegrationCredentialsFailedPodNeverProbed(t *testing.T) {
 	_, records := e.JournalOf("mut-failed-pod:run-1")
 	probes := suite.RecordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1)
-	require.Equal(t, "unknown/pod-not-running", probes[0].Status+"/"+probes[0].Reason)
+	require.Equal(t, "unknown/pod-not-running", string(probes[0].Status)+"/"+string(probes[0].Reason))
 	require.Zero(t, conns.Load(), "nothing connected to the Failed pod's address")
 	e.GetSecret("lonely-cache-app") // the Secret converged anyway
 	suite.RequireNoValues(t, r.Stdout+r.Stderr, e.SecretValues("lonely-cache-app"))
@@ -328,7 +328,7 @@ func readOf(t *testing.T, records []store.Record, name string) map[string]any {
 			if e, ok := workflowtest.Fields(r.Detail)["complete"].(map[string]any)[name].(map[string]any); ok {
 				d = e
 			}
-		case r.Kind == store.RecordObservation && r.Step == "read-secret" && r.Target == "secret/"+name:
+		case r.Kind == store.RecordObservation && r.Step == "read-secret" && r.Target.String() == "secret/"+name:
 			d = workflowtest.Fields(r.Detail)
 		}
 	}

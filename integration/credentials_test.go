@@ -61,7 +61,7 @@ func TestIntegrationCredentialsFreshThenRerun(t *testing.T) {
 	calls := suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret")
 	require.Len(t, calls, 3)
 	for i, c := range calls {
-		require.Equal(t, "secret/"+names[i], c.Target)
+		require.Equal(t, "secret/"+names[i], c.Target.String())
 	}
 	require.Len(t, suite.RecordsOf(records, store.RecordAuthorityResult, "create-secret"), 3)
 	values := e.SecretValues(names...)
@@ -278,7 +278,7 @@ func TestIntegrationCredentialsCrashMidPipeline(t *testing.T) {
 	}
 	_, records = e.JournalOf("mut-chunked:run-1")
 	for _, res := range suite.RecordsOf(records, store.RecordResolution, "create-secret") {
-		require.Contains(t, []string{"created-by-this-mutation", "absent"}, res.Reason, res.Target)
+		require.Contains(t, []store.Reason{"created-by-this-mutation", "absent"}, res.Reason, res.Target)
 	}
 	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-chunked:run-1"), e.SecretValues(names...))
 }
@@ -318,7 +318,7 @@ func TestIntegrationCredentialsLostResponse(t *testing.T) {
 		require.Len(t, suite.RecordsOf(records, store.RecordAuthorityCall, "create-secret"), tc.calls, tc.fault)
 		res := suite.RecordsOf(records, store.RecordResolution, "create-secret")
 		require.Len(t, res, 1, tc.fault)
-		require.Equal(t, tc.resolution, res[0].Reason, tc.fault)
+		require.Equal(t, store.Reason(tc.resolution), res[0].Reason, tc.fault)
 		require.False(t, strings.Contains(r.Stdout+r.Stderr, string(s.Data["password"])))
 	}
 }

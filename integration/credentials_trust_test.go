@@ -118,7 +118,7 @@ func TestIntegrationCredentialsProbeReachesOnlyItsServer(t *testing.T) {
 	probes := suite.RecordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 2)
 	for _, p := range probes {
-		require.Equal(t, "unknown/"+credentials.ReasonServerNotOwned, p.Status+"/"+p.Reason, p.Target)
+		require.Equal(t, "unknown/"+credentials.ReasonServerNotOwned, string(p.Status)+"/"+string(p.Reason), p.Target)
 	}
 	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-planted-pods:run-1"), e.SecretValues("shop-cache-app"))
 }
@@ -165,7 +165,7 @@ func TestIntegrationCredentialsForgedCallNotSent(t *testing.T) {
 	wp, err := credentials.Plan(cmd, &rest.Config{Host: "https://127.0.0.1:1"}) // its client is never used
 	require.NoError(t, err)
 	forgeUnfinishedRun(t, e.RunJournalURL(), wp.Prepare, 2, store.Record{Kind: store.RecordAuthorityCall, Step: "delete-pod",
-		Target: "pod/" + pod, Attempt: 1, Batch: 1, UID: string(uid), Digest: "sha256:" + strings.Repeat("0", 64),
+		Target: store.Target{Kind: store.TargetPod, Namespace: suite.ToyNamespace, Name: pod}, Attempt: 1, Batch: 1, UID: string(uid), Digest: "sha256:" + strings.Repeat("0", 64),
 		Detail: store.DetailOf(map[string]any{"why": "refused-credentials", "secret": "shop-healthy-app", "authorship": "proven",
 			"cause": map[string]any{"secretResourceVersion": "", "controller": "", "revision": "", "spec": ""}})})
 
@@ -182,6 +182,6 @@ func TestIntegrationCredentialsForgedCallNotSent(t *testing.T) {
 	require.Len(t, suite.RecordsOf(records, store.RecordAuthorityCall, "delete-pod"), 1, "the forged call, and no other")
 	probes := suite.RecordsOf(records, store.RecordProbe, "probe-server")
 	require.Len(t, probes, 1, "the server is probed now")
-	require.Equal(t, "accepted", probes[0].Status)
+	require.Equal(t, store.Status("accepted"), probes[0].Status)
 	suite.RequireNoValues(t, r.Stdout+r.Stderr+e.JournalText("mut-forged-call:run-2"), e.SecretValues("shop-healthy-app"))
 }

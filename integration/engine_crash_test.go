@@ -138,7 +138,7 @@ func TestIntegrationEngineFaultTransport(t *testing.T) {
 			require.Equal(t, 1, suite.Count(records, store.RecordResolution), "records: %v", suite.Kinds(records))
 			for _, r := range records {
 				if r.Kind == store.RecordAuthorityResult {
-					require.Equal(t, tc.resultState, r.Status, "the first answer is unknown")
+					require.Equal(t, store.Status(tc.resultState), r.Status, "the first answer is unknown")
 					break
 				}
 			}

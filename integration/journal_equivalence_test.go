@@ -246,9 +246,9 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		return map[string]any{"f": 1.5e-7, "l": []any{1, "<", true, nil}, "u": "é\n",
 			"s": strings.Repeat("x", big-len(printed)+extra)}
 	}
-	call := func(step, target, uid string, attempt int, detail map[string]any) store.Record {
-		return store.Record{Kind: store.RecordAuthorityCall, Step: step, Target: target, Attempt: attempt, UID: uid,
-			ResourceVersion: "41", Digest: "sha256:" + strings.Repeat("ab", 32), Batch: attempt, Final: target == "secret/x", Detail: store.DetailOf(detail)}
+	call := func(step, name, uid string, attempt int, detail map[string]any) store.Record {
+		return store.Record{Kind: store.RecordAuthorityCall, Step: step, Target: secretOrNone(name), Attempt: attempt, UID: uid,
+			ResourceVersion: "41", Digest: "sha256:" + strings.Repeat("ab", 32), Batch: attempt, Final: name == "x", Detail: store.DetailOf(detail)}
 	}
 	obs := func(step string) store.Record { return store.Record{Kind: store.RecordObservation, Step: step} }
 	completion := store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed", Detail: store.DetailOf(map[string]any{"names": []string{"a", "b"}})}
@@ -283,7 +283,7 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		}},
 		{"prepare with a NUL", func(d *journalDriver) journalAnswer { return d.prepare(withMutation(eqPrep("a", "name", 1), "a\x00")) }},
 		{"call", func(d *journalDriver) journalAnswer {
-			return d.move("a", tp(pr, ca, 0, obs("read"), call("snapshot", "secret/x", "uid-1", 1,
+			return d.move("a", tp(pr, ca, 0, obs("read"), call("snapshot", "x", "uid-1", 1,
 				map[string]any{"n": 3, "big": int64(1) << 60, "f": 0.25, "nested": map[string]any{"l": []string{"x"}}})))
 		}},
 		{"stale revision", func(d *journalDriver) journalAnswer { return d.move("a", tp(ca, an, 0)) }},
@@ -310,7 +310,7 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 			return d.move("a", final(tp(ca, co, 1, completion, completion), "completed", ""))
 		}},
 		{"the same attempt twice", func(d *journalDriver) journalAnswer {
-			return d.move("a", tp(ca, ca, 1, call("snapshot", "secret/x", "uid-1", 1, nil)))
+			return d.move("a", tp(ca, ca, 1, call("snapshot", "x", "uid-1", 1, nil)))
 		}},
 		{"a call without attempt", func(d *journalDriver) journalAnswer { return d.move("a", tp(ca, ca, 1, call("s", "", "", 0, nil))) }},
 		{"an attempt on a non-call", func(d *journalDriver) journalAnswer {
@@ -349,11 +349,11 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 			return d.move("a", tp(ca, ca, 1, store.Record{Kind: store.RecordObservation, Step: "read", Detail: store.DetailOf(sized(0))}))
 		}},
 		{"lost (a batch on a non-call is not kept)", func(d *journalDriver) journalAnswer {
-			return d.move("a", tp(ca, rs, 2, store.Record{Kind: store.RecordAuthorityResult, Step: "snapshot", Target: "secret/x",
+			return d.move("a", tp(ca, rs, 2, store.Record{Kind: store.RecordAuthorityResult, Step: "snapshot", Target: store.SecretTarget(suite.ToyNamespace, "x"),
 				Status: "lost", Reason: "no-result-recorded", Batch: 1}))
 		}},
 		{"resolved ours", func(d *journalDriver) journalAnswer {
-			return d.move("a", tp(rs, an, 3, store.Record{Kind: store.RecordResolution, Step: "snapshot", Target: "secret/x",
+			return d.move("a", tp(rs, an, 3, store.Record{Kind: store.RecordResolution, Step: "snapshot", Target: store.SecretTarget(suite.ToyNamespace, "x"),
 				UID: "uid-2", Status: "ours"}))
 		}},
 		{"completed", func(d *journalDriver) journalAnswer {
@@ -383,7 +383,7 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		{"runs of nothing", func(d *journalDriver) journalAnswer { return d.runs("nothing") }},
 		{"run 2 snapshot", func(d *journalDriver) journalAnswer { return d.snapshot("plan:run-2") }},
 		{"run 2 calls a create", func(d *journalDriver) journalAnswer {
-			return d.move("plan:run-2", tp(pr, ca, 0, call("create", "secret/c", "", 1, map[string]any{"keys": []string{"password"}})))
+			return d.move("plan:run-2", tp(pr, ca, 0, call("create", "c", "", 1, map[string]any{"keys": []string{"password"}})))
 		}},
 		{"the create found in the plan's runs", func(d *journalDriver) journalAnswer {
 			return d.findInRuns(store.RunRecordParams{Namespace: "ns", Command: "plan", Kind: store.RecordAuthorityCall, Step: "create", Target: "secret/c",
@@ -428,11 +428,11 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 			d.prepare(eqPrep("s1", "name", 8))
 			d.prepare(eqPrep("s2", "name", 9))
 			d.prepare(eqPrep("s3", "elsewhere", 10))
-			a := d.move("s1", tp(pr, ca, 0, obs("snapshot"), call("snapshot", "secret/y", "uid-1", 1, map[string]any{"nonce": "n1"})))
+			a := d.move("s1", tp(pr, ca, 0, obs("snapshot"), call("snapshot", "y", "uid-1", 1, map[string]any{"nonce": "n1"})))
 			require.Empty(d.t, a.Class, a.Text)
-			a = d.move("s2", tp(pr, ca, 0, call("snapshot", "secret/y", "uid-9", 1, nil)))
+			a = d.move("s2", tp(pr, ca, 0, call("snapshot", "y", "uid-9", 1, nil)))
 			require.Empty(d.t, a.Class, a.Text)
-			a = d.move("s3", tp(pr, ca, 0, call("snapshot", "secret/y", "uid-1", 1, nil)))
+			a = d.move("s3", tp(pr, ca, 0, call("snapshot", "y", "uid-1", 1, nil)))
 			require.Empty(d.t, a.Class, a.Text)
 			return d.answer(nil)
 		}},
@@ -480,4 +480,13 @@ func TestIntegrationJournalEquivalence(t *testing.T) {
 		require.Equal(t, want, got, "%s: PostgreSQL answered %s %q, the in-memory journal %s %q",
 			s.name, want.Class, want.Text, got.Class, got.Text)
 	}
+}
+
+// secretOrNone is the Secret name in the toy namespace as a record's
+// target, none for "".
+func secretOrNone(name string) store.Target {
+	if name == "" {
+		return store.Target{}
+	}
+	return store.SecretTarget(suite.ToyNamespace, name)
 }

@@ -171,7 +171,7 @@ func (m *metricsJournal) end(t *testing.T, st *store.Store, op *store.Operation,
 		Outcome: "completed", Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete"}}}
 	if reason != "" {
 		p.To, p.Outcome, p.Reason = store.StateRefused, "refused", reason
-		p.Records = []store.Record{{Kind: store.RecordRefusal, Step: "refuse", Reason: reason}}
+		p.Records = []store.Record{{Kind: store.RecordRefusal, Step: "refuse", Reason: store.Reason(reason)}}
 	}
 	_, err := st.Transition(t.Context(), p)
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -27,20 +28,20 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 
 	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
-	read := store.Record{Kind: store.RecordObservation, Step: "read", Target: "secret/a", UID: "uid-a", ResourceVersion: "41",
+	read := store.Record{Kind: store.RecordObservation, Step: "read", Target: store.SecretTarget(suite.ToyNamespace, "a"), UID: "uid-a", ResourceVersion: "41",
 		Status: "found", Detail: store.DetailOf(map[string]any{"names": []string{"a", "b"}, "quote": `"x"`, "n": 3})}
-	call := func(target string, attempt, batch int, final bool) store.Record {
+	call := func(target store.Target, attempt, batch int, final bool) store.Record {
 		return store.Record{Kind: store.RecordAuthorityCall, Step: "claim", Target: target, Attempt: attempt, UID: "uid-a",
-			ResourceVersion: "41", Digest: digest, Batch: batch, Final: final, Detail: store.DetailOf(map[string]string{"nonce": "n-" + target})}
+			ResourceVersion: "41", Digest: digest, Batch: batch, Final: final, Detail: store.DetailOf(map[string]string{"nonce": "n-" + target.String()})}
 	}
 	moves := []struct {
 		from, to store.State
 		outcome  string
 		records  []store.Record
 	}{
-		{store.StatePrepared, store.StateCalling, "", []store.Record{read, call("secret/a", 1, 1, false)}},
+		{store.StatePrepared, store.StateCalling, "", []store.Record{read, call(store.SecretTarget(suite.ToyNamespace, "a"), 1, 1, false)}},
 		{store.StateCalling, store.StateCalling, "", nil},
-		{store.StateCalling, store.StateCalling, "", []store.Record{call("secret/b", 1, 2, false), call("secret/c", 2, 2, false), call("secret/d", 1000, 2, true)}},
+		{store.StateCalling, store.StateCalling, "", []store.Record{call(store.SecretTarget(suite.ToyNamespace, "b"), 1, 2, false), call(store.SecretTarget(suite.ToyNamespace, "c"), 2, 2, false), call(store.SecretTarget(suite.ToyNamespace, "d"), 1000, 2, true)}},
 	}
 	want := []store.Record{{Kind: store.RecordPreparation}}
 	for _, m := range moves {
@@ -51,12 +52,17 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 
 	// Out of the attempt column's range (an integer): refused, not wrapped to 1.
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: op.Revision,
-		Records: []store.Record{call("secret/e", 1<<32+1, 3, false)}})
+		Records: []store.Record{call(store.SecretTarget(suite.ToyNamespace, "e"), 1<<32+1, 3, false)}})
 	require.Error(t, err, "an attempt of 2^32+1 is refused")
 	// Out of the batch column's range likewise.
 	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: op.Revision,
-		Records: []store.Record{call("secret/e", 1, 1<<32+3, false)}})
+		Records: []store.Record{call(store.SecretTarget(suite.ToyNamespace, "e"), 1, 1<<32+3, false)}})
 	require.Error(t, err, "a batch of 2^32+3 is refused")
+	// A target the journal would not read back ("secret/", no name) is
+	// refused before anything is sent.
+	_, err = st.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StateCalling, To: store.StateCalling, Revision: op.Revision,
+		Records: []store.Record{call(store.Target{Kind: store.TargetSecret, Namespace: suite.ToyNamespace}, 1, 4, false)}})
+	require.ErrorContains(t, err, `target "secret/" is not <kind>/<name>`)
 
 	got, records, err := st.Snapshot(ctx, "", "mut-move-arrays")
 	require.NoError(t, err)
@@ -81,4 +87,19 @@ func TestIntegrationJournalMoveRecordsRoundTrip(t *testing.T) {
 	require.NoError(t, suite.Connect(t, e.Journal.OperatorURL).QueryRow(ctx,
 		`SELECT count(*) FROM keyledger.records WHERE operation_id = $1 AND kind = 'observation' AND attempt IS NULL AND batch IS NULL`, op.ID).Scan(&nulls))
 	require.Equal(t, 1, nulls, "the observation's attempt and batch are NULL")
+
+	// The target column holds the text "<kind>/<name>", as it always has;
+	// the namespace comes back from the operation.
+	var texts []string
+	require.NoError(t, suite.Connect(t, e.Journal.OperatorURL).QueryRow(ctx,
+		`SELECT array_agg(target ORDER BY id) FROM keyledger.records WHERE operation_id = $1 AND kind <> 'preparation'`, op.ID).Scan(&texts))
+	require.Equal(t, []string{"secret/a", "secret/a", "secret/b", "secret/c", "secret/d"}, texts)
+
+	// A row whose target is not "<kind>/<name>" (written around keyledger)
+	// is not read as some target: the read fails naming the record.
+	var forged int64
+	require.NoError(t, suite.Connect(t, e.Journal.OperatorURL).QueryRow(ctx,
+		`INSERT INTO keyledger.records (operation_id, kind, step, target) VALUES ($1, 'observation', 'forged', 'secret') RETURNING id`, op.ID).Scan(&forged))
+	_, _, err = st.Snapshot(ctx, "", "mut-move-arrays")
+	require.ErrorContains(t, err, fmt.Sprintf(`decoding record %d target: target "secret" is not <kind>/<name>`, forged))
 }

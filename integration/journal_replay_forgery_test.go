@@ -104,7 +104,7 @@ func TestIntegrationReplayForgedSecretUpdateRefused(t *testing.T) {
 	cmd, err := versioned.Decode(suite.ReadCommand(t, path))
 	require.NoError(t, err)
 
-	snap := "secret/" + versioned.SnapshotName(live.UID, 1)
+	snap := store.SecretTarget(e.NS, versioned.SnapshotName(live.UID, 1))
 	uid, rv := string(live.UID), live.ResourceVersion
 	forgeCompleted(t, e.RunJournalURL(), store.PrepareParams{
 		Kind: command.KindSecretUpdate, MutationID: "mut-forged-u", RequestID: "req-mut-forged-u", CommandDigest: cmd.Digest,
@@ -115,9 +115,9 @@ func TestIntegrationReplayForgedSecretUpdateRefused(t *testing.T) {
 			Batch: 1, Detail: store.DetailOf(map[string]any{"version": 1, "nonce": "0123456789abcdef0123456789abcdef"})},
 		store.Record{Kind: store.RecordAuthorityResult, Step: versioned.StepCreateSnapshot, Target: snap, UID: "00000000-0000-4000-8000-0000000f0e0d",
 			ResourceVersion: "1", Status: "applied"},
-		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepReplaceLive, Target: "secret/db", Attempt: 1, UID: uid, ResourceVersion: rv,
+		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepReplaceLive, Target: store.SecretTarget(e.NS, "db"), Attempt: 1, UID: uid, ResourceVersion: rv,
 			Batch: 2, Final: true, Detail: store.DetailOf(map[string]any{"version": 2})},
-		store.Record{Kind: store.RecordAuthorityResult, Step: versioned.StepReplaceLive, Target: "secret/db", UID: uid, ResourceVersion: "2",
+		store.Record{Kind: store.RecordAuthorityResult, Step: versioned.StepReplaceLive, Target: store.SecretTarget(e.NS, "db"), UID: uid, ResourceVersion: "2",
 			Status: "applied"},
 	)
 	_, forged := e.JournalOf("mut-forged-u")

@@ -33,14 +33,14 @@ func toyRun(t *testing.T, st *store.Store, plan string, end store.State, extra i
 	}
 	records := make([]store.Record, 0, extra+1)
 	for i := range extra {
-		records = append(records, store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: fmt.Sprintf("secret/s-%d", i), Status: "present"})
+		records = append(records, store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: store.SecretTarget(suite.ToyNamespace, fmt.Sprintf("s-%d", i)), Status: "present"})
 	}
 	outcome, reason := "completed", ""
 	if end == store.StateRefused {
 		outcome, reason = "refused", "test-refusal"
-		records = append(records, store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason})
+		records = append(records, store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: store.Reason(reason)})
 	} else {
-		records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: outcome})
+		records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(outcome)})
 	}
 	op, err = st.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: end, Revision: op.Revision,
 		Outcome: outcome, Reason: reason, Records: records})

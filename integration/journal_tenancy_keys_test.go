@@ -39,7 +39,7 @@ func endRun(t *testing.T, st *store.Store, op *store.Operation, end store.State)
 	ending := store.Record{Kind: store.RecordCompletion, Step: "complete", Status: "completed"}
 	if end == store.StateRefused {
 		outcome, reason = "refused", "test-refusal"
-		ending = store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason}
+		ending = store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: store.Reason(reason)}
 	}
 	op, err := st.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: op.State, To: end, Revision: op.Revision,
 		Outcome: outcome, Reason: reason, Records: []store.Record{ending}})
@@ -214,7 +214,7 @@ func TestIntegrationJournalPruneKeepsRestartMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	op, err = j.Role.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
-		Revision: op.Revision, Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: "pod/server-0",
+		Revision: op.Revision, Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: store.Target{Kind: store.TargetPod, Namespace: suite.ToyNamespace, Name: "server-0"},
 			Attempt: 1, Digest: cause}}})
 	require.NoError(t, err)
 	endRun(t, j.Role, op, store.StateRefused)

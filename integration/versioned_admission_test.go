@@ -93,7 +93,7 @@ func TestIntegrationVersionedAdmissionAlteredSnapshot(t *testing.T) {
 			require.Equal(t, versioned.StepCreateSnapshot, rec.Step, "no call but the snapshot create")
 		}
 		if rec.Kind == store.RecordAuthorityResult && rec.Step == versioned.StepCreateSnapshot {
-			require.NotEqual(t, "applied", rec.Status, "the altered answer is not taken as applied")
+			require.NotEqual(t, store.Status("applied"), rec.Status, "the altered answer is not taken as applied")
 		}
 	}
 	snaps := e.SnapshotsOf(s.UID)

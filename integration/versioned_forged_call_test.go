@@ -39,8 +39,8 @@ func TestIntegrationVersionedForgedPruneNotSent(t *testing.T) {
 		Kind: command.KindSecretUpdate, MutationID: "mut-fp-forged", RequestID: "req-mut-fp-forged", CommandDigest: cmd.Digest,
 		Namespace: e.NS, Name: "db", Detail: store.DetailOf(map[string]any{"expectedResourceVersion": cur.ResourceVersion, "keys": []string{"k"}}),
 	}, store.StateCalling,
-		store.Record{Kind: store.RecordObservation, Step: versioned.StepReadLive, Target: "secret/db", UID: string(cur.UID), ResourceVersion: cur.ResourceVersion},
-		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepPruneSnapshot, Target: "secret/" + v1.Name, Attempt: 1, Batch: 1,
+		store.Record{Kind: store.RecordObservation, Step: versioned.StepReadLive, Target: store.SecretTarget(suite.ToyNamespace, "db"), UID: string(cur.UID), ResourceVersion: cur.ResourceVersion},
+		store.Record{Kind: store.RecordAuthorityCall, Step: versioned.StepPruneSnapshot, Target: store.SecretTarget(suite.ToyNamespace, v1.Name), Attempt: 1, Batch: 1,
 			UID: string(v1.UID), ResourceVersion: v1.ResourceVersion},
 	)
 

@@ -151,7 +151,7 @@ func TestIntegrationHistoryProvenanceBounded(t *testing.T) {
 			require.Equal(t, string(s.uid), g[0].UID)
 			require.Equal(t, store.RecordAuthorityResult, g[1].Kind)
 			require.Equal(t, fmt.Sprintf("%s-snap-%d", s.uid, n), g[1].UID)
-			require.Equal(t, "secret/"+versioned.SnapshotName(s.uid, int64(n)), g[1].Target)
+			require.Equal(t, "secret/"+versioned.SnapshotName(s.uid, int64(n)), g[1].Target.String())
 		}
 		// Another UID's calls prove nothing of these names.
 		groups, err = j.Role.StepRecords(ctx, store.StepRecordsParams{Namespace: suite.ToyNamespace, Name: s.name,

@@ -53,7 +53,7 @@ func TestIntegrationVersionedUpdateRestoreHistory(t *testing.T) {
 	var steps []string
 	for _, rec := range records {
 		if rec.Kind == store.RecordAuthorityCall {
-			steps = append(steps, rec.Step+" "+rec.Target)
+			steps = append(steps, rec.Step+" "+rec.Target.String())
 			require.Equal(t, 1, rec.Attempt)
 			require.Equal(t, string(s0.UID), rec.UID)
 		}
@@ -231,7 +231,7 @@ func TestIntegrationVersionedRetention(t *testing.T) {
 	for _, rec := range records {
 		if rec.Kind == store.RecordAuthorityCall && rec.Step == "prune-snapshot" {
 			pruned++
-			require.Equal(t, "secret/"+versioned.SnapshotName(s.UID, 1), rec.Target)
+			require.Equal(t, "secret/"+versioned.SnapshotName(s.UID, 1), rec.Target.String())
 			require.NotEmpty(t, rec.UID)
 			require.NotEmpty(t, rec.ResourceVersion, "the prune carries UID and resourceVersion preconditions")
 		}

@@ -54,7 +54,8 @@ func (s *Store) FindInRuns(ctx context.Context, p RunRecordParams) (*RunRecord, 
 	var r Record
 	err := s.onReadConn(func(q reader) error {
 		var err error
-		r, err = scanRecord(q.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest, p.Namespace, p.Except), &found.Run)
+		r, err = scanRecord(q.QueryRow(ctx, findInRunsQuery, p.Command, string(p.Kind), p.Step, p.Target, p.UID, p.Digest, p.Namespace, p.Except),
+			&p.Namespace, &found.Run)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -95,8 +96,9 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 		defer rows.Close()
 		for rows.Next() {
 			var ord int64
+			var ns string
 			var found RunRecord
-			r, err := scanRecord(rows, &ord, &found.Run)
+			r, err := scanRecord(rows, &ns, &ord, &ns, &found.Run)
 			if err != nil {
 				return wrap("reading the command's runs", err)
 			}
@@ -120,10 +122,11 @@ func (s *Store) FindEachInRuns(ctx context.Context, ps []RunRecordParams) ([]*Ru
 // findEachInRunsQuery is FindEachInRuns' SQL: $1 to $6 the questions'
 // commands, kinds, steps, targets, UIDs and digests (empty for any), $7
 // their namespaces, $8 the runs they skip (empty for none), one
-// element per question; each row is a question's 1-based position and its
-// answer, as findInRunsQuery finds it; a question without one has no row.
+// element per question; each row is a question's 1-based position, its
+// namespace (its answer's targets are in it) and its answer, as
+// findInRunsQuery finds it; a question without one has no row.
 const findEachInRunsQuery = `
-		SELECT q.ord, f.*
+		SELECT q.ord, q.q_namespace, f.*
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
 		  WITH ORDINALITY AS q(q_command, q_kind, q_step, q_target, q_uid, q_digest, q_namespace, q_except, ord)
 		CROSS JOIN LATERAL (

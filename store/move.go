@@ -64,8 +64,8 @@ func columnsOf(records []Record) *recordArrays {
 	}
 	for i := range records {
 		r := &records[i]
-		c.kind[i], c.step[i], c.target[i], c.uid[i] = string(r.Kind), r.Step, r.Target, r.UID
-		c.resourceVersion[i], c.digest[i], c.status[i], c.reason[i] = r.ResourceVersion, r.Digest, r.Status, r.Reason
+		c.kind[i], c.step[i], c.target[i], c.uid[i] = string(r.Kind), r.Step, r.Target.String(), r.UID
+		c.resourceVersion[i], c.digest[i], c.status[i], c.reason[i] = r.ResourceVersion, r.Digest, string(r.Status), string(r.Reason)
 		c.detail[i], c.final[i] = string(r.Detail.JSON()), r.Final
 		attempt, batch := r.counted()
 		c.attempt[i], c.batch[i] = bigint(attempt), bigint(batch)

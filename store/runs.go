@@ -367,7 +367,7 @@ func closeRunIn(ctx context.Context, tx pgx.Tx, op *Operation, reason string) er
 	if tag.RowsAffected() == 0 {
 		return nil
 	}
-	return insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordRefusal, Step: StepCloseRun, Reason: reason,
+	return insertRecords(ctx, tx, op.ID, []Record{{Kind: RecordRefusal, Step: StepCloseRun, Reason: Reason(reason),
 		Detail: DetailOf(CloseRunDetail{Outcome: "refused", Reason: reason})}})
 }
 

@@ -56,3 +56,18 @@ func RecordKinds() []RecordKind {
 	return []RecordKind{RecordPreparation, RecordObservation, RecordAuthorityCall, RecordAuthorityResult,
 		RecordResolution, RecordProbe, RecordCompletion, RecordRefusal}
 }
+
+// Status is a record's status word: what its answer, resolution,
+// observation, probe or ending said (the journal's status column, free
+// kebab-case text). The engine and each family declare the words they
+// write and read as Status constants (workflow.Applied, workflow.Ours,
+// ...), so a record's status is compared with a constant of this type,
+// never with a string.
+type Status string
+
+// Reason is a record's reason word: why its answer, resolution,
+// observation, probe or ending came out as it did (the journal's reason
+// column, kebab-case). An operation's reason (Operation.Reason, a
+// refusal's) is the same word journaled on the operation, and stays a
+// string there.
+type Reason string

@@ -77,7 +77,7 @@ func (s *Store) StepRecords(ctx context.Context, p StepRecordsParams) ([][]Recor
 	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (opRecord, error) {
 		var x opRecord
 		var err error
-		x.r, err = scanRecord(row, &x.op)
+		x.r, err = scanRecord(row, &p.Namespace, &x.op)
 		return x, err
 	})
 	if err != nil {

@@ -220,15 +220,17 @@ type Record struct {
 	ID   int64
 	Kind RecordKind
 	Step string
-	// Target names the object a call acts on (for example
-	// "secret/shop-orders-cache-app") when one step acts on several.
-	Target          string
+	// Target names the object a call acts on (for example the Secret
+	// shop-orders-cache-app, journaled as "secret/shop-orders-cache-app")
+	// when one step acts on several; the zero Target is none. Its
+	// namespace is always the operation's (see Target).
+	Target          Target
 	Attempt         int
 	UID             string
 	ResourceVersion string
 	Digest          string
-	Status          string
-	Reason          string
+	Status          Status
+	Reason          Reason
 	// Batch and Final are an authority_call's control data: the batch of
 	// calls it was sent in (numbered from 1 within the operation) and
 	// whether it is the operation's last call. Other kinds carry neither.
@@ -373,6 +375,11 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (*Operation,
 	if p.To.Terminal() && p.Outcome == "" {
 		return nil, &localError{fmt.Errorf("transition to %s needs an outcome", p.To)}
 	}
+	for _, r := range p.Records {
+		if _, err := r.Target.Journaled(""); err != nil {
+			return nil, &localError{fmt.Errorf("appending %s record: %w", r.Kind, err)}
+		}
+	}
 	defer phase.Begin("tx " + string(p.From) + "->" + string(p.To))()
 	var op *Operation
 	err := s.onRunConn(func(on *pgxpool.Conn) error {
@@ -436,7 +443,7 @@ func queueRecords(b *pgx.Batch, opID int64, records []Record) {
 // whether the statement was prepared or not.
 func recordArgs(r *Record) []any {
 	attempt, batch := r.counted()
-	return []any{string(r.Kind), r.Step, r.Target, attempt, r.UID, r.ResourceVersion, r.Digest, r.Status, r.Reason,
+	return []any{string(r.Kind), r.Step, r.Target.String(), attempt, r.UID, r.ResourceVersion, r.Digest, string(r.Status), string(r.Reason),
 		batch, r.Final, string(r.Detail.JSON())}
 }
 
@@ -569,33 +576,43 @@ func queryRecords(ctx context.Context, q querier, operationID int64) ([]Record, 
 	if err != nil {
 		return nil, wrap("reading records", err)
 	}
-	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
+	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
+		var ns string
+		return scanRecord(row, &ns, &ns)
+	})
 	if err != nil {
 		return nil, wrap("reading records", err)
 	}
 	return records, nil
 }
 
-// recordsQuery reads operation $1's records in append order.
-const recordsQuery = `SELECT ` + recordColumns + ` FROM keyledger.records WHERE operation_id = $1 ORDER BY id`
+// recordsQuery reads operation $1's records in append order, each after
+// the operation's namespace (read once), which their targets are in.
+const recordsQuery = `SELECT coalesce((SELECT o.target_namespace FROM keyledger.operations o WHERE o.id = $1), ''), ` +
+	recordColumns + ` FROM keyledger.records WHERE operation_id = $1 ORDER BY id`
 
 // recordColumns are the columns scanRecord reads, in its order.
 const recordColumns = `id, kind, step, target, coalesce(attempt, 0), uid, resource_version, digest, status, reason,
 	coalesce(batch, 0), final, detail, created_at`
 
 // scanRecord reads one record selected with recordColumns, after any
-// columns in before.
-func scanRecord(row pgx.Row, before ...any) (Record, error) {
+// columns in before, its target in *ns once the row is read: the
+// namespace of the record's operation, which the caller either asked for
+// (the query keeps to it) or reads in before.
+func scanRecord(row pgx.Row, ns *string, before ...any) (Record, error) {
 	var r Record
-	var kind string
+	var kind, target string
 	var raw []byte
-	dest := append(slices.Clip(before), &r.ID, &kind, &r.Step, &r.Target, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
+	dest := append(slices.Clip(before), &r.ID, &kind, &r.Step, &target, &r.Attempt, &r.UID, &r.ResourceVersion, &r.Digest, &r.Status,
 		&r.Reason, &r.Batch, &r.Final, &raw, &r.CreatedAt)
 	if err := row.Scan(dest...); err != nil {
 		return r, err
 	}
 	r.Kind = RecordKind(kind)
 	var err error
+	if r.Target, err = parseTarget(*ns, target); err != nil {
+		return r, &localError{fmt.Errorf("decoding record %d target: %w", r.ID, err)}
+	}
 	if r.Detail, err = ParseDetail(raw); err != nil {
 		return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
 	}

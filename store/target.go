@@ -23,6 +23,13 @@ const (
 // and name. Its text (String, the journal's target column) is
 // "<kind>/<name>": the namespace is the operation's and is not written.
 // The zero Target is none (the text "").
+//
+// A record's target is always in its operation's namespace: every read of
+// the journal fills Namespace with it (the namespace a lookup asked for,
+// which its query keeps to, or the one read with the operation), so a
+// target read back equals, with ==, the one the family built for the
+// operation's namespace, and the journal never holds a namespace to
+// disagree with. Only this package parses the text (parseTarget).
 type Target struct {
 	Kind      TargetKind
 	Namespace string
@@ -43,9 +50,9 @@ func (t Target) String() string {
 	return string(t.Kind) + "/" + t.Name
 }
 
-// ParseTarget reads a journaled target of an operation in namespace: the
+// parseTarget reads a journaled target of an operation in namespace: the
 // one parsing of String's text ("" is no target).
-func ParseTarget(namespace, text string) (Target, error) {
+func parseTarget(namespace, text string) (Target, error) {
 	if text == "" {
 		return Target{}, nil
 	}
@@ -56,8 +63,21 @@ func ParseTarget(namespace, text string) (Target, error) {
 	return Target{Kind: TargetKind(kind), Namespace: namespace, Name: name}, nil
 }
 
-// TargetIn is the record's target, in namespace, the operation's: the
-// journal writes its text (Target.String) and this reads it back.
-func (r Record) TargetIn(namespace string) (Target, error) {
-	return ParseTarget(namespace, r.Target)
+// Journaled is t as the journal reads it back for an operation in
+// namespace: its text parsed again, in that namespace (none stays none).
+// It is an error when the text does not read back as t's kind and name (a
+// kind with a "/", an empty kind or name): the journal refuses to append
+// such a target (Transition), and so does any journal that stands in for
+// it.
+func (t Target) Journaled(namespace string) (Target, error) {
+	back, err := parseTarget(namespace, t.String())
+	if err == nil && (back.Kind != t.Kind || back.Name != t.Name) {
+		err = fmt.Errorf("target %q does not read back as kind %q, name %q", t.String(), t.Kind, t.Name)
+	}
+	return back, err
 }
+
+// Same reports whether t and u name the same object of one operation: the
+// same kind and name. The namespace is the operation's, which a record
+// read back always carries and a target a family built may leave out.
+func (t Target) Same(u Target) bool { return t.Kind == u.Kind && t.Name == u.Name }

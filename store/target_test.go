@@ -21,14 +21,35 @@ func TestTargetText(t *testing.T) {
 			t.Errorf("%+v is %q, want %q", tc.target, got, tc.text)
 		}
 		ns := tc.target.Namespace
-		back, err := ParseTarget(ns, tc.text)
+		back, err := parseTarget(ns, tc.text)
 		if err != nil || back != tc.target {
-			t.Errorf("ParseTarget(%q) = %+v, %v; want %+v", tc.text, back, err, tc.target)
+			t.Errorf("parseTarget(%q) = %+v, %v; want %+v", tc.text, back, err, tc.target)
 		}
 	}
 	for _, bad := range []string{"secret", "secret/", "/x"} {
-		if _, err := ParseTarget("shop", bad); err == nil {
-			t.Errorf("ParseTarget(%q) accepted", bad)
+		if _, err := parseTarget("shop", bad); err == nil {
+			t.Errorf("parseTarget(%q) accepted", bad)
+		}
+	}
+}
+
+// A target the journal would not read back is refused before it is
+// journaled; one it reads back comes back in the operation's namespace.
+func TestTargetJournaled(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []Target{{Kind: TargetSecret, Namespace: "shop"}, {Name: "x"}, {Kind: "secret/pod", Name: "x"}, {Namespace: "shop"}} {
+		if back, err := bad.Journaled("shop"); err == nil {
+			t.Errorf("%+v journaled as %+v", bad, back)
+		}
+	}
+	for _, tc := range []struct{ target, back Target }{
+		{SecretTarget("", "x"), SecretTarget("shop", "x")},
+		{SecretTarget("other", "x"), SecretTarget("shop", "x")},
+		{Target{Kind: TargetPod, Namespace: "shop", Name: "a/b"}, Target{Kind: TargetPod, Namespace: "shop", Name: "a/b"}},
+		{Target{}, Target{}},
+	} {
+		if back, err := tc.target.Journaled("shop"); err != nil || back != tc.back {
+			t.Errorf("%+v journaled as %+v, %v; want %+v", tc.target, back, err, tc.back)
 		}
 	}
 }

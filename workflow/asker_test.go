@@ -53,10 +53,10 @@ func TestOperateSendsAJournaledCallAgainOnlyWhenAsked(t *testing.T) {
 			require.NoError(t, err)
 			// A pending call, as a process that died (or a forger) left it.
 			_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
-				Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: "pod/x", Attempt: 1, UID: "u0",
+				Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "delete-pod", Target: store.Target{Kind: store.TargetPod, Namespace: "", Name: "x"}, Attempt: 1, UID: "u0",
 					Batch: 1, Final: true}}})
 			require.NoError(t, err)
-			read := store.Record{Kind: store.RecordProbe, Step: "probe-server", Target: "pod/x", Status: "accepted"}
+			read := store.Record{Kind: store.RecordProbe, Step: "probe-server", Target: store.Target{Kind: store.TargetPod, Namespace: "", Name: "x"}, Status: "accepted"}
 			s := &scripted{}
 			f := &asking{scripted: s, why: c.why, err: c.err, notes: []store.Record{read}}
 			s.decide = func(*workflow.Run, func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {

@@ -57,7 +57,7 @@ func (m *machine) checkBatch(batch []*Call) (*store.Detail, error) {
 			return nil, &Uncertain{Reason: "attempts-exhausted", Err: fmt.Errorf("step %s %s was sent %d times in this run", c.Step, c.Target.String(), m.sent[key])}
 		}
 		seen[key] = true
-		if n := m.run.Attempts(c.Step, c.Target.String()); n >= store.MaxCallAttempt {
+		if n := m.run.Attempts(c.Step, c.Target); n >= store.MaxCallAttempt {
 			// The journal holds at most store.MaxCallAttempt attempts of a
 			// step and target (a CHECK): refuse before the database would.
 			d := store.DetailOf(attemptLimit{Step: c.Step, Target: c.Target.String(), Attempts: n})
@@ -76,7 +76,7 @@ func (m *machine) callRecords(batch []*Call, notes []store.Record) []store.Recor
 		// Attempt numbers count every send of this step and target over
 		// the operation's life, across runs.
 		records = append(records, store.Record{
-			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target.String(), Attempt: m.run.Attempts(c.Step, c.Target.String()) + 1,
+			Kind: store.RecordAuthorityCall, Step: c.Step, Target: c.Target, Attempt: m.run.Attempts(c.Step, c.Target) + 1,
 			UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest, Batch: batchNo, Final: c.Final, Detail: c.Detail,
 		})
 	}
@@ -106,7 +106,7 @@ func (m *machine) answered(ctx context.Context, batch []*Call, answers []Answer,
 	}
 	switch {
 	case rejected && !unknown:
-		return m.refuseRejected(ctx, batch, rejectedCall.Summary, rejection.Reason, results)
+		return m.refuseRejected(ctx, batch, rejectedCall.Summary, string(rejection.Reason), results)
 	case unknown:
 		// A rejected call among them refuses the operation only once every
 		// sibling whose answer was lost is settled (see resolve).
@@ -162,8 +162,8 @@ func (m *machine) answerAhead(ctx context.Context, results []store.Record) error
 // resultRecord is the authority_result record of call c answered a.
 func resultRecord(c *Call, a Answer) store.Record {
 	return store.Record{
-		Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target.String(), UID: a.UID, ResourceVersion: a.ResourceVersion,
-		Digest: a.Digest, Status: string(a.Status), Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
+		Kind: store.RecordAuthorityResult, Step: c.Step, Target: c.Target, UID: a.UID, ResourceVersion: a.ResourceVersion,
+		Digest: a.Digest, Status: a.Status, Reason: a.Reason, Detail: withCode(a.Detail, a.Code),
 	}
 }
 
@@ -214,11 +214,11 @@ func (m *machine) batchSummary(summary store.Detail, pending []store.Record) (st
 		}
 		switch {
 		case k.Kept:
-			kept = append(kept, c.Target)
+			kept = append(kept, c.Target.String())
 		case ok:
-			done = append(done, c.Target)
+			done = append(done, c.Target.String())
 		default:
-			notDone = append(notDone, c.Target)
+			notDone = append(notDone, c.Target.String())
 		}
 	}
 	return store.Merge(summary, store.DetailOf(batchTargets{Applied: done, Kept: kept, NotApplied: notDone})), nil

@@ -79,7 +79,9 @@ type DryRunResult struct {
 
 // Verb is the API verb of call, one of the dry run's authority_call
 // records: the verb its Call named ("" for a call it did not plan).
-func (r *DryRunResult) Verb(call store.Record) Verb { return r.verbs[callKey(call.Step, call.Target)] }
+func (r *DryRunResult) Verb(call store.Record) Verb {
+	return r.verbs[callKey(call.Step, call.Target.String())]
+}
 
 // Calls returns the authority calls of the dry run, in order.
 func (r *DryRunResult) Calls() []store.Record {
@@ -94,7 +96,10 @@ func (r *DryRunResult) Calls() []store.Record {
 
 // statusPlanned is the status of a dry run's result record: the call was
 // not sent.
-const statusPlanned = "planned"
+const statusPlanned store.Status = "planned"
+
+// reasonPlanned is the reason of a dry run's planned answer.
+const reasonPlanned store.Reason = "planned"
 
 // DryRun is Execute without a write: the permission matrix and the
 // precheck run as in Execute, the journal is only read (an operation
@@ -268,7 +273,7 @@ func (d *dryCalls) answer(ctx context.Context, batch []*Call) ([]Answer, error) 
 	for i, c := range batch {
 		d.seen[callKey(c.Step, c.Target.String())] = true
 		d.verbs[callKey(c.Step, c.Target.String())] = c.Verb
-		answers[i] = Answer{Status: Applied, Reason: statusPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
+		answers[i] = Answer{Status: Applied, Reason: reasonPlanned, UID: c.UID, ResourceVersion: c.ResourceVersion, Digest: c.Digest}
 		if c.Foresee != nil {
 			a, set, err := c.Foresee(ctx)
 			if err != nil {

@@ -70,5 +70,5 @@ func isPlanned(e ast.Expr) bool {
 		return false
 	}
 	v, err := strconv.Unquote(lit.Value)
-	return err == nil && v == statusPlanned
+	return err == nil && v == string(statusPlanned)
 }

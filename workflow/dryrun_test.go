@@ -19,7 +19,7 @@ type scriptFamily struct {
 func (f scriptFamily) Decide(_ context.Context, run *Run) (Decision, error) {
 	n := 0
 	for _, s := range f.script {
-		if run.Attempts(s, "secret/x") > 0 {
+		if run.Attempts(s, store.SecretTarget("", "x")) > 0 {
 			n++
 		}
 	}
@@ -77,7 +77,7 @@ func TestDryRunSendsNothing(t *testing.T) {
 		case store.RecordAuthorityCall:
 			steps = append(steps, r.Step)
 		case store.RecordAuthorityResult:
-			require.Equal(t, statusPlanned, r.Reason)
+			require.Equal(t, reasonPlanned, r.Reason)
 		}
 	}
 	require.Equal(t, []string{"create-a", "patch-b"}, steps)
@@ -97,5 +97,5 @@ func TestDryRunStopsOnARepeatedCall(t *testing.T) {
 	var stop *planStop
 	require.ErrorAs(t, err, &stop)
 	require.Zero(t, sent)
-	require.Equal(t, 1, run.Attempts("wait-for-it", "secret/x"), "the call is planned once")
+	require.Equal(t, 1, run.Attempts("wait-for-it", store.SecretTarget("", "x")), "the call is planned once")
 }

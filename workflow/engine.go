@@ -93,10 +93,20 @@ func (e *engine) newMachine(run *Run) *machine {
 				return
 			}
 			run.Op = op
-			run.Records = append(run.Records, mv.records...)
+			run.Records = append(run.Records, journaled(op.Namespace, mv.records)...)
 		},
 	})
 	return m
+}
+
+// journaled is records as the journal reads them back: each target in
+// the operation's namespace, whatever namespace the family built it in.
+func journaled(namespace string, records []store.Record) []store.Record {
+	out := slices.Clone(records)
+	for i := range out {
+		out[i].Target, _ = out[i].Target.Journaled(namespace) // Transition refused any that does not read back
+	}
+	return out
 }
 
 // errUnannounced is a journal move the fsm did not announce: a bug.
@@ -271,13 +281,13 @@ func (m *machine) decide(ctx context.Context, d Decision) error {
 
 func (m *machine) complete(ctx context.Context, c Completion, before []store.Record) error {
 	records := append(slices.Clip(before), store.Record{
-		Kind: store.RecordCompletion, Step: "complete", Status: string(c.Outcome), Detail: c.Summary,
+		Kind: store.RecordCompletion, Step: "complete", Status: store.Status(c.Outcome), Detail: c.Summary,
 	})
 	return m.fire(ctx, store.EventComplete, move{records: records, outcome: c.Outcome})
 }
 
 func (m *machine) refuse(ctx context.Context, reason string, summary store.Detail, before []store.Record) error {
-	records := append(slices.Clip(before), store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: reason, Detail: summary})
+	records := append(slices.Clip(before), store.Record{Kind: store.RecordRefusal, Step: "refuse", Reason: store.Reason(reason), Detail: summary})
 	return m.fire(ctx, store.EventRefuse, move{records: records, outcome: OutcomeRefused, reason: reason})
 }
 

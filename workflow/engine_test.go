@@ -23,7 +23,7 @@ func TestAJournalMoveOutsideTheStateMachineIsRefused(t *testing.T) {
 	run := preparedRun()
 	e := newEngine(&dryJournal{run: run}, Plan{Family: scriptFamily{}}, nil)
 	m := e.newMachine(run)
-	obs := store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: "secret/x"}
+	obs := store.Record{Kind: store.RecordObservation, Step: "read-secret", Target: store.SecretTarget("", "x")}
 
 	_, err := e.Journal.Transition(context.Background(), store.TransitionParams{
 		OperationID: run.Op.ID, From: run.Op.State, To: run.Op.State, Revision: run.Op.Revision, Records: []store.Record{obs},

@@ -139,8 +139,9 @@ const (
 	VerbDelete Verb = "delete"
 )
 
-// AnswerStatus classifies what came back for a call.
-type AnswerStatus string
+// AnswerStatus classifies what came back for a call: the status of its
+// authority_result record.
+type AnswerStatus = store.Status
 
 const (
 	// Applied: the authority answered and the result is what was intended.
@@ -160,7 +161,7 @@ type Answer struct {
 	// UID, ResourceVersion and Digest describe the returned object.
 	UID, ResourceVersion, Digest string
 	// Reason is a kebab-case word (conflict, lost, timeout, server-error, ...).
-	Reason string
+	Reason store.Reason
 	Detail store.Detail
 	// Summary, when set on the applied answer of a Final call, replaces the
 	// call's Summary as the completion's: what only the answer knows (the
@@ -168,8 +169,9 @@ type Answer struct {
 	Summary store.Detail
 }
 
-// VerdictKind is what resolution concluded.
-type VerdictKind string
+// VerdictKind is what resolution concluded: the status of its resolution
+// record.
+type VerdictKind = store.Status
 
 const (
 	// Ours: the durable facts show this operation's intended result.
@@ -185,7 +187,7 @@ const (
 // Verdict is what Resolve returns.
 type Verdict struct {
 	Kind   VerdictKind
-	Reason string
+	Reason store.Reason
 	// UID, ResourceVersion and Digest describe what the re-read showed.
 	UID, ResourceVersion, Digest string
 	Detail                       store.Detail

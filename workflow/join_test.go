@@ -26,7 +26,7 @@ func (j *endsWhileJoined) PrepareRun(ctx context.Context, p store.PrepareParams)
 		j.ended = true
 		_, terr := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: op.State, To: store.StateCompleted,
 			Revision: op.Revision, Outcome: string(workflow.OutcomeExisting),
-			Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeExisting)}}})
+			Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeExisting)}}})
 		require.NoError(j.t, terr)
 	}
 	return op, created, err
@@ -104,7 +104,7 @@ func (j *endsEveryJoin) PrepareRun(ctx context.Context, p store.PrepareParams) (
 	if !op.State.Terminal() {
 		_, terr := j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: op.State, To: store.StateCompleted,
 			Revision: op.Revision, Outcome: string(workflow.OutcomeExisting),
-			Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeExisting)}}})
+			Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeExisting)}}})
 		require.NoError(j.t, terr)
 	}
 	return op, false, nil

@@ -30,10 +30,10 @@ const (
 // Answer reasons KubeAnswer gives besides the kube.Reason words.
 const (
 	// AnswerAbsent: a delete found the object already gone (404).
-	AnswerAbsent = "absent"
+	AnswerAbsent store.Reason = "absent"
 	// AnswerPreconditionFailed: a delete's UID or resourceVersion
 	// precondition did not hold (409).
-	AnswerPreconditionFailed = "precondition-failed"
+	AnswerPreconditionFailed store.Reason = "precondition-failed"
 )
 
 // KubeAnswer turns a failed Kubernetes call of kind call into its answer
@@ -43,7 +43,7 @@ const (
 // (or AnswerAbsent, AnswerPreconditionFailed).
 func KubeAnswer(call KubeCall, err error) Answer {
 	fail := kube.Classify(err)
-	a := Answer{Status: Unknown, Code: fail.Code, Reason: string(fail.Reason)}
+	a := Answer{Status: Unknown, Code: fail.Code, Reason: store.Reason(fail.Reason)}
 	switch {
 	case call == KubeDelete && fail.Reason == kube.ReasonNotFound:
 		a.Status, a.Reason = Applied, AnswerAbsent

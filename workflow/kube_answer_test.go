@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/keyledger/keyledger/kube"
+	"github.com/keyledger/keyledger/store"
 )
 
 // TestKubeAnswerEveryReason: every kube.Reason, for a write and for a delete
@@ -20,7 +21,7 @@ func TestKubeAnswerEveryReason(t *testing.T) {
 	type want struct {
 		status AnswerStatus
 		code   int
-		reason string
+		reason store.Reason
 	}
 	cases := []struct {
 		reason        kube.Reason

@@ -166,7 +166,7 @@ func forgeCompleted(t *testing.T, j workflow.Store, prepare store.PrepareParams)
 	require.True(t, created)
 	_, err = j.Transition(t.Context(), store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted),
-		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)}}})
 	require.NoError(t, err)
 }
 
@@ -275,7 +275,7 @@ func TestOperateResumesCallingByResolving(t *testing.T) {
 			op, _, err := j.Prepare(ctx, toy("m"))
 			require.NoError(t, err)
 			_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
-				Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "write", Target: "secret/x", Attempt: 1, UID: "u0",
+				Records: []store.Record{{Kind: store.RecordAuthorityCall, Step: "write", Target: store.SecretTarget("", "x"), Attempt: 1, UID: "u0",
 					Batch: 1, Final: final}}})
 			require.NoError(t, err)
 
@@ -284,7 +284,7 @@ func TestOperateResumesCallingByResolving(t *testing.T) {
 			f := &scripted{
 				decide: func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
 					decided++
-					if _, ok := run.Settled("write", "secret/x"); ok {
+					if _, ok := run.Settled("write", store.SecretTarget("", "x")); ok {
 						return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeConverged}}
 					}
 					return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Send: send(workflow.Answer{Status: workflow.Applied})}}
@@ -310,7 +310,7 @@ func TestOperateResumesCallingByResolving(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []store.RecordKind{store.RecordPreparation, store.RecordAuthorityCall, store.RecordAuthorityResult,
 				store.RecordResolution, store.RecordCompletion}, kinds(records))
-			require.Equal(t, "lost", records[2].Status, "the missing answer is journaled as lost")
+			require.Equal(t, store.Status("lost"), records[2].Status, "the missing answer is journaled as lost")
 		})
 	}
 }
@@ -397,7 +397,7 @@ func TestOperateConfirmsACompletionFoundMidRun(t *testing.T) {
 				// read and its commit.
 				_, err := j.Transition(t.Context(), store.TransitionParams{OperationID: run.Op.ID, From: run.Op.State, To: store.StateCompleted,
 					Revision: run.Op.Revision, Outcome: string(workflow.OutcomeCompleted),
-					Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+					Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)}}})
 				require.NoError(t, err)
 				return workflow.Decision{Call: &workflow.Call{Step: "write", Target: store.SecretTarget("", "x"), Final: true, Send: send(workflow.Answer{Status: workflow.Applied})}}
 			}
@@ -465,9 +465,9 @@ func TestOperateAPartialWriterSaysConverged(t *testing.T) {
 		return func(run *workflow.Run, send func(workflow.Answer) func(context.Context) workflow.Answer) workflow.Decision {
 			applied := send(workflow.Answer{Status: workflow.Applied})
 			switch {
-			case func() bool { _, ok := run.Settled("live", "secret/x"); return ok }():
+			case func() bool { _, ok := run.Settled("live", store.SecretTarget("", "x")); return ok }():
 				return workflow.Decision{Complete: &workflow.Completion{Outcome: workflow.OutcomeCompleted}}
-			case func() bool { _, ok := run.Settled("snap", "secret/x"); return ok }():
+			case func() bool { _, ok := run.Settled("snap", store.SecretTarget("", "x")); return ok }():
 				return workflow.Decision{Call: &workflow.Call{Step: "live", Target: store.SecretTarget("", "x"), Final: true, Send: applied}}
 			default:
 				return workflow.Decision{Call: &workflow.Call{Step: "snap", Target: store.SecretTarget("", "x"),

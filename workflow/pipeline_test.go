@@ -102,7 +102,7 @@ func (f *batchFamily) Decide(_ context.Context, run *workflow.Run) (workflow.Dec
 				_, records, err := f.j.Journal.Snapshot(ctx, "", mutation)
 				journaled := err == nil && func() bool {
 					for _, r := range records {
-						if r.Kind == store.RecordAuthorityCall && r.Target == target.String() {
+						if r.Kind == store.RecordAuthorityCall && r.Target.String() == target.String() {
 							return true
 						}
 					}

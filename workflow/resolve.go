@@ -30,12 +30,12 @@ func (m *machine) resolve(ctx context.Context) error {
 				return err
 			}
 		}
-		return m.refuse(ctx, v.theirs.Reason, summary, v.notes)
+		return m.refuse(ctx, string(v.theirs.Reason), summary, v.notes)
 	case v.undetermined != nil:
 		if err := m.note(ctx, v.notes...); err != nil {
 			return err
 		}
-		return &Uncertain{Reason: orDefault(v.undetermined.Reason, "undetermined"), Err: v.undetermined.Err}
+		return &Uncertain{Reason: orDefault(string(v.undetermined.Reason), "undetermined"), Err: v.undetermined.Err}
 	case v.rejected != nil:
 		return m.refuseBatch(ctx, *v.rejected, v.notes)
 	case len(v.retries) > 0:
@@ -106,7 +106,7 @@ func resolutionRecord(call store.Record, v Verdict) store.Record {
 	}
 	return store.Record{
 		Kind: store.RecordResolution, Step: call.Step, Target: call.Target, UID: v.UID, ResourceVersion: v.ResourceVersion,
-		Digest: v.Digest, Status: string(v.Kind), Reason: v.Reason, Detail: detail,
+		Digest: v.Digest, Status: v.Kind, Reason: v.Reason, Detail: detail,
 	}
 }
 
@@ -120,11 +120,11 @@ func (m *machine) refuseBatch(ctx context.Context, rejected store.Record, notes 
 	if err != nil {
 		return fmt.Errorf("reading the rejected result of %s %s: %w", rejected.Step, rejected.Target, err)
 	}
-	summary, err := m.batchSummary(store.DetailOf(rejectedCall{Rejected: rejected.Target, Code: code.Code}), notes)
+	summary, err := m.batchSummary(store.DetailOf(rejectedCall{Rejected: rejected.Target.String(), Code: code.Code}), notes)
 	if err != nil {
 		return err
 	}
-	return m.refuse(ctx, rejected.Reason, summary, notes)
+	return m.refuse(ctx, string(rejected.Reason), summary, notes)
 }
 
 // retry sends again the calls resolution found not applied: only those

@@ -45,7 +45,7 @@ type Settlement struct {
 // done: the newest answer or resolution after it is an applied result or an
 // "ours" verdict. This is the one definition of settlement: the engine's
 // (which calls are still open) and every family's (what is already done).
-func (r *Run) Settled(step, target string) (Settlement, bool) {
+func (r *Run) Settled(step string, target store.Target) (Settlement, bool) {
 	return settlement(r.Records, step, target)
 }
 
@@ -54,20 +54,20 @@ func (r *Run) Settled(step, target string) (Settlement, bool) {
 // answer was lost. It is the rule Settled applies, and the one a family
 // asks when it reads records one by one.
 func Settles(r store.Record) bool {
-	return AppliedResult(r) || r.Kind == store.RecordResolution && r.Status == string(Ours)
+	return AppliedResult(r) || r.Kind == store.RecordResolution && r.Status == Ours
 }
 
 // AppliedResult reports whether r is an answer the authority gave as
 // applied.
 func AppliedResult(r store.Record) bool {
-	return r.Kind == store.RecordAuthorityResult && r.Status == string(Applied)
+	return r.Kind == store.RecordAuthorityResult && r.Status == Applied
 }
 
-func settlement(records []store.Record, step, target string) (Settlement, bool) {
+func settlement(records []store.Record, step string, target store.Target) (Settlement, bool) {
 	var s Settlement
 	called, settled := false, false
 	for _, rec := range records {
-		if rec.Step != step || rec.Target != target {
+		if rec.Step != step || !rec.Target.Same(target) {
 			continue
 		}
 		switch rec.Kind {
@@ -119,7 +119,7 @@ func (r *Run) unanswered() []store.Record {
 			continue
 		}
 		answered := slices.ContainsFunc(r.Records[i+1:], func(later store.Record) bool {
-			return later.Kind == store.RecordAuthorityResult && later.Step == c.Step && later.Target == c.Target
+			return later.Kind == store.RecordAuthorityResult && later.Step == c.Step && later.Target.Same(c.Target)
 		})
 		if !answered {
 			open = append(open, c)
@@ -133,10 +133,10 @@ func (r *Run) unanswered() []store.Record {
 func callKey(step, target string) string { return step + " " + target }
 
 // Attempts counts the authority calls recorded for step on target.
-func (r *Run) Attempts(step, target string) int {
+func (r *Run) Attempts(step string, target store.Target) int {
 	n := 0
 	for _, rec := range r.Records {
-		if rec.Kind == store.RecordAuthorityCall && rec.Step == step && rec.Target == target {
+		if rec.Kind == store.RecordAuthorityCall && rec.Step == step && rec.Target.Same(target) {
 			n++
 		}
 	}
@@ -149,12 +149,12 @@ func (r *Run) rejection(call store.Record) (store.Record, bool) {
 	var found store.Record
 	ok, after := false, false
 	for _, rec := range r.Records {
-		if rec.ID != 0 && rec.ID == call.ID || rec.ID == 0 && rec.Kind == call.Kind && rec.Step == call.Step && rec.Target == call.Target && rec.Attempt == call.Attempt {
+		if rec.ID != 0 && rec.ID == call.ID || rec.ID == 0 && rec.Kind == call.Kind && rec.Step == call.Step && rec.Target.Same(call.Target) && rec.Attempt == call.Attempt {
 			after = true
 			continue
 		}
-		if after && rec.Kind == store.RecordAuthorityResult && rec.Step == call.Step && rec.Target == call.Target {
-			found, ok = rec, rec.Status == string(Rejected)
+		if after && rec.Kind == store.RecordAuthorityResult && rec.Step == call.Step && rec.Target.Same(call.Target) {
+			found, ok = rec, rec.Status == Rejected
 		}
 	}
 	return found, ok

@@ -15,15 +15,15 @@ import (
 func TestSettled(t *testing.T) {
 	t.Parallel()
 	call := func(attempt, batch int) store.Record {
-		return store.Record{Kind: store.RecordAuthorityCall, Step: "s", Target: "secret/a", Attempt: attempt, Batch: batch}
+		return store.Record{Kind: store.RecordAuthorityCall, Step: "s", Target: store.SecretTarget("", "a"), Attempt: attempt, Batch: batch}
 	}
 	result := func(status AnswerStatus) store.Record {
-		return store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/a", Status: string(status)}
+		return store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: store.SecretTarget("", "a"), Status: status}
 	}
 	resolution := func(kind VerdictKind) store.Record {
-		return store.Record{Kind: store.RecordResolution, Step: "s", Target: "secret/a", Status: string(kind)}
+		return store.Record{Kind: store.RecordResolution, Step: "s", Target: store.SecretTarget("", "a"), Status: kind}
 	}
-	other := store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: "secret/b", Status: string(Applied)}
+	other := store.Record{Kind: store.RecordAuthorityResult, Step: "s", Target: store.SecretTarget("", "b"), Status: Applied}
 	tests := []struct {
 		name    string
 		records []store.Record
@@ -48,7 +48,7 @@ func TestSettled(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			run := &Run{Records: tt.records}
-			s, ok := run.Settled("s", "secret/a")
+			s, ok := run.Settled("s", store.SecretTarget("", "a"))
 			require.Equal(t, tt.settled, ok)
 			require.Equal(t, tt.by, s.By.Kind)
 			require.Equal(t, tt.attempt, s.Call.Attempt)
@@ -60,22 +60,22 @@ func TestSettled(t *testing.T) {
 // Settled does not settle; unanswered ones are those with no answer at all.
 func TestOpenCallsFollowSettled(t *testing.T) {
 	t.Parallel()
-	rec := func(kind store.RecordKind, target string, batch int, status string) store.Record {
-		return store.Record{Kind: kind, Step: "create", Target: target, Batch: batch, Status: status}
+	rec := func(kind store.RecordKind, name string, batch int, status store.Status) store.Record {
+		return store.Record{Kind: kind, Step: "create", Target: store.SecretTarget("", name), Batch: batch, Status: status}
 	}
 	run := &Run{Records: []store.Record{
-		rec(store.RecordAuthorityCall, "secret/old", 1, ""),
-		rec(store.RecordAuthorityResult, "secret/old", 0, string(Applied)),
-		rec(store.RecordAuthorityCall, "secret/a", 2, ""),
-		rec(store.RecordAuthorityCall, "secret/b", 2, ""),
-		rec(store.RecordAuthorityCall, "secret/c", 2, ""),
-		rec(store.RecordAuthorityResult, "secret/a", 0, string(Applied)),
-		rec(store.RecordAuthorityResult, "secret/b", 0, string(Unknown)),
+		rec(store.RecordAuthorityCall, "old", 1, ""),
+		rec(store.RecordAuthorityResult, "old", 0, Applied),
+		rec(store.RecordAuthorityCall, "a", 2, ""),
+		rec(store.RecordAuthorityCall, "b", 2, ""),
+		rec(store.RecordAuthorityCall, "c", 2, ""),
+		rec(store.RecordAuthorityResult, "a", 0, Applied),
+		rec(store.RecordAuthorityResult, "b", 0, Unknown),
 	}}
 	targets := func(records []store.Record) []string {
 		var out []string
 		for _, r := range records {
-			out = append(out, r.Target)
+			out = append(out, r.Target.String())
 		}
 		return out
 	}

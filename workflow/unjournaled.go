@@ -69,7 +69,7 @@ func unjournaled(ctx context.Context, plan Plan, log *slog.Logger, connect error
 	summary := store.DetailOf(unjournaledSummary{Journal: JournalNotConsulted, Authorship: "not-checked"})
 	op := &store.Operation{Kind: plan.Prepare.Kind, MutationID: plan.Prepare.MutationID, Namespace: plan.Prepare.Namespace,
 		Name: plan.Prepare.Name, State: store.StateCompleted, Outcome: string(OutcomeExisting)}
-	run := &Run{Op: op, Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(OutcomeExisting), Detail: summary}}}
+	run := &Run{Op: op, Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(OutcomeExisting), Detail: summary}}}
 	return &Result{Run: run, Outcome: OutcomeExisting, Journal: JournalNotConsulted}, nil
 }
 

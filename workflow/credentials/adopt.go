@@ -67,7 +67,7 @@ func (f *family) readExternalSecrets(ctx context.Context, p *progress) (*workflo
 	if len(p.found) == 0 && len(p.orphanUID) == 0 && len(p.externalDeleted) == 0 {
 		p.early = early
 	}
-	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: "checked",
+	p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecrets, Status: statusChecked,
 		Detail: store.DetailOf(externalSecretsDetail{Read: len(f.cmd.Spec.Secrets), Absent: absent})})
 	return nil, nil
 }
@@ -155,7 +155,7 @@ func (f *family) externalSummary(name string) store.Detail {
 // externalObservation records a read of an ExternalSecret: identity,
 // version, and what was checked (never its spec).
 func externalObservation(es *unstructured.Unstructured) store.Record {
-	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: store.Target{Kind: store.TargetExternalSecret, Namespace: es.GetNamespace(), Name: es.GetName()}.String(),
+	return store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: store.Target{Kind: store.TargetExternalSecret, Namespace: es.GetNamespace(), Name: es.GetName()},
 		UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(), Status: statusPresent,
 		Detail: store.DetailOf(externalSecretDetail{GeneratorBacked: generatorBacked(es), TargetName: targetName(es) == es.GetName(),
 			Terminating: es.GetDeletionTimestamp() != nil})}
@@ -213,7 +213,7 @@ func (f *family) orphanExternalSecret(ctx context.Context, p *progress) (*workfl
 			es, err := f.kube.GetExternalSecret(ctx, name)
 			switch {
 			case isNotFound(err):
-				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name).String(), Status: reasonAbsent})
+				p.note(store.Record{Kind: store.RecordObservation, Step: stepReadExternalSecret, Target: f.target(store.TargetExternalSecret, name), Status: statusAbsent})
 				continue
 			case err != nil:
 				return nil, kubeErr(err)
@@ -250,8 +250,8 @@ func (f *family) orphanExternalSecret(ctx context.Context, p *progress) (*workfl
 		if !gone {
 			return end(&workflow.Uncertain{Reason: ReasonExternalNotGone})
 		}
-		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: f.target(store.TargetExternalSecret, name).String(),
-			UID: uid, Status: "gone"})
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepWaitExternalGone, Target: f.target(store.TargetExternalSecret, name),
+			UID: uid, Status: statusGone})
 	}
 	return nil, nil
 }
@@ -291,7 +291,7 @@ func (f *family) resolveOrphan(ctx context.Context, name string, call store.Reco
 	v := workflow.Verdict{UID: string(es.GetUID()), ResourceVersion: es.GetResourceVersion(),
 		Detail: externalObservation(es).Detail}
 	if reason := f.invalidExternal(es); reason != "" {
-		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, summary
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, store.Reason(reason), summary
 		return v, nil
 	}
 	v.Kind, v.Reason, v.Retry = workflow.NotApplied, "resource-version-unchanged", f.orphanCall(name, es.GetUID(), es.GetResourceVersion())
@@ -313,13 +313,13 @@ func (f *family) deleteGenerator(ctx context.Context, p *progress) (*workflow.De
 		}
 		gen, err := f.kube.GetPasswordGenerator(ctx, g)
 		if isNotFound(err) {
-			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(), Status: reasonAbsent})
+			p.note(store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g), Status: statusAbsent})
 			continue
 		}
 		if err != nil {
 			return nil, kubeErr(err)
 		}
-		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g).String(),
+		obs := store.Record{Kind: store.RecordObservation, Step: stepReadGenerator, Target: f.target(store.TargetPassword, g),
 			UID: string(gen.GetUID()), ResourceVersion: gen.GetResourceVersion(), Status: statusPresent,
 			Detail: store.DetailOf(generatorDetail{Terminating: gen.GetDeletionTimestamp() != nil})}
 		return &workflow.Decision{Notes: []store.Record{obs}, Call: f.deleteGeneratorCall(g, gen.GetUID(), gen.GetResourceVersion())}, nil

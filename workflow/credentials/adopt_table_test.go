@@ -102,7 +102,7 @@ func TestOrphanExternalSecretTable(t *testing.T) {
 		}), Check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "completed", r.Ending())
 			res := firstRecordOf(r, store.RecordAuthorityResult, stepOrphanExternalSecret, es)
-			require.Equal(t, "unknown/precondition-failed", res.Status+"/"+res.Reason)
+			require.Equal(t, "unknown/precondition-failed", string(res.Status)+"/"+string(res.Reason))
 			require.EqualValues(t, 409, workflowtest.Fields(res.Detail)["code"])
 			require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app not-applied/resource-version-changed"},
 				r.trail(store.RecordResolution, stepOrphanExternalSecret))
@@ -249,7 +249,7 @@ func TestDeleteGeneratorTable(t *testing.T) {
 			require.Equal(t, 1, e.k.written(gen))
 			require.Equal(t, float64(1), r.summary()["generatorsDeleted"])
 			obs := recordOf(r, store.RecordObservation, stepReadGenerator, gen)
-			require.Equal(t, "present", obs.Status)
+			require.Equal(t, store.Status("present"), obs.Status)
 			require.Equal(t, obs.UID, callOf(r, stepDeleteGenerator, gen).UID, "the delete names the read's UID")
 			require.Equal(t, obs.ResourceVersion, callOf(r, stepDeleteGenerator, gen).ResourceVersion)
 		}},

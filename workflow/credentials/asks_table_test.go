@@ -26,7 +26,7 @@ func (e *env) forgeDeletePod() {
 	pod := e.k.pod(podApp)
 	srv := e.cmd.Spec.Servers[0]
 	c := restartCause(srv, pod, e.secret(srv.Secret).ResourceVersion)
-	call := store.Record{Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: "pod/" + podApp, UID: string(pod.UID),
+	call := store.Record{Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: store.Target{Kind: store.TargetPod, Namespace: nsShop, Name: podApp}, UID: string(pod.UID),
 		Digest: c.digest(), Attempt: 1, Batch: 1,
 		Detail: store.DetailOf(deletePodDetail{Why: "refused-credentials", Secret: srv.Secret, Authorship: AuthorshipProven,
 			Cause: causeDetail{SecretResourceVersion: c.SecretResourceVersion, Controller: c.Controller, Revision: c.Revision, Spec: c.Spec}})}
@@ -161,7 +161,7 @@ func TestRestartDeclinedTable(t *testing.T) {
 			e := newEnv(t, spec)
 			f := e.family()
 			f.journal = findsOne{runs: c.found}
-			why, by, err := f.restartDeclined(context.Background(), "pod/"+podApp, c.authorship, cause{}, c.mine)
+			why, by, err := f.restartDeclined(context.Background(), store.Target{Kind: store.TargetPod, Namespace: nsShop, Name: podApp}, c.authorship, cause{}, c.mine)
 			require.NoError(t, err)
 			require.Equal(t, c.want, why)
 			require.Equal(t, c.by, by)
@@ -171,7 +171,7 @@ func TestRestartDeclinedTable(t *testing.T) {
 		t.Parallel()
 		f := newEnv(t, withServers(basePlan())).family()
 		f.journal = findsOne{err: errors.New("connection refused")}
-		_, _, err := f.restartDeclined(context.Background(), "pod/"+podApp, AuthorshipProven, cause{}, "")
+		_, _, err := f.restartDeclined(context.Background(), store.Target{Kind: store.TargetPod, Namespace: nsShop, Name: podApp}, AuthorshipProven, cause{}, "")
 		var unavailable *workflow.Unavailable
 		require.ErrorAs(t, err, &unavailable)
 	})

@@ -38,7 +38,7 @@ func requireKept(t *testing.T, r result, name string, want Authorship, lookAlike
 			if e, ok := workflowtest.Fields(rec.Detail)["complete"].(map[string]any)[name].(map[string]any); ok {
 				d = e
 			}
-		case rec.Kind == store.RecordObservation && rec.Step == stepReadSecret && rec.Target == "secret/"+name:
+		case rec.Kind == store.RecordObservation && rec.Step == stepReadSecret && rec.Target.String() == "secret/"+name:
 			d = workflowtest.Fields(rec.Detail)
 		}
 	}

@@ -123,19 +123,19 @@ func createsDecision(creates []*workflow.Call) *workflow.Decision {
 const completeChunk = 32
 
 // chunkTarget is the read-secrets record target of the i-th planned Secret.
-func chunkTarget(namespace string, i int) string {
-	return store.Target{Kind: store.TargetSecrets, Namespace: namespace, Name: strconv.Itoa(1 + i/completeChunk)}.String()
+func chunkTarget(namespace string, i int) store.Target {
+	return store.Target{Kind: store.TargetSecrets, Namespace: namespace, Name: strconv.Itoa(1 + i/completeChunk)}
 }
 
 // completeNotes collects the Secrets one decision found complete, by chunk.
 type completeNotes struct {
 	namespace string
-	chunks    map[string]map[string]chunkEntry
-	order     []string
+	chunks    map[store.Target]map[string]chunkEntry
+	order     []store.Target
 }
 
 func newCompleteNotes(namespace string) *completeNotes {
-	return &completeNotes{namespace: namespace, chunks: map[string]map[string]chunkEntry{}}
+	return &completeNotes{namespace: namespace, chunks: map[store.Target]map[string]chunkEntry{}}
 }
 
 func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lookAlike bool) {
@@ -150,10 +150,10 @@ func (n *completeNotes) add(i int, name, uid string, a Authorship, by string, lo
 // noteTo journals the collected Secrets with the decision, once.
 func (n *completeNotes) noteTo(p *progress) {
 	for _, t := range n.order {
-		p.note(store.Record{Kind: store.RecordObservation, Step: stepReadSecrets, Target: t, Status: reasonSecretComplete,
+		p.note(store.Record{Kind: store.RecordObservation, Step: stepReadSecrets, Target: t, Status: statusComplete,
 			Detail: store.DetailOf(chunkDetail{Complete: n.chunks[t]})})
 	}
-	n.chunks, n.order = map[string]map[string]chunkEntry{}, nil
+	n.chunks, n.order = map[store.Target]map[string]chunkEntry{}, nil
 }
 
 // authorshipOfRead is the authorship of s, found in place: what this run
@@ -161,13 +161,13 @@ func (n *completeNotes) noteTo(p *progress) {
 // the plan (the one of s's chunk) says of s's UID, or what the journal
 // proves (authorship). fx answers the journal questions of one decision
 // (a chunk's record is asked once for all its Secrets).
-func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk string, fx *runFinds) (Authorship, string, error) {
+func (f *family) authorshipOfRead(ctx context.Context, p *progress, s *corev1.Secret, chunk store.Target, fx *runFinds) (Authorship, string, error) {
 	if a, ok := p.authorship[s.Name]; ok && a != AuthorshipUnproven {
 		return a, p.by[s.Name], nil
 	}
 	if f.journal != nil && s.UID != "" {
 		found, err := fx.find(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
-			Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk})
+			Kind: store.RecordObservation, Step: stepReadSecrets, Target: chunk.String()})
 		if err != nil {
 			return "", "", err
 		}
@@ -212,7 +212,7 @@ func observation(s *corev1.Secret, c change, found *secretDetail) store.Record {
 	}
 	complete := c.empty()
 	d.changeDetail, d.Complete = c.detail(), &complete
-	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: store.SecretTarget(s.Namespace, s.Name).String(),
+	return store.Record{Kind: store.RecordObservation, Step: stepReadSecret, Target: store.SecretTarget(s.Namespace, s.Name),
 		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Detail: store.DetailOf(d)}
 }
 
@@ -312,7 +312,7 @@ func (f *family) resolveCreate(ctx context.Context, p *progress, name string, ca
 	c := diff(s, f.plan(name), adopted)
 	detail := keptDetail(s, c)
 	if reason := keptProblem(s, c, adopted); reason != "" {
-		v.Kind, v.Reason, v.Detail = workflow.Theirs, reason, store.DetailOf(detail)
+		v.Kind, v.Reason, v.Detail = workflow.Theirs, store.Reason(reason), store.DetailOf(detail)
 		v.Summary = store.DetailOf(secretSummary{Namespace: f.cmd.Spec.Namespace, Secret: name})
 		return v, nil
 	}
@@ -367,7 +367,7 @@ func createdBy(s *corev1.Secret, plan Secret, digests ...string) (string, bool) 
 
 // createDigests lists the nonce digests of every create call this operation
 // journaled for target.
-func createDigests(records []store.Record, target string) []string {
+func createDigests(records []store.Record, target store.Target) []string {
 	var digests []string
 	for _, r := range records {
 		if r.Kind == store.RecordAuthorityCall && r.Step == stepCreateSecret && r.Target == target {
@@ -421,7 +421,7 @@ func (f *family) resolvePatch(ctx context.Context, p *progress, name string, cal
 	// The checks the decision made before the patch run again before it is
 	// sent again: the Secret may have changed in between.
 	if reason := keptProblem(s, c, adopted); reason != "" {
-		v.Kind, v.Reason, v.Summary = workflow.Theirs, reason, store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: name})
+		v.Kind, v.Reason, v.Summary = workflow.Theirs, store.Reason(reason), store.DetailOf(secretSummary{Namespace: s.Namespace, Secret: name})
 		return v, nil
 	}
 	if c.empty() {

@@ -203,7 +203,7 @@ func (r result) calls() []string {
 	var out []string
 	for _, rec := range r.records {
 		if rec.Kind == store.RecordAuthorityCall {
-			out = append(out, rec.Step+" "+rec.Target)
+			out = append(out, rec.Step+" "+rec.Target.String())
 		}
 	}
 	return out

@@ -37,34 +37,49 @@ const (
 	stepWaitExternalGone    = "wait-external-secret-gone"
 	stepReadSecret          = "read-secret"
 	stepReadSecrets         = "read-secrets"
-	statusPresent           = "present"
+)
+
+// Observation statuses: what a read found, the status of its record.
+const (
+	statusPresent  store.Status = "present"
+	statusAbsent   store.Status = "absent"
+	statusChecked  store.Status = "checked"
+	statusGone     store.Status = "gone"
+	statusReady    store.Status = "ready"
+	statusNotReady store.Status = "not-ready"
+	statusComplete store.Status = "complete"
 )
 
 // Reasons, stable kebab-case words.
 const (
-	ReasonNotGeneratorBacked   = "external-secret-not-generator-backed"
-	ReasonTargetMismatch       = "external-secret-target-mismatch"
-	ReasonExternalReplaced     = "external-secret-replaced"
-	ReasonExternalNotGone      = "external-secret-not-gone"
-	ReasonSecretTerminating    = "secret-terminating"
-	ReasonSecretWrongType      = "secret-wrong-type"
-	ReasonSecretImmutable      = "secret-immutable"
-	ReasonSecretDeleted        = "secret-deleted-concurrently"
-	ReasonServerStillRefuses   = "server-still-refuses"
-	ReasonReplacementNotReady  = "replacement-not-ready"
-	ReasonProbeUnknown         = "probe-unknown"
-	ReasonServerNotOwned       = "server-not-owned"
-	ReasonSecretUnproven       = "secret-unproven"
-	reasonCreated              = "created"
-	reasonAlreadyExists        = "already-exists"
-	reasonCreatedByThis        = "created-by-this-mutation"
-	reasonKeptExisting         = "kept-existing"
-	reasonTestFailed           = "test-failed"
-	reasonAbsent               = "absent"
-	reasonSecretComplete       = "complete"
-	reasonResourceVersionMoved = "resource-version-changed"
-	reasonPreconditionFailed   = "precondition-failed"
-	reasonReplacedNotDeleted   = "replaced-not-deleted"
+	ReasonNotGeneratorBacked  = "external-secret-not-generator-backed"
+	ReasonTargetMismatch      = "external-secret-target-mismatch"
+	ReasonExternalReplaced    = "external-secret-replaced"
+	ReasonExternalNotGone     = "external-secret-not-gone"
+	ReasonSecretTerminating   = "secret-terminating"
+	ReasonSecretWrongType     = "secret-wrong-type"
+	ReasonSecretImmutable     = "secret-immutable"
+	ReasonSecretDeleted       = "secret-deleted-concurrently"
+	ReasonServerStillRefuses  = "server-still-refuses"
+	ReasonReplacementNotReady = "replacement-not-ready"
+	ReasonProbeUnknown        = "probe-unknown"
+	ReasonServerNotOwned      = "server-not-owned"
+	ReasonSecretUnproven      = "secret-unproven"
+)
+
+// Record reasons: why an answer, resolution or probe came out as it did,
+// the reason of its record.
+const (
+	reasonCreated              store.Reason = "created"
+	reasonAlreadyExists        store.Reason = "already-exists"
+	reasonCreatedByThis        store.Reason = "created-by-this-mutation"
+	reasonKeptExisting         store.Reason = "kept-existing"
+	reasonTestFailed           store.Reason = "test-failed"
+	reasonAbsent               store.Reason = "absent"
+	reasonSecretComplete       store.Reason = "complete"
+	reasonResourceVersionMoved store.Reason = "resource-version-changed"
+	reasonPreconditionFailed   store.Reason = "precondition-failed"
+	reasonReplacedNotDeleted   store.Reason = "replaced-not-deleted"
 )
 
 // waitBound bounds each wait (an ExternalSecret gone, a replacement pod
@@ -220,11 +235,7 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 }
 
 func (f *family) resolve(ctx context.Context, p *progress, call store.Record) (workflow.Verdict, error) {
-	t, err := call.TargetIn(f.cmd.Spec.Namespace)
-	if err != nil {
-		return workflow.Verdict{}, err
-	}
-	name := t.Name
+	name := call.Target.Name
 	switch call.Step {
 	case stepCreateSecret:
 		return f.resolveCreate(ctx, p, name, call)
@@ -254,7 +265,7 @@ type progress struct {
 	// Calls settled as done (workflow.Run.Settled), by object name.
 	created, exists, patched map[string]bool // Secrets
 	externalDeleted          map[string]bool
-	generatorsDeleted        map[string]string // name -> reason (deleted or absent)
+	generatorsDeleted        map[string]store.Reason // name -> reason (deleted or absent)
 	podDeleted               map[string]bool
 	// Calls sent, settled or not: the UID each newest one named.
 	orphanUID     map[string]string // ExternalSecret -> UID its orphan delete named
@@ -298,7 +309,7 @@ func fold(run *workflow.Run) (*progress, error) {
 	p := &progress{
 		run: run.Op.MutationID, namespace: run.Op.Namespace, records: run.Records,
 		created: map[string]bool{}, exists: map[string]bool{}, patched: map[string]bool{},
-		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]string{}, podDeleted: map[string]bool{},
+		externalDeleted: map[string]bool{}, generatorsDeleted: map[string]store.Reason{}, podDeleted: map[string]bool{},
 		orphanUID: map[string]string{}, podDeletedUID: map[string]string{},
 		found: map[string]bool{}, externalGone: map[string]bool{}, complete: map[string]bool{}, probes: map[string]ProbeResult{},
 		notOwned:   map[string]string{},
@@ -320,10 +331,10 @@ func fold(run *workflow.Run) (*progress, error) {
 				return nil, err
 			}
 		}
-		if r.Kind != store.RecordAuthorityCall || called[[2]string{r.Step, r.Target}] {
+		if r.Kind != store.RecordAuthorityCall || called[[2]string{r.Step, r.Target.String()}] {
 			continue
 		}
-		called[[2]string{r.Step, r.Target}] = true
+		called[[2]string{r.Step, r.Target.String()}] = true
 		if s, ok := run.Settled(r.Step, r.Target); ok {
 			if err := p.settled(s); err != nil {
 				return nil, err
@@ -333,10 +344,11 @@ func fold(run *workflow.Run) (*progress, error) {
 	return p, nil
 }
 
-// nameOf is the name of the object r's target names ("" for none).
+// nameOf is the name of the object r's target names ("" for none). It no
+// longer fails (the journal reads back only targets that parse); the
+// error stays so that its callers stay as they are.
 func (p *progress) nameOf(r store.Record) (string, error) {
-	t, err := r.TargetIn(p.namespace)
-	return t.Name, err
+	return r.Target.Name, nil
 }
 
 // settled records a call settled as done.
@@ -448,13 +460,13 @@ func (p *progress) observeCall(name string, r store.Record) error {
 // alone or with others (read-secrets).
 func (p *progress) observeRead(name string, r store.Record) error {
 	switch {
-	case r.Step == stepReadGenerator && r.Status == reasonAbsent:
+	case r.Step == stepReadGenerator && r.Status == statusAbsent:
 		p.generatorsDeleted[name] = reasonAbsent
 	case r.Step == stepReadExternalSecrets:
 		p.adoptChecked = true
 	case r.Step == stepReadExternalSecret && r.Status == statusPresent:
 		p.found[name] = true
-	case r.Step == stepReadExternalSecret && r.Status == reasonAbsent, r.Step == stepWaitExternalGone:
+	case r.Step == stepReadExternalSecret && r.Status == statusAbsent, r.Step == stepWaitExternalGone:
 		p.externalGone[name] = true
 	case r.Step == stepReadSecret:
 		return p.observeSecret(name, r)
@@ -622,7 +634,7 @@ func isNotFound(err error) bool { return errors.Is(err, kube.ReasonNotFound) }
 // deleteAnswer is the answer to a delete of the object with uid, sent with
 // preconditions: done (reason ok) when err is nil, else workflow.KubeAnswer's
 // reading of the failure (a 404 is gone: applied to this UID).
-func deleteAnswer(uid types.UID, ok string, err error) workflow.Answer {
+func deleteAnswer(uid types.UID, ok store.Reason, err error) workflow.Answer {
 	a := workflow.Answer{Status: workflow.Applied, Code: http.StatusOK, Reason: ok}
 	if err != nil {
 		a = workflow.KubeAnswer(workflow.KubeDelete, err)

@@ -172,11 +172,11 @@ func TestCreatedByNeedsTheNonce(t *testing.T) {
 func TestCreateDigestsAreEveryAttemptForTheTarget(t *testing.T) {
 	t.Parallel()
 	records := []store.Record{
-		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:first"},
-		{Kind: store.RecordResolution, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:resolution"},
-		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/b", Digest: "sha256:other-secret"},
-		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: "secret/a", Digest: "sha256:second"},
+		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: store.SecretTarget(nsShop, "a"), Digest: "sha256:first"},
+		{Kind: store.RecordResolution, Step: stepCreateSecret, Target: store.SecretTarget(nsShop, "a"), Digest: "sha256:resolution"},
+		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: store.SecretTarget(nsShop, "b"), Digest: "sha256:other-secret"},
+		{Kind: store.RecordAuthorityCall, Step: stepCreateSecret, Target: store.SecretTarget(nsShop, "a"), Digest: "sha256:second"},
 	}
-	require.Equal(t, []string{"sha256:first", "sha256:second"}, createDigests(records, "secret/a"))
-	require.Empty(t, createDigests(records, "secret/c"))
+	require.Equal(t, []string{"sha256:first", "sha256:second"}, createDigests(records, store.SecretTarget(nsShop, "a")))
+	require.Empty(t, createDigests(records, store.SecretTarget(nsShop, "c")))
 }

@@ -59,7 +59,7 @@ func diedAtChunk(committed bool) func(*env) {
 		journaled := map[string]bool{}
 		for _, r := range first.records {
 			if r.Kind == store.RecordAuthorityCall {
-				journaled[strings.TrimPrefix(r.Target, "secret/")] = true
+				journaled[strings.TrimPrefix(r.Target.String(), "secret/")] = true
 			}
 		}
 		require.Len(e.t, journaled, map[bool]int{true: pipelinedSecrets, false: 8}[committed])

@@ -13,10 +13,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/keyledger/keyledger/store"
 )
 
-// ProbeStatus is what a server answered to a credential probe.
-type ProbeStatus string
+// ProbeStatus is what a server answered to a credential probe: the
+// status of its probe record.
+type ProbeStatus = store.Status
 
 const (
 	// ProbeAccepted: the server accepted the password (Valkey +OK, NATS PONG).
@@ -33,7 +36,7 @@ const (
 // holds the password or the server's words.
 type ProbeResult struct {
 	Status ProbeStatus
-	Reason string
+	Reason store.Reason
 }
 
 // unreachable says the probe never reached the server's answer: the

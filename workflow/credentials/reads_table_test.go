@@ -256,7 +256,7 @@ func TestResolveUnknownStep(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basePlan())
 	run := &workflow.Run{Op: &store.Operation{MutationID: "m-1:run-1"}}
-	_, err := e.family().Resolve(context.Background(), run, store.Record{Kind: store.RecordAuthorityCall, Step: "replace-secret", Target: "secret/x"})
+	_, err := e.family().Resolve(context.Background(), run, store.Record{Kind: store.RecordAuthorityCall, Step: "replace-secret", Target: store.SecretTarget(nsShop, "x")})
 	require.ErrorContains(t, err, "unknown step replace-secret")
 }
 
@@ -372,14 +372,14 @@ func TestDryRun(t *testing.T) {
 	require.Equal(t, workflow.OutcomeCompleted, res.Outcome)
 	var calls []string
 	for _, c := range res.Calls() {
-		calls = append(calls, c.Step+" "+c.Target)
+		calls = append(calls, c.Step+" "+c.Target.String())
 	}
 	require.Equal(t, []string{"orphan-external-secret externalsecret/shop-app", "delete-generator password/shop-app-password",
 		"patch-secret secret/shop-app", "create-secret secret/shop-bus"}, calls, "the Secret found in place is never POSTed")
 	var probes []string
 	for _, r := range res.Records {
 		if r.Kind == store.RecordProbe {
-			probes = append(probes, r.Target+" "+r.Status)
+			probes = append(probes, r.Target.String()+" "+string(r.Status))
 		}
 	}
 	require.Equal(t, []string{"pod/shop-app-0 planned", "pod/shop-bus-0 skipped"}, probes, "listed, never contacted")

@@ -25,6 +25,9 @@ import (
 // when it starts).
 const probeSkipped ProbeStatus = "skipped"
 
+// notProbed is the probe status of a server no probe record names yet.
+const notProbed ProbeStatus = ""
+
 // probeServer probes each server pod with the password its Secret holds.
 // A pod that refuses is deleted once (UID precondition); the run waits,
 // bounded, for its replacement (same name, new UID, Ready) and probes it
@@ -42,7 +45,7 @@ func (f *family) probeServer(ctx context.Context, p *progress) (*workflow.Decisi
 	var notOwned []notOwnedPod
 	for _, srv := range f.cmd.Spec.Servers {
 		switch p.probes[srv.Pod].Status {
-		case "", ProbeRefused, ProbeUnknown: // not probed, or probed again
+		case notProbed, ProbeRefused, ProbeUnknown: // not probed, or probed again
 		default: // accepted, skipped, or any other answer that needs nothing
 			continue
 		}
@@ -72,7 +75,7 @@ func (f *family) probeServer(ctx context.Context, p *progress) (*workflow.Decisi
 }
 
 func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workflow.Decision, error) {
-	target := f.target(store.TargetPod, srv.Pod).String()
+	target := f.target(store.TargetPod, srv.Pod)
 	deletedUID, deleteCalled := p.podDeletedUID[srv.Pod]
 	pod, err := f.readPod(ctx, srv.Pod)
 	if err != nil {
@@ -87,7 +90,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 		}
 	}
 	if pod == nil {
-		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: string(probeSkipped), Reason: "pod-absent",
+		p.note(store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, Status: probeSkipped, Reason: "pod-absent",
 			Detail: store.DetailOf(probeDetail{Protocol: srv.Protocol, Port: srv.Port})})
 		return nil, nil
 	}
@@ -95,7 +98,7 @@ func (f *family) repairOne(ctx context.Context, srv Server, p *progress) (*workf
 	if err != nil {
 		return nil, err
 	}
-	if probe.declined != "" || ProbeStatus(probe.record.Status) != ProbeRefused {
+	if probe.declined != "" || probe.record.Status != ProbeRefused {
 		p.note(probe.record)
 		return nil, nil
 	}
@@ -117,17 +120,17 @@ func (f *family) readPod(ctx context.Context, name string) (*corev1.Pod, error) 
 // awaitReplacement waits for the replacement of the pod whose delete this
 // run called (waitReplacement) and notes what the wait found
 // (wait-replacement): the replacement, or nil when none was ready in time.
-func (f *family) awaitReplacement(ctx context.Context, p *progress, name, deletedUID, target string) (*corev1.Pod, error) {
+func (f *family) awaitReplacement(ctx context.Context, p *progress, name, deletedUID string, target store.Target) (*corev1.Pod, error) {
 	pod, err := f.waitReplacement(ctx, name, deletedUID)
 	switch {
 	case err != nil:
 		return nil, err
 	case pod == nil:
 		p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target,
-			Status: "not-ready", Reason: ReasonReplacementNotReady})
+			Status: statusNotReady, Reason: ReasonReplacementNotReady})
 		return nil, nil
 	}
-	p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: "ready"})
+	p.note(store.Record{Kind: store.RecordObservation, Step: "wait-replacement", Target: target, UID: string(pod.UID), Status: statusReady})
 	return pod, nil
 }
 
@@ -143,7 +146,7 @@ type probed struct {
 // (probeable) is sent nothing, and its probe record says unknown and why.
 // Otherwise the probe reaches the server: a dry run reaches nothing and
 // records the probe as planned (workflow.Reach).
-func (f *family) probePod(ctx context.Context, srv Server, pod *corev1.Pod, target string) (probed, error) {
+func (f *family) probePod(ctx context.Context, srv Server, pod *corev1.Pod, target store.Target) (probed, error) {
 	detail := probeDetail{Protocol: srv.Protocol, Port: srv.Port}
 	reason, check, err := f.probeable(ctx, srv, pod)
 	if err != nil {
@@ -152,13 +155,13 @@ func (f *family) probePod(ctx context.Context, srv Server, pod *corev1.Pod, targ
 	if reason != "" {
 		detail.NotOwned = check
 		return probed{declined: reason, record: store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
-			Status: string(ProbeUnknown), Reason: reason, Detail: store.DetailOf(detail)}}, nil
+			Status: ProbeUnknown, Reason: store.Reason(reason), Detail: store.DetailOf(detail)}}, nil
 	}
 	var out probed
 	out.record, err = workflow.Reach(ctx, store.Record{Kind: store.RecordProbe, Step: stepProbe, Target: target, UID: string(pod.UID),
 		Detail: store.DetailOf(detail)}, func(ctx context.Context, probe store.Record) (store.Record, error) {
 		res, rv, err := f.probeUntilReached(ctx, srv, pod)
-		out.secretRV, probe.Status, probe.Reason = rv, string(res.Status), res.Reason
+		out.secretRV, probe.Status, probe.Reason = rv, res.Status, res.Reason
 		return probe, err
 	})
 	return out, err
@@ -168,7 +171,7 @@ func (f *family) probePod(ctx context.Context, srv Server, pod *corev1.Pod, targ
 // Secret holds (probe): its restart (delete-pod, once per cause), or a
 // refusal saying why not: this run restarted it already
 // (server-still-refuses), or restartDeclined's reason.
-func (f *family) restartRefusing(ctx context.Context, p *progress, srv Server, pod *corev1.Pod, probe probed, target string, deleteCalled bool) (*workflow.Decision, error) {
+func (f *family) restartRefusing(ctx context.Context, p *progress, srv Server, pod *corev1.Pod, probe probed, target store.Target, deleteCalled bool) (*workflow.Decision, error) {
 	authorship := p.authorshipOfSecret(srv.Secret)
 	declined := func(reason string, s podSummary) (*workflow.Decision, error) {
 		s.Namespace, s.Pod, s.Secret, s.Authorship = f.cmd.Spec.Namespace, srv.Pod, srv.Secret, authorship
@@ -204,7 +207,7 @@ func (f *family) restartRefusing(ctx context.Context, p *progress, srv Server, p
 //     that any run of the plan journaled for the same Secret version,
 //     controller revision and pod spec (other than the run mine, whose
 //     call is being asked again) is not repeated.
-func (f *family) restartDeclined(ctx context.Context, target string, authorship Authorship, c cause, mine string) (string, string, error) {
+func (f *family) restartDeclined(ctx context.Context, target store.Target, authorship Authorship, c cause, mine string) (string, string, error) {
 	if authorship == AuthorshipUnproven && !f.cmd.Spec.restartOnUnproven() {
 		return ReasonSecretUnproven, "", nil
 	}
@@ -214,7 +217,7 @@ func (f *family) restartDeclined(ctx context.Context, target string, authorship 
 	// Any run but mine: the call being asked again is mine, and a record
 	// of mine (forged or not) never hides an older restart for the cause.
 	found, err := f.journal.FindInRuns(ctx, store.RunRecordParams{Namespace: f.cmd.Spec.Namespace, Command: f.cmd.Metadata.MutationID,
-		Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target, Digest: c.digest(), Except: mine})
+		Kind: store.RecordAuthorityCall, Step: stepDeletePod, Target: target.String(), Digest: c.digest(), Except: mine})
 	switch {
 	case err != nil:
 		return "", "", &workflow.Unavailable{Dependency: "postgresql", Err: err}

@@ -81,7 +81,7 @@ func TestDeletePodTable(t *testing.T) {
 			repaired(t, e, r)
 			require.Equal(t, "unknown/precondition-failed", func() string {
 				res := recordOf(r, store.RecordAuthorityResult, stepDeletePod, pod)
-				return res.Status + "/" + res.Reason
+				return string(res.Status) + "/" + string(res.Reason)
 			}())
 			require.Equal(t, []string{"delete-pod pod/shop-app-0 ours/replaced"}, r.trail(store.RecordResolution, ""))
 			require.Zero(t, e.k.written(pod), "their restart, not ours")

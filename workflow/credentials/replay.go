@@ -55,7 +55,7 @@ func (f *family) Asks(ctx context.Context, run *workflow.Run, call *workflow.Cal
 	if why != "" || err != nil {
 		return why, nil, err
 	}
-	target := f.target(store.TargetPod, srv.Pod).String()
+	target := f.target(store.TargetPod, srv.Pod)
 	probe, err := f.probePod(ctx, srv, pod, target)
 	if err != nil {
 		return "", nil, err
@@ -64,12 +64,12 @@ func (f *family) Asks(ctx context.Context, run *workflow.Run, call *workflow.Cal
 	if probe.declined != "" {
 		return "the pod may not be probed (" + probe.declined + "), so nothing shows it refuses", notes, nil
 	}
-	switch ProbeStatus(probe.record.Status) {
+	switch probe.record.Status {
 	case ProbeRefused:
 	case probePlanned: // a dry run probes nothing (workflow.Reach): it shows the call
 		return "", notes, nil
 	default:
-		return "the server does not refuse the password its Secret holds (" + probe.record.Status + "/" + probe.record.Reason + ")", notes, nil
+		return "the server does not refuse the password its Secret holds (" + string(probe.record.Status) + "/" + string(probe.record.Reason) + ")", notes, nil
 	}
 	c := restartCause(srv, pod, probe.secretRV)
 	if c.digest() != call.Digest {
@@ -107,7 +107,7 @@ func (f *family) askedPod(ctx context.Context, call *workflow.Call) (Server, *co
 // made now ("" when it would): the authorship of srv's Secret, read now,
 // does not allow it, or another run restarted the pod for that cause
 // (restartDeclined).
-func (f *family) askRestart(ctx context.Context, run *workflow.Run, srv Server, target string, c cause) (string, error) {
+func (f *family) askRestart(ctx context.Context, run *workflow.Run, srv Server, target store.Target, c cause) (string, error) {
 	s, err := f.kube.GetSecret(ctx, srv.Secret)
 	if err != nil {
 		return "", kubeErr(err)

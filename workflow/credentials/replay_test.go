@@ -24,7 +24,7 @@ func (e *env) forge(mutationID string) {
 	require.True(e.t, created)
 	_, err = e.j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted),
-		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)}}})
+		Records: []store.Record{{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)}}})
 	require.NoError(e.t, err)
 }
 

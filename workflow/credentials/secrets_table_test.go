@@ -125,7 +125,7 @@ func TestCreateSecretTable(t *testing.T) {
 			require.Equal(t, "completed", r.Ending())
 			require.Equal(t, counts(2, 1, 0, 1, 1), r.secretsCount())
 			res := recordOf(r, store.RecordResolution, stepCreateSecret, "secret/"+secretApp)
-			require.Equal(t, "kept-existing", res.Reason)
+			require.Equal(t, store.Reason("kept-existing"), res.Reason)
 			require.Equal(t, true, workflowtest.Fields(res.Detail)["lookAlike"])
 			require.Equal(t, "copied", string(e.secret(secretApp).Data["password"]))
 			require.Zero(t, e.k.written("secret/"+secretApp), "complete: not written")
@@ -294,7 +294,7 @@ func TestPatchSecretTable(t *testing.T) {
 		}, Check: func(t *testing.T, e *env, r result) {
 			require.Equal(t, "refused/"+ReasonSecretWrongType, r.Ending())
 			res := r.records[len(r.records)-2]
-			require.Equal(t, "read-secret secret/"+secretApp, res.Step+" "+res.Target,
+			require.Equal(t, "read-secret secret/"+secretApp, res.Step+" "+res.Target.String(),
 				"the read that found it is journaled with the refusal")
 			require.Zero(t, e.k.count(opCreateSecret, secretApp), "never POSTed")
 		}},
@@ -389,7 +389,7 @@ func kinds(records []store.Record) []string {
 func callsOf(r result, step, target string) []store.Record {
 	var out []store.Record
 	for _, rec := range r.records {
-		if rec.Kind == store.RecordAuthorityCall && rec.Step == step && rec.Target == target {
+		if rec.Kind == store.RecordAuthorityCall && rec.Step == step && rec.Target.String() == target {
 			out = append(out, rec)
 		}
 	}
@@ -403,7 +403,7 @@ func callOf(r result, step, target string) store.Record {
 // firstRecordOf is the oldest record of kind for step on target.
 func firstRecordOf(r result, kind store.RecordKind, step, target string) store.Record {
 	for _, rec := range r.records {
-		if rec.Kind == kind && rec.Step == step && rec.Target == target {
+		if rec.Kind == kind && rec.Step == step && rec.Target.String() == target {
 			return rec
 		}
 	}
@@ -413,7 +413,7 @@ func firstRecordOf(r result, kind store.RecordKind, step, target string) store.R
 // recordOf is the newest record of kind for step on target.
 func recordOf(r result, kind store.RecordKind, step, target string) store.Record {
 	for i := len(r.records) - 1; i >= 0; i-- {
-		if rec := r.records[i]; rec.Kind == kind && rec.Step == step && rec.Target == target {
+		if rec := r.records[i]; rec.Kind == kind && rec.Step == step && rec.Target.String() == target {
 			return rec
 		}
 	}

@@ -37,7 +37,7 @@ func callsOf(records []store.Record) []call {
 	var out []call
 	for _, r := range records {
 		if r.Kind == store.RecordAuthorityCall {
-			out = append(out, call{r.Step, r.Target, r.UID, r.ResourceVersion, r.Attempt})
+			out = append(out, call{r.Step, r.Target.String(), r.UID, r.ResourceVersion, r.Attempt})
 		}
 	}
 	return out

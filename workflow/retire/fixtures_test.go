@@ -155,13 +155,13 @@ func trail(records []store.Record) []string {
 		case store.RecordAuthorityCall:
 			w = fmt.Sprintf("call %d", r.Attempt)
 		case store.RecordAuthorityResult:
-			w = strings.TrimSpace("result " + r.Status + " " + r.Reason)
+			w = strings.TrimSpace("result " + string(r.Status) + " " + string(r.Reason))
 		case store.RecordResolution:
-			w = strings.TrimSpace("resolution " + r.Status + " " + r.Reason)
+			w = strings.TrimSpace("resolution " + string(r.Status) + " " + string(r.Reason))
 		case store.RecordCompletion:
-			w = "completion " + r.Status
+			w = "completion " + string(r.Status)
 		case store.RecordRefusal:
-			w = "refusal " + r.Reason
+			w = "refusal " + string(r.Reason)
 		default:
 			w = string(r.Kind)
 		}

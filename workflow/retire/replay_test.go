@@ -23,7 +23,7 @@ func (sc *scene) forge(records ...store.Record) {
 	op, created, err := sc.journal.Prepare(ctx, preparation(sc.cmd))
 	require.NoError(sc.t, err)
 	require.True(sc.t, created)
-	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)})
+	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)})
 	_, err = sc.journal.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted), Records: records})
 	require.NoError(sc.t, err)
@@ -33,7 +33,7 @@ func (sc *scene) forge(records ...store.Record) {
 // is: the observation, the call and an applied answer.
 func forgedRun(sc *scene) []store.Record {
 	s := now(sc.api)
-	target := "secret/" + s.Name
+	target := store.SecretTarget(s.Namespace, s.Name)
 	return []store.Record{
 		{Kind: store.RecordObservation, Step: "read-keyring", Target: target, UID: string(s.UID), ResourceVersion: s.ResourceVersion},
 		{Kind: store.RecordAuthorityCall, Step: stepReplace, Target: target, Attempt: 1, UID: string(s.UID), ResourceVersion: s.ResourceVersion,

@@ -278,7 +278,7 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 	}
 	m, digest, err := readCatalog(s, f.cmd.Spec)
 	if err != nil {
-		return workflow.Verdict{Kind: workflow.Theirs, Reason: reasonOf(err), UID: string(s.UID),
+		return workflow.Verdict{Kind: workflow.Theirs, Reason: store.Reason(reasonOf(err)), UID: string(s.UID),
 			ResourceVersion: s.ResourceVersion, Summary: summary(s, nil, "")}, nil
 	}
 	found := workflow.Verdict{UID: string(s.UID), ResourceVersion: s.ResourceVersion, Digest: digest,
@@ -299,7 +299,7 @@ func (f *family) Resolve(ctx context.Context, run *workflow.Run, call store.Reco
 	// compare-and-set, with the same precondition, may be sent again.
 	retry, err := f.replace(run, s, m)
 	if err != nil {
-		found.Kind, found.Reason = workflow.Theirs, reasonOf(err)
+		found.Kind, found.Reason = workflow.Theirs, store.Reason(reasonOf(err))
 		return found, nil
 	}
 	found.Kind, found.Reason, found.Retry = workflow.NotApplied, "resource-version-unchanged", retry
@@ -339,7 +339,7 @@ func refuse(reason string, s *corev1.Secret, m *keyring.Manifest, digest string,
 // (digest, m's catalog digest), never material.
 func observation(s *corev1.Secret, m *keyring.Manifest, digest string) store.Record {
 	return store.Record{
-		Kind: store.RecordObservation, Step: stepReadKeyring, Target: store.SecretTarget(s.Namespace, s.Name).String(), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Kind: store.RecordObservation, Step: stepReadKeyring, Target: store.SecretTarget(s.Namespace, s.Name), UID: string(s.UID), ResourceVersion: s.ResourceVersion,
 		Digest: digest, Detail: store.DetailOf(readDetail{Generation: m.Generation, Keys: len(m.Keys)}),
 	}
 }

@@ -92,14 +92,14 @@ func TestRetireCallRecord(t *testing.T) {
 
 	require.Equal(t, []string{"preparation", "observation", "call 1", "result applied", "completion completed"}, trail(records))
 	obs, call, result, done := records[1], records[2], records[3], records[4]
-	require.Equal(t, store.Record{ID: obs.ID, Kind: store.RecordObservation, Step: "read-keyring", Target: "secret/" + fxSecret,
+	require.Equal(t, store.Record{ID: obs.ID, Kind: store.RecordObservation, Step: "read-keyring", Target: store.SecretTarget(fxNamespace, fxSecret),
 		UID: string(sc.start.UID), ResourceVersion: sc.start.ResourceVersion, Digest: m.CatalogDigest(),
 		Detail: store.DetailOf(map[string]any{"generation": 4, "keys": 3}), CreatedAt: obs.CreatedAt}, obs,
 		"what the read showed: identity, version and catalog digest, never material")
 	require.Equal(t, stepReplace, call.Step)
 	require.True(t, call.Final, "the one call is final")
 	require.Equal(t, 1, call.Batch)
-	require.Equal(t, "secret/"+fxSecret, call.Target)
+	require.Equal(t, "secret/"+fxSecret, call.Target.String())
 	require.Equal(t, string(sc.start.UID), call.UID)
 	require.Equal(t, sc.start.ResourceVersion, call.ResourceVersion, "the precondition is the resourceVersion read")
 	require.Equal(t, want.CatalogDigest(), call.Digest, "the intended catalog digest is journaled before the call")

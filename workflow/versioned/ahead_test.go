@@ -93,7 +93,7 @@ func TestRunReadsBindOnlyAPreparedRun(t *testing.T) {
 	require.Equal(t, "uid-1", string(m.listed))
 
 	f = ahead()
-	resumed := &workflow.Run{Records: []store.Record{prep, {Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: "secret/x"}}}
+	resumed := &workflow.Run{Records: []store.Record{prep, {Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: store.SecretTarget(testNamespace, "x")}}}
 	m = f.runReads(resumed)
 	require.False(t, m.liveRead, "a resumed run reads the live Secret afresh")
 	require.Empty(t, m.listed, "and lists afresh")

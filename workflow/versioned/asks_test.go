@@ -24,8 +24,8 @@ func (e *env) forgeInterrupted(cmd *Command, step string, snapshot string) {
 	require.NotNil(e.t, snap, snapshot)
 	_, err = e.j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling, Revision: op.Revision,
 		Records: []store.Record{
-			{Kind: store.RecordObservation, Step: StepReadLive, Target: "secret/" + testName, UID: string(live.UID), ResourceVersion: live.ResourceVersion},
-			{Kind: store.RecordAuthorityCall, Step: step, Target: "secret/" + snapshot, Attempt: 1, Batch: 1,
+			{Kind: store.RecordObservation, Step: StepReadLive, Target: store.SecretTarget(testNamespace, testName), UID: string(live.UID), ResourceVersion: live.ResourceVersion},
+			{Kind: store.RecordAuthorityCall, Step: step, Target: store.SecretTarget(testNamespace, snapshot), Attempt: 1, Batch: 1,
 				UID: string(snap.UID), ResourceVersion: snap.ResourceVersion},
 		}})
 	require.NoError(e.t, err)

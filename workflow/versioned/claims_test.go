@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/keyledger/keyledger/store"
 	"github.com/keyledger/keyledger/workflow/workflowtest"
 )
 
@@ -35,7 +36,7 @@ func TestHistoryTooLargeFailsClosed(t *testing.T) {
 			require.Equal(t, "refused/"+ReasonHistoryTooLarge, o.Ending())
 			require.Equal(t, live.ResourceVersion, e.live().ResourceVersion, "nothing written")
 			ending := o.records[len(o.records)-1]
-			require.Equal(t, ReasonHistoryTooLarge, ending.Reason)
+			require.Equal(t, store.Reason(ReasonHistoryTooLarge), ending.Reason)
 			require.EqualValues(t, claimants, workflowtest.Fields(ending.Detail)["historyClaims"])
 		})
 	}

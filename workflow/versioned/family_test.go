@@ -1789,7 +1789,7 @@ func TestFamilyJournalReadFails(t *testing.T) {
 	// Resolving a create-snapshot needs the journal's proof too.
 	e.api.SeedSecret(snapshotOf(e.live(), 1, time.Now(), "x/y"))
 	v, err := f.Resolve(context.Background(), run, store.Record{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot,
-		Target: "secret/" + snapName(1), UID: "uid-0001", ResourceVersion: e.rv()})
+		Target: store.SecretTarget(testNamespace, snapName(1)), UID: "uid-0001", ResourceVersion: e.rv()})
 	require.NoError(t, err)
 	require.Equal(t, workflow.Undetermined, v.Kind)
 	require.Zero(t, e.api.Calls(kubetest.Create)+e.api.Calls(kubetest.Update)+e.api.Calls(kubetest.Delete))

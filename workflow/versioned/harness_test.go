@@ -185,20 +185,20 @@ func (o outcome) Trail() []string {
 	out := []string{}
 	for _, r := range o.records {
 		target := ""
-		if i := strings.LastIndex(r.Target, "-v"); strings.HasPrefix(r.Target, "secret/keyledger-h-") && i > 0 {
-			target = " " + r.Target[i+1:]
+		if text := r.Target.String(); strings.HasPrefix(text, "secret/keyledger-h-") && strings.LastIndex(text, "-v") > 0 {
+			target = " " + text[strings.LastIndex(text, "-v")+1:]
 		}
 		switch r.Kind {
 		case store.RecordAuthorityCall:
 			out = append(out, "call "+r.Step+target)
 		case store.RecordAuthorityResult:
-			out = append(out, "result "+r.Step+target+" "+join(r.Status, r.Reason))
+			out = append(out, "result "+r.Step+target+" "+join(string(r.Status), string(r.Reason)))
 		case store.RecordResolution:
-			out = append(out, "resolve "+r.Step+target+" "+join(r.Status, r.Reason))
+			out = append(out, "resolve "+r.Step+target+" "+join(string(r.Status), string(r.Reason)))
 		case store.RecordRefusal:
-			out = append(out, "refuse "+r.Reason)
+			out = append(out, "refuse "+string(r.Reason))
 		case store.RecordCompletion:
-			out = append(out, "complete "+r.Status)
+			out = append(out, "complete "+string(r.Status))
 		}
 	}
 	return out

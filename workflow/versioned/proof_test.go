@@ -283,7 +283,7 @@ func TestProvenanceReadsOldAndNewNonces(t *testing.T) {
 	t.Parallel()
 	live := liveSecret()
 	oldNonce, newNonce := "00112233445566778899aabbccddeeff", "ffeeddccbbaa99887766554433221100"
-	slot := func(n int64) string { return "secret/" + SnapshotName(live.UID, n) }
+	slot := func(n int64) store.Target { return store.SecretTarget(testNamespace, SnapshotName(live.UID, n)) }
 	p := newProvenance()
 	p.add([]store.Record{
 		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: slot(1), UID: string(live.UID), Detail: store.DetailOf(map[string]any{"nonce": oldNonce})},

@@ -61,16 +61,12 @@ func newProvenance() provenance {
 // nonce known; an applied result, or an ours resolution, of a call on such
 // a target journals the snapshot's UID.
 func (p provenance) add(records []store.Record, liveUID types.UID) error {
-	bound := map[string]bool{}
+	bound := map[store.Target]bool{}
 	for _, r := range records {
 		if r.Step != StepCreateSnapshot {
 			continue
 		}
-		t, err := r.TargetIn("")
-		if err != nil {
-			return err
-		}
-		slot := t.Name
+		slot := r.Target.Name
 		switch r.Kind {
 		case store.RecordAuthorityCall:
 			if r.UID != string(liveUID) || liveUID == "" {

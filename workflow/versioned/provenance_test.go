@@ -22,12 +22,12 @@ import (
 // of live UID uid, answered with snapshot UID answer ("" when the answer
 // was lost), carrying nonce.
 func snapshotRecords(uid types.UID, n int64, nonce string, answer types.UID) []store.Record {
-	target := "secret/" + SnapshotName(uid, n)
+	target := store.SecretTarget(testNamespace, SnapshotName(uid, n))
 	out := []store.Record{{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: target, UID: string(uid),
 		Detail: store.DetailOf(map[string]any{"nonce": nonce})}}
 	if answer != "" {
 		out = append(out, store.Record{Kind: store.RecordAuthorityResult, Step: StepCreateSnapshot, Target: target,
-			UID: string(answer), Status: string(workflow.Applied)})
+			UID: string(answer), Status: workflow.Applied})
 	}
 	return out
 }
@@ -57,7 +57,7 @@ func TestProvenanceClassifies(t *testing.T) {
 	// An ours resolution journals the UID too.
 	p.add([]store.Record{
 		snapshotRecords(live.UID, 5, "n5", "")[0],
-		{Kind: store.RecordResolution, Step: StepCreateSnapshot, Target: "secret/" + SnapshotName(live.UID, 5), UID: "s-5", Status: string(workflow.Ours)},
+		{Kind: store.RecordResolution, Step: StepCreateSnapshot, Target: store.SecretTarget(testNamespace, SnapshotName(live.UID, 5)), UID: "s-5", Status: workflow.Ours},
 	}, live.UID)
 
 	edited := snap(6, "s-6", "")

@@ -81,7 +81,7 @@ func (f *family) ConfirmReplay(ctx context.Context, run *workflow.Run) (*workflo
 	if err != nil {
 		return nil, &workflow.Unavailable{Dependency: "kubernetes", Err: err}
 	}
-	if done, ok := run.Settled(StepCreateLive, f.liveTarget().String()); ok {
+	if done, ok := run.Settled(StepCreateLive, f.liveTarget()); ok {
 		switch {
 		case live == nil:
 			return contradiction(ReasonReplaySecretAbsent, "the live Secret does not exist; the journal says this operation created it")
@@ -90,7 +90,7 @@ func (f *family) ConfirmReplay(ctx context.Context, run *workflow.Run) (*workflo
 		}
 		return nil, nil
 	}
-	if done, ok := run.Settled(StepReplaceLive, f.liveTarget().String()); ok {
+	if done, ok := run.Settled(StepReplaceLive, f.liveTarget()); ok {
 		return f.confirmWrite(ctx, run, live, done)
 	}
 	if _, called := run.LastCall(); called {
@@ -129,7 +129,7 @@ func (f *family) confirmWrite(ctx context.Context, run *workflow.Run, live *core
 // state at resourceVersion rv, is in its slot and is this operation's.
 func (f *family) confirmArchive(ctx context.Context, run *workflow.Run, live *corev1.Secret, rv string, n int64) (*workflow.Contradiction, error) {
 	name := SnapshotName(live.UID, n)
-	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(name).String())
+	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(name))
 	if !ok || archived.Call.UID != string(live.UID) || archived.Call.ResourceVersion != rv {
 		return contradiction(ReasonReplaySnapshotMissing, "the journal holds no settled archive of version "+strconv.FormatInt(n, 10)+
 			" taken by this operation from the state its write replaced")
@@ -196,7 +196,7 @@ func (f *family) confirmInPlace(ctx context.Context, run *workflow.Run, live *co
 // With history, the snapshots are what they were: the delete claimed
 // nothing about them.
 func (f *family) confirmDelete(ctx context.Context, run *workflow.Run) (*workflow.Contradiction, error) {
-	done, ok := run.Settled(StepDeleteLive, f.liveTarget().String())
+	done, ok := run.Settled(StepDeleteLive, f.liveTarget())
 	if !ok {
 		return contradiction(ReasonReplayWriteUnsettled, "the journal says this delete completed, but it holds no settled delete of the live Secret")
 	}

@@ -23,7 +23,7 @@ func (e *env) forge(cmd *Command, records ...store.Record) {
 	op, created, err := e.j.Prepare(ctx, plan(cmd, e.api, e.limit).Prepare)
 	require.NoError(e.t, err)
 	require.True(e.t, created)
-	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: string(workflow.OutcomeCompleted)})
+	records = append(records, store.Record{Kind: store.RecordCompletion, Step: "complete", Status: store.Status(workflow.OutcomeCompleted)})
 	_, err = e.j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCompleted,
 		Revision: op.Revision, Outcome: string(workflow.OutcomeCompleted), Records: records})
 	require.NoError(e.t, err)
@@ -33,15 +33,15 @@ func (e *env) forge(cmd *Command, records ...store.Record) {
 // the archive of n (its nonce and a made-up answer UID), then the write of
 // n+1, each applied.
 func forgedUpdate(live *corev1.Secret, n int64) []store.Record {
-	snap := "secret/" + SnapshotName(live.UID, n)
+	snap := store.SecretTarget(testNamespace, SnapshotName(live.UID, n))
 	uid, rv := string(live.UID), live.ResourceVersion
 	return []store.Record{
 		{Kind: store.RecordAuthorityCall, Step: StepCreateSnapshot, Target: snap, Attempt: 1, UID: uid, ResourceVersion: rv, Batch: 1,
 			Detail: store.DetailOf(map[string]any{"version": n, "nonce": "00000000000000000000000000000f0e"})},
 		{Kind: store.RecordAuthorityResult, Step: StepCreateSnapshot, Target: snap, UID: "uid-forged", ResourceVersion: "900", Status: "applied"},
-		{Kind: store.RecordAuthorityCall, Step: StepReplaceLive, Target: "secret/" + testName, Attempt: 1, UID: uid, ResourceVersion: rv, Batch: 2,
+		{Kind: store.RecordAuthorityCall, Step: StepReplaceLive, Target: store.SecretTarget(testNamespace, testName), Attempt: 1, UID: uid, ResourceVersion: rv, Batch: 2,
 			Final: true, Detail: store.DetailOf(map[string]any{"version": n + 1})},
-		{Kind: store.RecordAuthorityResult, Step: StepReplaceLive, Target: "secret/" + testName, UID: uid, ResourceVersion: "901", Status: "applied"},
+		{Kind: store.RecordAuthorityResult, Step: StepReplaceLive, Target: store.SecretTarget(testNamespace, testName), UID: uid, ResourceVersion: "901", Status: "applied"},
 	}
 }
 
@@ -49,9 +49,9 @@ func forgedUpdate(live *corev1.Secret, n int64) []store.Record {
 // applied.
 func forgedDelete(live *corev1.Secret) []store.Record {
 	return []store.Record{
-		{Kind: store.RecordAuthorityCall, Step: StepDeleteLive, Target: "secret/" + testName, Attempt: 1, UID: string(live.UID),
+		{Kind: store.RecordAuthorityCall, Step: StepDeleteLive, Target: store.SecretTarget(testNamespace, testName), Attempt: 1, UID: string(live.UID),
 			ResourceVersion: live.ResourceVersion, Batch: 1, Final: true},
-		{Kind: store.RecordAuthorityResult, Step: StepDeleteLive, Target: "secret/" + testName, UID: string(live.UID), Status: "applied",
+		{Kind: store.RecordAuthorityResult, Step: StepDeleteLive, Target: store.SecretTarget(testNamespace, testName), UID: string(live.UID), Status: "applied",
 			Detail: store.DetailOf(map[string]any{"deletion": "deleted"})},
 	}
 }

@@ -72,7 +72,7 @@ func undetermined(err error) workflow.Verdict {
 }
 
 func found(kind workflow.VerdictKind, reason string, s *corev1.Secret) workflow.Verdict {
-	v := workflow.Verdict{Kind: kind, Reason: reason}
+	v := workflow.Verdict{Kind: kind, Reason: store.Reason(reason)}
 	if s != nil {
 		v.UID, v.ResourceVersion = string(s.UID), s.ResourceVersion
 	}
@@ -106,10 +106,7 @@ func (r *reads) resolveSnapshot(ctx context.Context, call store.Record) (workflo
 	if settled != nil {
 		return *settled, nil
 	}
-	t, err := call.TargetIn(r.f.cmd.Namespace)
-	if err != nil {
-		return workflow.Verdict{}, err
-	}
+	t := call.Target
 	occupant, settled := r.readSlot(ctx, t.Name)
 	if settled != nil {
 		return *settled, nil
@@ -236,11 +233,7 @@ func occupantProblem(prov provenance, occupant, want *corev1.Secret) string {
 // (another resourceVersion: a precondition conflict) is refused
 // (snapshot-changed), unchanged is not applied.
 func (f *family) resolveSnapshotDelete(ctx context.Context, run *workflow.Run, call store.Record) (workflow.Verdict, error) {
-	t, err := call.TargetIn(f.cmd.Namespace)
-	if err != nil {
-		return workflow.Verdict{}, err
-	}
-	name := t.Name
+	name := call.Target.Name
 	s, err := f.api.GetSnapshotMeta(ctx, name)
 	var obj metav1.Object
 	if s != nil {
@@ -428,7 +421,7 @@ func (r *reads) recheck(ctx context.Context, live *corev1.Secret, n int64) *work
 		return &v
 	}
 	snap := SnapshotName(live.UID, n)
-	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(snap).String())
+	archived, ok := run.Settled(StepCreateSnapshot, f.secretTarget(snap))
 	reason := ReasonArchiveMissing
 	if ok {
 		reason = archiveProblem(inv, n, archived.By)
@@ -477,7 +470,7 @@ func (f *family) resolveDeleteLive(ctx context.Context, call store.Record) (work
 // is still there, unchanged in identity, for the caller to decide.
 func deleteSettled(s metav1.Object, err error, call store.Record, replaced string) (workflow.Verdict, bool) {
 	deletion := func(reason string, state kube.Deletion) workflow.Verdict {
-		return workflow.Verdict{Kind: workflow.Ours, Reason: reason, Detail: store.DetailOf(deletionDetail{Deletion: state})}
+		return workflow.Verdict{Kind: workflow.Ours, Reason: store.Reason(reason), Detail: store.DetailOf(deletionDetail{Deletion: state})}
 	}
 	return workflow.ResolveDelete(call, s, err, workflow.DeleteVerdicts{
 		Gone:        deletion("", kube.Deleted),

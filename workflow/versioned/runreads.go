@@ -103,7 +103,7 @@ func (m *runReads) fold(records []store.Record) bool {
 		switch {
 		case r.Kind == store.RecordObservation && r.Step == StepReadLive:
 		case r.Kind == store.RecordAuthorityCall:
-			if _, ok := m.calls[callKey(r.Step, r.Target)]; !ok {
+			if _, ok := m.calls[callKey(r.Step, r.Target.String())]; !ok {
 				return false
 			}
 		case workflow.AppliedResult(r):
@@ -120,15 +120,11 @@ func (m *runReads) fold(records []store.Record) bool {
 
 // applied folds the applied answer r of one of this run's calls.
 func (m *runReads) applied(r store.Record) bool {
-	meta, ok := m.calls[callKey(r.Step, r.Target)]
+	meta, ok := m.calls[callKey(r.Step, r.Target.String())]
 	if !ok {
 		return false
 	}
-	t, err := r.TargetIn("")
-	if err != nil {
-		return false // not a target this run's calls name: its reads are dropped
-	}
-	name := t.Name
+	name := r.Target.Name
 	switch r.Step {
 	case StepCreateSnapshot:
 		created := meta.DeepCopy()

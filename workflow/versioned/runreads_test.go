@@ -21,10 +21,10 @@ func TestRunReadsFold(t *testing.T) {
 		return metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"}}
 	}
 	call := func(step, name string) store.Record {
-		return store.Record{Kind: store.RecordAuthorityCall, Step: step, Target: "secret/" + name}
+		return store.Record{Kind: store.RecordAuthorityCall, Step: step, Target: store.SecretTarget(testNamespace, name)}
 	}
 	result := func(step, name string, detail any) store.Record {
-		return store.Record{Kind: store.RecordAuthorityResult, Step: step, Target: "secret/" + name, Status: string(workflow.Applied), UID: "uid-new", ResourceVersion: "7", Detail: store.DetailOf(detail)}
+		return store.Record{Kind: store.RecordAuthorityResult, Step: step, Target: store.SecretTarget(testNamespace, name), Status: workflow.Applied, UID: "uid-new", ResourceVersion: "7", Detail: store.DetailOf(detail)}
 	}
 	reads := func() *runReads {
 		return &runReads{listed: "live", metas: []metav1.PartialObjectMetadata{meta("a"), meta("b")}, calls: map[string]*metav1.ObjectMeta{}}
@@ -49,8 +49,8 @@ func TestRunReadsFold(t *testing.T) {
 	require.Equal(t, len(records), m.asOf)
 
 	for name, extra := range map[string]store.Record{
-		"a resolution":                      {Kind: store.RecordResolution, Step: StepCreateSnapshot, Target: "secret/c", Status: string(workflow.Ours)},
-		"a lost answer":                     {Kind: store.RecordAuthorityResult, Step: StepCreateSnapshot, Target: "secret/c", Status: "lost"},
+		"a resolution":                      {Kind: store.RecordResolution, Step: StepCreateSnapshot, Target: store.SecretTarget(testNamespace, "c"), Status: workflow.Ours},
+		"a lost answer":                     {Kind: store.RecordAuthorityResult, Step: StepCreateSnapshot, Target: store.SecretTarget(testNamespace, "c"), Status: "lost"},
 		"a call this run never made":        call(StepDeleteSnapshot, "z"),
 		"an applied answer to another call": result(StepDeleteSnapshot, "z", nil),
 	} {

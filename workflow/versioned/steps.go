@@ -360,7 +360,7 @@ func checkSlots(ctx context.Context, w *write) (*workflow.Decision, error) {
 // settled that create already.
 func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
 	w.snap = snapshotOf(w.live, w.n, w.run.Op.CreatedAt, w.f.actor())
-	if _, ok := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name).String()); ok {
+	if _, ok := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name)); ok {
 		return nil, nil
 	}
 	return decided(workflow.Decision{Call: w.f.snapshotCall(w.live, w.snap)})
@@ -372,7 +372,7 @@ func createSnapshot(_ context.Context, w *write) (*workflow.Decision, error) {
 // is never re-created). The decision that sends the live write reads the
 // archive again first (runReads.confirm).
 func checkArchive(ctx context.Context, w *write) (*workflow.Decision, error) {
-	archived, _ := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name).String())
+	archived, _ := w.run.Settled(StepCreateSnapshot, w.f.secretTarget(w.snap.Name))
 	if w.seen != nil && w.seen.confirming {
 		if err := w.seen.confirm(ctx, w.f.api, w.snap.Name); err != nil {
 			return nil, err
@@ -429,7 +429,7 @@ func deleteLive(_ context.Context, w *write) (*workflow.Decision, error) {
 // confirmDelete decides once the live delete is settled: the live Secret is
 // read again and reported deleted or pending (confirmDeleted).
 func confirmDelete(ctx context.Context, w *write) (*workflow.Decision, error) {
-	if _, ok := w.run.Settled(StepDeleteLive, w.f.liveTarget().String()); !ok {
+	if _, ok := w.run.Settled(StepDeleteLive, w.f.liveTarget()); !ok {
 		return nil, nil
 	}
 	d, err := w.f.confirmDeleted(ctx, w.run)

@@ -320,7 +320,7 @@ func withPurged(summary store.Detail, run *workflow.Run) (store.Detail, error) {
 // server refused).
 func purgedVersions(run *workflow.Run) ([]int64, error) {
 	out := []int64{}
-	seen := map[string]bool{}
+	seen := map[store.Target]bool{}
 	for _, r := range run.Records {
 		if r.Kind != store.RecordAuthorityCall || r.Step != StepDeleteSnapshot || seen[r.Target] {
 			continue
@@ -472,7 +472,7 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 	}
 	c := cleanup{absent: absent}
 	for _, s := range snapshots {
-		target := f.secretTarget(s.Name).String()
+		target := f.secretTarget(s.Name)
 		done, ok := run.Settled(step, target)
 		var by deletionDetail
 		if ok {
@@ -481,7 +481,7 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 			}
 		}
 		switch {
-		case ok && by.Deletion == deletionFailed && f.refused[target]:
+		case ok && by.Deletion == deletionFailed && f.refused[target.String()]:
 			c.failed++
 		case ok && by.Deletion == deletionFailed:
 			c.next = f.deleteSnapshotCall(step, liveUID, s)
@@ -501,7 +501,7 @@ func (f *family) nextDelete(run *workflow.Run, step string, liveUID types.UID, s
 // settled as deleted (gone, or its name now held by another object).
 func settledAbsent(run *workflow.Run, step string) (int, error) {
 	n := 0
-	seen := map[string]bool{}
+	seen := map[store.Target]bool{}
 	for _, r := range run.Records {
 		if r.Kind != store.RecordAuthorityCall || r.Step != step || seen[r.Target] {
 			continue

@@ -142,6 +142,13 @@ const maxDetailBytes = 16384
 func checkRecords(e *entry, records []store.Record, t time.Time) ([]stored, error) {
 	all := slices.Clone(e.records)
 	for _, r := range records {
+		// The journal holds the target's text and reads it back in the
+		// operation's namespace (store.Target.Journaled).
+		target, err := r.Target.Journaled(e.op.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("appending %s record: %w", r.Kind, err)
+		}
+		r.Target = target
 		s, err := checkRecord(all, r, t)
 		if err != nil {
 			return nil, err
@@ -159,8 +166,8 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 		return stored{}, errors.New(appending + ": connection failed") // pgx cannot encode it; redacted
 	}
 	size, err := jsonbTextSize(raw)
-	if err := firstErr(checkRecordKind(r.Kind), checkText(r.Step), checkText(r.Target), checkText(r.UID),
-		checkText(r.ResourceVersion), checkText(r.Digest), checkText(r.Status), checkText(r.Reason), err); err != nil {
+	if err := firstErr(checkRecordKind(r.Kind), checkText(r.Step), checkText(r.Target.String()), checkText(r.UID),
+		checkText(r.ResourceVersion), checkText(r.Digest), checkText(string(r.Status)), checkText(string(r.Reason)), err); err != nil {
 		return stored{}, fmt.Errorf("%s: %w", appending, err)
 	}
 	if r.Attempt < 0 {
@@ -175,11 +182,11 @@ func checkRecord(before []stored, r store.Record, t time.Time) (stored, error) {
 		check{"records_call_control", call && r.Batch >= 0 || !call && !r.Final},
 		check{"records_detail_check", size <= maxDetailBytes},
 		check{"records_digest_check", r.Digest == "" || digestPattern.MatchString(r.Digest)},
-		check{"records_reason_check", recordReasonPattern.MatchString(r.Reason)},
+		check{"records_reason_check", recordReasonPattern.MatchString(string(r.Reason))},
 		check{"records_resource_version_check", between(r.ResourceVersion, 0, 128)},
-		check{"records_status_check", statusPattern.MatchString(r.Status)},
+		check{"records_status_check", statusPattern.MatchString(string(r.Status))},
 		check{"records_step_check", stepPattern.MatchString(r.Step)},
-		check{"records_target_check", between(r.Target, 0, 320)},
+		check{"records_target_check", between(r.Target.String(), 0, 320)},
 		check{"records_uid_check", between(r.UID, 0, 128)},
 	); err != nil {
 		return stored{}, fmt.Errorf("%s: %w", appending, err)

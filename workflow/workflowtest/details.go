@@ -67,8 +67,8 @@ type FixtureRecord struct {
 	Kind   store.RecordKind `json:"kind"`
 	Step   string           `json:"step"`
 	Target string           `json:"target"`
-	Status string           `json:"status"`
-	Reason string           `json:"reason"`
+	Status store.Status     `json:"status"`
+	Reason store.Reason     `json:"reason"`
 	Detail json.RawMessage  `json:"detail"`
 }
 

@@ -270,7 +270,7 @@ func (j *Journal) closeRun(e *entry, t time.Time, reason string) {
 	e.op.State, e.op.Outcome, e.op.Reason = store.StateRefused, "refused", reason
 	final := t
 	e.op.FinalizedAt = &final
-	j.append(e, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: reason,
+	j.append(e, t, store.Record{Kind: store.RecordRefusal, Step: store.StepCloseRun, Reason: store.Reason(reason),
 		Detail: store.DetailOf(store.CloseRunDetail{Outcome: "refused", Reason: reason})})
 }
 
@@ -549,13 +549,13 @@ func (j *Journal) StepRecords(ctx context.Context, p store.StepRecordsParams) ([
 		}
 		bound := map[string]bool{}
 		for _, s := range e.records {
-			if s.r.Kind == store.RecordAuthorityCall && s.r.Step == p.Step && s.r.UID == p.CallUID && slices.Contains(p.Targets, s.r.Target) {
-				bound[s.r.Target] = true
+			if s.r.Kind == store.RecordAuthorityCall && s.r.Step == p.Step && s.r.UID == p.CallUID && slices.Contains(p.Targets, s.r.Target.String()) {
+				bound[s.r.Target.String()] = true
 			}
 		}
 		var group []store.Record
 		for _, s := range e.records {
-			if s.r.Step == p.Step && bound[s.r.Target] {
+			if s.r.Step == p.Step && bound[s.r.Target.String()] {
 				group = append(group, s.record())
 			}
 		}
@@ -604,7 +604,7 @@ func (j *Journal) FindInRuns(ctx context.Context, p store.RunRecordParams) (*sto
 		}
 		for _, s := range e.records {
 			r := s.r
-			if r.Kind != p.Kind || r.Step != p.Step || r.Target != p.Target ||
+			if r.Kind != p.Kind || r.Step != p.Step || r.Target.String() != p.Target ||
 				p.UID != "" && r.UID != p.UID || p.Digest != "" && r.Digest != p.Digest {
 				continue
 			}

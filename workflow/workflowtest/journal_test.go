@@ -284,10 +284,10 @@ func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {
 		require.NoError(t, err)
 		_, err = j.Transition(ctx, store.TransitionParams{OperationID: op.ID, From: store.StatePrepared, To: store.StateCalling,
 			Records: []store.Record{
-				{Kind: store.RecordObservation, Step: "snapshot", Target: "secret/s1"},
-				{Kind: store.RecordAuthorityCall, Step: "snapshot", Target: "secret/s1", Attempt: 1, UID: uid, Detail: store.DetailOf(map[string]any{"n": i})},
-				{Kind: store.RecordAuthorityCall, Step: "snapshot", Target: "secret/s2", Attempt: 1, UID: uid},
-				{Kind: store.RecordAuthorityCall, Step: "other", Target: "secret/s1", Attempt: 1, UID: uid},
+				{Kind: store.RecordObservation, Step: "snapshot", Target: store.SecretTarget("ns", "s1")},
+				{Kind: store.RecordAuthorityCall, Step: "snapshot", Target: store.SecretTarget("ns", "s1"), Attempt: 1, UID: uid, Detail: store.DetailOf(map[string]any{"n": i})},
+				{Kind: store.RecordAuthorityCall, Step: "snapshot", Target: store.SecretTarget("ns", "s2"), Attempt: 1, UID: uid},
+				{Kind: store.RecordAuthorityCall, Step: "other", Target: store.SecretTarget("ns", "s1"), Attempt: 1, UID: uid},
 			}})
 		require.NoError(t, err)
 	}
@@ -297,7 +297,7 @@ func TestStepRecordsKeepsOperationsBoundToTheCallUID(t *testing.T) {
 	require.Len(t, groups, 2)
 	for i, g := range groups {
 		require.Len(t, g, 2, "the records on secret/s1 only")
-		require.Equal(t, "secret/s1", g[1].Target)
+		require.Equal(t, store.SecretTarget("ns", "s1"), g[1].Target, "in the operation's namespace")
 		require.JSONEq(t, fmt.Sprintf(`{"n": %d}`, 2*i), g[1].Detail.String())
 	}
 	groups, err = j.StepRecords(ctx, store.StepRecordsParams{Namespace: "ns", Name: "name", Step: "snapshot", CallUID: "uid-a", Targets: []string{"secret/s1", "secret/s2"}})

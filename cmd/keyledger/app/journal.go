@@ -239,8 +239,8 @@ func toJSON(op *store.Operation, records []store.Record) operationJSON {
 	}
 	for _, r := range records {
 		out.Records = append(out.Records, recordJSON{
-			Kind: string(r.Kind), Step: r.Step, Target: r.Target, Attempt: r.Attempt, Batch: r.Batch, Final: r.Final, UID: r.UID,
-			ResourceVersion: r.ResourceVersion, Digest: r.Digest, Status: r.Status, Reason: r.Reason, Detail: detailJSON(r.Detail), CreatedAt: r.CreatedAt,
+			Kind: string(r.Kind), Step: r.Step, Target: r.Target.String(), Attempt: r.Attempt, Batch: r.Batch, Final: r.Final, UID: r.UID,
+			ResourceVersion: r.ResourceVersion, Digest: r.Digest, Status: string(r.Status), Reason: string(r.Reason), Detail: detailJSON(r.Detail), CreatedAt: r.CreatedAt,
 		})
 	}
 	return out
@@ -315,8 +315,8 @@ func printOperation(streams IOStreams, output string, op *store.Operation, recor
 			}
 		}
 		detail := detailText(detailJSON(r.Detail))
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, dash(r.Target), attempt, batch, dash(shortUID(r.UID)),
-			dash(r.ResourceVersion), dash(r.Status), dash(r.Reason), detail)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Kind, r.Step, dash(r.Target.String()), attempt, batch, dash(shortUID(r.UID)),
+			dash(r.ResourceVersion), dash(string(r.Status)), dash(string(r.Reason)), detail)
 	}
 	return tw.Flush()
 }

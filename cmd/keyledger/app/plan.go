@@ -139,17 +139,17 @@ func toPlanJSON(pr *preparedRun, res *workflow.DryRunResult) planJSON {
 			answer := "applied"
 			for _, later := range res.Records[i+1:] {
 				if later.Kind == store.RecordAuthorityResult && later.Step == r.Step && later.Target == r.Target {
-					if later.Status != string(workflow.Applied) {
-						answer = later.Reason
+					if later.Status != workflow.Applied {
+						answer = string(later.Reason)
 					}
 					break
 				}
 			}
-			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: string(res.Verb(r)), Step: r.Step, Target: r.Target,
+			out.Calls = append(out.Calls, plannedCall{Batch: r.Batch, Verb: string(res.Verb(r)), Step: r.Step, Target: r.Target.String(),
 				UID: r.UID, ResourceVersion: r.ResourceVersion, Digest: r.Digest, Final: r.Final, Detail: detailJSON(r.Detail), Answer: answer})
 		case store.RecordObservation, store.RecordProbe, store.RecordResolution:
-			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target, UID: r.UID,
-				ResourceVersion: r.ResourceVersion, Status: r.Status, Reason: r.Reason, Detail: detailJSON(r.Detail)})
+			out.Reads = append(out.Reads, plannedRecord{Kind: string(r.Kind), Step: r.Step, Target: r.Target.String(), UID: r.UID,
+				ResourceVersion: r.ResourceVersion, Status: string(r.Status), Reason: string(r.Reason), Detail: detailJSON(r.Detail)})
 		}
 	}
 	return out
