@@ -511,7 +511,7 @@ func (p *progress) observeSecrets(r store.Record) error {
 // observeProbe folds a server's probe: its newest answer, and the check
 // its pod failed when it was not tied to its controller.
 func (p *progress) observeProbe(name string, r store.Record) error {
-	p.probes[name] = ProbeResult{Status: ProbeStatus(r.Status), Reason: r.Reason}
+	p.probes[name] = ProbeResult{Status: r.Status, Reason: r.Reason}
 	delete(p.notOwned, name)
 	if r.Reason == ReasonServerNotOwned {
 		d, err := detailOf[probeDetail](r)
