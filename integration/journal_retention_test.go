@@ -188,24 +188,8 @@ func TestIntegrationJournalPruneKeepsWhatItMust(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrDigestMismatch, "another command under a pruned journal's one-shot mutationId is still refused")
 
 	// migrate down keeps the prune events unless told to destroy them
-	// (migrations 13, the metrics, 12, the namespace keys, 11, the per-statement append
-	// guard, 10, the snapshot target index, 9, a new session's cheaper
-	// checks, 8, the namespace list index, and 7, the run numbers, go down
-	// first without the flag).
-	r = e.Keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 12, Changed: true}, suite.MigrateStatus(t, r))
-	r = e.Keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 11, Changed: true}, suite.MigrateStatus(t, r))
-	r = e.Keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 10, Changed: true}, suite.MigrateStatus(t, r))
-	r = e.Keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 9, Changed: true}, suite.MigrateStatus(t, r))
-	r = e.Keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 8, Changed: true}, suite.MigrateStatus(t, r))
-	r = e.Keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 7, Changed: true}, suite.MigrateStatus(t, r))
-	r = e.Keyledger([]string{"migrate", "down"}, owner)
-	require.Equal(t, store.MigrationStatus{Version: 6, Changed: true}, suite.MigrateStatus(t, r))
+	// (every migration after 6 goes down first without the flag).
+	e.MigrateDownTo(6, owner)
 	r = e.Keyledger([]string{"migrate", "down"}, owner)
 	require.Equal(t, 64, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "migration 6 down would drop keyledger.prune_events, which holds 2 prune events")

@@ -403,3 +403,17 @@ func ToyPreparation(mutation string, n int) store.PrepareParams {
 	return store.PrepareParams{Kind: "ToyClaim", MutationID: mutation, RequestID: "req-" + mutation,
 		CommandDigest: "sha256:" + fmt.Sprintf("%064d", n), Namespace: ToyNamespace, Name: "name"}
 }
+
+// MigrateDownTo runs `keyledger migrate down` (without the destroy flag)
+// once per migration from the journal's version down to version to,
+// requiring each to step exactly one version down: a test of one
+// migration's down step names that step, not every migration added after.
+func (e *Env) MigrateDownTo(to uint, opts ...RunOption) {
+	e.T.Helper()
+	from := MigrateStatus(e.T, e.Keyledger([]string{"migrate", "version"}, opts...)).Version
+	require.Greater(e.T, from, to, "the journal is at version %d, not above %d", from, to)
+	for v := from; v > to; v-- {
+		r := e.Keyledger([]string{"migrate", "down"}, opts...)
+		require.Equal(e.T, store.MigrationStatus{Version: v - 1, Changed: true}, MigrateStatus(e.T, r), "migrate down from %d", v)
+	}
+}

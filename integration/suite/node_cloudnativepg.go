@@ -113,7 +113,7 @@ func DeployCloudNativePGJournal(ne *NodeEnv) *CNPGJournal {
 
 	jn := *ne
 	jn.Env = &Env{T: t, Kube: ne.Kube, NS: JournalNamespace, Dir: t.TempDir()}
-	j := &CNPGJournal{Ne: ne, Journal: &jn, Role: "keyledger_" + strings.ReplaceAll(ne.NS, "-", "_"),
+	j := &CNPGJournal{Ne: ne, Journal: &jn, Role: JournalRole(ne.NS),
 		Binary: FailpointBinary(t)}
 
 	// The served namespace's role password (README: "Once per served
@@ -180,28 +180,7 @@ images:
 	j.WaitCluster("the role "+j.Role+" reconciled", 2*time.Minute, func(s ClusterStatus) bool {
 		return slices.Contains(s.RolesReconciled, j.Role)
 	})
-	fsys = DeployFS(t)
-	require.NoError(t, fsys.WriteFile("/my-grant/kustomization.yaml", []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../deploy/journal/grant
-patches:
-- target:
-    kind: Job
-    name: keyledger-grant
-  patch: |-
-    - op: replace
-      path: /metadata/name
-      value: keyledger-grant-%[1]s
-    - op: replace
-      path: /spec/template/spec/containers/0/args
-      value: ["journal", "grant", %[2]q, %[1]q]
-images:
-- name: keyledger
-  newName: %[3]s
-  newTag: %[4]s
-`, ne.NS, j.Role, ImageName(nodeShared.image), ImageTag(nodeShared.image)))))
-	jn.ApplyAll(Render(t, fsys, "/my-grant"))
+	jn.ApplyAll(RenderGrant(t, ne.NS, TenancyImage{Name: ImageName(nodeShared.image), Tag: ImageTag(nodeShared.image)}))
 	end = jn.WaitJob("keyledger-grant-"+ne.NS, 3*time.Minute)
 	require.True(t, end.Complete, "grant Job failed: %s", jn.Describe(end.Pod))
 
