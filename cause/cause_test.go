@@ -71,6 +71,7 @@ func TestOf(t *testing.T) {
 		{"connect timeout", &store.UnreachableError{Err: fmt.Errorf("connecting: %w", context.DeadlineExceeded)}, "journal-timeout"},
 		{"silent", fmt.Errorf("x: %w", store.ErrJournalSilent), "journal-silent"},
 		{"not fresh", store.ErrSessionNotFresh, "journal-session-not-fresh"},
+		{"unreadable record", fmt.Errorf("reading: %w", &store.RecordError{ID: 7, Field: "target", Err: errors.New("not <kind>/<name>")}), "journal-record-unreadable"},
 		{"unreachable", &store.UnreachableError{Err: errors.New("connection failed")}, "journal-unreachable"},
 		{"kube refused", lost(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), "kubernetes-connection-refused"},
 		{"kube reset", lost(syscall.ECONNRESET), "kubernetes-connection-lost"},

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -154,4 +155,39 @@ func TestIntegrationReplayForgedSecretUpdateRefused(t *testing.T) {
 
 	byHand(func(s *corev1.Secret) { s.Annotations = map[string]string{versioned.AnnotationVersion: "2"} })
 	refused(versioned.ReasonReplaySnapshotMissing)
+}
+
+// TestIntegrationReplayUnreadableRecordNamed: a record the namespace's own
+// journal role writes around keyledger, with a target keyledger never
+// writes, is not acted on and is not a bug of keyledger's: resuming the
+// unfinished retirement it was written into stops with
+// journal-record-unreadable, exit 75 (the preparation is durable), naming
+// the record and never its text, and the keyring Secret is untouched.
+func TestIntegrationReplayUnreadableRecordNamed(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := e.CreateSecret(suite.KeyringSecret("unreadable-keyring", suite.StandardKeyring()))
+	as := e.AsRetirerOf(s)
+	path := e.WriteCommand("unreadable.json", suite.RetireCommand(s, "k-2026-07", "mut-unreadable"))
+	cmd, err := retire.Decode(suite.ReadCommand(t, path))
+	require.NoError(t, err)
+	suite.ForgeOperation(t, e.RunJournalURL(), store.PrepareParams{
+		Kind: command.KindKeyRetirement, MutationID: "mut-unreadable", RequestID: "req-mut-unreadable", CommandDigest: cmd.Digest,
+		Namespace: e.NS, Name: s.Name, ExpectedUID: string(s.UID),
+		Detail: store.DetailOf(map[string]any{"keyId": "k-2026-07", "retirementId": "ret-mut-unreadable"}),
+	}, store.StateCalling)
+	op, _ := e.JournalOf("mut-unreadable")
+
+	const forgedText = "secret-canary-unreadable-target"
+	var forged int64
+	require.NoError(t, suite.Connect(t, e.RunJournalURL()).QueryRow(t.Context(),
+		`INSERT INTO keyledger.records (operation_id, kind, step, target) VALUES ($1, 'observation', 'read-keyring', $2) RETURNING id`,
+		op.ID, forgedText).Scan(&forged))
+
+	r := e.Keyledger([]string{"run", path}, as)
+	require.Equal(t, 75, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stderr, "journal-record-unreadable")
+	require.Contains(t, r.Stderr, fmt.Sprintf("record %d target", forged), "the error names the record")
+	require.NotContains(t, r.Stdout+r.Stderr, forgedText, "never the record's text")
+	require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "the keyring Secret is untouched")
 }

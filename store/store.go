@@ -170,6 +170,22 @@ func (e *serverError) Error() string { return e.text }
 // SQLState returns the redacted error's SQLSTATE code.
 func (e *serverError) SQLState() string { return e.code }
 
+// RecordError is a journal record keyledger cannot read back: a row
+// written around keyledger (by a role that may append to the namespace's
+// journal) whose target is not "<kind>/<name>" or whose detail is not an
+// object. keyledger acts on no record it cannot read: the run stops, and
+// the error names the record, never its text.
+type RecordError struct {
+	ID    int64
+	Field string // "target" or "detail"
+	Err   error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("decoding record %d %s: %v", e.ID, e.Field, e.Err)
+}
+func (e *RecordError) Unwrap() error { return e.Err }
+
 // localError marks an error keyledger made itself (decoding, validation):
 // it holds no connection detail and passes redact unchanged.
 type localError struct{ err error }
@@ -611,10 +627,10 @@ func scanRecord(row pgx.Row, ns *string, before ...any) (Record, error) {
 	r.Kind = RecordKind(kind)
 	var err error
 	if r.Target, err = parseTarget(*ns, target); err != nil {
-		return r, &localError{fmt.Errorf("decoding record %d target: %w", r.ID, err)}
+		return r, &localError{&RecordError{ID: r.ID, Field: "target", Err: err}}
 	}
 	if r.Detail, err = ParseDetail(raw); err != nil {
-		return r, &localError{fmt.Errorf("decoding record %d detail: %w", r.ID, err)}
+		return r, &localError{&RecordError{ID: r.ID, Field: "detail", Err: err}}
 	}
 	return r, nil
 }

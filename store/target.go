@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -58,7 +59,7 @@ func parseTarget(namespace, text string) (Target, error) {
 	}
 	kind, name, ok := strings.Cut(text, "/")
 	if !ok || kind == "" || name == "" {
-		return Target{}, fmt.Errorf("target %q is not <kind>/<name>", text)
+		return Target{}, errors.New("target is not <kind>/<name>")
 	}
 	return Target{Kind: TargetKind(kind), Namespace: namespace, Name: name}, nil
 }
