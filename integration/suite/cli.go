@@ -1,17 +1,11 @@
 package suite
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // PlanOutput is what the tests read of `keyledger plan -o json`.
@@ -62,35 +56,13 @@ func (p PlanOutput) Planned() []string {
 }
 
 // SecretEvents returns the writes the API server made to the namespace's
-// Secrets after resourceVersion from, as "TYPE secret/NAME", read from its
-// watch history: it writes a marker Secret and collects every event up to
-// the marker's creation (excluded).
+// Secrets after resourceVersion from, as "TYPE secret/NAME", sorted.
 func (e *Env) SecretEvents(from string) []string {
 	e.T.Helper()
-	marker := e.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "marker-" + RandomSuffix(e.T)}})
-	ctx, cancel := context.WithTimeout(e.T.Context(), 20*time.Second)
-	defer cancel()
-	w, err := e.Kube.Client().CoreV1().Secrets(e.NS).Watch(ctx, metav1.ListOptions{ResourceVersion: from})
-	require.NoError(e.T, err)
-	defer w.Stop()
 	out := []string{}
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			require.True(e.T, ok, "watch closed before the marker")
-			require.NotEqual(e.T, watch.Error, ev.Type, "watch error: %v", ev.Object)
-			if ev.Type == watch.Bookmark {
-				continue
-			}
-			m, err := meta.Accessor(ev.Object)
-			require.NoError(e.T, err)
-			if m.GetUID() == marker.UID {
-				sort.Strings(out)
-				return out
-			}
-			out = append(out, fmt.Sprintf("%s secret/%s", ev.Type, m.GetName()))
-		case <-ctx.Done():
-			e.T.Fatalf("the marker Secret never appeared in the watch history after %s", from)
-		}
+	for _, ev := range e.secretEventsSince(from) {
+		out = append(out, fmt.Sprintf("%s secret/%s", ev.Type, ev.Secret.Name))
 	}
+	sort.Strings(out)
+	return out
 }

@@ -19,7 +19,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -106,36 +105,14 @@ func (e *Env) DenySecretCreate(name string) {
 
 // SecretWritesSince counts, per name, every write the API server made to
 // the namespace's Secrets after resourceVersion from (creates, updates,
-// patches and deletes: the events of its watch history), up to now: it
-// writes a marker Secret and replays the history until the marker's
-// creation.
+// patches and deletes), up to now.
 func (e *Env) SecretWritesSince(from string) map[string]int {
 	e.T.Helper()
-	marker := e.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "zz-writes-marker-" + RandomSuffix(e.T)}})
-	ctx, cancel := context.WithTimeout(e.T.Context(), 30*time.Second)
-	defer cancel()
-	w, err := e.Kube.Client().CoreV1().Secrets(e.NS).Watch(ctx, metav1.ListOptions{ResourceVersion: from})
-	require.NoError(e.T, err, "opening watch")
-	defer w.Stop()
 	writes := map[string]int{}
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			require.True(e.T, ok, "watch closed before the marker was seen")
-			require.NotEqual(e.T, watch.Error, ev.Type, "watch error: %v", ev.Object)
-			if ev.Type == watch.Bookmark {
-				continue
-			}
-			m, err := meta.Accessor(ev.Object)
-			require.NoError(e.T, err)
-			if m.GetName() == marker.Name {
-				return writes
-			}
-			writes[m.GetName()]++
-		case <-ctx.Done():
-			e.T.Fatalf("the marker Secret never appeared in the watch history after %s", from)
-		}
+	for _, ev := range e.secretEventsSince(from) {
+		writes[ev.Secret.Name]++
 	}
+	return writes
 }
 
 // ConcurrentPlanOutcome is the outcome of one of many concurrent runs of
@@ -430,35 +407,16 @@ func RequireAlphabet(t *testing.T, v []byte, length int, chars string) {
 }
 
 // SecretCreates counts, per name, the Secrets the API server created in the
-// namespace after resourceVersion from (ADDED events of its watch history),
-// up to now: it writes a marker Secret and replays the history until the
-// marker's creation.
+// namespace after resourceVersion from (ADDED events), up to now.
 func (e *Env) SecretCreates(from string) map[string]int {
 	e.T.Helper()
-	marker := e.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "zz-history-marker-" + RandomSuffix(e.T)}})
-	ctx, cancel := context.WithTimeout(e.T.Context(), 30*time.Second)
-	defer cancel()
-	w, err := e.Kube.Client().CoreV1().Secrets(e.NS).Watch(ctx, metav1.ListOptions{ResourceVersion: from})
-	require.NoError(e.T, err, "opening watch")
-	defer w.Stop()
 	creates := map[string]int{}
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			require.True(e.T, ok, "watch closed before the marker was seen")
-			require.NotEqual(e.T, watch.Error, ev.Type, "watch error: %v", ev.Object)
-			m, err := meta.Accessor(ev.Object)
-			require.NoError(e.T, err)
-			if m.GetName() == marker.Name {
-				return creates
-			}
-			if ev.Type == watch.Added {
-				creates[m.GetName()]++
-			}
-		case <-ctx.Done():
-			e.T.Fatalf("the marker Secret never appeared in the watch history after %s", from)
+	for _, ev := range e.secretEventsSince(from) {
+		if ev.Type == watch.Added {
+			creates[ev.Secret.Name]++
 		}
 	}
+	return creates
 }
 
 // RunsOf reads every run of a plan as the schema owner, oldest first.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/keyledger/keyledger/integration/platform"
@@ -56,37 +55,17 @@ func Tail(s string, lines int) string {
 }
 
 // SecretHistory is every write to the Secret name after resourceVersion
-// from, read from the API server's watch history up to a marker Secret
-// created now.
+// from, up to now; none of them a delete.
 func (e *Env) SecretHistory(name, from string) []*corev1.Secret {
 	e.T.Helper()
-	marker := e.CreateSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "zz-history-marker-" + RandomSuffix(e.T)}})
-	ctx, cancel := context.WithTimeout(e.T.Context(), 30*time.Second)
-	defer cancel()
-	w, err := e.Kube.Client().CoreV1().Secrets(e.NS).Watch(ctx, metav1.ListOptions{ResourceVersion: from})
-	require.NoError(e.T, err)
-	defer w.Stop()
 	var out []*corev1.Secret
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			require.True(e.T, ok, "watch closed before the marker was seen")
-			require.NotEqual(e.T, watch.Error, ev.Type, "watch error: %v", ev.Object)
-			s, ok := ev.Object.(*corev1.Secret)
-			if !ok {
-				continue
-			}
-			if s.Name == marker.Name {
-				return out
-			}
-			if s.Name == name {
-				require.NotEqual(e.T, watch.Deleted, ev.Type, "Secret %s was deleted", name)
-				out = append(out, s)
-			}
-		case <-ctx.Done():
-			e.T.Fatalf("the marker Secret never appeared in the watch history after %s", from)
+	for _, ev := range e.secretEventsSince(from) {
+		if ev.Secret.Name == name {
+			require.NotEqual(e.T, watch.Deleted, ev.Type, "Secret %s was deleted", name)
+			out = append(out, ev.Secret)
 		}
 	}
+	return out
 }
 
 // ResourceVersions lists the writes of a history by resourceVersion only
