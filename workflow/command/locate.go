@@ -80,7 +80,7 @@ func Locate(data []byte, field string) (line, column int, ok bool) {
 // length); "" when none is.
 func nearestMember(t reflect.Type, name string) string {
 	best, bestDistance := "", 3
-	for known := range jsonFields(t) {
+	for known := range fields(t) {
 		if strings.EqualFold(known, name) {
 			return known
 		}
