@@ -83,6 +83,49 @@ func fields(t reflect.Type) map[string]reflect.Type {
 	return f.(map[string]reflect.Type)
 }
 
+// member is the type of the member name of a value of type t, or of its
+// elements (name ""): nil for a struct without that member.
+func member(t reflect.Type, name string) reflect.Type {
+	switch t.Kind() {
+	case reflect.Struct:
+		return fields(t)[name]
+	case reflect.Map, reflect.Slice:
+		return t.Elem()
+	}
+	return anyType
+}
+
+// fits says why tok, the first token of a value, does not fit t (a
+// pointer only when tok is null), or "". An interface takes any value
+// whose numbers fit a float64.
+func fits(tok json.Token, t reflect.Type) string {
+	k := t.Kind()
+	isAny := k == reflect.Interface
+	switch tok := tok.(type) {
+	case nil:
+		if isAny || k == reflect.Pointer {
+			return ""
+		}
+	case json.Delim:
+		if isAny || tok == '{' && (k == reflect.Struct || k == reflect.Map) || tok == '[' && k == reflect.Slice {
+			return ""
+		}
+	case string:
+		if isAny || k == reflect.String {
+			return ""
+		}
+	case bool:
+		if isAny || k == reflect.Bool {
+			return ""
+		}
+	case json.Number:
+		if isAny || isNumber(t) {
+			return numberProblem(string(tok), t)
+		}
+	}
+	return "want " + wantKind(t) + ", got " + tokenKind(tok)
+}
+
 func isNumber(t reflect.Type) bool {
 	k := t.Kind()
 	return reflect.Int <= k && k <= reflect.Uint64 || k == reflect.Float32 || k == reflect.Float64

@@ -56,22 +56,19 @@ func Locate(data []byte, field string) (line, column int, ok bool) {
 	if len(data) > MaxSize {
 		return 0, 0, false
 	}
-	s := scan(data)
-	if !s.object() {
-		return 0, 0, false
-	}
+	spots := scan(data, anyType, true).spots
 	best := -1
-	for i, tk := range s.tokens {
-		p := tk.path
+	for i, sp := range spots {
+		p := sp.path
 		within := p == "" || p == field || strings.HasPrefix(field, p) && strings.ContainsRune(".[", rune(field[len(p)]))
-		if tk.kind == kindValue && within && (best < 0 || len(p) > len(s.tokens[best].path)) {
+		if within && (best < 0 || len(p) > len(spots[best].path)) {
 			best = i
 		}
 	}
 	if best < 0 {
 		return 0, 0, false
 	}
-	line, column = lineColumn(data, s.tokens[best].start)
+	line, column = lineColumn(data, spots[best].start)
 	return line, column, true
 }
 

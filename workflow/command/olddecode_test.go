@@ -790,6 +790,9 @@ func rewriteAgrees(t *testing.T, data []byte) bool {
 		}
 	}
 	for _, field := range fields {
+		if strings.Contains(field, `"]`) && oldPathOf(oldParsePath(field)) != field {
+			continue // the old Locate could not parse such a name back either
+		}
 		line, column, ok := Locate(data, field)
 		oldLine, oldColumn, oldOK := oldLocate(data, field)
 		require.Equal(t, []any{oldLine, oldColumn, oldOK}, []any{line, column, ok}, "%q %q", data, field)
