@@ -177,22 +177,20 @@ func wantKind(t reflect.Type) string {
 }
 
 func tokenKind(tok json.Token) string {
-	switch tok := tok.(type) {
-	case json.Delim:
-		if tok == '[' {
-			return "array"
-		}
-		return "object"
-	case string:
-		return "string"
-	case json.Number, float64:
-		return "number"
-	case bool:
-		return "boolean"
+	switch tok.(type) {
 	case nil:
 		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
 	}
-	return "unknown"
+	if tok == json.Delim('[') {
+		return "array"
+	}
+	return "object"
 }
 
 var (

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -138,14 +137,12 @@ func joinField(path, name string) string {
 	return path + "[" + strconv.Quote(name) + "]"
 }
 
+// plainName: s is 1 to 64 ASCII letters, digits, '_' and '-'.
 func plainName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c == '_' || c == '-' || c < utf8.RuneSelf && (unicode.IsLetter(c) || unicode.IsDigit(c))) {
+	for _, c := range []byte(s) {
+		if !(c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
 			return false
 		}
 	}
-	return true
+	return s != "" && len(s) <= 64
 }

@@ -309,7 +309,7 @@ func (w *oldScanner) next(path string, key bool) (json.Token, *oldLocated) {
 		if i := bytes.IndexByte(lit, '"'); i >= 0 {
 			lit = lit[i:]
 		}
-		if problem := checkLiteral(lit); problem != "" {
+		if problem := refCheckLiteral(lit); problem != "" {
 			if key {
 				problem += " in member name"
 			}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 var quotedFieldCache sync.Map // reflect.Type -> map[string]bool
@@ -167,4 +168,43 @@ func refWantKind(t reflect.Type) string {
 		return "number"
 	}
 	return ""
+}
+
+// refCheckLiteral is checkLiteral as it was, by hand: it checks the raw bytes of a JSON string literal, quotes
+// included, for invalid UTF-8 and unpaired surrogate escapes.
+func refCheckLiteral(lit []byte) string {
+	if !utf8.Valid(lit) {
+		return "invalid UTF-8"
+	}
+	end := len(lit) - 1 // closing quote
+	for i := 1; i < end; i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		i++
+		if i+4 >= end || lit[i] != 'u' {
+			continue
+		}
+		r := refHex4(lit[i+1 : i+5])
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return "unpaired UTF-16 surrogate escape"
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 < end && lit[i+1] == '\\' && lit[i+2] == 'u' {
+				if r2 := refHex4(lit[i+3 : i+7]); r2 >= 0xDC00 && r2 <= 0xDFFF {
+					i += 6
+					continue
+				}
+			}
+			return "unpaired UTF-16 surrogate escape"
+		}
+	}
+	return ""
+}
+
+// refHex4 is the value of four hex digits (the decoder has checked them).
+func refHex4(b []byte) uint64 {
+	r, _ := strconv.ParseUint(string(b), 16, 16)
+	return r
 }

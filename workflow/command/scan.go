@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"strconv"
 	"unicode/utf8"
 )
@@ -155,41 +156,20 @@ func (sc *scanner) value(tok json.Token, start int64, path string, depth int, t 
 	return ok
 }
 
-// checkLiteral checks the raw bytes of a JSON string literal, quotes
-// included, for invalid UTF-8 and unpaired surrogate escapes.
+// escape matches one escape in a JSON string literal: a surrogate pair,
+// a lone surrogate (the group), or any other.
+var escape = regexp.MustCompile(`\\(?:u[dD][89abAB][[:xdigit:]]{2}\\u[dD][c-fC-F][[:xdigit:]]{2}|(u[dD][89a-fA-F][[:xdigit:]]{2})|.)`)
+
+// checkLiteral checks the raw bytes of a JSON string literal for invalid
+// UTF-8 and unpaired surrogate escapes, which the decoder would mend.
 func checkLiteral(lit []byte) string {
 	if !utf8.Valid(lit) {
 		return "invalid UTF-8"
 	}
-	end := len(lit) - 1 // closing quote
-	for i := 1; i < end; i++ {
-		if lit[i] != '\\' {
-			continue
-		}
-		i++
-		if i+4 >= end || lit[i] != 'u' {
-			continue
-		}
-		r := hex4(lit[i+1 : i+5])
-		i += 4
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return "unpaired UTF-16 surrogate escape"
-		case r >= 0xD800 && r <= 0xDBFF:
-			if i+6 < end && lit[i+1] == '\\' && lit[i+2] == 'u' {
-				if r2 := hex4(lit[i+3 : i+7]); r2 >= 0xDC00 && r2 <= 0xDFFF {
-					i += 6
-					continue
-				}
-			}
+	for _, m := range escape.FindAllSubmatchIndex(lit, -1) {
+		if m[2] >= 0 {
 			return "unpaired UTF-16 surrogate escape"
 		}
 	}
 	return ""
-}
-
-// hex4 is the value of four hex digits (the decoder has checked them).
-func hex4(b []byte) uint64 {
-	r, _ := strconv.ParseUint(string(b), 16, 16)
-	return r
 }

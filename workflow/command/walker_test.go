@@ -119,7 +119,7 @@ func (w *walker) next(path string, key bool) (json.Token, error) {
 		if i := bytes.IndexByte(lit, '"'); i >= 0 {
 			lit = lit[i:]
 		}
-		if problem := checkLiteral(lit); problem != "" {
+		if problem := refCheckLiteral(lit); problem != "" {
 			if key {
 				problem += " in member name"
 			}
