@@ -148,12 +148,12 @@ func numberProblem(s string, t reflect.Type) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, strconv.ErrRange) && t.Kind() == reflect.Interface:
+	case !errors.Is(err, strconv.ErrRange):
+		return "want " + wantKind(t) + ", got number"
+	case t.Kind() == reflect.Interface:
 		return "number out of range"
-	case errors.Is(err, strconv.ErrRange):
-		return "number out of range for " + t.Kind().String()
 	}
-	return "want " + wantKind(t) + ", got number"
+	return "number out of range for " + t.Kind().String()
 }
 
 // wantKind names the JSON type that t, a supported type but no pointer or
