@@ -198,7 +198,5 @@ var (
 	numberType          = reflect.TypeFor[json.Number]()
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	textType            = reflect.TypeFor[encoding.TextUnmarshaler]()
-	anyObject           = reflect.TypeFor[map[string]any]()
-	anyArray            = reflect.TypeFor[[]any]()
 	anyType             = reflect.TypeFor[any]()
 )
