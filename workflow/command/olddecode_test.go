@@ -4,9 +4,9 @@ package command
 // tokens, merged by offset), kept as a test-only copy: the rewrite must
 // refuse exactly as it did, at the same line and column with the same
 // suggestion, and Locate must find the same places. It shares LocatedError,
-// lineColumn, editDistance, tokenKind, checkLiteral and joinField with the
-// rewrite; its generic helpers (refJSONFields, quotedFields, refCheckNumber,
-// refWantKind) are refhelpers_test.go's.
+// lineColumn, editDistance, tokenKind and joinField with the rewrite; its
+// generic helpers (refJSONFields, quotedFields, refCheckNumber, refWantKind,
+// refCheckLiteral) are refhelpers_test.go's.
 
 import (
 	"bytes"

@@ -1,10 +1,10 @@
 package command
 
-// The generic helpers of the decoders DecodeStrict replaced, for any Go
+// The helpers of the decoders DecodeStrict replaced: generic over any Go
 // type (embedded structs, ",string", TextUnmarshaler and integer map keys,
-// arrays): the test-only copies of those decoders (olddecode_test.go,
-// walker_test.go) use them, while DecodeStrict decodes only the kinds
-// command types use (fields.go).
+// arrays), and the hand-written string literal check. The test-only
+// copies of those decoders (olddecode_test.go, walker_test.go) use them,
+// while DecodeStrict decodes only the kinds command types use (fields.go).
 
 import (
 	"errors"

@@ -3,8 +3,8 @@ package command
 // The reflection walker that decoded command files before DecodeStrict was
 // rebuilt on sigs.k8s.io/json, kept as a test-only copy: TestDecodersAgree
 // feeds both the fuzz corpus and a table of hostile inputs and requires the
-// same decision and the same field. It shares tokenKind, checkLiteral and
-// joinField with DecodeStrict; refCheckNumber and refWantKind are
+// same decision and the same field. It shares tokenKind and joinField with
+// DecodeStrict; refCheckNumber, refWantKind and refCheckLiteral are
 // refhelpers_test.go's.
 
 import (
