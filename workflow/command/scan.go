@@ -80,16 +80,16 @@ func (sc *scanner) note(at int64, path, what string) bool {
 func (sc *scanner) next(path string, name bool) (json.Token, int64, bool) {
 	pre := sc.dec.InputOffset()
 	tok, err := sc.dec.Token()
-	var se *json.SyntaxError
-	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		sc.note(int64(len(sc.data)), path, "unexpected end of input")
-	case errors.As(err, &se): // the location says where
-		sc.note(se.Offset, path, "invalid JSON")
-	case err != nil:
-		sc.note(pre, path, "invalid JSON")
-	}
 	if err != nil {
+		var se *json.SyntaxError
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			sc.note(int64(len(sc.data)), path, "unexpected end of input")
+		case errors.As(err, &se): // the location says where
+			sc.note(se.Offset, path, "invalid JSON")
+		default:
+			sc.note(pre, path, "invalid JSON")
+		}
 		return nil, 0, false
 	}
 	end := sc.dec.InputOffset()
@@ -129,8 +129,10 @@ func (sc *scanner) value(tok json.Token, start int64, path string, depth int, t 
 	}
 	seen := map[string]bool{}
 	for i := 0; sc.dec.More(); i++ {
-		vpath, vt := path+"["+strconv.Itoa(i)+"]", member(t, "")
-		if delim == '{' {
+		vpath, vt := "", member(t, "")
+		if delim == '[' {
+			vpath = path + "[" + strconv.Itoa(i) + "]"
+		} else {
 			tok, nstart, ok := sc.next(path, true)
 			if !ok {
 				return false
@@ -165,6 +167,9 @@ var escape = regexp.MustCompile(`\\(?:u[dD][89abAB][[:xdigit:]]{2}\\u[dD][c-fC-F
 func checkLiteral(lit []byte) string {
 	if !utf8.Valid(lit) {
 		return "invalid UTF-8"
+	}
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return ""
 	}
 	for _, m := range escape.FindAllSubmatchIndex(lit, -1) {
 		if m[2] >= 0 {
