@@ -129,9 +129,10 @@ func (sc *scanner) value(tok json.Token, start int64, path string, depth int, t 
 	}
 	seen := map[string]bool{}
 	for i := 0; sc.dec.More(); i++ {
-		vpath, vt := "", member(t, "")
+		var vpath string
+		var vt reflect.Type
 		if delim == '[' {
-			vpath = path + "[" + strconv.Itoa(i) + "]"
+			vpath, vt = path+"["+strconv.Itoa(i)+"]", member(t, "")
 		} else {
 			tok, nstart, ok := sc.next(path, true)
 			if !ok {
