@@ -1,12 +1,9 @@
 package command
 
 import (
-	"encoding"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 
 	sigsjson "sigs.k8s.io/json"
 )
@@ -21,254 +18,46 @@ import (
 //     not case-insensitively);
 //   - a member name repeated in one object, at any depth, including inside
 //     json.RawMessage and interface values;
-//   - a value of the wrong JSON type, or a number that does not fit the field;
+//   - a value of the wrong JSON type, or a number that does not fit the field
+//     (in a json.RawMessage or interface value: a float64);
 //   - null, except where the field is a pointer or an interface: a field
 //     that may be absent is a pointer, and null means absent;
 //   - invalid UTF-8 and unpaired UTF-16 surrogate escapes, which
 //     encoding/json would replace with U+FFFD;
 //   - nesting deeper than 32.
 //
-// A scan reads the tokens once and checks what needs no type (the syntax,
-// the depth, the text of every string, duplicates); a walk of those tokens
-// along v's type checks every member and value as encoding/json decodes it.
+// v holds the kinds command types use (see supported); any other type is
+// a programming error, returned as a plain error. One scan reads the
+// tokens and checks each as it comes, along v's type (see scanner);
 // Kubernetes' strict decoding (sigs.k8s.io/json, as for kubectl's
 // manifests) then has the last word on fields and types. When a document
 // has several problems the first in the document is reported. The value
-// stored in v is encoding/json's (numbers in interface values are float64),
-// so digests are unchanged.
+// stored in v is encoding/json's (numbers in interface values are
+// float64), so digests are unchanged.
 //
 // Every refusal is an *InvalidError whose Field is the JSON path of the
 // offending member; no message contains a value from data.
-func DecodeStrict(data []byte, v any) error { return decodeStrict(data, nil, v) }
-
-// decodeStrict is DecodeStrict with the scan of data made already (nil:
-// scanned here): a document decoded twice (its envelope, then the whole of
-// it) is scanned once.
-func decodeStrict(data []byte, s *scanned, v any) error {
+func DecodeStrict(data []byte, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("command: DecodeStrict needs a non-nil pointer, got %T", v)
 	}
+	if err := supported(rv.Type().Elem()); err != nil {
+		return err
+	}
 	if len(data) > MaxSize {
 		return Invalid("", fmt.Sprintf("larger than %d bytes", MaxSize))
 	}
-	if s == nil {
-		s = scan(data)
-	}
-	first := s.first
-	if s.object() {
-		c := &checker{toks: s.tokens, data: data}
-		if p := c.value(rv.Type().Elem()); p != nil && (first == nil || p.before(first)) {
-			first = p
-		}
-	}
-	if first != nil {
-		line, column := lineColumn(data, first.at)
-		return &LocatedError{InvalidError: first.err, Line: line, Column: column, Suggestion: first.suggest}
+	if p := scan(data, rv.Type().Elem(), false).first; p != nil {
+		line, column := lineColumn(data, p.at)
+		return &LocatedError{InvalidError: p.err, Line: line, Column: column, Suggestion: p.suggest}
 	}
 	strict, err := sigsjson.UnmarshalStrict(data, reflect.New(rv.Type().Elem()).Interface(),
 		sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil || len(strict) > 0 || json.Unmarshal(data, v) != nil {
-		// The walk accepts only what these accept; this is a backstop, and
+		// The scan accepts only what these accept; this is a backstop, and
 		// their messages may quote the value, so they are not passed on.
 		return Invalid("", "invalid value")
-	}
-	return nil
-}
-
-// A problem is a refusal, the token where it is found and, among the
-// problems of one token, its rank: the first of the document is reported.
-type problem struct {
-	index, rank int
-	at          int64 // where it is shown
-	err         *InvalidError
-	suggest     string // for an unknown member: the name probably meant
-}
-
-const (
-	rankCount  = iota // an array holds more elements than the Go array
-	rankText          // the token itself: syntax, UTF-8, surrogates
-	rankRepeat        // a duplicate member name
-	rankType          // the token against the type (the top level: an object)
-	rankDepth         // the object or array it opens is too deep
-)
-
-func (p *problem) before(q *problem) bool {
-	return p.index < q.index || p.index == q.index && p.rank < q.rank
-}
-
-// checker walks the scanned tokens along a Go type: each member name is
-// looked up and each value checked against the type encoding/json would
-// decode it into, and the first problem is returned.
-type checker struct {
-	toks []token
-	data []byte
-	i    int  // the next token
-	out  bool // the tokens ended (a syntax error) inside the value
-}
-
-// fail is a problem with token k against the type.
-func (c *checker) fail(k int, what string) *problem {
-	return &problem{index: k, rank: rankType, at: c.toks[k].start, err: Invalid(c.toks[k].path, what)}
-}
-
-// take is the index of the next token, or false at the end of the tokens.
-func (c *checker) take() (int, bool) {
-	c.i++
-	c.out = c.i > len(c.toks)
-	return c.i - 1, !c.out
-}
-
-// value checks the value that begins at the next token against t.
-func (c *checker) value(t reflect.Type) *problem {
-	k, ok := c.take()
-	if !ok {
-		return nil
-	}
-	tk := c.toks[k]
-	for t.Kind() == reflect.Pointer {
-		if tk.tok == nil {
-			return nil
-		}
-		t = t.Elem()
-	}
-	switch {
-	case t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType):
-		c.i = k
-		if p := c.value(anyType); p != nil || c.out {
-			return p
-		}
-		raw := c.data[tk.start:c.toks[c.i-1].end]
-		if reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw) != nil {
-			return &problem{index: c.i - 1, rank: rankType, at: tk.start, err: Invalid(tk.path, "invalid value")}
-		}
-		return nil
-	case tk.tok == nil && t.Kind() == reflect.Interface:
-		return nil
-	case tk.tok != nil && reflect.PointerTo(t).Implements(textType):
-		s, ok := tk.tok.(string)
-		if !ok {
-			return c.fail(k, "want string, got "+tokenKind(tk.tok))
-		}
-		if reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)) != nil {
-			return c.fail(k, "invalid value")
-		}
-		return nil
-	}
-	return c.kind(k, t)
-}
-
-// kind checks token k, not null unless t is an interface, against t's kind.
-func (c *checker) kind(k int, t reflect.Type) *problem {
-	empty := t.Kind() == reflect.Interface && t.NumMethod() == 0
-	switch tok := c.toks[k].tok.(type) {
-	case json.Delim:
-		switch {
-		case tok == '{' && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
-			return c.object(t)
-		case tok == '{' && empty:
-			return c.object(anyObject)
-		case tok == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-			return c.array(k, t)
-		case tok == '[' && empty:
-			return c.array(k, anyArray)
-		}
-	case string:
-		switch {
-		case t.Kind() == reflect.String && t != numberType, empty:
-			return nil
-		case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
-			if _, err := base64.StdEncoding.DecodeString(tok); err != nil {
-				return c.fail(k, "want base64 string")
-			}
-			return nil
-		}
-	case json.Number:
-		if problem := checkNumber(string(tok), t); problem != "wrong-type" {
-			if problem != "" {
-				return c.fail(k, problem)
-			}
-			return nil
-		}
-	case bool:
-		if t.Kind() == reflect.Bool || empty {
-			return nil
-		}
-	}
-	if want := wantKind(t); want != "" {
-		return c.fail(k, "want "+want+", got "+tokenKind(c.toks[k].tok))
-	}
-	return c.fail(k, "unsupported field type")
-}
-
-// object checks the members of an object (its '{' read) against t, a
-// struct or a map.
-func (c *checker) object(t reflect.Type) *problem {
-	for c.i < len(c.toks) && c.toks[c.i].kind == kindName {
-		n, _ := c.take()
-		name := c.toks[n].tok.(string)
-		if t.Kind() == reflect.Map {
-			if problem := keyProblem(name, t.Key()); problem != "" {
-				return c.fail(n, problem)
-			}
-			if p := c.value(t.Elem()); p != nil || c.out {
-				return p
-			}
-			continue
-		}
-		var p *problem
-		switch ft, known := jsonFields(t)[name]; {
-		case !known:
-			p = c.fail(n, "unknown field")
-			p.suggest = nearestMember(t, name)
-			return p
-		case quotedFields(t)[name]:
-			p = c.quoted(ft)
-		default:
-			p = c.value(ft)
-		}
-		if p != nil || c.out {
-			return p
-		}
-	}
-	return c.close()
-}
-
-// array checks the elements of an array (its '[' at token k) against t, a
-// slice or an array.
-func (c *checker) array(k int, t reflect.Type) *problem {
-	for i := 0; c.i < len(c.toks) && c.toks[c.i].kind != kindClose; i++ {
-		if t.Kind() == reflect.Array && i >= t.Len() {
-			p := c.fail(c.i, fmt.Sprintf("want at most %d elements", t.Len()))
-			p.rank, p.err.Field = rankCount, c.toks[k].path
-			return p
-		}
-		if p := c.value(t.Elem()); p != nil || c.out {
-			return p
-		}
-	}
-	return c.close()
-}
-
-// close reads the closing delimiter.
-func (c *checker) close() *problem {
-	c.take()
-	return nil
-}
-
-// quoted checks a field tagged ",string": a string holding the JSON text
-// of a string, number or boolean, exactly (encoding/json also takes " 1").
-func (c *checker) quoted(t reflect.Type) *problem {
-	k, ok := c.take()
-	if !ok {
-		return nil
-	}
-	s, ok := c.toks[k].tok.(string)
-	switch {
-	case !ok:
-		return c.fail(k, "want string, got "+tokenKind(c.toks[k].tok))
-	case s != strings.TrimSpace(s) || json.Unmarshal([]byte(s), reflect.New(t).Interface()) != nil:
-		return c.fail(k, "want string holding a JSON "+wantKind(t))
 	}
 	return nil
 }

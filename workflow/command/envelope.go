@@ -68,31 +68,20 @@ func (d *Document[S]) Digest() (string, error) {
 // APIVersion, kind is one of Kinds, requestId and mutationId are
 // identifiers, spec is an object. Errors are *InvalidError.
 func Parse(data []byte) (*Envelope, error) {
-	env, _, err := parse(data)
-	return env, err
-}
-
-// parse is Parse, and the scan of data it made (nil when data is too
-// large to scan), which decoding the same bytes again reuses.
-func parse(data []byte) (*Envelope, *scanned, error) {
-	var s *scanned
-	if len(data) <= MaxSize {
-		s = scan(data)
-	}
 	var env Envelope
-	if err := decodeStrict(data, s, &env); err != nil {
-		return nil, nil, err
+	if err := DecodeStrict(data, &env); err != nil {
+		return nil, err
 	}
 	if err := validateHeader(env.APIVersion, env.Kind, env.Metadata); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	switch spec := bytes.TrimSpace(env.Spec); {
 	case len(spec) == 0:
-		return nil, nil, Required("spec")
+		return nil, Required("spec")
 	case spec[0] != '{':
-		return nil, nil, Invalid("spec", "want object, got "+rawKind(spec))
+		return nil, Invalid("spec", "want object, got "+rawKind(spec))
 	}
-	return &env, s, nil
+	return &env, nil
 }
 
 func validateHeader(apiVersion, kind string, md Metadata) error {
@@ -141,26 +130,24 @@ func rawKind(raw []byte) string {
 // the envelope as Parse does; rules of the spec itself (required members,
 // names) are the family's, reported with Required and Invalid.
 func Decode[S any](f *File) (*Document[S], error) {
-	s, err := f.parsed()
-	if err != nil {
+	if err := f.parsed(); err != nil {
 		return nil, err
 	}
 	var doc Document[S]
-	if err := decodeStrict(f.Bytes, s, &doc); err != nil {
+	if err := DecodeStrict(f.Bytes, &doc); err != nil {
 		return nil, err
 	}
 	return &doc, nil
 }
 
-// parsed is the scan of f.Bytes with the envelope checked as Parse checks
-// it: Read's, while the bytes are still those Read read (their digest
-// unchanged), else made again.
-func (f *File) parsed() (*scanned, error) {
-	if f.scan != nil && f.Digest == digestBytes(f.Bytes) {
-		return f.scan, nil
+// parsed checks the envelope of f.Bytes as Parse checks it, unless Read
+// did and the bytes are still those Read read (their digest unchanged).
+func (f *File) parsed() error {
+	if f.checked && f.Digest == digestBytes(f.Bytes) {
+		return nil
 	}
-	_, s, err := parse(f.Bytes)
-	return s, err
+	_, err := Parse(f.Bytes)
+	return err
 }
 
 // DecodeKind is Decode for a family of one kind: it also refuses a document
@@ -187,8 +174,7 @@ func (f *File) DecodeSpec(v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("command: DecodeSpec needs a non-nil pointer, got %T", v)
 	}
-	s, err := f.parsed()
-	if err != nil {
+	if err := f.parsed(); err != nil {
 		return err
 	}
 	docType := reflect.StructOf([]reflect.StructField{
@@ -198,7 +184,7 @@ func (f *File) DecodeSpec(v any) error {
 		{Name: "Spec", Type: rv.Type().Elem(), Tag: `json:"spec"`},
 	})
 	doc := reflect.New(docType)
-	if err := decodeStrict(f.Bytes, s, doc.Interface()); err != nil {
+	if err := DecodeStrict(f.Bytes, doc.Interface()); err != nil {
 		return err
 	}
 	rv.Elem().Set(doc.Elem().Field(3))

@@ -4,212 +4,199 @@ import (
 	"encoding"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 )
 
-var quotedFieldCache sync.Map // reflect.Type -> map[string]bool
+var (
+	typeCache  sync.Map // reflect.Type -> error (nil: supported)
+	fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+)
 
-// quotedFields maps the member names of struct type t to whether each is
-// quoted: the first of t's visible fields whose json tag name, or Go name
-// when the tag names none, is the member's decides, quoted when it is
-// tagged ",string" and of a type the option applies to. It is computed
-// once per type: a document holds a string value for each of many
-// members of the same few types.
-func quotedFields(t reflect.Type) map[string]bool {
-	if q, ok := quotedFieldCache.Load(t); ok {
-		return q.(map[string]bool)
+// supported returns nil when DecodeStrict can decode into t, and else a
+// programming error (no refusal): it decodes the kinds command types use
+// (strings, booleans, numbers, structs, pointers, slices, maps with string
+// keys, json.RawMessage and empty interfaces) and no other, so that its
+// walk decides exactly as encoding/json does. It is checked once per type.
+func supported(t reflect.Type) error {
+	if err, ok := typeCache.Load(t); ok {
+		err, _ := err.(error)
+		return err
 	}
-	quoted := map[string]bool{}
-	for _, f := range reflect.VisibleFields(t) {
-		tagName, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		var q bool
-		switch f.Type.Kind() {
-		case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr, reflect.Float32, reflect.Float64:
-			q = slices.Contains(strings.Split(opts, ","), "string")
-		}
-		// A field answers for its tag name, and for its Go name when the
-		// tag names none (then also for the empty member name, which
-		// equals the empty tag name).
-		names := []string{tagName}
-		if tagName == "" {
-			names = append(names, f.Name)
-		}
-		for _, name := range names {
-			if _, decided := quoted[name]; !decided {
-				quoted[name] = q
-			}
-		}
+	err := unsupported(t, map[reflect.Type]bool{})
+	if err != nil {
+		err = fmt.Errorf("command: DecodeStrict cannot decode into %s: %w", t, err)
 	}
-	q, _ := quotedFieldCache.LoadOrStore(t, quoted)
-	return q.(map[string]bool)
+	typeCache.Store(t, err)
+	return err
 }
 
-var jsonFieldCache sync.Map // reflect.Type -> map[string]reflect.Type
-
-// jsonFields maps the member names encoding/json decodes into struct type
-// t to their types: a field's json tag name or its Go name; a promoted
-// field of an embedded struct at the shallowest depth, a tagged one winning
-// a tie; ambiguous names are left out.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	if f, ok := jsonFieldCache.Load(t); ok {
-		return f.(map[string]reflect.Type)
+// unsupported is the error for the first type in t DecodeStrict does not
+// decode into; it notes the fields of each struct type on the way.
+func unsupported(t reflect.Type, seen map[reflect.Type]bool) error {
+	if seen[t] || t == rawType {
+		return nil
 	}
-	type candidate struct {
-		typ    reflect.Type
-		depth  int
-		tagged bool
-		count  int
+	seen[t] = true
+	switch k := t.Kind(); {
+	case t == numberType, reflect.PointerTo(t).Implements(jsonUnmarshalerType), reflect.PointerTo(t).Implements(textType):
+	case k == reflect.Bool, k == reflect.String, isNumber(t), k == reflect.Interface && t.NumMethod() == 0:
+		return nil
+	case k == reflect.Pointer, k == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
+		return unsupported(t.Elem(), seen)
+	case k == reflect.Map && t.Key().Kind() == reflect.String:
+		return errors.Join(unsupported(t.Key(), seen), unsupported(t.Elem(), seen))
+	case k == reflect.Struct:
+		return structFields(t, seen)
 	}
-	best := map[string]candidate{}
-	for _, f := range reflect.VisibleFields(t) {
-		tag := f.Tag.Get("json")
-		if tag == "-" || !f.IsExported() && !f.Anonymous {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if f.Anonymous && (name == "" && ft.Kind() == reflect.Struct || !f.IsExported()) {
-			continue // its fields are promoted, and listed on their own
-		}
-		c := candidate{typ: f.Type, depth: len(f.Index), tagged: name != "", count: 1}
-		if name == "" {
-			name = f.Name
-		}
-		switch old, ok := best[name]; {
-		case !ok || c.depth < old.depth:
-			best[name] = c
-		case c.depth == old.depth && c.tagged && !old.tagged:
-			best[name] = c
-		case c.depth == old.depth && c.tagged == old.tagged:
-			old.count++
-			best[name] = old
-		}
-	}
-	fields := make(map[string]reflect.Type, len(best))
-	for name, c := range best {
-		if c.count == 1 {
-			fields[name] = c.typ
-		}
-	}
-	jsonFieldCache.Store(t, fields)
-	return fields
+	return fmt.Errorf("%s is no kind command types use", t)
 }
 
-// keyProblem says why name is no key of a map with key type t, or "".
-func keyProblem(name string, t reflect.Type) string {
-	switch {
-	case reflect.PointerTo(t).Implements(textType):
-		if reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(name)) != nil {
-			return "invalid member name"
+// structFields checks the fields of struct type t, each exported, not
+// embedded, and tagged with a member name of its own (and at most
+// "omitempty"), and notes them for fields.
+func structFields(t reflect.Type, seen map[reflect.Type]bool) error {
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		_, twice := fields[name]
+		if f.Anonymous || !f.IsExported() || name == "" || name == "-" || twice || opts != "" && opts != "omitempty" {
+			return fmt.Errorf(`%s.%s: want a field tagged json:"name" or json:"name,omitempty"`, t, f.Name)
 		}
-	case t.Kind() == reflect.String:
-	case reflect.Int <= t.Kind() && t.Kind() <= reflect.Uintptr:
-		if checkNumber(name, t) != "" {
-			return "want member name that is an integer"
+		if err := unsupported(f.Type, seen); err != nil {
+			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
 		}
-	default:
-		return "unsupported map key type"
+		fields[name] = f.Type
 	}
-	return ""
+	fieldCache.Store(t, fields)
+	return nil
 }
 
-// checkNumber returns "" when s fits t, a problem when it does not, and
-// "wrong-type" when t takes no number at all.
-func checkNumber(s string, t reflect.Type) string {
-	var err error
+// fields maps the member names of struct type t, which supported has
+// accepted, to the types of their fields.
+func fields(t reflect.Type) map[string]reflect.Type {
+	f, _ := fieldCache.Load(t)
+	return f.(map[string]reflect.Type)
+}
+
+// member is the type of the member name of a value of type t, or of its
+// elements (name ""): nil for a struct without that member.
+func member(t reflect.Type, name string) reflect.Type {
 	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case reflect.Struct:
+		return fields(t)[name]
+	case reflect.Map, reflect.Slice:
+		return t.Elem()
+	}
+	return anyType
+}
+
+// fits says why tok, the first token of a value, does not fit t (a
+// pointer only when tok is null), or "". An interface takes any value
+// whose numbers fit a float64.
+func fits(tok json.Token, t reflect.Type) string {
+	k := t.Kind()
+	isAny := k == reflect.Interface
+	switch tok := tok.(type) {
+	case nil:
+		if isAny || k == reflect.Pointer {
+			return ""
+		}
+	case json.Delim:
+		if isAny || tok == '{' && (k == reflect.Struct || k == reflect.Map) || tok == '[' && k == reflect.Slice {
+			return ""
+		}
+	case string:
+		if isAny || k == reflect.String {
+			return ""
+		}
+	case bool:
+		if isAny || k == reflect.Bool {
+			return ""
+		}
+	case json.Number:
+		if isAny || isNumber(t) {
+			return numberProblem(string(tok), t)
+		}
+	}
+	return "want " + wantKind(t) + ", got " + tokenKind(tok)
+}
+
+func isNumber(t reflect.Type) bool {
+	k := t.Kind()
+	return reflect.Int <= k && k <= reflect.Uint64 || k == reflect.Float32 || k == reflect.Float64
+}
+
+// numberProblem says why the number s does not fit t, a number type or an
+// empty interface (which encoding/json gives a float64), or "".
+func numberProblem(s string, t reflect.Type) string {
+	var err error
+	switch k := t.Kind(); {
+	case k <= reflect.Int64:
 		_, err = strconv.ParseInt(s, 10, t.Bits())
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	case k <= reflect.Uint64:
 		_, err = strconv.ParseUint(s, 10, t.Bits())
-	case reflect.Float32, reflect.Float64:
-		_, err = strconv.ParseFloat(s, t.Bits())
-	case reflect.String:
-		if t != numberType {
-			return "wrong-type"
-		}
-	case reflect.Interface:
-		if t.NumMethod() != 0 {
-			return "wrong-type"
-		}
-		_, err = strconv.ParseFloat(s, 64) // encoding/json stores a float64
+	case k == reflect.Interface:
+		_, err = strconv.ParseFloat(s, 64)
 	default:
-		return "wrong-type"
+		_, err = strconv.ParseFloat(s, t.Bits())
 	}
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, strconv.ErrRange) && t.Kind() == reflect.Interface:
-		return "number out of range"
-	case errors.Is(err, strconv.ErrRange):
-		return "number out of range for " + t.Kind().String()
-	default:
+	case !errors.Is(err, strconv.ErrRange):
 		return "want " + wantKind(t) + ", got number"
+	case t.Kind() == reflect.Interface:
+		return "number out of range"
 	}
+	return "number out of range for " + t.Kind().String()
 }
 
-// wantKind names the JSON type that t takes, or "" if it takes none.
+// wantKind names the JSON type that t, a supported type but no pointer or
+// interface, takes.
 func wantKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
+	switch k := t.Kind(); {
+	case k == reflect.Struct, k == reflect.Map:
 		return "object"
-	case reflect.Slice, reflect.Array:
+	case k == reflect.Slice:
 		return "array"
-	case reflect.String:
-		if t == numberType {
-			return "number"
-		}
+	case k == reflect.String:
 		return "string"
-	case reflect.Bool:
+	case k == reflect.Bool:
 		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case k <= reflect.Int64:
 		return "integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	case k <= reflect.Uint64:
 		return "non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
 	}
-	return ""
+	return "number"
 }
 
 func tokenKind(tok json.Token) string {
-	switch tok := tok.(type) {
-	case json.Delim:
-		if tok == '[' {
-			return "array"
-		}
-		return "object"
-	case string:
-		return "string"
-	case json.Number, float64:
-		return "number"
-	case bool:
-		return "boolean"
+	switch tok.(type) {
 	case nil:
 		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
 	}
-	return "unknown"
+	if tok == json.Delim('[') {
+		return "array"
+	}
+	return "object"
 }
 
 var (
-	textType  = reflect.TypeFor[encoding.TextUnmarshaler]()
-	anyObject = reflect.TypeFor[map[string]any]()
-	anyArray  = reflect.TypeFor[[]any]()
-	anyType   = reflect.TypeFor[any]()
-)
-
-var (
+	rawType             = reflect.TypeFor[json.RawMessage]()
 	numberType          = reflect.TypeFor[json.Number]()
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textType            = reflect.TypeFor[encoding.TextUnmarshaler]()
+	anyType             = reflect.TypeFor[any]()
 )

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -56,22 +55,19 @@ func Locate(data []byte, field string) (line, column int, ok bool) {
 	if len(data) > MaxSize {
 		return 0, 0, false
 	}
-	s := scan(data)
-	if !s.object() {
-		return 0, 0, false
-	}
+	spots := scan(data, anyType, true).spots
 	best := -1
-	for i, tk := range s.tokens {
-		p := tk.path
+	for i, sp := range spots {
+		p := sp.path
 		within := p == "" || p == field || strings.HasPrefix(field, p) && strings.ContainsRune(".[", rune(field[len(p)]))
-		if tk.kind == kindValue && within && (best < 0 || len(p) > len(s.tokens[best].path)) {
+		if within && (best < 0 || len(p) > len(spots[best].path)) {
 			best = i
 		}
 	}
 	if best < 0 {
 		return 0, 0, false
 	}
-	line, column = lineColumn(data, s.tokens[best].start)
+	line, column = lineColumn(data, spots[best].start)
 	return line, column, true
 }
 
@@ -80,7 +76,7 @@ func Locate(data []byte, field string) (line, column int, ok bool) {
 // length); "" when none is.
 func nearestMember(t reflect.Type, name string) string {
 	best, bestDistance := "", 3
-	for known := range jsonFields(t) {
+	for known := range fields(t) {
 		if strings.EqualFold(known, name) {
 			return known
 		}
@@ -141,14 +137,12 @@ func joinField(path, name string) string {
 	return path + "[" + strconv.Quote(name) + "]"
 }
 
+// plainName: s is 1 to 64 ASCII letters, digits, '_' and '-'.
 func plainName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c == '_' || c == '-' || c < utf8.RuneSelf && (unicode.IsLetter(c) || unicode.IsDigit(c))) {
+	for _, c := range []byte(s) {
+		if !(c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
 			return false
 		}
 	}
-	return true
+	return s != "" && len(s) <= 64
 }

@@ -51,9 +51,9 @@ type File struct {
 	Gid uint32
 	// fsGroup is ReadOptions.FSGroup.
 	fsGroup int
-	// scan is Read's scan of Bytes, which decoding the document reuses
-	// while Bytes are unchanged (File.parsed).
-	scan *scanned
+	// checked: Read checked the envelope of Bytes, which decoding the
+	// document need not check again while Bytes are unchanged (File.parsed).
+	checked bool
 }
 
 // RequirePrivate refuses f, as Read with ReadOptions.RequirePrivate would,
@@ -118,11 +118,11 @@ func Read(path string, opts ReadOptions) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, scan, err := parse(data)
+	env, err := Parse(data)
 	if err != nil {
 		return nil, err
 	}
-	return &File{Path: path, Bytes: data, Digest: digestBytes(data), Envelope: *env, Mode: mode, Gid: gid, fsGroup: opts.FSGroup, scan: scan}, nil
+	return &File{Path: path, Bytes: data, Digest: digestBytes(data), Envelope: *env, Mode: mode, Gid: gid, fsGroup: opts.FSGroup, checked: true}, nil
 }
 
 func checkPath(path string) error {

@@ -183,25 +183,28 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // TestDecodeReusesReadsScan: decoding a file Read returned reuses Read's
-// scan of its bytes, and only while they are those bytes: changed in place
-// after Read, the document is scanned and checked again.
+// check of its envelope, and only while they are those bytes: changed in
+// place after Read, the document is scanned and checked again.
 func TestDecodeReusesReadsScan(t *testing.T) {
 	t.Parallel()
 	good := doc(`{"keyId":"k1","note":"abc"}`)
 	f, err := Read(writeFile(t, t.TempDir(), "cmd.json", []byte(good), 0o600), ReadOptions{})
 	require.NoError(t, err)
-	require.NotNil(t, f.scan, "Read keeps its scan")
+	require.True(t, f.checked, "Read keeps its check")
 	d, err := Decode[testSpec](f)
 	require.NoError(t, err)
 	require.Equal(t, "k1", d.Spec.KeyID)
 
-	// The same length, now with a duplicate member: the stale scan would
-	// not see it.
+	// The same length, now with a duplicate member (Decode's own scan sees
+	// it) and another apiVersion (only a check of the envelope sees it).
 	bad := doc(`{"keyId":"k1","keyId":"k2"}`)
 	require.Len(t, bad, len(good))
 	copy(f.Bytes, bad)
 	_, err = Decode[testSpec](f)
 	requireInvalid(t, err, "spec.keyId", "")
+	copy(f.Bytes, strings.Replace(good, APIVersion, "keyledger.dev/v2", 1))
+	_, err = Decode[testSpec](f)
+	requireInvalid(t, err, "apiVersion", "")
 	var spec testSpec
-	requireInvalid(t, f.DecodeSpec(&spec), "spec.keyId", "")
+	requireInvalid(t, f.DecodeSpec(&spec), "apiVersion", "")
 }

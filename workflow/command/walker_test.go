@@ -3,9 +3,9 @@ package command
 // The reflection walker that decoded command files before DecodeStrict was
 // rebuilt on sigs.k8s.io/json, kept as a test-only copy: TestDecodersAgree
 // feeds both the fuzz corpus and a table of hostile inputs and requires the
-// same decision and the same field. Its shared helpers (checkNumber,
-// wantKind, tokenKind, checkLiteral, joinField) live in fields.go, scan.go
-// and locate.go.
+// same decision and the same field. It shares tokenKind and joinField with
+// DecodeStrict; refCheckNumber, refWantKind and refCheckLiteral are
+// refhelpers_test.go's.
 
 import (
 	"bytes"
@@ -119,7 +119,7 @@ func (w *walker) next(path string, key bool) (json.Token, error) {
 		if i := bytes.IndexByte(lit, '"'); i >= 0 {
 			lit = lit[i:]
 		}
-		if problem := checkLiteral(lit); problem != "" {
+		if problem := refCheckLiteral(lit); problem != "" {
 			if key {
 				problem += " in member name"
 			}
@@ -210,7 +210,7 @@ func (w *walker) value(tok json.Token, t reflect.Type, path string) error {
 			return nil
 		}
 	case json.Number:
-		if problem := checkNumber(string(tok), t); problem != "wrong-type" {
+		if problem := refCheckNumber(string(tok), t); problem != "wrong-type" {
 			if problem != "" {
 				return Invalid(path, problem)
 			}
@@ -225,7 +225,7 @@ func (w *walker) value(tok json.Token, t reflect.Type, path string) error {
 }
 
 func (w *walker) object(t reflect.Type, path string) error {
-	fields := structFields(t)
+	fields := walkerStructFields(t)
 	return w.members(path, func(name, fpath string, tok json.Token) error {
 		f := fields[name]
 		if f.quoted {
@@ -293,7 +293,7 @@ func checkMapKey(name string, kt reflect.Type, path string) error {
 		return nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		if checkNumber(name, kt) != "" {
+		if refCheckNumber(name, kt) != "" {
 			return Invalid(path, "want member name that is an integer")
 		}
 		return nil
@@ -339,13 +339,13 @@ func (w *walker) quoted(tok json.Token, t reflect.Type, path string) error {
 		return Invalid(path, "want string, got "+tokenKind(tok))
 	}
 	if s != strings.TrimSpace(s) || json.Unmarshal([]byte(s), reflect.New(t).Interface()) != nil {
-		return Invalid(path, "want string holding a JSON "+wantKind(t))
+		return Invalid(path, "want string holding a JSON "+refWantKind(t))
 	}
 	return nil
 }
 
 func mismatch(path string, t reflect.Type, tok json.Token) error {
-	want := wantKind(t)
+	want := refWantKind(t)
 	if want == "" {
 		return Invalid(path, "unsupported field type")
 	}
@@ -357,12 +357,12 @@ type fieldInfo struct {
 	quoted bool
 }
 
-var fieldCache sync.Map // reflect.Type -> map[string]fieldInfo
+var walkerFieldCache sync.Map // reflect.Type -> map[string]fieldInfo
 
-// structFields maps the member names encoding/json decodes into t to their
+// walkerStructFields maps the member names encoding/json decodes into t to their
 // fields, following its rules for tags and embedded structs.
-func structFields(t reflect.Type) map[string]fieldInfo {
-	if f, ok := fieldCache.Load(t); ok {
+func walkerStructFields(t reflect.Type) map[string]fieldInfo {
+	if f, ok := walkerFieldCache.Load(t); ok {
 		return f.(map[string]fieldInfo)
 	}
 	type candidate struct {
@@ -459,7 +459,7 @@ func structFields(t reflect.Type) map[string]fieldInfo {
 		}
 		fields[name] = top[0].info
 	}
-	fieldCache.Store(t, fields)
+	walkerFieldCache.Store(t, fields)
 	return fields
 }
 
