@@ -218,5 +218,5 @@ func init() {
 	add("journal-tls-certificate", false, false, "the journal's certificate is not trusted: set sslrootcert in "+urlSetting+" to the CA that signed it (refresh the copy after the CA rotates)"+cannotRerun)
 	add("journal-tls", false, false, "the TLS handshake with the journal failed: check sslmode in "+urlSetting+" and that the server (or its pooler) speaks TLS"+cannotRerun)
 	add("journal-session-not-fresh", false, false, "a pooler handed on a session it did not reset: run it in session mode with server_reset_query = DISCARD ALL (deploy/journal/pooler)"+cannotRerun)
-	add("journal-record-unreadable", false, false, "a record of this operation was written around keyledger (the message names it: its target or its detail is not one keyledger writes) and keyledger acts on no record it cannot read: find who wrote it with the namespace's journal role, and as the schema owner delete that record"+cannotRerun)
+	add("journal-record-unreadable", false, false, "a record of this operation was written around keyledger (the message names it: its target or its detail is not one keyledger writes) and keyledger acts on no record it cannot read, so it never resumes this operation: find who wrote it with the namespace's journal role (records are append-only: it stays as evidence), and run the command under a new mutationId"+cannotRerun)
 }

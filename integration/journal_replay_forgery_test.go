@@ -162,7 +162,8 @@ func TestIntegrationReplayForgedSecretUpdateRefused(t *testing.T) {
 // writes, is not acted on and is not a bug of keyledger's: resuming the
 // unfinished retirement it was written into stops with
 // journal-record-unreadable, exit 75 (the preparation is durable), naming
-// the record and never its text, and the keyring Secret is untouched.
+// the record and never its text, and the keyring Secret is untouched; the
+// retirement under a new mutationId then retires the key with one write.
 func TestIntegrationReplayUnreadableRecordNamed(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -190,4 +191,11 @@ func TestIntegrationReplayUnreadableRecordNamed(t *testing.T) {
 	require.Contains(t, r.Stderr, fmt.Sprintf("record %d target", forged), "the error names the record")
 	require.NotContains(t, r.Stdout+r.Stderr, forgedText, "never the record's text")
 	require.Equal(t, s.ResourceVersion, e.GetSecret(s.Name).ResourceVersion, "the keyring Secret is untouched")
+
+	// What docs/failures.md says to do: the same retirement under a new
+	// mutationId retires the key with exactly one write.
+	realPath := e.WriteCommand("unreadable-real.json", suite.RetireCommand(s, "k-2026-07", "mut-unreadable-real"))
+	suite.RequireOK(t, e.Keyledger([]string{"run", realPath}, as), "completed")
+	retired := e.GetSecret(s.Name)
+	require.Equal(t, 1, e.SecretWrites(s.Name, s.ResourceVersion, retired.ResourceVersion), "the key is retired by exactly one write")
 }
